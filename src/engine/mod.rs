@@ -1,0 +1,81 @@
+//! Runs the stage graph: decides what is stale from fingerprints, runs stages (in
+//! parallel where the graph allows) through an executor, moves outputs into place only on
+//! success, and records `artifacts/repro.lock`. Knows nothing about GPUs.
+
+use crate::executor::{CancelFlag, Executor};
+use crate::pipeline::{Pipeline, StageSpec};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What a stage kind contributes to a stage's fingerprint, besides its canonical spec and
+/// its upstream fingerprints (which the engine adds itself).
+#[derive(Debug, Clone, Default)]
+pub struct StageInputs {
+    /// Files (relative to the project root) whose contents matter.
+    pub files: Vec<PathBuf>,
+    /// Named values that matter (resolved parameters, the chosen arch, ...).
+    pub params: BTreeMap<String, String>,
+    /// Tool name → version string (nvcc, ncu, python, torch, ...).
+    pub tools: BTreeMap<String, String>,
+    /// Hardware identity for GPU stages (model, compute capability, driver), if any.
+    pub hardware: Option<String>,
+}
+
+/// Declared outputs of a stage, relative to the project root.
+pub type Outputs = Vec<PathBuf>;
+
+/// Everything a stage may touch while it runs.
+pub struct RunCtx<'a> {
+    pub name: &'a str,
+    pub spec: &'a StageSpec,
+    pub pipeline: &'a Pipeline,
+    pub root: &'a Path,
+    /// Write declared outputs here, under the same relative paths; the engine moves them
+    /// into `root` only if the stage succeeds.
+    pub staging: &'a Path,
+    /// The stage's log file (`.repro/logs/<stage>.log`).
+    pub log: &'a Path,
+    pub executor: &'a dyn Executor,
+    pub cancel: &'a CancelFlag,
+    /// Path of the running `repro` binary, for child `repro exec` jobs.
+    pub repro_exe: &'a Path,
+    /// Command-line overrides (`--arch`, `repro tune --exhaustive`, ...).
+    pub overrides: &'a BTreeMap<String, String>,
+    /// Live progress line for this stage.
+    pub progress: &'a dyn Fn(&str),
+}
+
+/// How a stage that did not error ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StageOutcome {
+    /// Ran, and every gate it checks passed.
+    Passed,
+    /// Ran, but a gate failed: not a stage error; downstream still runs. The string
+    /// summarizes which gate.
+    GateFailed(String),
+    /// Could not run for a reason the user can fix (a missing optional tool): the reason
+    /// and the fix. Its outputs are still written (they say `skipped`).
+    Skipped { reason: String, fix: String },
+}
+
+/// A built-in stage kind (`cmd`, `build`, `bench`, `tune`, `profile`, `summarize`).
+pub trait StageKind: Send + Sync {
+    fn kind(&self) -> &'static str;
+    /// Check the kind's own options (`spec.options`) when the pipeline is loaded. Errors
+    /// name the offending key, so the loader can point at its line.
+    fn validate(&self, name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Result<(), OptionError>;
+    /// Declared outputs.
+    fn outputs(&self, name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs;
+    /// Fingerprint inputs. May call cheap tools (cached versions), never the GPU directly.
+    fn inputs(&self, name: &str, spec: &StageSpec, pipeline: &Pipeline, root: &Path) -> anyhow::Result<StageInputs>;
+    /// Does the work, writing outputs under `ctx.staging`.
+    fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome>;
+}
+
+/// A problem with one key of a stage's options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptionError {
+    /// The key path below the stage, e.g. `["space", "TILE_M"]`; empty for the stage itself.
+    pub path: Vec<String>,
+    pub message: String,
+}

@@ -1,0 +1,89 @@
+//! Where stage processes are started. Every process a stage runs goes through an
+//! [`Executor`]: local child processes today, a cluster scheduler (Slurm) behind the same
+//! interface. No stage spawns processes around it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Short name for logs and scheduler job names, e.g. `bench:stage2-baseline:mission:0`.
+    pub name: String,
+    /// Program and arguments. A shell line is `["sh", "-c", line]`.
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    /// Added to the inherited environment.
+    pub env: BTreeMap<String, String>,
+    pub timeout: Option<Duration>,
+    /// Append the job's stdout and stderr here (created if missing).
+    pub log: Option<PathBuf>,
+    /// Also keep stdout in memory and return it (for `repro exec`'s JSON line).
+    pub capture_stdout: bool,
+    /// The job needs one GPU: which visible device index (sets `CUDA_VISIBLE_DEVICES`
+    /// locally; a GPU request for a scheduler).
+    pub gpu: Option<u32>,
+}
+
+impl Job {
+    pub fn new(name: impl Into<String>, argv: Vec<String>, cwd: impl Into<PathBuf>) -> Self {
+        Job {
+            name: name.into(),
+            argv,
+            cwd: cwd.into(),
+            env: BTreeMap::new(),
+            timeout: None,
+            log: None,
+            capture_stdout: false,
+            gpu: None,
+        }
+    }
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitKind {
+    /// Exited with this code (0 is success).
+    Code(i32),
+    /// Killed by a signal it did not ask for (e.g. a segfault).
+    Signal(i32),
+    /// Killed by us after its timeout.
+    TimedOut,
+    /// Killed by us because the run was interrupted.
+    Cancelled,
+    /// The scheduler ended it, with its reason (Slurm: TIMEOUT, NODE_FAIL, ...).
+    Scheduler(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct JobOutcome {
+    pub exit: ExitKind,
+    /// Captured stdout (empty unless `capture_stdout`).
+    pub stdout: Vec<u8>,
+    /// The last lines of combined output, for error messages.
+    pub tail: String,
+    /// The host that ran it.
+    pub node: Option<String>,
+    pub elapsed: Duration,
+}
+
+impl JobOutcome {
+    pub fn success(&self) -> bool {
+        self.exit == ExitKind::Code(0)
+    }
+}
+
+/// Set when the user interrupts (Ctrl-C / SIGTERM): executors kill what they started.
+pub type CancelFlag = Arc<AtomicBool>;
+
+/// Starts jobs. `run` blocks until the job ends; stages that want concurrency call it from
+/// several threads.
+pub trait Executor: Send + Sync {
+    fn name(&self) -> &str;
+    fn run(&self, job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome>;
+    /// How many GPU jobs may run at once (visible GPUs locally; a limit on a cluster).
+    fn gpu_slots(&self) -> u32;
+}

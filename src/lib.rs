@@ -1,0 +1,19 @@
+//! `repro`: a cached, reproducible DAG of GPU-kernel stages
+//! (build → bench → evo-tune → ncu-profile → summarize).
+//!
+//! Reading order: [`cli`] parses the command line; [`pipeline`] loads and validates
+//! `pipeline.yaml`; [`engine`] decides what is stale and runs stages through an
+//! [`executor`]; [`stages`] holds one module per built-in stage kind. GPU code stays
+//! behind [`gpu`]; Nsight Compute behind [`ncu`]; the autotuner in [`tune`]; reports in
+//! [`report`]. [`schema`] fixes the artifact records that stages hand each other.
+
+pub mod cli;
+pub mod engine;
+pub mod executor;
+pub mod gpu;
+pub mod ncu;
+pub mod pipeline;
+pub mod report;
+pub mod schema;
+pub mod stages;
+pub mod tune;

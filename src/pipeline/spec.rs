@@ -1,0 +1,203 @@
+//! The typed shape of `pipeline.yaml`. Parsing, locations and validation live in the
+//! sibling modules; these are the plain data every stage reads.
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A whole `pipeline.yaml`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pipeline {
+    pub version: u32,
+    /// Fallback GPU architecture (`sm_89`) when no GPU is present to ask.
+    #[serde(default)]
+    pub arch: Option<String>,
+    #[serde(default)]
+    pub workload: Option<Workload>,
+    #[serde(default)]
+    pub kernels: BTreeMap<String, KernelSpec>,
+    #[serde(default)]
+    pub variants: BTreeMap<String, VariantSpec>,
+    /// The variant every other is compared against.
+    #[serde(default)]
+    pub control: Option<String>,
+    #[serde(default)]
+    pub gates: Gates,
+    /// Where stage processes run (`local` when absent).
+    #[serde(default)]
+    pub executor: Option<ExecutorSpec>,
+    /// Stages in declaration order.
+    pub stages: IndexMap<String, StageSpec>,
+}
+
+/// The built-in workload: inputs, reference and launch geometry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Only `sdpa_fp8` today.
+    pub op: String,
+    pub shapes: BTreeMap<String, Shape>,
+    pub primary: String,
+    #[serde(default = "default_seeds")]
+    pub seeds: Vec<u64>,
+}
+
+fn default_seeds() -> Vec<u64> {
+    vec![0]
+}
+
+#[allow(non_snake_case)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shape {
+    pub B: u32,
+    pub H: u32,
+    pub S: u32,
+    pub D: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelSpec {
+    /// CUDA source, relative to the project root.
+    pub source: String,
+    /// The `extern "C"` entry point.
+    pub entry: String,
+    /// Extra nvcc flags.
+    #[serde(default)]
+    pub flags: Vec<String>,
+}
+
+/// Compile-time define values: integers or strings, written as `-DNAME=VALUE`.
+pub type Defines = BTreeMap<String, serde_yaml::Value>;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantSpec {
+    pub kernel: String,
+    #[serde(default)]
+    pub defines: Defines,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gates {
+    #[serde(default)]
+    pub ptxas: Option<PtxasGates>,
+    #[serde(default)]
+    pub correctness: Option<CorrectnessGates>,
+    #[serde(default)]
+    pub performance: Option<PerformanceGates>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PtxasGates {
+    pub max_registers: Option<u32>,
+    pub max_smem_bytes: Option<u64>,
+    pub max_spill_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorrectnessGates {
+    #[serde(default = "d_max_abs")]
+    pub max_abs_err: f64,
+    #[serde(default = "d_mean_abs")]
+    pub mean_abs_err: f64,
+    #[serde(default = "d_pct_bad")]
+    pub max_pct_bad: f64,
+}
+
+impl Default for CorrectnessGates {
+    fn default() -> Self {
+        CorrectnessGates {
+            max_abs_err: d_max_abs(),
+            mean_abs_err: d_mean_abs(),
+            max_pct_bad: d_pct_bad(),
+        }
+    }
+}
+
+fn d_max_abs() -> f64 {
+    0.06
+}
+fn d_mean_abs() -> f64 {
+    0.02
+}
+fn d_pct_bad() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerformanceGates {
+    /// Best variant's speedup over the control on the primary shape.
+    pub min_speedup_vs_control: Option<f64>,
+    /// Best variant's speedup over each named baseline on the primary shape.
+    #[serde(default)]
+    pub min_speedup_vs_baseline: BTreeMap<String, f64>,
+}
+
+/// Where processes run. `local` (default) or `slurm`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorSpec {
+    pub kind: String,
+    #[serde(default)]
+    pub partition: Option<String>,
+    #[serde(default)]
+    pub gres: Option<String>,
+    #[serde(default)]
+    pub time: Option<String>,
+    #[serde(default)]
+    pub account: Option<String>,
+    #[serde(default)]
+    pub srun_args: Vec<String>,
+    /// Maximum concurrent job steps (tune trials).
+    #[serde(default)]
+    pub max_jobs: Option<u32>,
+}
+
+/// A `run:` command: an argv list, or one string for `sh -c` (only with `shell: true`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Command {
+    Argv(Vec<String>),
+    Line(String),
+}
+
+/// One stage. The common keys are here; a kind's own options stay in `options` and are
+/// checked by that kind (see `stages`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageSpec {
+    /// The stage kind: `cmd`, `build`, `bench`, `tune`, `profile`, `summarize`.
+    pub uses: String,
+    #[serde(default)]
+    pub needs: Vec<String>,
+    /// Input files whose contents are part of the fingerprint.
+    #[serde(default)]
+    pub deps: Vec<String>,
+    /// Output files or folders, relative to the project root.
+    #[serde(default)]
+    pub outs: Vec<String>,
+    #[serde(default)]
+    pub params: BTreeMap<String, serde_yaml::Value>,
+    /// Environment variables set for the stage's processes (and fingerprinted).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Seconds, or a duration like `90s`, `10m`, `2h`.
+    #[serde(default)]
+    pub timeout: Option<serde_yaml::Value>,
+    #[serde(default)]
+    pub run: Option<Command>,
+    #[serde(default)]
+    pub shell: bool,
+    /// Per-stage executor override (e.g. build on CPU nodes, bench on GPU nodes).
+    #[serde(default)]
+    pub executor: Option<ExecutorSpec>,
+    /// The kind's own keys (`warmup`, `budget`, `targets`, ...).
+    #[serde(flatten)]
+    pub options: serde_yaml::Mapping,
+}

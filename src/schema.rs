@@ -1,0 +1,303 @@
+//! The artifact records stages hand each other (DESIGN.md, "Artifacts"). Field names are
+//! the contract: the report templates, `repro diff` and users' scripts read them.
+//!
+//! Floats are rounded to a fixed number of decimals when written (see [`float`]) so
+//! artifacts are stable text that diffs well; maps are `BTreeMap` so keys are sorted.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Fixed-precision float serializers: `f4` for times and percentages, `f6` for errors.
+pub mod float {
+    use serde::Serializer;
+
+    fn round(x: f64, decimals: i32) -> f64 {
+        if !x.is_finite() {
+            return x;
+        }
+        let p = 10f64.powi(decimals);
+        let r = (x * p).round() / p;
+        if r == 0.0 {
+            0.0 // no "-0.0"
+        } else {
+            r
+        }
+    }
+
+    pub fn f4<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(round(*x, 4))
+    }
+    pub fn f6<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(round(*x, 6))
+    }
+    pub fn opt_f4<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match x {
+            Some(v) => s.serialize_some(&round(*v, 4)),
+            None => s.serialize_none(),
+        }
+    }
+    pub fn opt_f6<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match x {
+            Some(v) => s.serialize_some(&round(*v, 6)),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+/// One gate check: a measured figure against a threshold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateResult {
+    /// e.g. `ptxas.max_registers`, `correctness.max_abs_err`, `performance.min_speedup_vs_control`.
+    pub gate: String,
+    /// What the gate applies to, e.g. `sdpa_fp8_fwd` or `mission/seed0`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subject: String,
+    #[serde(serialize_with = "float::f6")]
+    pub measured: f64,
+    #[serde(serialize_with = "float::f6")]
+    pub threshold: f64,
+    /// `<=` or `>=`: how `measured` must compare to `threshold`.
+    pub op: String,
+    pub pass: bool,
+}
+
+impl GateResult {
+    pub fn at_most(gate: &str, subject: &str, measured: f64, threshold: f64) -> Self {
+        GateResult {
+            gate: gate.into(),
+            subject: subject.into(),
+            measured,
+            threshold,
+            op: "<=".into(),
+            // NaN never passes.
+            pass: measured <= threshold,
+        }
+    }
+    pub fn at_least(gate: &str, subject: &str, measured: f64, threshold: f64) -> Self {
+        GateResult {
+            gate: gate.into(),
+            subject: subject.into(),
+            measured,
+            threshold,
+            op: ">=".into(),
+            pass: measured >= threshold,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- build
+
+/// Resource usage of one entry function, from ptxas `-v` (and the driver where a GPU is present).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EntryResources {
+    pub name: String,
+    pub registers: Option<u32>,
+    pub smem_bytes: Option<u64>,
+    pub stack_bytes: Option<u64>,
+    pub spill_store_bytes: Option<u64>,
+    pub spill_load_bytes: Option<u64>,
+    pub barriers: Option<u32>,
+    pub cmem_bytes: Option<u64>,
+    /// Registers per thread as the driver reports them (`cuFuncGetAttribute`), when a GPU was present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_registers: Option<u32>,
+    /// Static shared memory as the driver reports it, when a GPU was present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_smem_bytes: Option<u64>,
+}
+
+/// `artifacts/build/<variant>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildRecord {
+    pub variant: String,
+    pub kernel: String,
+    pub source: String,
+    pub entry: String,
+    pub defines: BTreeMap<String, String>,
+    pub arch: String,
+    pub nvcc_version: String,
+    /// The full compile command, argv form.
+    pub command: Vec<String>,
+    /// `ok` or `compile_error`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Content hash of the cubin (the cubin itself lives in the cache under `.repro/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cubin_sha256: Option<String>,
+    pub entries: Vec<EntryResources>,
+    pub gates: Vec<GateResult>,
+}
+
+// ---------------------------------------------------------------- bench
+
+/// How the timing samples were taken: say it in every record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimingMode {
+    /// `cuda_graph` or `batched_events`.
+    pub method: String,
+    pub launches_per_sample: u32,
+    /// `flush` (L2 flushed before each sample) or `warm`.
+    pub l2: String,
+}
+
+/// One (variant or baseline, shape, seed) measurement: what `repro exec` prints as one JSON
+/// line and what `artifacts/bench/*.json` list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[allow(non_snake_case)]
+pub struct BenchResult {
+    pub shape: String,
+    pub B: u32,
+    pub H: u32,
+    pub S: u32,
+    pub D: u32,
+    pub seed: u64,
+    pub warmup: u32,
+    pub iters: u32,
+    /// `ok`, `failed` (fault, timeout, launch error) or `skipped`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub device_index: Option<u32>,
+    pub device_name: Option<String>,
+    pub timing_mode: Option<TimingMode>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub p50_us: Option<f64>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub p90_us: Option<f64>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub p99_us: Option<f64>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub mean_us: Option<f64>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub std_us: Option<f64>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub min_us: Option<f64>,
+    /// Half-width of the 95% confidence interval of the median, µs.
+    #[serde(serialize_with = "float::opt_f4")]
+    pub ci95_us: Option<f64>,
+    /// Coefficient of variation (std / mean).
+    #[serde(serialize_with = "float::opt_f4")]
+    pub cv: Option<f64>,
+    pub samples: Option<u32>,
+    #[serde(serialize_with = "float::opt_f6")]
+    pub max_abs_err: Option<f64>,
+    #[serde(serialize_with = "float::opt_f6")]
+    pub mean_abs_err: Option<f64>,
+    #[serde(serialize_with = "float::opt_f6")]
+    pub pct_bad: Option<f64>,
+    #[serde(serialize_with = "float::opt_f6")]
+    pub rel_l2_err: Option<f64>,
+    pub nan_count: Option<u64>,
+    pub inf_count: Option<u64>,
+    pub correctness_pass: Option<bool>,
+    /// `speedup_vs_<baseline>` = baseline p50 / this p50; `None` (n/a) when the baseline is missing.
+    #[serde(flatten)]
+    pub speedups: BTreeMap<String, Option<f64>>,
+}
+
+/// `artifacts/bench/<variant>.json` and `artifacts/bench/baselines/<name>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchFile {
+    pub name: String,
+    /// `variant` or `baseline`.
+    pub kind: String,
+    /// `ok`, `failed` or `skipped`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub defines: BTreeMap<String, String>,
+    pub results: Vec<BenchResult>,
+    pub gates: Vec<GateResult>,
+}
+
+// ---------------------------------------------------------------- tune
+
+/// One row of `artifacts/tune/tune_log.csv`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TuneTrial {
+    pub trial: u32,
+    pub generation: u32,
+    pub timestamp: String,
+    /// The configuration as compact JSON with sorted keys.
+    pub config: String,
+    /// `ok`, `compile_error`, `ptxas_gate`, `incorrect`, `failed`, `invalid`.
+    pub status: String,
+    pub registers: Option<u32>,
+    pub spill_bytes: Option<u64>,
+    pub max_abs_err: Option<f64>,
+    pub p50_us: Option<f64>,
+    pub correctness_pass: Option<bool>,
+    pub note: String,
+}
+
+/// One member of the elite in `artifacts/tune/topk.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EliteEntry {
+    pub rank: u32,
+    pub trial: u32,
+    pub config: BTreeMap<String, i64>,
+    /// Trial numbers of the parents (empty for the initial population).
+    pub parents: Vec<u32>,
+    #[serde(serialize_with = "float::f4")]
+    pub p50_us: f64,
+    pub bench: Vec<BenchResult>,
+}
+
+// ---------------------------------------------------------------- ncu
+
+/// One warp-stall reason with its share of stall samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StallReason {
+    pub reason: String,
+    #[serde(serialize_with = "float::f4")]
+    pub pct: f64,
+}
+
+/// One profiled target in `artifacts/ncu/summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NcuTarget {
+    pub target: String,
+    pub variant: String,
+    pub kernel: String,
+    /// `ok`, `failed` or `skipped`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub sm_util_pct: Option<f64>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub tensor_core_util_pct: Option<f64>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub achieved_occupancy_pct: Option<f64>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub registers_per_thread: Option<f64>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub l2_hit_rate_pct: Option<f64>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub dram_bw_pct_peak: Option<f64>,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub kernel_time_us: Option<f64>,
+    /// Named field → the raw metric name it was read from.
+    pub metric_names: BTreeMap<String, String>,
+    /// Every raw metric read, as ncu printed it (value with unit).
+    pub raw: BTreeMap<String, String>,
+    pub top_stalls: Vec<StallReason>,
+}
+
+/// `artifacts/ncu/summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NcuSummary {
+    pub ncu_version: Option<String>,
+    /// e.g. `base` (ncu's default: clocks locked to base) or `none`.
+    pub clock_control: String,
+    pub targets: Vec<NcuTarget>,
+}
+
+/// Write a record as pretty JSON with a trailing newline (the one JSON style of artifacts).
+pub fn to_json_pretty<T: Serialize>(value: &T) -> String {
+    let mut s = serde_json::to_string_pretty(value).expect("artifact records always serialize");
+    s.push('\n');
+    s
+}
