@@ -1,1 +1,14 @@
-//! (in progress)
+//! The built-in stage kinds, one module each. [`registry`] is the table the engine looks
+//! kinds up in.
+
+use crate::engine::StageKind;
+
+/// Every built-in stage kind.
+pub fn registry() -> Vec<Box<dyn StageKind>> {
+    vec![]
+}
+
+/// Look a kind up by its `uses:` name.
+pub fn find(kind: &str) -> Option<Box<dyn StageKind>> {
+    registry().into_iter().find(|k| k.kind() == kind)
+}
