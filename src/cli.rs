@@ -33,7 +33,12 @@ pub struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// The pipeline file; its folder is the project root.
-    #[arg(short = 'f', long = "file", global = true, default_value = "pipeline.yaml")]
+    #[arg(
+        short = 'f',
+        long = "file",
+        global = true,
+        default_value = "pipeline.yaml"
+    )]
     pub file: PathBuf,
     /// Plain output: no spinners, only failures and the final table.
     #[arg(short, long, global = true)]

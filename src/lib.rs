@@ -16,4 +16,5 @@ pub mod pipeline;
 pub mod report;
 pub mod schema;
 pub mod stages;
+pub mod tools;
 pub mod tune;

@@ -63,11 +63,22 @@ pub trait StageKind: Send + Sync {
     fn kind(&self) -> &'static str;
     /// Check the kind's own options (`spec.options`) when the pipeline is loaded. Errors
     /// name the offending key, so the loader can point at its line.
-    fn validate(&self, name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Result<(), OptionError>;
+    fn validate(
+        &self,
+        name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+    ) -> Result<(), OptionError>;
     /// Declared outputs.
     fn outputs(&self, name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs;
     /// Fingerprint inputs. May call cheap tools (cached versions), never the GPU directly.
-    fn inputs(&self, name: &str, spec: &StageSpec, pipeline: &Pipeline, root: &Path) -> anyhow::Result<StageInputs>;
+    fn inputs(
+        &self,
+        name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+        root: &Path,
+    ) -> anyhow::Result<StageInputs>;
     /// Does the work, writing outputs under `ctx.staging`.
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome>;
 }

@@ -26,7 +26,10 @@ pub struct GpuInfo {
 impl GpuInfo {
     /// `sm_90` for compute capability 9.0.
     pub fn arch(&self) -> String {
-        format!("sm_{}{}", self.compute_capability[0], self.compute_capability[1])
+        format!(
+            "sm_{}{}",
+            self.compute_capability[0], self.compute_capability[1]
+        )
     }
 }
 

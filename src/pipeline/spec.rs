@@ -39,6 +39,10 @@ pub struct Workload {
     pub op: String,
     pub shapes: BTreeMap<String, Shape>,
     pub primary: String,
+    /// The reference kernel used to judge correctness (compiled by the build stage to
+    /// `.repro/cubins/reference.cubin`).
+    #[serde(default)]
+    pub reference: Option<KernelSpec>,
     #[serde(default = "default_seeds")]
     pub seeds: Vec<u64>,
 }
