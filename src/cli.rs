@@ -203,6 +203,7 @@ pub fn main() -> i32 {
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Exec(args) => crate::gpu::exec::main(&args),
+        Command::Ncu(NcuCommand::Parse(args)) => crate::ncu::parse_command(&args),
         _ => anyhow::bail!("this subcommand is not available yet"),
     }
 }
