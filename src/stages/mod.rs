@@ -3,9 +3,11 @@
 
 use crate::engine::StageKind;
 
+pub mod profile;
+
 /// Every built-in stage kind.
 pub fn registry() -> Vec<Box<dyn StageKind>> {
-    vec![]
+    vec![Box::new(profile::Profile)]
 }
 
 /// Look a kind up by its `uses:` name.
