@@ -42,7 +42,8 @@ pub fn render(summary: &NcuSummary) -> String {
         for f in Field::ALL {
             let shown = value(t, f).map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}"));
             let from = t.metric_names.get(f.key()).map_or("", String::as_str);
-            let _ = writeln!(out, "  {:<width$}  {:>10}  {}", f.key(), shown, from);
+            let line = format!("  {:<width$}  {:>10}  {}", f.key(), shown, from);
+            let _ = writeln!(out, "{}", line.trim_end());
         }
         if !t.top_stalls.is_empty() {
             let stalls: Vec<String> = t

@@ -379,7 +379,7 @@ fn detected_arch(root: &Path) -> Option<Arch> {
 
 /// How one target's ncu run ended.
 enum RunResult {
-    Done(NcuTarget),
+    Done(Box<NcuTarget>),
     /// ncu was refused the performance counters: the whole stage is skipped.
     NoPermission(String),
 }
@@ -524,7 +524,7 @@ impl StageKind for Profile {
                             record.reason = Some(format!("report not kept: {why}"));
                         }
                     }
-                    summary.targets.push(record);
+                    summary.targets.push(*record);
                 }
             }
         }
@@ -612,13 +612,13 @@ fn read_target(
         return RunResult::NoPermission(line);
     }
     let failed = |reason: String| {
-        RunResult::Done(status_target(
+        RunResult::Done(Box::new(status_target(
             &target.label,
             &target.variant,
             &target.entry,
             "failed",
             reason,
-        ))
+        )))
     };
     let said = parse::ncu_messages(&everything);
     let context = if said.is_empty() {
@@ -656,7 +656,7 @@ fn read_target(
             launch.id, launch.kernel
         ));
     }
-    RunResult::Done(record)
+    RunResult::Done(Box::new(record))
 }
 
 fn last_lines(text: &str, n: usize) -> String {

@@ -1,0 +1,278 @@
+//! The profile stage end to end without a GPU: no ncu at all, and a stand-in `ncu` script
+//! that prints what the real one prints (the permission error; a real captured CSV; a crash).
+//! Every scenario changes the process environment (`PATH`, `NCU`), so they run in one test.
+
+use repro::engine::{RunCtx, StageKind, StageOutcome};
+use repro::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
+use repro::pipeline::Pipeline;
+use repro::schema::NcuSummary;
+use repro::stages::profile::Profile;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// Runs jobs as plain child processes (no timeout handling: the scripts here end at once).
+struct ChildProcesses;
+
+impl Executor for ChildProcesses {
+    fn name(&self) -> &str {
+        "test-children"
+    }
+    fn run(&self, job: &Job, _cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
+        let start = Instant::now();
+        let out = Command::new(&job.argv[0])
+            .args(&job.argv[1..])
+            .current_dir(&job.cwd)
+            .envs(&job.env)
+            .stdin(Stdio::null())
+            .output()?;
+        if let Some(log) = &job.log {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)?;
+            f.write_all(&out.stdout)?;
+            f.write_all(&out.stderr)?;
+        }
+        let all = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = all.lines().collect();
+        Ok(JobOutcome {
+            exit: out
+                .status
+                .code()
+                .map_or(ExitKind::Signal(9), ExitKind::Code),
+            stdout: if job.capture_stdout {
+                out.stdout
+            } else {
+                Vec::new()
+            },
+            tail: lines[lines.len().saturating_sub(20)..].join("\n"),
+            node: None,
+            elapsed: start.elapsed(),
+        })
+    }
+    fn gpu_slots(&self) -> u32 {
+        1
+    }
+}
+
+const PIPELINE: &str = "version: 1
+workload:
+  op: sdpa_fp8
+  shapes: {mission: {B: 2, H: 8, S: 512, D: 64}}
+  primary: mission
+kernels:
+  k: {source: kernels/k.cu, entry: scale_add}
+variants:
+  good: {kernel: k}
+  bad: {kernel: k}
+control: good
+stages:
+  ncu-profile: {uses: profile, targets: [control, bad, topk], clock_control: none}
+";
+
+struct Project {
+    dir: tempfile::TempDir,
+    pipeline: Pipeline,
+}
+
+impl Project {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pipeline.yaml"), PIPELINE).unwrap();
+        std::fs::create_dir_all(dir.path().join("bin")).unwrap();
+        Project {
+            pipeline: serde_yaml::from_str(PIPELINE).unwrap(),
+            dir,
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Run the stage into a fresh staging folder; returns the outcome and that folder.
+    fn run(&self) -> (StageOutcome, PathBuf) {
+        let staging = self
+            .root()
+            .join(format!(".repro/staging-{}", rand_suffix()));
+        std::fs::create_dir_all(&staging).unwrap();
+        let cancel = CancelFlag::default();
+        let overrides = BTreeMap::new();
+        let log = self.root().join(".repro/logs/ncu-profile.log");
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let ctx = RunCtx {
+            name: "ncu-profile",
+            spec: &self.pipeline.stages["ncu-profile"],
+            pipeline: &self.pipeline,
+            root: self.root(),
+            staging: &staging,
+            log: &log,
+            executor: &ChildProcesses,
+            cancel: &cancel,
+            repro_exe: Path::new("/nonexistent/repro"),
+            overrides: &overrides,
+            progress: &|_| {},
+        };
+        (Profile.run(&ctx).unwrap(), staging)
+    }
+
+    /// Install an executable `ncu` script in the project's bin/.
+    fn fake_ncu(&self, body: &str) -> PathBuf {
+        let path = self.root().join("bin/ncu");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        let mut perm = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&path, perm).unwrap();
+        path
+    }
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+fn summary(staging: &Path) -> NcuSummary {
+    let text = std::fs::read_to_string(staging.join("artifacts/ncu/summary.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/ncu")
+        .join(name)
+}
+
+#[test]
+fn profile_stage_skips_and_fails_honestly() {
+    let project = Project::new();
+    let empty_path = project.root().join("no-tools");
+    std::fs::create_dir_all(&empty_path).unwrap();
+    std::env::remove_var("NCU");
+    std::env::set_var("PATH", &empty_path);
+
+    // 1. No ncu anywhere: skipped with the install hint, summary says so per target.
+    if repro::ncu::find_ncu().is_some() {
+        eprintln!(
+            "skipped: this machine has ncu in a fixed location, so 'no ncu' cannot be staged"
+        );
+    } else {
+        let (outcome, staging) = project.run();
+        match outcome {
+            StageOutcome::Skipped { reason, fix } => {
+                assert!(
+                    reason.contains("ncu") && reason.contains("not found"),
+                    "{reason}"
+                );
+                assert!(
+                    fix.contains("install Nsight Compute") && fix.contains("NCU="),
+                    "{fix}"
+                );
+            }
+            other => panic!("expected skipped, got {other:?}"),
+        }
+        let s = summary(&staging);
+        assert_eq!(s.clock_control, "none");
+        let statuses: Vec<_> = s
+            .targets
+            .iter()
+            .map(|t| (t.target.as_str(), t.status.as_str()))
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                ("control", "skipped"),
+                ("bad", "skipped"),
+                ("topk", "skipped")
+            ]
+        );
+        assert!(s.targets[2]
+            .reason
+            .as_ref()
+            .unwrap()
+            .contains("run the tune stage"));
+    }
+
+    // The stand-in scripts need the usual tools.
+    std::env::set_var("PATH", "/usr/bin:/bin");
+
+    // 2. ncu refused the counters: the whole stage is skipped with NVIDIA's fix, no CSV kept.
+    let ncu = project.fake_ncu(
+        "case \"$1\" in --version) echo 'Version 2025.3.1.0 (build 36398880) (public-release)'; exit 0;; esac\n\
+         echo '==PROF== Connected to process 9012 (/nonexistent/repro)'\n\
+         echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters on the target device 0. For instructions on enabling permissions and to get more information see https://developer.nvidia.com/ERR_NVGPUCTRPERM'\n\
+         echo '==PROF== Disconnected from process 9012'\nexit 0",
+    );
+    std::env::set_var("NCU", &ncu);
+    let (outcome, staging) = project.run();
+    match outcome {
+        StageOutcome::Skipped { reason, fix } => {
+            assert!(
+                reason.contains("ERR_NVGPUCTRPERM - The user does not have permission"),
+                "{reason}"
+            );
+            assert!(
+                fix.contains("NVreg_RestrictProfilingToAdminUsers=0"),
+                "{fix}"
+            );
+            assert!(
+                fix.contains("root")
+                    && fix.contains("https://developer.nvidia.com/ERR_NVGPUCTRPERM")
+            );
+        }
+        other => panic!("expected skipped, got {other:?}"),
+    }
+    assert!(!staging.join("artifacts/ncu/control.csv").exists());
+    let s = summary(&staging);
+    assert_eq!(
+        s.ncu_version.as_deref(),
+        Some("Version 2025.3.1.0 (build 36398880) (public-release)")
+    );
+    assert!(s.targets.iter().all(|t| t.status == "skipped"));
+
+    // 3. One target's program crashes: that target fails with ncu's lines, the other is
+    //    read from real captured output, and the stage reports the failure.
+    project.fake_ncu(&format!(
+        "case \"$*\" in *--version*) echo 'Version 2025.3.1.0'; exit 0;; \
+         *'--variant bad'*) cat '{}'; exit 9;; \
+         *) cat '{}';; esac",
+        fixture("app_crash.txt").display(),
+        fixture("stage_mode.csv").display()
+    ));
+    let (outcome, staging) = project.run();
+    assert_eq!(
+        outcome,
+        StageOutcome::GateFailed("ncu failed for bad".into())
+    );
+    let s = summary(&staging);
+    let control = &s.targets[0];
+    assert_eq!(
+        (control.target.as_str(), control.status.as_str()),
+        ("control", "ok")
+    );
+    assert_eq!(control.variant, "good");
+    assert_eq!(control.kernel, "scale_add");
+    assert_eq!(control.kernel_time_us, Some(16.544));
+    assert_eq!(control.registers_per_thread, Some(16.0));
+    assert_eq!(
+        control.metric_names["kernel_time_us"],
+        "gpu__time_duration.sum"
+    );
+    let bad = &s.targets[1];
+    assert_eq!(bad.status, "failed");
+    let why = bad.reason.as_ref().unwrap();
+    assert!(
+        why.contains("Code(9)") && why.contains("LaunchFailed"),
+        "{why}"
+    );
+    assert_eq!(s.targets[2].status, "skipped");
+    // The CSVs are ncu's output byte for byte.
+    let saved = std::fs::read(staging.join("artifacts/ncu/control.csv")).unwrap();
+    assert_eq!(saved, std::fs::read(fixture("stage_mode.csv")).unwrap());
+    assert!(staging.join("artifacts/ncu/bad.csv").exists());
+}
