@@ -107,12 +107,24 @@ impl ProfileOptions {
                 message: "must be at least 1".into(),
             });
         }
+        if o.targets.is_empty() {
+            return Err(OptionError {
+                path: vec!["targets".into()],
+                message: "name at least one target: `control`, `topk` or a variant".into(),
+            });
+        }
+        if let Err(e) = primary_shape(pipeline) {
+            return Err(OptionError {
+                path: vec![],
+                message: format!("{e:#}"),
+            });
+        }
         for (i, t) in o.targets.iter().enumerate() {
-            let known = t == "topk"
-                || (t == "control" && pipeline.control.is_some())
+            // `topk` profiles tune cubins of the control's kernel.
+            let known = ((t == "topk" || t == "control") && pipeline.control.is_some())
                 || pipeline.variants.contains_key(t);
             if !known {
-                let hint = if t == "control" {
+                let hint = if t == "control" || t == "topk" {
                     "the pipeline names no `control:` variant".to_string()
                 } else {
                     let names: Vec<&str> = pipeline.variants.keys().map(String::as_str).collect();
@@ -715,6 +727,8 @@ mod tests {
         assert_eq!(e.path, ["clock_control"]);
         let e = options("{uses: profile, keep_report: maybe}").unwrap_err();
         assert_eq!(e.path, ["keep_report"]);
+        let e = options("{uses: profile, targets: []}").unwrap_err();
+        assert_eq!(e.path, ["targets"]);
         let e = options("{uses: profile, timeout: soon}").unwrap_err();
         assert_eq!(e.path, ["timeout"]);
     }
