@@ -344,3 +344,55 @@ fn tensor_pipe_names_differ_between_ada_and_hopper() {
     assert!(!gh100.contains("sm__pipe_tensor_cycles_active_v2"));
     assert!(!ad104.contains("sm__pipe_tensor_type_hmma_hgmma_qgmma"));
 }
+
+/// On a machine with a GPU, nvcc and ncu: profile the capture program with the stage's
+/// metric list and check that every named field is read on this GPU's architecture.
+#[test]
+fn gpu_real_ncu_reads_every_field_on_this_gpu() {
+    if std::env::var("REPRO_GPU_TESTS").as_deref() != Ok("1") {
+        eprintln!("skipped: set REPRO_GPU_TESTS=1 to profile a real kernel with ncu");
+        return;
+    }
+    let ncu = repro::ncu::find_ncu().expect("REPRO_GPU_TESTS=1 but no ncu found");
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path().join("app");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu/capture/app.cu");
+    let built = std::process::Command::new("nvcc")
+        .args(["-arch=native", "-o"])
+        .arg(&app)
+        .arg(&src)
+        .status()
+        .expect("nvcc must be on PATH");
+    assert!(built.success());
+    let out = std::process::Command::new(&ncu)
+        .args([
+            "--csv",
+            "--page",
+            "raw",
+            "--clock-control",
+            "none",
+            "-k",
+            "regex:^wmma_gemm$",
+        ])
+        .arg("--metrics")
+        .arg(metrics::request_list(None, &[]).join(","))
+        .arg(&app)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let e = parse::parse(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));
+    let l = &e.launches[0];
+    let t = metrics::summarize(
+        l,
+        None,
+        &[],
+        metrics::TargetId {
+            target: "wmma",
+            variant: "",
+            kernel: l.function_name(),
+        },
+    );
+    assert_eq!(t.metric_names.len(), 7, "{:?}", t.metric_names);
+    assert!(t.tensor_core_util_pct.unwrap() > 0.0);
+    assert!(!t.top_stalls.is_empty());
+}
