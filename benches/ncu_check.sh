@@ -7,7 +7,7 @@
 # Run in the project root after the build (and tune, for `topk`) stages have run:
 #   REPRO=./target/release/repro bash benches/ncu_check.sh
 # Environment (defaults match the profile stage's defaults; keep them equal to its options):
-#   REPRO=repro  PIPELINE=pipeline.yaml  SHAPE=<workload.primary>  WARMUP=5  ITERS=1
+#   REPRO=repro  PIPELINE=pipeline.yaml  STAGE=ncu-profile  SHAPE=<workload.primary>  WARMUP=5  ITERS=1
 #   LAUNCH_SKIP=$WARMUP  CLOCK_CONTROL=base  NCU=<found like the stage finds it>
 #   CHECK_DIR=.repro/ncu-check (details exports and the comparison table land here)
 # Exit status: 0 when every compared field agrees within tolerance, 1 otherwise.
@@ -15,6 +15,7 @@ set -euo pipefail
 
 REPRO=${REPRO:-repro}
 PIPELINE=${PIPELINE:-pipeline.yaml}
+STAGE=${STAGE:-ncu-profile}
 WARMUP=${WARMUP:-5}
 ITERS=${ITERS:-1}
 LAUNCH_SKIP=${LAUNCH_SKIP:-$WARMUP}
@@ -33,7 +34,7 @@ fi
 mkdir -p "$CHECK_DIR"
 
 echo "== profile stage ($("$NCU" --version | grep Version))"
-"$REPRO" -f "$PIPELINE" stage ncu-profile --force || echo "(profile stage exit $?: comparing what it wrote)"
+"$REPRO" -f "$PIPELINE" stage "$STAGE" --force || echo "(profile stage exit $?: comparing what it wrote)"
 
 # target, variant, kernel of every profiled target
 python3 - <<'PY' > "$CHECK_DIR/targets.tsv"
