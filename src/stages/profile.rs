@@ -632,12 +632,7 @@ fn read_target(
             reason,
         )))
     };
-    let said = parse::ncu_messages(&everything);
-    let context = if said.is_empty() {
-        last_lines(&outcome.tail, 10)
-    } else {
-        said.join("\n")
-    };
+    let context = failure_context(stdout, &outcome.tail);
     match &outcome.exit {
         ExitKind::Code(0) => {}
         ExitKind::TimedOut => return failed(format!("ncu timed out; last output:\n{context}")),
@@ -669,6 +664,21 @@ fn read_target(
         ));
     }
     RunResult::Done(Box::new(record))
+}
+
+/// What to show when a target fails: ncu's messages and the program's own lines (its
+/// stderr included, from the job's tail), without the CSV records, the last 15, each cut
+/// to 300 characters.
+fn failure_context(stdout: &str, tail: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for line in stdout.lines().chain(tail.lines()) {
+        let line = line.trim_end();
+        if line.is_empty() || line.starts_with('"') || lines.iter().any(|l| l == line) {
+            continue;
+        }
+        lines.push(line.chars().take(300).collect());
+    }
+    lines[lines.len().saturating_sub(15)..].join("\n")
 }
 
 fn last_lines(text: &str, n: usize) -> String {
@@ -731,6 +741,16 @@ mod tests {
         assert_eq!(e.path, ["targets"]);
         let e = options("{uses: profile, timeout: soon}").unwrap_err();
         assert_eq!(e.path, ["timeout"]);
+    }
+
+    #[test]
+    fn failure_context_keeps_messages_and_program_lines_not_csv() {
+        let stdout = "app: start\n==ERROR== LaunchFailed\n\"ID\",\"Kernel Name\"\n\"0\",\"k\"\n";
+        let tail = "==ERROR== LaunchFailed\nerror: CUDA_ERROR_ILLEGAL_ADDRESS in sdpa_fp8_fwd\n";
+        assert_eq!(
+            failure_context(stdout, tail),
+            "app: start\n==ERROR== LaunchFailed\nerror: CUDA_ERROR_ILLEGAL_ADDRESS in sdpa_fp8_fwd"
+        );
     }
 
     #[test]
