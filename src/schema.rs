@@ -93,7 +93,12 @@ pub struct EntryResources {
     pub name: String,
     pub registers: Option<u32>,
     pub smem_bytes: Option<u64>,
+    /// The entry's own stack frame (`N bytes stack frame`).
     pub stack_bytes: Option<u64>,
+    /// Stack including the device functions it calls (`N bytes cumulative stack size`;
+    /// CUDA 12.x and later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cumulative_stack_bytes: Option<u64>,
     pub spill_store_bytes: Option<u64>,
     pub spill_load_bytes: Option<u64>,
     pub barriers: Option<u32>,
@@ -126,6 +131,10 @@ pub struct BuildRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cubin_sha256: Option<String>,
     pub entries: Vec<EntryResources>,
+    /// The cross-check of ptxas's figures against the driver's function attributes:
+    /// `ok`, `mismatch: ...`, or `skipped: <why>` (no GPU, or the cubin's arch differs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_check: Option<String>,
     pub gates: Vec<GateResult>,
 }
 

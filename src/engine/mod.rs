@@ -79,6 +79,20 @@ pub trait StageKind: Send + Sync {
         pipeline: &Pipeline,
         root: &Path,
     ) -> anyhow::Result<StageInputs>;
+    /// [`inputs`](StageKind::inputs) under the run's command-line overrides (`--arch`, the
+    /// same map as [`RunCtx::overrides`]). The engine fingerprints through this method;
+    /// kinds whose inputs depend on an override implement it, the others keep this default.
+    fn inputs_with_overrides(
+        &self,
+        name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+        root: &Path,
+        overrides: &BTreeMap<String, String>,
+    ) -> anyhow::Result<StageInputs> {
+        let _ = overrides;
+        self.inputs(name, spec, pipeline, root)
+    }
     /// Does the work, writing outputs under `ctx.staging`.
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome>;
 }

@@ -3,11 +3,15 @@
 
 use crate::engine::StageKind;
 
+pub mod build;
 pub mod profile;
 
 /// Every built-in stage kind.
 pub fn registry() -> Vec<Box<dyn StageKind>> {
-    vec![Box::new(profile::Profile)]
+    vec![
+        Box::new(build::BuildStage::default()),
+        Box::new(profile::Profile),
+    ]
 }
 
 /// Look a kind up by its `uses:` name.

@@ -1,0 +1,622 @@
+//! Compiling CUDA sources to cubins with nvcc, memoized in a content-addressed cache.
+//!
+//! This is the compile API the build stage and the tuner share. Each nvcc runs as an
+//! executor [`Job`]; the compiler's output (the `ptxas -v` report or its errors) goes to a
+//! log next to the cubin, from which [`ptxas::parse`](super::ptxas::parse) reads the
+//! per-entry resources.
+//!
+//! Cache layout: `.repro/cache/build/<key>/` holds `<stem>.cubin`, `nvcc.log` and a `done`
+//! marker written last. The key hashes the nvcc version, the arguments (arch, defines,
+//! flags, source path) and the contents of the source and every local header it includes,
+//! so an unchanged request never starts nvcc again. Failed compiles are not cached.
+
+use super::{ptxas, sources};
+use crate::executor::{CancelFlag, Executor, ExitKind, Job};
+use crate::schema::EntryResources;
+use crate::tools;
+use anyhow::Context;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Where compiled cubins are memoized, relative to the project root.
+pub const CACHE_DIR: &str = ".repro/cache/build";
+
+/// How long one nvcc may run.
+const COMPILE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Most lines of compiler output kept in an error message.
+const ERROR_LINES: usize = 60;
+
+/// The nvcc in use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Toolchain {
+    pub nvcc: PathBuf,
+    /// The `release` line of `nvcc --version`, e.g.
+    /// `Cuda compilation tools, release 13.0, V13.0.88`.
+    pub version: String,
+}
+
+/// Where to look for nvcc: `PATH`, then `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, then fixed
+/// install locations.
+#[derive(Debug, Clone, Default)]
+pub struct NvccSearch {
+    pub path_var: Option<OsString>,
+    pub cuda_home: Option<PathBuf>,
+    pub cuda_path: Option<PathBuf>,
+    pub fallbacks: Vec<PathBuf>,
+}
+
+impl NvccSearch {
+    /// This process's environment, with `/usr/local/cuda/bin/nvcc` as the last resort.
+    pub fn from_env() -> Self {
+        NvccSearch {
+            path_var: std::env::var_os("PATH"),
+            cuda_home: std::env::var_os("CUDA_HOME").map(PathBuf::from),
+            cuda_path: std::env::var_os("CUDA_PATH").map(PathBuf::from),
+            fallbacks: vec![PathBuf::from("/usr/local/cuda/bin/nvcc")],
+        }
+    }
+
+    /// The first nvcc found, in search order.
+    fn locate(&self, cwd: &Path) -> Option<PathBuf> {
+        if let Ok(p) = which::which_in("nvcc", self.path_var.as_ref(), cwd) {
+            return Some(p);
+        }
+        [&self.cuda_home, &self.cuda_path]
+            .into_iter()
+            .flatten()
+            .map(|home| home.join("bin/nvcc"))
+            .chain(self.fallbacks.iter().cloned())
+            .find(|p| p.is_file())
+    }
+}
+
+/// Find nvcc in this process's environment (see [`NvccSearch`]) and read its version
+/// (cached under `.repro/cache/tools/`).
+pub fn find_nvcc(root: &Path) -> anyhow::Result<Toolchain> {
+    find_nvcc_with(root, &NvccSearch::from_env())
+}
+
+/// [`find_nvcc`] with an explicit search.
+pub fn find_nvcc_with(root: &Path, search: &NvccSearch) -> anyhow::Result<Toolchain> {
+    let Some(nvcc) = search.locate(root) else {
+        let mut looked = vec!["PATH".to_string()];
+        for (var, val) in [
+            ("CUDA_HOME", &search.cuda_home),
+            ("CUDA_PATH", &search.cuda_path),
+        ] {
+            if let Some(v) = val {
+                looked.push(format!("${var}/bin ({})", v.join("bin").display()));
+            }
+        }
+        looked.extend(search.fallbacks.iter().map(|p| p.display().to_string()));
+        anyhow::bail!(
+            "nvcc (the CUDA compiler) was not found; looked in: {}. \
+             Install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads), then put \
+             its bin/ folder on PATH or set CUDA_HOME to the toolkit folder (e.g. \
+             `export CUDA_HOME=/usr/local/cuda`)",
+            looked.join(", ")
+        );
+    };
+    let program = nvcc.to_string_lossy();
+    let tool = tools::probe(root, &program, &["--version"], |l| l.contains("release"))
+        .with_context(|| {
+            format!(
+                "found nvcc at {} but `{} --version` failed; check the CUDA toolkit install",
+                nvcc.display(),
+                nvcc.display()
+            )
+        })?;
+    Ok(Toolchain {
+        nvcc,
+        version: tool.version,
+    })
+}
+
+/// One cubin to build.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompileRequest {
+    /// The `.cu` file, relative to the project root (or absolute).
+    pub source: PathBuf,
+    /// The `extern "C"` entry the cubin must contain.
+    pub entry: String,
+    /// `-DNAME=VALUE` each; an empty value gives `-DNAME`.
+    pub defines: BTreeMap<String, String>,
+    /// e.g. `sm_90`.
+    pub arch: String,
+    /// Extra nvcc flags, after the defines.
+    pub flags: Vec<String>,
+}
+
+/// What became of one [`CompileRequest`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompileOutput {
+    pub ok: bool,
+    /// The nvcc command line (argv), run with the project root as working folder.
+    pub command: Vec<String>,
+    /// The cubin in the cache (absolute).
+    pub cubin: Option<PathBuf>,
+    pub cubin_sha256: Option<String>,
+    /// Every entry function's resources from the ptxas report.
+    pub entries: Vec<EntryResources>,
+    /// Why it failed: the compiler's errors, or what else went wrong.
+    pub error: Option<String>,
+    /// Served from the cache: no nvcc ran for it.
+    pub cached: bool,
+}
+
+impl CompileOutput {
+    fn failed(command: Vec<String>, error: String) -> Self {
+        CompileOutput {
+            ok: false,
+            command,
+            cubin: None,
+            cubin_sha256: None,
+            entries: Vec::new(),
+            error: Some(error),
+            cached: false,
+        }
+    }
+}
+
+/// A request resolved to its command line and cache slot.
+struct Prepared {
+    command: Vec<String>,
+    key: String,
+    /// The cache folder and the cubin in it, absolute.
+    dir: PathBuf,
+    cubin: PathBuf,
+}
+
+/// Compile every request, up to `jobs` nvcc processes at once, and return one output per
+/// request, in order. Requests that share a cache key compile once. A failure affects only
+/// its own request; after `cancel` is set, requests not yet started fail as cancelled.
+pub fn compile_many(
+    executor: &dyn Executor,
+    cancel: &CancelFlag,
+    tc: &Toolchain,
+    root: &Path,
+    reqs: &[CompileRequest],
+    jobs: usize,
+) -> Vec<CompileOutput> {
+    let prepared: Vec<Result<Prepared, String>> = reqs
+        .iter()
+        .map(|r| prepare(tc, root, r).map_err(|e| format!("{e:#}")))
+        .collect();
+
+    // One compile per distinct key; the first request with a key owns it.
+    let mut owner_of: HashMap<&str, usize> = HashMap::new();
+    let mut unique: Vec<usize> = Vec::new();
+    for (i, p) in prepared.iter().enumerate() {
+        if let Ok(p) = p {
+            owner_of.entry(p.key.as_str()).or_insert_with(|| {
+                unique.push(i);
+                i
+            });
+        }
+    }
+
+    let done: Vec<Mutex<Option<CompileOutput>>> = reqs.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let workers = jobs.clamp(1, unique.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let n = next.fetch_add(1, Ordering::SeqCst);
+                let Some(&i) = unique.get(n) else { break };
+                let Ok(p) = &prepared[i] else { continue };
+                let out = if cancel.load(Ordering::SeqCst) {
+                    CompileOutput::failed(p.command.clone(), "cancelled before it started".into())
+                } else {
+                    compile_prepared(executor, cancel, root, &reqs[i], p)
+                };
+                *done[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
+            });
+        }
+    });
+
+    let owned: Vec<Option<CompileOutput>> = done
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect();
+    prepared
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match p {
+            Err(e) => CompileOutput::failed(Vec::new(), e.clone()),
+            Ok(p) => {
+                let owner = owner_of[p.key.as_str()];
+                let mut out = owned[owner].clone().unwrap_or_else(|| {
+                    CompileOutput::failed(p.command.clone(), "not compiled".into())
+                });
+                if owner != i {
+                    out.cached = true;
+                }
+                out
+            }
+        })
+        .collect()
+}
+
+/// The nvcc command line for `req`, writing to `out` (both relative to the root).
+fn command_line(tc: &Toolchain, req: &CompileRequest, out: &Path) -> Vec<String> {
+    let mut argv = vec![
+        tc.nvcc.to_string_lossy().into_owned(),
+        "-cubin".into(),
+        "-O3".into(),
+        format!("-arch={}", req.arch),
+        "-Xptxas".into(),
+        "-v".into(),
+    ];
+    argv.extend(req.defines.iter().map(|(k, v)| {
+        if v.is_empty() {
+            format!("-D{k}")
+        } else {
+            format!("-D{k}={v}")
+        }
+    }));
+    argv.extend(req.flags.iter().cloned());
+    argv.push("-o".into());
+    argv.push(out.to_string_lossy().into_owned());
+    argv.push(req.source.to_string_lossy().into_owned());
+    argv
+}
+
+/// Resolve the request's sources and cache key.
+fn prepare(tc: &Toolchain, root: &Path, req: &CompileRequest) -> anyhow::Result<Prepared> {
+    let files = sources::closure(root, &req.source, &req.flags)
+        .with_context(|| format!("cannot compile {}", req.source.display()))?;
+    let mut h = Sha256::new();
+    h.update(b"repro build cache v1\0");
+    h.update(tc.version.as_bytes());
+    // Everything but the nvcc path and the output: those do not change the cubin.
+    for arg in &command_line(tc, req, Path::new(""))[1..] {
+        h.update(arg.as_bytes());
+        h.update(b"\0");
+    }
+    for file in &files {
+        let bytes = std::fs::read(root.join(file))
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        h.update(file.to_string_lossy().as_bytes());
+        h.update(b"\0");
+        h.update(Sha256::digest(&bytes));
+    }
+    let key = tools::hex(&h.finalize());
+    let stem = req
+        .source
+        .file_stem()
+        .map_or("kernel".into(), |s| s.to_string_lossy().into_owned());
+    let rel_dir = Path::new(CACHE_DIR).join(&key);
+    let rel_cubin = rel_dir.join(format!("{stem}.cubin"));
+    Ok(Prepared {
+        command: command_line(tc, req, &rel_cubin),
+        key,
+        dir: root.join(&rel_dir),
+        cubin: root.join(&rel_cubin),
+    })
+}
+
+/// Serve from the cache, or run nvcc and fill the cache.
+fn compile_prepared(
+    executor: &dyn Executor,
+    cancel: &CancelFlag,
+    root: &Path,
+    req: &CompileRequest,
+    p: &Prepared,
+) -> CompileOutput {
+    let log = p.dir.join("nvcc.log");
+    let marker = p.dir.join("done");
+    let cached = marker.is_file() && p.cubin.is_file();
+    if !cached {
+        if let Err(e) = run_nvcc(executor, cancel, root, p, &log) {
+            return CompileOutput::failed(p.command.clone(), e);
+        }
+    }
+    match finish(req, p, &log) {
+        Ok(mut out) => {
+            out.cached = cached;
+            if !cached {
+                if let Err(e) = std::fs::write(&marker, "") {
+                    return CompileOutput::failed(
+                        p.command.clone(),
+                        format!("cannot write {}: {e}", marker.display()),
+                    );
+                }
+            }
+            out
+        }
+        Err(e) => CompileOutput::failed(p.command.clone(), format!("{e:#}")),
+    }
+}
+
+/// Run nvcc for `p` with its output in `log`; `Err` is the message for the record.
+fn run_nvcc(
+    executor: &dyn Executor,
+    cancel: &CancelFlag,
+    root: &Path,
+    p: &Prepared,
+    log: &Path,
+) -> Result<(), String> {
+    std::fs::create_dir_all(&p.dir)
+        .map_err(|e| format!("cannot create {}: {e}", p.dir.display()))?;
+    for stale in [log, p.cubin.as_path()] {
+        match std::fs::remove_file(stale) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot remove {}: {e}", stale.display())),
+        }
+    }
+    let mut job = Job::new(
+        format!("build:{}", p.key.get(..12).unwrap_or(&p.key)),
+        p.command.clone(),
+        root,
+    );
+    job.timeout = Some(COMPILE_TIMEOUT);
+    job.log = Some(log.to_path_buf());
+    let outcome = executor
+        .run(&job, cancel)
+        .map_err(|e| format!("could not start nvcc: {e:#}"))?;
+    if outcome.success() {
+        return Ok(());
+    }
+    let output = std::fs::read_to_string(log).unwrap_or_else(|_| outcome.tail.clone());
+    let how = match &outcome.exit {
+        ExitKind::Code(c) => format!("nvcc failed (exit status {c})"),
+        ExitKind::Signal(s) => format!("nvcc was killed by signal {s}"),
+        ExitKind::TimedOut => format!("nvcc timed out after {}s", COMPILE_TIMEOUT.as_secs()),
+        ExitKind::Cancelled => "nvcc was cancelled (interrupted)".to_string(),
+        ExitKind::Scheduler(why) => format!("the scheduler ended nvcc: {why}"),
+    };
+    Err(format!("{how}:\n{}", last_lines(&output, ERROR_LINES)))
+}
+
+/// Read the ptxas report and the cubin of a successful compile.
+fn finish(req: &CompileRequest, p: &Prepared, log: &Path) -> anyhow::Result<CompileOutput> {
+    let report = std::fs::read_to_string(log)
+        .with_context(|| format!("cannot read the compiler log {}", log.display()))?;
+    let entries = ptxas::parse(&report);
+    if !entries.iter().any(|e| e.name == req.entry) {
+        let found: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        anyhow::bail!(
+            "{} has no entry function `{}` (ptxas compiled: {}); declare the `extern \"C\" __global__` \
+             function's name as the kernel's `entry`",
+            req.source.display(),
+            req.entry,
+            if found.is_empty() { "none".to_string() } else { found.join(", ") }
+        );
+    }
+    let bytes = std::fs::read(&p.cubin)
+        .with_context(|| format!("nvcc succeeded but wrote no {}", p.cubin.display()))?;
+    Ok(CompileOutput {
+        ok: true,
+        command: p.command.clone(),
+        cubin: Some(p.cubin.clone()),
+        cubin_sha256: Some(tools::hex(&Sha256::digest(&bytes))),
+        entries,
+        error: None,
+        cached: false,
+    })
+}
+
+/// The last `n` lines of `text`, trimmed.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{fake_nvcc, CountingExecutor};
+    use super::*;
+
+    fn search_in(path_dir: &Path) -> NvccSearch {
+        NvccSearch {
+            path_var: Some(path_dir.as_os_str().to_owned()),
+            ..NvccSearch::default()
+        }
+    }
+
+    fn req(defines: &[(&str, &str)]) -> CompileRequest {
+        CompileRequest {
+            source: PathBuf::from("kernels/k.cu"),
+            entry: "k".into(),
+            defines: defines
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            arch: "sm_90".into(),
+            flags: vec!["-lineinfo".into()],
+        }
+    }
+
+    /// A project with `kernels/k.cu` including `kernels/k.cuh`, and a fake nvcc.
+    fn project() -> (tempfile::TempDir, Toolchain) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("kernels")).unwrap();
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::write(root.join("kernels/k.cu"), "#include \"k.cuh\"\n").unwrap();
+        std::fs::write(root.join("kernels/k.cuh"), "// v1\n").unwrap();
+        fake_nvcc(&root.join("bin"));
+        let tc = find_nvcc_with(root, &search_in(&root.join("bin"))).unwrap();
+        (dir, tc)
+    }
+
+    #[test]
+    fn missing_nvcc_says_how_to_fix_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let search = NvccSearch {
+            cuda_home: Some(dir.path().join("no-cuda-here")),
+            fallbacks: vec![dir.path().join("also/missing/nvcc")],
+            ..search_in(dir.path())
+        };
+        let err = find_nvcc_with(dir.path(), &search).unwrap_err().to_string();
+        assert!(
+            err.contains("nvcc (the CUDA compiler) was not found"),
+            "{err}"
+        );
+        assert!(err.contains("$CUDA_HOME/bin"), "{err}");
+        assert!(err.contains("Install the CUDA toolkit"), "{err}");
+        assert!(err.contains("set CUDA_HOME"), "{err}");
+    }
+
+    #[test]
+    fn finds_nvcc_in_cuda_home_and_prefers_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("cuda");
+        std::fs::create_dir_all(home.join("bin")).unwrap();
+        let in_home = fake_nvcc(&home.join("bin"));
+        let empty = dir.path().join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        let search = NvccSearch {
+            cuda_home: Some(home.clone()),
+            ..search_in(&empty)
+        };
+        let tc = find_nvcc_with(dir.path(), &search).unwrap();
+        assert_eq!(tc.nvcc, in_home);
+        assert_eq!(tc.version, "Cuda compilation tools, release 99.9, V99.9.1");
+
+        let on_path = dir.path().join("path");
+        std::fs::create_dir_all(&on_path).unwrap();
+        let first = fake_nvcc(&on_path);
+        let search = NvccSearch {
+            cuda_home: Some(home),
+            ..search_in(&on_path)
+        };
+        assert_eq!(find_nvcc_with(dir.path(), &search).unwrap().nvcc, first);
+    }
+
+    #[test]
+    fn command_line_records_everything() {
+        let (dir, tc) = project();
+        let outs = compile_many(
+            &CountingExecutor::default(),
+            &CancelFlag::default(),
+            &tc,
+            dir.path(),
+            &[req(&[("A", "1"), ("FLAG", "")])],
+            1,
+        );
+        let cmd = &outs[0].command;
+        assert_eq!(cmd[0], tc.nvcc.to_string_lossy());
+        assert_eq!(cmd[1..6], ["-cubin", "-O3", "-arch=sm_90", "-Xptxas", "-v"]);
+        assert_eq!(cmd[6..9], ["-DA=1", "-DFLAG", "-lineinfo"]);
+        assert_eq!(cmd[9], "-o");
+        assert!(cmd[10].starts_with(".repro/cache/build/") && cmd[10].ends_with("/k.cubin"));
+        assert_eq!(cmd[11], "kernels/k.cu");
+        assert!(outs[0].ok, "{:?}", outs[0].error);
+        assert_eq!(outs[0].entries[0].registers, Some(10));
+    }
+
+    #[test]
+    fn unchanged_requests_are_served_from_the_cache() {
+        let (dir, tc) = project();
+        let root = dir.path();
+        let reqs = [req(&[("REGS", "20")]), req(&[("REGS", "30")])];
+        let ex = CountingExecutor::default();
+        let first = compile_many(&ex, &CancelFlag::default(), &tc, root, &reqs, 2);
+        assert_eq!(ex.count(), 2);
+        assert!(first.iter().all(|o| o.ok && !o.cached), "{first:?}");
+        assert_eq!(first[1].entries[0].registers, Some(30));
+
+        let ex = CountingExecutor::default();
+        let again = compile_many(&ex, &CancelFlag::default(), &tc, root, &reqs, 2);
+        assert_eq!(ex.count(), 0, "a second build must not start nvcc");
+        assert!(again.iter().all(|o| o.cached));
+        for (a, b) in first.iter().zip(&again) {
+            assert_eq!(a.cubin_sha256, b.cubin_sha256);
+            assert_eq!(a.entries, b.entries);
+            assert_eq!(a.command, b.command);
+        }
+
+        // Editing an included header invalidates both.
+        std::fs::write(root.join("kernels/k.cuh"), "// v2\n").unwrap();
+        let ex = CountingExecutor::default();
+        let edited = compile_many(&ex, &CancelFlag::default(), &tc, root, &reqs, 2);
+        assert_eq!(ex.count(), 2);
+        assert_ne!(edited[0].command, first[0].command, "a new cache slot");
+    }
+
+    #[test]
+    fn identical_requests_compile_once() {
+        let (dir, tc) = project();
+        let ex = CountingExecutor::default();
+        let outs = compile_many(
+            &ex,
+            &CancelFlag::default(),
+            &tc,
+            dir.path(),
+            &[req(&[]), req(&[])],
+            4,
+        );
+        assert_eq!(ex.count(), 1);
+        assert!(outs[0].ok && !outs[0].cached);
+        assert!(outs[1].ok && outs[1].cached);
+        assert_eq!(outs[0].cubin, outs[1].cubin);
+    }
+
+    #[test]
+    fn a_compile_error_fails_alone_and_is_not_cached() {
+        let (dir, tc) = project();
+        let reqs = [req(&[("BREAK", "1")]), req(&[])];
+        let ex = CountingExecutor::default();
+        let outs = compile_many(&ex, &CancelFlag::default(), &tc, dir.path(), &reqs, 2);
+        assert!(!outs[0].ok);
+        let err = outs[0].error.as_deref().unwrap();
+        assert!(err.starts_with("nvcc failed (exit status 2):"), "{err}");
+        assert!(err.contains("broken on purpose"), "{err}");
+        assert!(outs[0].cubin.is_none() && outs[0].entries.is_empty());
+        assert!(
+            !outs[0].command.is_empty(),
+            "the failing command is still recorded"
+        );
+        assert!(outs[1].ok);
+
+        let ex = CountingExecutor::default();
+        compile_many(&ex, &CancelFlag::default(), &tc, dir.path(), &reqs, 2);
+        assert_eq!(ex.count(), 1, "only the failed compile runs again");
+    }
+
+    #[test]
+    fn a_missing_entry_or_source_is_an_error_for_that_request() {
+        let (dir, tc) = project();
+        let mut wrong_entry = req(&[]);
+        wrong_entry.entry = "sdpa_fp8_fwd".into();
+        let mut no_source = req(&[]);
+        no_source.source = PathBuf::from("kernels/missing.cu");
+        let outs = compile_many(
+            &CountingExecutor::default(),
+            &CancelFlag::default(),
+            &tc,
+            dir.path(),
+            &[wrong_entry, no_source],
+            2,
+        );
+        let e0 = outs[0].error.as_deref().unwrap();
+        assert!(
+            e0.contains("no entry function `sdpa_fp8_fwd` (ptxas compiled: k)"),
+            "{e0}"
+        );
+        let e1 = outs[1].error.as_deref().unwrap();
+        assert!(e1.contains("kernels/missing.cu"), "{e1}");
+    }
+
+    #[test]
+    fn cancelled_before_start() {
+        let (dir, tc) = project();
+        let cancel = CancelFlag::default();
+        cancel.store(true, Ordering::SeqCst);
+        let ex = CountingExecutor::default();
+        let outs = compile_many(&ex, &cancel, &tc, dir.path(), &[req(&[])], 1);
+        assert_eq!(ex.count(), 0);
+        assert_eq!(
+            outs[0].error.as_deref(),
+            Some("cancelled before it started")
+        );
+    }
+}

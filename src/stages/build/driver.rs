@@ -1,0 +1,147 @@
+//! Cross-checks ptxas's figures with what the CUDA driver reports for the loaded function
+//! (`repro exec --attributes`, run as a child job so a driver fault stays contained).
+
+use crate::executor::{CancelFlag, Executor, Job};
+use crate::schema::EntryResources;
+use serde::Deserialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// What `repro exec --attributes --cubin P --entry E` prints.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct DriverAttributes {
+    pub registers: u32,
+    pub static_smem_bytes: u64,
+    pub local_bytes: u64,
+    pub max_threads_per_block: u32,
+}
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Load `cubin` on GPU 0, read `entry`'s attributes into `res`'s driver fields, and return
+/// the record's `driver_check`: `ok` or `mismatch: ...`. A failure to load is an `Err` with
+/// the reason (the caller records it; the build itself does not fail for it).
+pub fn cross_check(
+    executor: &dyn Executor,
+    cancel: &CancelFlag,
+    repro_exe: &Path,
+    root: &Path,
+    cubin: &Path,
+    res: &mut EntryResources,
+) -> anyhow::Result<String> {
+    let argv = vec![
+        repro_exe.to_string_lossy().into_owned(),
+        "exec".into(),
+        "--attributes".into(),
+        "--cubin".into(),
+        cubin.to_string_lossy().into_owned(),
+        "--entry".into(),
+        res.name.clone(),
+    ];
+    let mut job = Job::new(format!("build:attributes:{}", res.name), argv, root);
+    job.capture_stdout = true;
+    job.timeout = Some(TIMEOUT);
+    job.gpu = Some(0);
+    let outcome = executor.run(&job, cancel)?;
+    anyhow::ensure!(
+        outcome.success(),
+        "`repro exec --attributes` failed ({:?}): {}",
+        outcome.exit,
+        outcome.tail.trim()
+    );
+    let stdout = String::from_utf8_lossy(&outcome.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    let attrs: DriverAttributes = serde_json::from_str(line).map_err(|e| {
+        anyhow::anyhow!("`repro exec --attributes` printed `{line}`, not the attributes JSON: {e}")
+    })?;
+    Ok(compare(res, &attrs))
+}
+
+/// Fill the driver fields of `res` and say whether they agree with ptxas.
+pub fn compare(res: &mut EntryResources, attrs: &DriverAttributes) -> String {
+    res.driver_registers = Some(attrs.registers);
+    res.driver_smem_bytes = Some(attrs.static_smem_bytes);
+    let mut diffs = Vec::new();
+    if res.registers != Some(attrs.registers) {
+        diffs.push(format!(
+            "registers: ptxas {} vs driver {}",
+            show(res.registers.map(u64::from)),
+            attrs.registers
+        ));
+    }
+    // ptxas omits `smem` when it is zero.
+    if res.smem_bytes.unwrap_or(0) != attrs.static_smem_bytes {
+        diffs.push(format!(
+            "static smem bytes: ptxas {} vs driver {}",
+            show(res.smem_bytes),
+            attrs.static_smem_bytes
+        ));
+    }
+    if diffs.is_empty() {
+        "ok".into()
+    } else {
+        format!("mismatch: {} ({})", res.name, diffs.join("; "))
+    }
+}
+
+fn show(v: Option<u64>) -> String {
+    v.map_or("?".into(), |v| v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(registers: u32, smem: u64) -> DriverAttributes {
+        DriverAttributes {
+            registers,
+            static_smem_bytes: smem,
+            local_bytes: 0,
+            max_threads_per_block: 1024,
+        }
+    }
+
+    #[test]
+    fn agreement_is_ok_and_fills_driver_fields() {
+        let mut e = EntryResources {
+            name: "k".into(),
+            registers: Some(30),
+            smem_bytes: None,
+            ..EntryResources::default()
+        };
+        assert_eq!(compare(&mut e, &attrs(30, 0)), "ok");
+        assert_eq!(e.driver_registers, Some(30));
+        assert_eq!(e.driver_smem_bytes, Some(0));
+    }
+
+    #[test]
+    fn disagreement_names_both_figures() {
+        let mut e = EntryResources {
+            name: "k".into(),
+            registers: Some(30),
+            smem_bytes: Some(1024),
+            ..EntryResources::default()
+        };
+        let note = compare(&mut e, &attrs(32, 1024));
+        assert_eq!(note, "mismatch: k (registers: ptxas 30 vs driver 32)");
+    }
+
+    #[test]
+    fn attributes_json_parses() {
+        let a: DriverAttributes = serde_json::from_str(
+            r#"{"registers":30,"static_smem_bytes":1024,"local_bytes":128,"max_threads_per_block":1024}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            a,
+            DriverAttributes {
+                local_bytes: 128,
+                ..attrs(30, 1024)
+            }
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! The PTXAS gates of `pipeline.yaml` (`gates.ptxas`), applied to every entry function of
+//! a cubin.
+//!
+//! ptxas leaves `smem` and the spill counts out of its report when they are zero, so a
+//! missing figure counts as 0 for those gates. It always prints the register count, so a
+//! missing one fails the register gate (measured as NaN: nothing to vouch for).
+
+use crate::pipeline::PtxasGates;
+use crate::schema::{EntryResources, GateResult};
+
+/// One result per (entry, configured gate): `ptxas.max_registers`, `ptxas.max_smem_bytes`,
+/// `ptxas.max_spill_bytes` (spill stores + loads), with the entry name as subject.
+pub fn ptxas_gates(entries: &[EntryResources], gates: &PtxasGates) -> Vec<GateResult> {
+    let mut results = Vec::new();
+    for e in entries {
+        if let Some(max) = gates.max_registers {
+            let measured = e.registers.map_or(f64::NAN, f64::from);
+            results.push(GateResult::at_most(
+                "ptxas.max_registers",
+                &e.name,
+                measured,
+                f64::from(max),
+            ));
+        }
+        if let Some(max) = gates.max_smem_bytes {
+            let measured = e.smem_bytes.unwrap_or(0) as f64;
+            results.push(GateResult::at_most(
+                "ptxas.max_smem_bytes",
+                &e.name,
+                measured,
+                max as f64,
+            ));
+        }
+        if let Some(max) = gates.max_spill_bytes {
+            let spills = e.spill_store_bytes.unwrap_or(0) + e.spill_load_bytes.unwrap_or(0);
+            results.push(GateResult::at_most(
+                "ptxas.max_spill_bytes",
+                &e.name,
+                spills as f64,
+                max as f64,
+            ));
+        }
+    }
+    results
+}
+
+/// A one-line summary of the failed gates, e.g.
+/// `v1 sdpa_fp8_fwd: ptxas.max_registers 168 > 120`.
+pub fn describe_failures(variant: &str, results: &[GateResult]) -> Vec<String> {
+    results
+        .iter()
+        .filter(|g| !g.pass)
+        .map(|g| {
+            format!(
+                "{variant} {}: {} {} > {}",
+                g.subject, g.gate, g.measured, g.threshold
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(registers: Option<u32>, smem: Option<u64>, spills: (u64, u64)) -> EntryResources {
+        EntryResources {
+            name: "k".into(),
+            registers,
+            smem_bytes: smem,
+            spill_store_bytes: Some(spills.0),
+            spill_load_bytes: Some(spills.1),
+            ..EntryResources::default()
+        }
+    }
+
+    const ALL: PtxasGates = PtxasGates {
+        max_registers: Some(128),
+        max_smem_bytes: Some(49152),
+        max_spill_bytes: Some(0),
+    };
+
+    #[test]
+    fn passing_entry_passes_every_gate() {
+        let r = ptxas_gates(&[entry(Some(128), Some(49152), (0, 0))], &ALL);
+        assert_eq!(r.len(), 3);
+        assert!(r.iter().all(|g| g.pass), "{r:?}");
+        assert_eq!(r[0].subject, "k");
+        assert_eq!(r[0].op, "<=");
+    }
+
+    #[test]
+    fn each_limit_fails_on_its_own() {
+        let r = ptxas_gates(&[entry(Some(129), Some(49153), (4, 0))], &ALL);
+        assert!(r.iter().all(|g| !g.pass), "{r:?}");
+        assert_eq!(r[2].measured, 4.0);
+        let lines = describe_failures("v", &r);
+        assert_eq!(lines[0], "v k: ptxas.max_registers 129 > 128");
+    }
+
+    #[test]
+    fn spill_gate_adds_stores_and_loads() {
+        let gates = PtxasGates {
+            max_registers: None,
+            max_smem_bytes: None,
+            max_spill_bytes: Some(10),
+        };
+        let r = ptxas_gates(&[entry(Some(1), None, (6, 6))], &gates);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].measured, 12.0);
+        assert!(!r[0].pass);
+    }
+
+    #[test]
+    fn missing_smem_counts_as_zero_but_missing_registers_fails() {
+        let r = ptxas_gates(&[entry(None, None, (0, 0))], &ALL);
+        assert!(!r[0].pass, "registers unknown must fail: {r:?}");
+        assert!(r[1].pass && r[2].pass, "{r:?}");
+    }
+
+    #[test]
+    fn no_gates_configured_gives_no_results() {
+        let none = PtxasGates {
+            max_registers: None,
+            max_smem_bytes: None,
+            max_spill_bytes: None,
+        };
+        assert!(ptxas_gates(&[entry(Some(300), None, (9, 9))], &none).is_empty());
+    }
+}

@@ -1,0 +1,146 @@
+//! `repro build --list`: the variants' resource usage as a table, read from the recorded
+//! `artifacts/build/<variant>.json` (nothing is compiled).
+
+use super::record_path;
+use crate::cli::{BuildArgs, GlobalArgs};
+use crate::pipeline::Pipeline;
+use crate::schema::BuildRecord;
+use anyhow::Context;
+use std::path::Path;
+
+/// Print the table; exit code 0.
+pub fn main(global: &GlobalArgs, _args: &BuildArgs) -> anyhow::Result<i32> {
+    let text = std::fs::read_to_string(&global.file).with_context(|| {
+        format!(
+            "cannot read {} (pass the pipeline file with -f)",
+            global.file.display()
+        )
+    })?;
+    let pipeline: Pipeline = serde_yaml::from_str(&text)
+        .with_context(|| format!("{} is not a valid pipeline file", global.file.display()))?;
+    let root = match global.file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let variants: Vec<&str> = pipeline.variants.keys().map(String::as_str).collect();
+    print!("{}", render(root, &variants)?);
+    Ok(crate::cli::exit::OK)
+}
+
+/// The table for `variants`, from the records under `root`.
+pub fn render(root: &Path, variants: &[&str]) -> anyhow::Result<String> {
+    if variants.is_empty() {
+        return Ok("pipeline.yaml declares no variants.\n".into());
+    }
+    let mut rows = vec![[
+        "VARIANT",
+        "ENTRY",
+        "ARCH",
+        "REGS",
+        "SMEM",
+        "STACK",
+        "SPILL ST/LD",
+        "BARRIERS",
+        "GATES",
+    ]
+    .map(String::from)
+    .to_vec()];
+    let mut missing = 0;
+    for v in variants {
+        let path = root.join(record_path(v));
+        if !path.is_file() {
+            missing += 1;
+            rows.push(vec![
+                v.to_string(),
+                "not built yet — run `repro build`".into(),
+            ]);
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let rec: BuildRecord = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is not a build record; rerun `repro build`",
+                path.display()
+            )
+        })?;
+        rows.extend(record_rows(&rec));
+    }
+    if missing == variants.len() {
+        return Ok("No variant is built yet — run `repro build`.\n".into());
+    }
+    Ok(table(&rows))
+}
+
+/// One row per entry function of a record (or one saying it failed to compile).
+fn record_rows(rec: &BuildRecord) -> Vec<Vec<String>> {
+    if rec.status != "ok" {
+        let why = rec
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .next()
+            .unwrap_or("");
+        return vec![vec![
+            rec.variant.clone(),
+            rec.entry.clone(),
+            rec.arch.clone(),
+            format!("{}: {why}", rec.status),
+        ]];
+    }
+    let num = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+    rec.entries
+        .iter()
+        .map(|e| {
+            let failed: Vec<&str> = rec
+                .gates
+                .iter()
+                .filter(|g| g.subject == e.name && !g.pass)
+                .map(|g| g.gate.trim_start_matches("ptxas."))
+                .collect();
+            let has_gates = rec.gates.iter().any(|g| g.subject == e.name);
+            let gates = match (has_gates, failed.is_empty()) {
+                (false, _) => "-".to_string(),
+                (true, true) => "✅ pass".to_string(),
+                (true, false) => format!("❌ {}", failed.join(", ")),
+            };
+            vec![
+                rec.variant.clone(),
+                e.name.clone(),
+                rec.arch.clone(),
+                num(e.registers.map(u64::from)),
+                num(e.smem_bytes),
+                num(e.stack_bytes),
+                format!("{}/{}", num(e.spill_store_bytes), num(e.spill_load_bytes)),
+                num(e.barriers.map(u64::from)),
+                gates,
+            ]
+        })
+        .collect()
+}
+
+/// Left-aligned columns separated by two spaces; short rows span the rest.
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut width = vec![0; cols];
+    for row in rows.iter().filter(|r| r.len() == cols) {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 < row.len() {
+                line.push_str(&format!("{cell:<w$}  ", w = width[i]));
+            } else {
+                line.push_str(cell);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,504 @@
+//! The `build` stage kind: compiles every variant (and the workload's reference kernel) to
+//! a cubin with nvcc, reads the ptxas resource report, applies the PTXAS gates and writes
+//! `artifacts/build/<variant>.json` plus `.repro/cubins/<name>.cubin`.
+//!
+//! Options (besides the common stage keys): `jobs` (parallel nvcc processes; default: all
+//! cores) and `flags` (extra nvcc flags for every compile).
+
+pub mod arch;
+pub mod compile;
+pub mod driver;
+pub mod gates;
+pub mod list;
+pub mod ptxas;
+mod sources;
+#[cfg(test)]
+mod test_support;
+#[cfg(test)]
+mod tests;
+
+use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
+use crate::gpu::{GpuInfo, NoGpu};
+use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
+use crate::schema::{self, BuildRecord};
+use anyhow::Context;
+use compile::{CompileOutput, CompileRequest, NvccSearch, Toolchain};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The name the reference kernel's cubin takes; no variant may use it.
+pub const REFERENCE: &str = "reference";
+
+/// `artifacts/build/<variant>.json`.
+pub fn record_path(variant: &str) -> PathBuf {
+    PathBuf::from(format!("artifacts/build/{variant}.json"))
+}
+
+/// `.repro/cubins/<name>.cubin` (a variant, or [`REFERENCE`]).
+pub fn cubin_path(name: &str) -> PathBuf {
+    PathBuf::from(format!(".repro/cubins/{name}.cubin"))
+}
+
+/// The `build` kind.
+#[derive(Debug, Clone, Default)]
+pub struct BuildStage {
+    /// Where to look for nvcc; `None` reads this process's environment at run time.
+    nvcc_search: Option<NvccSearch>,
+}
+
+impl BuildStage {
+    /// A build stage that looks for nvcc with `search` instead of the environment.
+    pub fn with_nvcc_search(search: NvccSearch) -> Self {
+        BuildStage {
+            nvcc_search: Some(search),
+        }
+    }
+
+    fn toolchain(&self, root: &Path) -> anyhow::Result<Toolchain> {
+        match &self.nvcc_search {
+            Some(s) => compile::find_nvcc_with(root, s),
+            None => compile::find_nvcc(root),
+        }
+    }
+}
+
+/// The build stage's own options.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Options {
+    jobs: Option<usize>,
+    flags: Vec<String>,
+}
+
+fn options(spec: &StageSpec) -> Result<Options, OptionError> {
+    let mut opts = Options::default();
+    for (key, value) in &spec.options {
+        let key = key.as_str().unwrap_or("?");
+        let err = |message: String| OptionError {
+            path: vec![key.to_string()],
+            message,
+        };
+        match key {
+            "jobs" => match value.as_u64() {
+                Some(n) if n > 0 => opts.jobs = Some(n as usize),
+                _ => {
+                    return Err(err(
+                        "`jobs` must be a positive integer (parallel nvcc processes)".into(),
+                    ))
+                }
+            },
+            "flags" => {
+                let list = value.as_sequence().and_then(|seq| {
+                    seq.iter()
+                        .map(|v| v.as_str().map(str::to_string))
+                        .collect::<Option<Vec<_>>>()
+                });
+                match list {
+                    Some(flags) => opts.flags = flags,
+                    None => {
+                        return Err(err(
+                            "`flags` must be a list of strings, e.g. [\"-lineinfo\"]".into(),
+                        ))
+                    }
+                }
+            }
+            other => {
+                return Err(err(format!(
+                    "unknown option `{other}` for a build stage; expected `jobs` or `flags`"
+                )))
+            }
+        }
+    }
+    Ok(opts)
+}
+
+/// A define's YAML value as it goes after `-DNAME=`: numbers and strings as written,
+/// booleans as 1/0, null as a bare `-DNAME`.
+pub fn define_value(value: &serde_yaml::Value) -> Result<String, String> {
+    use serde_yaml::Value;
+    match value {
+        Value::Number(n) => Ok(n.to_string()),
+        Value::String(s) => Ok(s.clone()),
+        Value::Bool(b) => Ok(if *b { "1" } else { "0" }.into()),
+        Value::Null => Ok(String::new()),
+        _ => Err("a define's value must be a number, a string, a boolean or empty".into()),
+    }
+}
+
+/// One cubin the stage builds: a variant or the reference.
+struct Target {
+    name: String,
+    kernel: String,
+    spec: KernelSpec,
+    req: CompileRequest,
+}
+
+/// Every variant (sorted by name), then the reference if the workload declares one.
+fn targets(pipeline: &Pipeline, arch: &str, extra_flags: &[String]) -> anyhow::Result<Vec<Target>> {
+    let request = |spec: &KernelSpec, defines: BTreeMap<String, String>| CompileRequest {
+        source: PathBuf::from(&spec.source),
+        entry: spec.entry.clone(),
+        defines,
+        arch: arch.to_string(),
+        flags: spec.flags.iter().chain(extra_flags).cloned().collect(),
+    };
+    let mut out = Vec::new();
+    for (name, variant) in &pipeline.variants {
+        let spec = pipeline.kernels.get(&variant.kernel).with_context(|| {
+            format!(
+                "variant `{name}` uses kernel `{}`, which pipeline.yaml does not declare under `kernels:`",
+                variant.kernel
+            )
+        })?;
+        let mut defines = BTreeMap::new();
+        for (k, v) in &variant.defines {
+            let v = define_value(v)
+                .map_err(|e| anyhow::anyhow!("variant `{name}`, define `{k}`: {e}"))?;
+            defines.insert(k.clone(), v);
+        }
+        out.push(Target {
+            name: name.clone(),
+            kernel: variant.kernel.clone(),
+            spec: spec.clone(),
+            req: request(spec, defines),
+        });
+    }
+    if let Some(spec) = pipeline
+        .workload
+        .as_ref()
+        .and_then(|w| w.reference.as_ref())
+    {
+        out.push(Target {
+            name: REFERENCE.into(),
+            kernel: REFERENCE.into(),
+            spec: spec.clone(),
+            req: request(spec, BTreeMap::new()),
+        });
+    }
+    Ok(out)
+}
+
+/// The kernel sources the stage compiles (the variants' kernels and the reference).
+fn kernel_specs(pipeline: &Pipeline) -> Vec<&KernelSpec> {
+    let used: BTreeSet<&str> = pipeline
+        .variants
+        .values()
+        .map(|v| v.kernel.as_str())
+        .collect();
+    pipeline
+        .kernels
+        .iter()
+        .filter(|(k, _)| used.contains(k.as_str()))
+        .map(|(_, s)| s)
+        .chain(
+            pipeline
+                .workload
+                .as_ref()
+                .and_then(|w| w.reference.as_ref()),
+        )
+        .collect()
+}
+
+/// Files whose contents the build depends on: each kernel source, the local headers it
+/// includes, and the other files in its folder (relative to `root`).
+fn source_files(pipeline: &Pipeline, root: &Path, extra_flags: &[String]) -> Vec<PathBuf> {
+    let mut files = BTreeSet::new();
+    for spec in kernel_specs(pipeline) {
+        let source = Path::new(&spec.source);
+        let flags: Vec<String> = spec.flags.iter().chain(extra_flags).cloned().collect();
+        files.extend(sources::closure(root, source, &flags).unwrap_or_default());
+        let folder = source.parent().unwrap_or(Path::new(""));
+        if let Ok(dir) = std::fs::read_dir(root.join(folder)) {
+            for entry in dir.flatten() {
+                let name = entry.file_name();
+                let visible = !name.to_string_lossy().starts_with('.');
+                if visible && entry.file_type().is_ok_and(|t| t.is_file()) {
+                    files.insert(folder.join(name));
+                }
+            }
+        }
+    }
+    files.into_iter().collect()
+}
+
+/// `driver_check` when the cross-check cannot run, or `None` when it can.
+fn driver_check_skip(gpus: &Result<Vec<GpuInfo>, NoGpu>, arch: &str) -> Option<String> {
+    match gpus {
+        Err(NoGpu(why)) => Some(format!("skipped: no GPU ({why})")),
+        Ok(list) if list.is_empty() => Some("skipped: no GPU is visible".into()),
+        Ok(list) if list[0].arch() != arch => Some(format!(
+            "skipped: built for {arch} but GPU {} ({}) is {}",
+            list[0].index,
+            list[0].name,
+            list[0].arch()
+        )),
+        Ok(_) => None,
+    }
+}
+
+impl StageKind for BuildStage {
+    fn kind(&self) -> &'static str {
+        "build"
+    }
+
+    fn validate(
+        &self,
+        _name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+    ) -> Result<(), OptionError> {
+        options(spec)?;
+        let stage_err = |message: String| OptionError {
+            path: Vec::new(),
+            message,
+        };
+        if pipeline.variants.contains_key(REFERENCE) {
+            return Err(stage_err(format!(
+                "a variant may not be named `{REFERENCE}`: that name is the reference kernel's \
+                 cubin (.repro/cubins/{REFERENCE}.cubin); rename the variant"
+            )));
+        }
+        if let Some(a) = &pipeline.arch {
+            if !arch::is_valid(a) {
+                return Err(stage_err(format!(
+                    "pipeline.yaml `arch: {a}` is not a GPU architecture; expected one like sm_89 or sm_90"
+                )));
+            }
+        }
+        targets(pipeline, "sm_90", &[]).map_err(|e| stage_err(format!("{e:#}")))?;
+        Ok(())
+    }
+
+    fn outputs(&self, _name: &str, _spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
+        let mut outs: Outputs = pipeline
+            .variants
+            .keys()
+            .flat_map(|v| [record_path(v), cubin_path(v)])
+            .collect();
+        if pipeline
+            .workload
+            .as_ref()
+            .is_some_and(|w| w.reference.is_some())
+        {
+            outs.push(cubin_path(REFERENCE));
+        }
+        outs
+    }
+
+    fn inputs(
+        &self,
+        name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+        root: &Path,
+    ) -> anyhow::Result<StageInputs> {
+        self.inputs_with_overrides(name, spec, pipeline, root, &BTreeMap::new())
+    }
+
+    fn inputs_with_overrides(
+        &self,
+        _name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+        root: &Path,
+        overrides: &BTreeMap<String, String>,
+    ) -> anyhow::Result<StageInputs> {
+        let opts = options(spec).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        let mut inputs = StageInputs {
+            files: source_files(pipeline, root, &opts.flags),
+            ..StageInputs::default()
+        };
+        // A missing nvcc or an undecidable arch is reported by `run`; here it only has to
+        // change the fingerprint once it is fixed.
+        let nvcc = self
+            .toolchain(root)
+            .map_or_else(|_| "not found".to_string(), |tc| tc.version);
+        inputs.tools.insert("nvcc".into(), nvcc);
+        let gpus = crate::gpu::probe_cached(root);
+        let arch = arch::select(
+            overrides.get("arch").map(String::as_str),
+            &gpus,
+            pipeline.arch.as_deref(),
+        )
+        .map_or_else(|e| format!("unresolved: {e}"), |c| c.arch);
+        let cross_check =
+            driver_check_skip(&gpus, &arch).unwrap_or_else(|| "driver attributes".into());
+        inputs.params.insert("driver_check".into(), cross_check);
+        if let Ok(targets) = targets(pipeline, &arch, &opts.flags) {
+            for t in targets {
+                let value = serde_json::json!({
+                    "kernel": t.kernel,
+                    "source": t.req.source,
+                    "entry": t.req.entry,
+                    "defines": t.req.defines,
+                    "flags": t.req.flags,
+                });
+                inputs
+                    .params
+                    .insert(format!("target.{}", t.name), value.to_string());
+            }
+        }
+        inputs.params.insert("arch".into(), arch);
+        Ok(inputs)
+    }
+
+    fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
+        let opts = options(ctx.spec).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        let tc = self.toolchain(ctx.root)?;
+        let gpus = crate::gpu::probe_cached(ctx.root);
+        let choice = arch::select(
+            ctx.overrides.get("arch").map(String::as_str),
+            &gpus,
+            ctx.pipeline.arch.as_deref(),
+        )?;
+        let targets = targets(ctx.pipeline, &choice.arch, &opts.flags)?;
+        let jobs = opts
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        (ctx.progress)(&format!(
+            "compiling {} cubin(s) for {} (from {}), {} at a time",
+            targets.len(),
+            choice.arch,
+            choice.from,
+            jobs
+        ));
+        let reqs: Vec<CompileRequest> = targets.iter().map(|t| t.req.clone()).collect();
+        let outs = compile::compile_many(ctx.executor, ctx.cancel, &tc, ctx.root, &reqs, jobs);
+        if ctx.cancel.load(std::sync::atomic::Ordering::SeqCst) {
+            anyhow::bail!("interrupted while compiling");
+        }
+        write_log(ctx.log, &targets, &outs)?;
+
+        let skip_check = driver_check_skip(&gpus, &choice.arch);
+        let ptxas_gates = ctx.pipeline.gates.ptxas.as_ref();
+        let mut failed = Vec::new();
+        let mut gate_failures = Vec::new();
+        for (t, out) in targets.iter().zip(&outs) {
+            if let Some(cubin) = out.cubin.as_ref().filter(|_| out.ok) {
+                copy_into(ctx.staging, cubin, &cubin_path(&t.name))?;
+            } else {
+                let error = out.error.as_deref().unwrap_or("unknown error");
+                failed.push(format!("{}: {}", t.name, first_lines(error, 8)));
+            }
+            if t.name == REFERENCE {
+                continue;
+            }
+            let mut record = new_record(t, &tc, &choice.arch, out);
+            if out.ok {
+                if let Some(g) = ptxas_gates {
+                    record.gates = gates::ptxas_gates(&record.entries, g);
+                    gate_failures.extend(gates::describe_failures(&t.name, &record.gates));
+                }
+                record.driver_check = Some(match &skip_check {
+                    Some(why) => why.clone(),
+                    None => self.check_with_driver(ctx, out, &mut record),
+                });
+            }
+            let path = ctx.staging.join(record_path(&t.name));
+            write_file(&path, schema::to_json_pretty(&record).as_bytes())?;
+        }
+        if !failed.is_empty() {
+            anyhow::bail!(
+                "{} of {} cubin(s) failed to compile (the others were built; full compiler \
+                 output in {}):\n{}",
+                failed.len(),
+                targets.len(),
+                ctx.log.display(),
+                failed.join("\n")
+            );
+        }
+        if gate_failures.is_empty() {
+            Ok(StageOutcome::Passed)
+        } else {
+            Ok(StageOutcome::GateFailed(format!(
+                "PTXAS gates failed: {}",
+                gate_failures.join("; ")
+            )))
+        }
+    }
+}
+
+impl BuildStage {
+    /// Cross-check the declared entry with the driver; the record's `driver_check` text.
+    fn check_with_driver(
+        &self,
+        ctx: &RunCtx,
+        out: &CompileOutput,
+        record: &mut BuildRecord,
+    ) -> String {
+        let (Some(cubin), Some(entry)) = (
+            out.cubin.as_ref(),
+            record.entries.iter_mut().find(|e| e.name == record.entry),
+        ) else {
+            return "skipped: no cubin or entry to load".into();
+        };
+        driver::cross_check(
+            ctx.executor,
+            ctx.cancel,
+            ctx.repro_exe,
+            ctx.root,
+            cubin,
+            entry,
+        )
+        .unwrap_or_else(|e| format!("skipped: could not read the driver's attributes: {e:#}"))
+    }
+}
+
+fn new_record(t: &Target, tc: &Toolchain, arch: &str, out: &CompileOutput) -> BuildRecord {
+    BuildRecord {
+        variant: t.name.clone(),
+        kernel: t.kernel.clone(),
+        source: t.spec.source.clone(),
+        entry: t.spec.entry.clone(),
+        defines: t.req.defines.clone(),
+        arch: arch.to_string(),
+        nvcc_version: tc.version.clone(),
+        command: out.command.clone(),
+        status: if out.ok { "ok" } else { "compile_error" }.into(),
+        error: out.error.clone(),
+        cubin_sha256: out.cubin_sha256.clone(),
+        entries: out.entries.clone(),
+        gates: Vec::new(),
+        driver_check: None,
+    }
+}
+
+/// Append every compile's command and outcome to the stage log.
+fn write_log(log: &Path, targets: &[Target], outs: &[CompileOutput]) -> anyhow::Result<()> {
+    if let Some(dir) = log.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("cannot open the stage log {}", log.display()))?;
+    for (t, out) in targets.iter().zip(outs) {
+        let state = match (out.ok, out.cached) {
+            (true, true) => "cached",
+            (true, false) => "compiled",
+            (false, _) => "FAILED",
+        };
+        writeln!(f, "== {} ({state}): {}", t.name, out.command.join(" "))?;
+        if let Some(e) = &out.error {
+            writeln!(f, "{e}")?;
+        }
+    }
+    Ok(())
+}
+
+fn copy_into(staging: &Path, from: &Path, rel: &Path) -> anyhow::Result<()> {
+    let bytes = std::fs::read(from).with_context(|| format!("cannot read {}", from.display()))?;
+    write_file(&staging.join(rel), &bytes)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn first_lines(text: &str, n: usize) -> String {
+    text.lines().take(n).collect::<Vec<_>>().join("\n")
+}

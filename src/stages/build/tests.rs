@@ -1,0 +1,353 @@
+//! The build stage through its `StageKind` API, with a local test executor.
+
+use super::compile::NvccSearch;
+use super::test_support::{fake_nvcc, real_nvcc, CountingExecutor};
+use super::*;
+use crate::executor::CancelFlag;
+
+/// A project folder holding `kernels/` (copies of `tests/fixtures/cuda/*.cu`).
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let kernels = dir.path().join("kernels");
+    std::fs::create_dir_all(&kernels).unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda");
+    for f in ["multi.cu", "spill.cu", "bad.cu"] {
+        std::fs::copy(fixtures.join(f), kernels.join(f)).unwrap();
+    }
+    dir
+}
+
+fn pipeline(yaml: &str) -> Pipeline {
+    serde_yaml::from_str(yaml).unwrap()
+}
+
+const TWO_VARIANTS: &str = r#"
+version: 1
+arch: sm_89
+kernels:
+  multi: {source: kernels/multi.cu, entry: scale_kernel}
+variants:
+  double: {kernel: multi, defines: {SCALE: 2}}
+  triple: {kernel: multi, defines: {SCALE: 3}}
+gates:
+  ptxas: {max_registers: 128, max_smem_bytes: 49152, max_spill_bytes: 0}
+stages:
+  build: {uses: build}
+"#;
+
+/// Run the pipeline's `build` stage; the outcome and the staging folder.
+fn run_stage(
+    stage: &BuildStage,
+    p: &Pipeline,
+    root: &Path,
+    overrides: &[(&str, &str)],
+    ex: &CountingExecutor,
+) -> (anyhow::Result<StageOutcome>, PathBuf) {
+    let staging = root.join(format!(".repro/staging/{}", ex as *const _ as usize));
+    let overrides: BTreeMap<String, String> = overrides
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let ctx = RunCtx {
+        name: "build",
+        spec: &p.stages["build"],
+        pipeline: p,
+        root,
+        staging: &staging,
+        log: &root.join(".repro/logs/build.log"),
+        executor: ex,
+        cancel: &CancelFlag::default(),
+        repro_exe: Path::new("repro"),
+        overrides: &overrides,
+        progress: &|_| {},
+    };
+    (stage.run(&ctx), staging)
+}
+
+fn record(staging: &Path, variant: &str) -> BuildRecord {
+    let text = std::fs::read_to_string(staging.join(record_path(variant))).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn without_nvcc_the_stage_fails_saying_how_to_fix_it() {
+    let dir = project();
+    let empty = dir.path().join("empty-path");
+    std::fs::create_dir_all(&empty).unwrap();
+    let stage = BuildStage::with_nvcc_search(NvccSearch {
+        path_var: Some(empty.into_os_string()),
+        ..NvccSearch::default()
+    });
+    let ex = CountingExecutor::default();
+    let (res, staging) = run_stage(&stage, &pipeline(TWO_VARIANTS), dir.path(), &[], &ex);
+    let err = format!("{:#}", res.unwrap_err());
+    assert!(
+        err.contains("nvcc (the CUDA compiler) was not found"),
+        "{err}"
+    );
+    assert!(
+        err.contains("Install the CUDA toolkit") && err.contains("CUDA_HOME"),
+        "{err}"
+    );
+    assert_eq!(ex.count(), 0);
+    assert!(!staging.exists(), "nothing written");
+}
+
+#[test]
+fn no_arch_to_go_on_is_a_clear_error() {
+    let dir = project();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    fake_nvcc(&bin);
+    let stage = BuildStage::with_nvcc_search(NvccSearch {
+        path_var: Some(bin.into_os_string()),
+        ..NvccSearch::default()
+    });
+    let p = pipeline(&TWO_VARIANTS.replace("arch: sm_89\n", ""));
+    let (res, _) = run_stage(&stage, &p, dir.path(), &[], &CountingExecutor::default());
+    let err = format!("{:#}", res.unwrap_err());
+    assert!(err.contains("cannot choose a GPU architecture"), "{err}");
+    assert!(err.contains("arch: sm_89"), "{err}");
+}
+
+#[test]
+fn validate_rejects_a_variant_named_reference_and_unknown_options() {
+    let stage = BuildStage::default();
+    let p = pipeline(&TWO_VARIANTS.replace("triple:", "reference:"));
+    let e = stage.validate("build", &p.stages["build"], &p).unwrap_err();
+    assert!(
+        e.message.contains("may not be named `reference`"),
+        "{}",
+        e.message
+    );
+
+    let p = pipeline(&TWO_VARIANTS.replace("{uses: build}", "{uses: build, jbos: 4}"));
+    let e = stage.validate("build", &p.stages["build"], &p).unwrap_err();
+    assert_eq!(e.path, ["jbos"]);
+    assert!(
+        e.message.contains("expected `jobs` or `flags`"),
+        "{}",
+        e.message
+    );
+
+    let p = pipeline(&TWO_VARIANTS.replace("{uses: build}", "{uses: build, jobs: 0}"));
+    assert_eq!(
+        stage
+            .validate("build", &p.stages["build"], &p)
+            .unwrap_err()
+            .path,
+        ["jobs"]
+    );
+
+    let p = pipeline(&TWO_VARIANTS.replace("kernel: multi, defines: {SCALE: 3}", "kernel: nope"));
+    let e = stage.validate("build", &p.stages["build"], &p).unwrap_err();
+    assert!(e.message.contains("kernel `nope`"), "{}", e.message);
+
+    let p = pipeline(&TWO_VARIANTS.replace(
+        "{uses: build}",
+        "{uses: build, jobs: 2, flags: [-lineinfo]}",
+    ));
+    assert!(stage.validate("build", &p.stages["build"], &p).is_ok());
+    assert_eq!(
+        options(&p.stages["build"]).unwrap(),
+        Options {
+            jobs: Some(2),
+            flags: vec!["-lineinfo".into()]
+        }
+    );
+}
+
+#[test]
+fn outputs_list_records_and_cubins_including_the_reference() {
+    let p = pipeline(&TWO_VARIANTS.replace(
+        "version: 1\n",
+        "version: 1\nworkload:\n  op: sdpa_fp8\n  shapes: {small: {B: 1, H: 1, S: 32, D: 64}}\n  primary: small\n  reference: {source: kernels/multi.cu, entry: reduce_smem}\n",
+    ));
+    let outs = BuildStage::default().outputs("build", &p.stages["build"], &p);
+    let outs: Vec<String> = outs.iter().map(|p| p.display().to_string()).collect();
+    assert_eq!(
+        outs,
+        [
+            "artifacts/build/double.json",
+            ".repro/cubins/double.cubin",
+            "artifacts/build/triple.json",
+            ".repro/cubins/triple.cubin",
+            ".repro/cubins/reference.cubin",
+        ]
+    );
+}
+
+#[test]
+fn inputs_cover_sources_arch_and_defines() {
+    let dir = project();
+    let stage = BuildStage::with_nvcc_search(NvccSearch::default());
+    let p = pipeline(TWO_VARIANTS);
+    let spec = &p.stages["build"];
+    let base = stage.inputs("build", spec, &p, dir.path()).unwrap();
+    assert_eq!(base.params["arch"], "sm_89");
+    assert_eq!(base.tools["nvcc"], "not found");
+    let files: Vec<String> = base.files.iter().map(|f| f.display().to_string()).collect();
+    assert_eq!(
+        files,
+        ["kernels/bad.cu", "kernels/multi.cu", "kernels/spill.cu"]
+    );
+    assert!(
+        base.params["target.double"].contains(r#""SCALE":"2""#),
+        "{:?}",
+        base.params
+    );
+
+    let overridden = BTreeMap::from([("arch".to_string(), "sm_90".to_string())]);
+    let with = stage
+        .inputs_with_overrides("build", spec, &p, dir.path(), &overridden)
+        .unwrap();
+    assert_eq!(with.params["arch"], "sm_90");
+}
+
+#[test]
+fn builds_variants_for_sm89_and_sm90_and_caches_them() {
+    let Some(_) = real_nvcc("builds_variants_for_sm89_and_sm90_and_caches_them") else {
+        return;
+    };
+    let dir = project();
+    let root = dir.path();
+    let p = pipeline(TWO_VARIANTS);
+    let stage = BuildStage::default();
+    for arch in ["sm_89", "sm_90"] {
+        let ex = CountingExecutor::default();
+        let (res, staging) = run_stage(&stage, &p, root, &[("arch", arch)], &ex);
+        assert_eq!(res.unwrap(), StageOutcome::Passed);
+        assert_eq!(ex.count(), 2, "two variants compiled for {arch}");
+        for v in ["double", "triple"] {
+            let rec = record(&staging, v);
+            assert_eq!(rec.arch, arch);
+            assert_eq!(rec.status, "ok");
+            assert!(rec.nvcc_version.contains("release"), "{}", rec.nvcc_version);
+            assert!(rec.command.contains(&format!("-arch={arch}")));
+            let e = rec
+                .entries
+                .iter()
+                .find(|e| e.name == "scale_kernel")
+                .unwrap();
+            assert!(e.registers.unwrap() > 0);
+            assert_eq!(rec.gates.len(), 6, "3 gates x 2 entries");
+            assert!(rec.gates.iter().all(|g| g.pass));
+            assert!(rec
+                .driver_check
+                .as_deref()
+                .unwrap()
+                .starts_with("skipped: "));
+            let cubin = std::fs::read(staging.join(cubin_path(v))).unwrap();
+            assert_eq!(&cubin[..4], b"\x7fELF");
+        }
+        let triple = record(&staging, "triple").command;
+        assert!(triple.contains(&"-DSCALE=3".to_string()), "{triple:?}");
+
+        let ex = CountingExecutor::default();
+        let (res, again) = run_stage(&stage, &p, root, &[("arch", arch)], &ex);
+        assert_eq!(res.unwrap(), StageOutcome::Passed);
+        assert_eq!(ex.count(), 0, "an unchanged build runs no nvcc");
+        assert_eq!(record(&again, "double"), record(&staging, "double"));
+    }
+}
+
+#[test]
+fn one_broken_variant_fails_alone_and_the_stage_errors() {
+    let Some(_) = real_nvcc("one_broken_variant_fails_alone_and_the_stage_errors") else {
+        return;
+    };
+    let dir = project();
+    let p = pipeline(
+        &TWO_VARIANTS
+            .replace(
+                "  triple: {kernel: multi, defines: {SCALE: 3}}",
+                "  broken: {kernel: bad, defines: {}}",
+            )
+            .replace(
+                "kernels:\n",
+                "kernels:\n  bad: {source: kernels/bad.cu, entry: bad}\n",
+            ),
+    );
+    let (res, staging) = run_stage(
+        &BuildStage::default(),
+        &p,
+        dir.path(),
+        &[],
+        &CountingExecutor::default(),
+    );
+    let err = format!("{:#}", res.unwrap_err());
+    assert!(err.contains("1 of 2 cubin(s) failed to compile"), "{err}");
+    assert!(err.contains("broken: nvcc failed"), "{err}");
+    let broken = record(&staging, "broken");
+    assert_eq!(broken.status, "compile_error");
+    assert!(broken
+        .error
+        .unwrap()
+        .contains("identifier \"undefined_thing\" is undefined"));
+    assert!(broken.entries.is_empty() && broken.cubin_sha256.is_none());
+    let ok = record(&staging, "double");
+    assert_eq!(ok.status, "ok");
+    assert!(staging.join(cubin_path("double")).is_file());
+    let log = std::fs::read_to_string(dir.path().join(".repro/logs/build.log")).unwrap();
+    assert!(
+        log.contains("== broken (FAILED)") && log.contains("undefined_thing"),
+        "{log}"
+    );
+}
+
+#[test]
+fn spills_and_register_limits_fail_the_gates_not_the_stage() {
+    let Some(_) = real_nvcc("spills_and_register_limits_fail_the_gates_not_the_stage") else {
+        return;
+    };
+    let dir = project();
+    let p = pipeline(
+        r#"
+version: 1
+arch: sm_90
+workload:
+  op: sdpa_fp8
+  shapes: {small: {B: 1, H: 1, S: 32, D: 64}}
+  primary: small
+  reference: {source: kernels/multi.cu, entry: reduce_smem}
+kernels:
+  spill: {source: kernels/spill.cu, entry: spilly, flags: [-maxrregcount=16]}
+variants:
+  spilly: {kernel: spill}
+gates:
+  ptxas: {max_registers: 16, max_spill_bytes: 0}
+stages:
+  build: {uses: build, jobs: 1}
+"#,
+    );
+    let (res, staging) = run_stage(
+        &BuildStage::default(),
+        &p,
+        dir.path(),
+        &[],
+        &CountingExecutor::default(),
+    );
+    let StageOutcome::GateFailed(why) = res.unwrap() else {
+        panic!("expected a gate failure");
+    };
+    assert!(
+        why.contains("spilly spilly: ptxas.max_registers 24 > 16"),
+        "{why}"
+    );
+    assert!(why.contains("ptxas.max_spill_bytes"), "{why}");
+    let rec = record(&staging, "spilly");
+    let e = &rec.entries[0];
+    assert!(
+        e.spill_store_bytes.unwrap() > 0 && e.spill_load_bytes.unwrap() > 0,
+        "{e:?}"
+    );
+    assert!(rec.command.contains(&"-maxrregcount=16".to_string()));
+    assert!(
+        staging.join(cubin_path(REFERENCE)).is_file(),
+        "reference cubin written"
+    );
+    assert!(
+        !staging.join(record_path(REFERENCE)).exists(),
+        "no record for the reference"
+    );
+}
