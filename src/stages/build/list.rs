@@ -75,13 +75,14 @@ pub fn render(root: &Path, variants: &[&str]) -> anyhow::Result<String> {
 /// One row per entry function of a record (or one saying it failed to compile).
 fn record_rows(rec: &BuildRecord) -> Vec<Vec<String>> {
     if rec.status != "ok" {
-        let why = rec
-            .error
-            .as_deref()
-            .unwrap_or("")
+        // The compiler's first error line says more than the exit status above it.
+        let error = rec.error.as_deref().unwrap_or("");
+        let why = error
             .lines()
-            .next()
-            .unwrap_or("");
+            .find(|l| l.contains("error"))
+            .or_else(|| error.lines().next())
+            .unwrap_or("")
+            .trim();
         return vec![vec![
             rec.variant.clone(),
             rec.entry.clone(),
@@ -93,11 +94,14 @@ fn record_rows(rec: &BuildRecord) -> Vec<Vec<String>> {
     rec.entries
         .iter()
         .map(|e| {
-            let failed: Vec<&str> = rec
+            let failed: Vec<String> = rec
                 .gates
                 .iter()
                 .filter(|g| g.subject == e.name && !g.pass)
-                .map(|g| g.gate.trim_start_matches("ptxas."))
+                .map(|g| {
+                    let name = g.gate.trim_start_matches("ptxas.");
+                    format!("{name} {}>{}", g.measured, g.threshold)
+                })
                 .collect();
             let has_gates = rec.gates.iter().any(|g| g.subject == e.name);
             let gates = match (has_gates, failed.is_empty()) {
