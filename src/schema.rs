@@ -131,6 +131,11 @@ pub struct BuildRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cubin_sha256: Option<String>,
     pub entries: Vec<EntryResources>,
+    /// Dynamic shared memory per block the kernel asks for at launch, from the cubin's
+    /// `repro_dynamic_smem_bytes` global (ptxas's `smem` is static only). The
+    /// `ptxas.max_smem_bytes` gate counts static + dynamic for the declared entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic_smem_bytes: Option<u64>,
     /// The cross-check of ptxas's figures against the driver's function attributes:
     /// `ok`, `mismatch: ...`, or `skipped: <why>` (no GPU, or the cubin's arch differs).
     #[serde(default, skip_serializing_if = "Option::is_none")]

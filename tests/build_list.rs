@@ -47,7 +47,7 @@ fn ok_record(variant: &str, registers: u32, spills: u64) -> String {
 "defines":{{}},"arch":"sm_90","nvcc_version":"Cuda compilation tools, release 13.0, V13.0.88",
 "command":["nvcc"],"status":"ok","cubin_sha256":"00",
 "entries":[{{"name":"sdpa_fp8_fwd","registers":{registers},"smem_bytes":34816,"stack_bytes":0,
-"spill_store_bytes":{spills},"spill_load_bytes":{spills},"barriers":1,"cmem_bytes":null}}],
+"spill_store_bytes":{spills},"spill_load_bytes":{spills},"barriers":1,"cmem_bytes":null}}],"dynamic_smem_bytes":45056,
 "gates":[{gates}],"driver_check":"skipped: no GPU"}}"#
     )
 }

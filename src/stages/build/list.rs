@@ -38,6 +38,7 @@ pub fn render(root: &Path, variants: &[&str]) -> anyhow::Result<String> {
         "ARCH",
         "REGS",
         "SMEM",
+        "DYN SMEM",
         "STACK",
         "SPILL ST/LD",
         "BARRIERS",
@@ -115,6 +116,11 @@ fn record_rows(rec: &BuildRecord) -> Vec<Vec<String>> {
                 rec.arch.clone(),
                 num(e.registers.map(u64::from)),
                 num(e.smem_bytes),
+                if e.name == rec.entry {
+                    num(rec.dynamic_smem_bytes)
+                } else {
+                    "-".into()
+                },
                 num(e.stack_bytes),
                 format!("{}/{}", num(e.spill_store_bytes), num(e.spill_load_bytes)),
                 num(e.barriers.map(u64::from)),

@@ -7,6 +7,7 @@
 
 pub mod arch;
 pub mod compile;
+pub mod cubin;
 pub mod driver;
 pub mod gates;
 pub mod list;
@@ -385,8 +386,9 @@ impl StageKind for BuildStage {
             }
             let mut record = new_record(t, &tc, &choice.arch, out);
             if out.ok {
+                record.dynamic_smem_bytes = out.cubin.as_deref().and_then(dynamic_smem);
                 if let Some(g) = ptxas_gates {
-                    record.gates = gates::ptxas_gates(&record.entries, g);
+                    record.gates = gates::ptxas_gates(&gated_entries(&record), g);
                     gate_failures.extend(gates::describe_failures(&t.name, &record.gates));
                 }
                 record.driver_check = Some(match &skip_check {
@@ -444,6 +446,25 @@ impl BuildStage {
     }
 }
 
+/// The kernel's dynamic shared memory per block, from its cubin.
+fn dynamic_smem(cubin: &Path) -> Option<u64> {
+    let elf = std::fs::read(cubin).ok()?;
+    let n = cubin::read_i32_global(&elf, cubin::DYNAMIC_SMEM_SYMBOL)?;
+    u64::try_from(n).ok()
+}
+
+/// The entries as the gates see them: the declared entry's shared memory is static plus
+/// dynamic (what a block needs at launch).
+fn gated_entries(record: &BuildRecord) -> Vec<schema::EntryResources> {
+    let mut entries = record.entries.clone();
+    if let Some(dynamic) = record.dynamic_smem_bytes {
+        for e in entries.iter_mut().filter(|e| e.name == record.entry) {
+            e.smem_bytes = Some(e.smem_bytes.unwrap_or(0) + dynamic);
+        }
+    }
+    entries
+}
+
 fn new_record(t: &Target, tc: &Toolchain, arch: &str, out: &CompileOutput) -> BuildRecord {
     BuildRecord {
         variant: t.name.clone(),
@@ -458,6 +479,7 @@ fn new_record(t: &Target, tc: &Toolchain, arch: &str, out: &CompileOutput) -> Bu
         error: out.error.clone(),
         cubin_sha256: out.cubin_sha256.clone(),
         entries: out.entries.clone(),
+        dynamic_smem_bytes: None,
         gates: Vec::new(),
         driver_check: None,
     }

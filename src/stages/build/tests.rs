@@ -11,7 +11,7 @@ fn project() -> tempfile::TempDir {
     let kernels = dir.path().join("kernels");
     std::fs::create_dir_all(&kernels).unwrap();
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda");
-    for f in ["multi.cu", "spill.cu", "bad.cu"] {
+    for f in ["multi.cu", "spill.cu", "bad.cu", "geometry.cu"] {
         std::fs::copy(fixtures.join(f), kernels.join(f)).unwrap();
     }
     dir
@@ -189,7 +189,12 @@ fn inputs_cover_sources_arch_and_defines() {
     let files: Vec<String> = base.files.iter().map(|f| f.display().to_string()).collect();
     assert_eq!(
         files,
-        ["kernels/bad.cu", "kernels/multi.cu", "kernels/spill.cu"]
+        [
+            "kernels/bad.cu",
+            "kernels/geometry.cu",
+            "kernels/multi.cu",
+            "kernels/spill.cu"
+        ]
     );
     assert!(
         base.params["target.double"].contains(r#""SCALE":"2""#),
@@ -349,5 +354,44 @@ stages:
     assert!(
         !staging.join(record_path(REFERENCE)).exists(),
         "no record for the reference"
+    );
+}
+
+#[test]
+fn the_smem_gate_counts_dynamic_shared_memory() {
+    let Some(_) = real_nvcc("the_smem_gate_counts_dynamic_shared_memory") else {
+        return;
+    };
+    let dir = project();
+    let p = pipeline(
+        r#"
+version: 1
+arch: sm_89
+kernels:
+  geometry: {source: kernels/geometry.cu, entry: tiled}
+variants:
+  tiled: {kernel: geometry}
+gates:
+  ptxas: {max_smem_bytes: 32768}
+stages:
+  build: {uses: build}
+"#,
+    );
+    let (res, staging) = run_stage(
+        &BuildStage::default(),
+        &p,
+        dir.path(),
+        &[],
+        &CountingExecutor::default(),
+    );
+    let StageOutcome::GateFailed(why) = res.unwrap() else {
+        panic!("expected the smem gate to fail");
+    };
+    let rec = record(&staging, "tiled");
+    assert_eq!(rec.dynamic_smem_bytes, Some(40000));
+    assert_eq!(rec.entries[0].smem_bytes, Some(128), "ptxas: static only");
+    assert!(
+        why.contains("tiled tiled: ptxas.max_smem_bytes 40128 > 32768"),
+        "{why}"
     );
 }
