@@ -145,3 +145,78 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod job_tests {
+    use super::super::test_support::{make_executable, CountingExecutor};
+    use super::*;
+
+    /// A stand-in for `repro` whose `exec --attributes` prints `json` (or fails on `fail`).
+    fn fake_repro(dir: &Path, json: &str) -> std::path::PathBuf {
+        let path = dir.join("repro");
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\n[ \"$1 $2\" = \"exec --attributes\" ] || exit 9\n\
+                 [ \"{json}\" = fail ] && {{ echo 'CUDA_ERROR_INVALID_IMAGE' >&2; exit 1; }}\n\
+                 echo 'noise'\necho '{json}'\n"
+            ),
+        )
+        .unwrap();
+        make_executable(&path);
+        path
+    }
+
+    fn entry() -> EntryResources {
+        EntryResources {
+            name: "k".into(),
+            registers: Some(30),
+            smem_bytes: Some(1024),
+            ..EntryResources::default()
+        }
+    }
+
+    #[test]
+    fn reads_the_attributes_line_from_a_child_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = fake_repro(
+            dir.path(),
+            r#"{"registers":32,"static_smem_bytes":1024,"local_bytes":0,"max_threads_per_block":1024}"#,
+        );
+        let ex = CountingExecutor::default();
+        let mut e = entry();
+        let note = cross_check(
+            &ex,
+            &CancelFlag::default(),
+            &exe,
+            dir.path(),
+            Path::new("x.cubin"),
+            &mut e,
+        )
+        .unwrap();
+        assert_eq!(note, "mismatch: k (registers: ptxas 30 vs driver 32)");
+        assert_eq!(e.driver_registers, Some(32));
+        let argv = &ex.jobs.lock().unwrap()[0];
+        assert_eq!(
+            argv[1..],
+            ["exec", "--attributes", "--cubin", "x.cubin", "--entry", "k"]
+        );
+    }
+
+    #[test]
+    fn a_failing_child_is_an_error_with_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = fake_repro(dir.path(), "fail");
+        let err = cross_check(
+            &CountingExecutor::default(),
+            &CancelFlag::default(),
+            &exe,
+            dir.path(),
+            Path::new("x.cubin"),
+            &mut entry(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("CUDA_ERROR_INVALID_IMAGE"), "{err}");
+    }
+}

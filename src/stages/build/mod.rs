@@ -113,6 +113,19 @@ fn options(spec: &StageSpec) -> Result<Options, OptionError> {
     Ok(opts)
 }
 
+fn option_error(e: OptionError) -> anyhow::Error {
+    anyhow::anyhow!("build stage option `{}`: {}", e.path.join("."), e.message)
+}
+
+/// Letters, digits, `-`, `_`, `.`; not empty, not starting with `.`: safe as a file name.
+fn is_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
 /// A define's YAML value as it goes after `-DNAME=`: numbers and strings as written,
 /// booleans as 1/0, null as a bare `-DNAME`.
 pub fn define_value(value: &serde_yaml::Value) -> Result<String, String> {
@@ -266,7 +279,15 @@ impl StageKind for BuildStage {
                 )));
             }
         }
-        targets(pipeline, "sm_90", &[]).map_err(|e| stage_err(format!("{e:#}")))?;
+        if let Some(bad) = pipeline.variants.keys().find(|v| !is_file_name(v)) {
+            return Err(stage_err(format!(
+                "variant name `{bad}` cannot name its files (artifacts/build/{bad}.json); use \
+                 letters, digits, `-`, `_` and `.`, not starting with `.`"
+            )));
+        }
+        // Checks that every variant's kernel is declared and its defines are scalars; the
+        // arch plays no part in that.
+        targets(pipeline, "", &[]).map_err(|e| stage_err(format!("{e:#}")))?;
         Ok(())
     }
 
@@ -304,7 +325,7 @@ impl StageKind for BuildStage {
         root: &Path,
         overrides: &BTreeMap<String, String>,
     ) -> anyhow::Result<StageInputs> {
-        let opts = options(spec).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        let opts = options(spec).map_err(option_error)?;
         let mut inputs = StageInputs {
             files: source_files(pipeline, root, &opts.flags),
             ..StageInputs::default()
@@ -344,7 +365,7 @@ impl StageKind for BuildStage {
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
-        let opts = options(ctx.spec).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        let opts = options(ctx.spec).map_err(option_error)?;
         let tc = self.toolchain(ctx.root)?;
         let gpus = crate::gpu::probe_cached(ctx.root);
         let choice = arch::select(

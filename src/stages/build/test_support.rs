@@ -87,10 +87,15 @@ echo "ptxas info    : Used $regs registers, used 0 barriers" >&2
 "#,
     )
     .unwrap();
-    let mut perm = std::fs::metadata(&path).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(&path, perm).unwrap();
+    make_executable(&path);
     path
+}
+
+/// `chmod 755`.
+pub fn make_executable(path: &Path) {
+    let mut perm = std::fs::metadata(path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(path, perm).unwrap();
 }
 
 /// The real nvcc on PATH (or in CUDA_HOME, ...), or `None` after printing that the

@@ -121,6 +121,14 @@ fn validate_rejects_a_variant_named_reference_and_unknown_options() {
         e.message
     );
 
+    let p = pipeline(&TWO_VARIANTS.replace("triple:", "\"../escape\":"));
+    let e = stage.validate("build", &p.stages["build"], &p).unwrap_err();
+    assert!(
+        e.message.contains("`../escape` cannot name its files"),
+        "{}",
+        e.message
+    );
+
     let p = pipeline(&TWO_VARIANTS.replace("{uses: build}", "{uses: build, jbos: 4}"));
     let e = stage.validate("build", &p.stages["build"], &p).unwrap_err();
     assert_eq!(e.path, ["jbos"]);
