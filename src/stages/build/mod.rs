@@ -414,7 +414,7 @@ impl StageKind for BuildStage {
                 }
                 record.driver_check = Some(match &skip_check {
                     Some(why) => why.clone(),
-                    None => self.check_with_driver(ctx, out, &mut record),
+                    None => check_with_driver(ctx, out, &mut record),
                 });
             }
             let path = ctx.staging.join(record_path(&t.name));
@@ -441,30 +441,23 @@ impl StageKind for BuildStage {
     }
 }
 
-impl BuildStage {
-    /// Cross-check the declared entry with the driver; the record's `driver_check` text.
-    fn check_with_driver(
-        &self,
-        ctx: &RunCtx,
-        out: &CompileOutput,
-        record: &mut BuildRecord,
-    ) -> String {
-        let (Some(cubin), Some(entry)) = (
-            out.cubin.as_ref(),
-            record.entries.iter_mut().find(|e| e.name == record.entry),
-        ) else {
-            return "skipped: no cubin or entry to load".into();
-        };
-        driver::cross_check(
-            ctx.executor,
-            ctx.cancel,
-            ctx.repro_exe,
-            ctx.root,
-            cubin,
-            entry,
-        )
-        .unwrap_or_else(|e| format!("skipped: could not read the driver's attributes: {e:#}"))
-    }
+/// Cross-check the declared entry with the driver; the record's `driver_check` text.
+fn check_with_driver(ctx: &RunCtx, out: &CompileOutput, record: &mut BuildRecord) -> String {
+    let (Some(cubin), Some(entry)) = (
+        out.cubin.as_ref(),
+        record.entries.iter_mut().find(|e| e.name == record.entry),
+    ) else {
+        return "skipped: no cubin or entry to load".into();
+    };
+    driver::cross_check(
+        ctx.executor,
+        ctx.cancel,
+        ctx.repro_exe,
+        ctx.root,
+        cubin,
+        entry,
+    )
+    .unwrap_or_else(|e| format!("skipped: could not read the driver's attributes: {e:#}"))
 }
 
 /// The kernel's dynamic shared memory per block, from its cubin.
