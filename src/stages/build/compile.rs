@@ -311,7 +311,8 @@ fn compile_prepared(
 ) -> CompileOutput {
     let log = p.dir.join("nvcc.log");
     let marker = p.dir.join("done");
-    let cached = marker.is_file() && p.cubin.is_file();
+    // A slot missing any of its files (someone cleaned part of it) is compiled again.
+    let cached = marker.is_file() && p.cubin.is_file() && log.is_file();
     if !cached {
         if let Err(e) = run_nvcc(executor, cancel, root, p, &log) {
             return CompileOutput::failed(p.command.clone(), e);
@@ -533,6 +534,14 @@ mod tests {
             assert_eq!(a.entries, b.entries);
             assert_eq!(a.command, b.command);
         }
+
+        // A slot that lost its log is compiled again rather than failing.
+        let slot = first[0].cubin.as_ref().unwrap().parent().unwrap();
+        std::fs::remove_file(slot.join("nvcc.log")).unwrap();
+        let ex = CountingExecutor::default();
+        let healed = compile_many(&ex, &CancelFlag::default(), &tc, root, &reqs, 2);
+        assert_eq!(ex.count(), 1);
+        assert!(healed[0].ok && !healed[0].cached);
 
         // Editing an included header invalidates both.
         std::fs::write(root.join("kernels/k.cuh"), "// v2\n").unwrap();
