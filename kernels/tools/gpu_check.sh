@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# One batch of GPU checks for kernels/sdpa_fp8.cu, meant for a single call on the GPU machine.
+# Usage: kernels/tools/gpu_check.sh OUTDIR [all|shipped|space|sanitize|time]...
+# Writes logs and JSON into OUTDIR; prints short tables.  Every step has its own timeout so a
+# hang in one step cannot eat the whole call.
+set -u
+OUTDIR=${1:?usage: gpu_check.sh OUTDIR [steps...]}
+shift
+STEPS=${*:-all}
+mkdir -p "$OUTDIR"
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1
+export PATH=$PATH:/usr/local/cuda/bin
+CV="python3 kernels/tools/check_variants.py --build-dir /tmp/kcheck"
+want() { [[ " $STEPS " == *" $1 "* || ( " $STEPS " == *" all "* && $1 != sample ) ]]; }
+rc=0
+
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; nvcc --version | tail -2;
+  python3 -c 'import cupy, numpy; print("cupy", cupy.__version__, "numpy", numpy.__version__)'; } 2>&1 | tee "$OUTDIR/env.txt"
+
+if want shipped; then
+  echo "=== shipped variants (+HEAD_DIM=128 twins, + timing candidates), full shapes, 3 seeds ==="
+  timeout ${SHIPPED_TIMEOUT:-200} $CV --set shipped --d128 --time --time-shapes mission,long \
+    --defines "TILE_M=64" --defines "TILE_M=64 USE_WARP_SPECIALIZATION=1" \
+    --defines "TILE_M=64 USE_WARP_SPECIALIZATION=1 NUM_PRODUCER_WARPS=2" \
+    --defines "USE_WARP_SPECIALIZATION=1 NUM_PRODUCER_WARPS=2 USE_CP_ASYNC=0" \
+    --defines "TILE_M=32 TILE_N=64" --defines "TILE_M=32 TILE_N=64 USE_WARP_SPECIALIZATION=1" \
+    --defines "TILE_M=32 TILE_N=64 USE_WARP_SPECIALIZATION=1 NUM_PRODUCER_WARPS=2" \
+    --defines "TILE_M=16 TILE_N=64" --defines "TILE_M=16 TILE_N=64 USE_WARP_SPECIALIZATION=1" \
+    --defines "TILE_M=16 TILE_N=32" --defines "TILE_M=16 TILE_N=32 USE_WARP_SPECIALIZATION=1" \
+    --defines "TILE_M=64 TILE_N=64" --defines "TILE_M=32 NUM_STAGES=3 USE_WARP_SPECIALIZATION=1" \
+    --defines "USE_CP_ASYNC=0" --defines "USE_WMMA_PV=0" --defines "USE_WARP_SPECIALIZATION=1 USE_CP_ASYNC=0" \
+    --json "$OUTDIR/shipped.json" > "$OUTDIR/shipped.log" 2>&1 || rc=1
+  grep -v "^m\|^stage" "$OUTDIR/shipped.log" | head -5
+  grep -E "^(stage|m[0-9])" "$OUTDIR/shipped.log" | grep -E "sm_|worst|FAIL" | head -80
+  sed -n '/p50_us/,$p' "$OUTDIR/shipped.log" | head -80
+  grep -A30 "^FAILURES" "$OUTDIR/shipped.log" | head -30
+fi
+
+if want sanitize; then
+  for tool in memcheck racecheck synccheck; do
+    echo "=== compute-sanitizer --tool $tool (shipped + 3 odd configs, D=64 and D=128 twins; small, S=1, S=17, S=100, D128 S=100) ==="
+    timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 9 \
+      $CV --set shipped --d128 --shapes small,s1,s17,s100,d128-s100 --seeds 0 --no-reference-check \
+      --defines "USE_WARP_SPECIALIZATION=1 USE_CP_ASYNC=0 NUM_STAGES=3" \
+      --defines "TILE_M=16 TILE_N=16 NUM_WARPS=8 USE_WARP_SPECIALIZATION=1 NUM_PRODUCER_WARPS=2" \
+      --defines "TILE_M=128 NUM_WARPS=8 USE_WMMA_PV=0 NUM_STAGES=3" \
+      > "$OUTDIR/sanitize_$tool.log" 2>&1
+    r=$?; echo "$tool exit $r"; [ $r -ne 0 ] && rc=1
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard|ALL OK|FAIL" "$OUTDIR/sanitize_$tool.log" | sort | uniq -c | head -12
+  done
+fi
+
+if want space || want sample; then
+  if want space; then SET="--set space ${SPACE_EXTRA:-}"; else SET="--set sample --sample ${SAMPLE:-120}"; fi
+  echo "=== accepted tune space ($SET, distinct kernels), quick shapes, seed 0 ==="
+  timeout ${SPACE_TIMEOUT:-240} $CV $SET --shapes quick --seeds 0 --no-reference-check --json "$OUTDIR/space.json" \
+    > "$OUTDIR/space.log" 2>&1 || rc=1
+  grep -E "^compiled|^checked|ALL OK" "$OUTDIR/space.log"
+  grep -A40 "^FAILURES" "$OUTDIR/space.log" | head -40
+fi
+
+if want torch; then
+  echo "=== torch fp16 SDPA on the mission shape (context only) ==="
+  timeout 60 python3 - <<'EOF' 2>&1 | tail -3
+import torch, torch.nn.functional as F
+q, k, v = (torch.randn(2, 8, 512, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+for _ in range(20): F.scaled_dot_product_attention(q, k, v)
+ts = []
+for _ in range(100):
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(10): F.scaled_dot_product_attention(q, k, v)
+    b.record(); b.synchronize(); ts.append(a.elapsed_time(b) * 100.0)
+ts.sort(); print(f"torch SDPA fp16 mission p50 {ts[50]:.2f} us (same timing method)")
+EOF
+fi
+exit $rc
