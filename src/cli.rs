@@ -202,7 +202,7 @@ pub fn main() -> i32 {
 
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Exec(args) => crate::gpu::exec::main(&args),
+        Command::Exec(args) => crate::gpu::exec::main(&cli.global, &args),
         Command::Ncu(NcuCommand::Parse(args)) => crate::ncu::parse_command(&args),
         Command::Build(a) if a.list => crate::stages::build::list::main(&cli.global, &a),
         _ => anyhow::bail!("this subcommand is not available yet"),

@@ -16,5 +16,6 @@ pub mod pipeline;
 pub mod report;
 pub mod schema;
 pub mod stages;
+pub mod stats;
 pub mod tools;
 pub mod tune;

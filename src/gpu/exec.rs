@@ -1,17 +1,344 @@
-//! `repro exec`: one variant, one shape, one seed → one JSON line.
+//! `repro exec`: one kernel, one shape, one seed → one JSON line (a `schema::BenchResult`).
+//! Also `--dump-inputs` (the inputs as files, for the baseline script) and `--attributes`
+//! (a function's driver attributes, for the build stage).
 
+use super::client::{blank_result, GPU_INDEX_ENV};
+use super::harness::{self, DeviceInputs, Kernel, Reference, Session};
+use super::timing::{L2Mode, TimingConfig};
+use super::workload::{self, DumpEntry, DumpIndex, Inputs};
+use crate::cli::GlobalArgs;
+use crate::pipeline::{CorrectnessGates, Pipeline, Shape};
+use crate::schema::{BenchResult, TimingMode};
+use anyhow::{bail, Context as _};
 use clap::Args;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
+    /// A variant of pipeline.yaml: loads `.repro/cubins/<VARIANT>.cubin`.
+    #[arg(long, conflicts_with_all = ["cubin", "dump_inputs"])]
+    pub variant: Option<String>,
+    /// A cubin file to load instead of a variant's (needs --entry).
+    #[arg(long, requires = "entry")]
+    pub cubin: Option<PathBuf>,
+    /// The kernel's entry point in --cubin.
+    #[arg(long, requires = "cubin")]
+    pub entry: Option<String>,
+    /// A shape name of pipeline.yaml (`workload.shapes`).
+    #[arg(long, conflicts_with = "dims")]
+    pub shape: Option<String>,
+    /// An explicit shape, `B,H,S,D`.
+    #[arg(long, value_parser = parse_dims)]
+    pub dims: Option<Shape>,
+    /// Input seed (with --dump-inputs: only this seed; default all of pipeline.yaml).
     #[arg(long)]
-    pub variant: String,
-    #[arg(long)]
-    pub shape: String,
+    pub seed: Option<u64>,
+    /// Launches before timing.
+    #[arg(long, default_value_t = 20)]
+    pub warmup: u32,
+    /// Timing samples (the minimum; more are taken while the CV is above --max-cv).
+    #[arg(long, default_value_t = 100)]
+    pub iters: u32,
+    /// Device index (among the visible ones).
     #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    pub device: u32,
+    /// `warm`, or `flush` L2 before each sample (outside the timed region).
+    #[arg(long, default_value = "warm", value_parser = ["warm", "flush"])]
+    pub l2: String,
+    /// Check correctness only.
+    #[arg(long)]
+    pub no_timing: bool,
+    /// Keep sampling while the coefficient of variation is above this...
+    #[arg(long, default_value_t = 0.01)]
+    pub max_cv: f64,
+    /// ...for at most this many seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub max_time: f64,
+    /// The reference cubin (default `.repro/cubins/reference.cubin`).
+    #[arg(long)]
+    pub reference: Option<PathBuf>,
+    /// Write the inputs of every shape × seed (or the chosen ones) into DIR, with an
+    /// `index.json`, and exit. Needs no GPU.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["cubin", "no_timing", "attributes"])]
+    pub dump_inputs: Option<PathBuf>,
+    /// Print the driver's attributes of --cubin's --entry as JSON (registers, smem, ...).
+    #[arg(long, requires = "cubin")]
+    pub attributes: bool,
 }
 
-pub fn main(_args: &ExecArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("repro exec is not available yet")
+fn parse_dims(s: &str) -> Result<Shape, String> {
+    let v: Vec<u32> = s
+        .split(',')
+        .map(|p| p.trim().parse::<u32>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("expected B,H,S,D as four positive integers: {e}"))?;
+    match v[..] {
+        [b, h, s, d] if v.iter().all(|&x| x > 0) => Ok(Shape {
+            B: b,
+            H: h,
+            S: s,
+            D: d,
+        }),
+        _ => Err(format!(
+            "expected B,H,S,D as four positive integers, got `{s}`"
+        )),
+    }
+}
+
+/// Read pipeline.yaml (serde's message carries the line and column).
+fn load_pipeline(file: &Path) -> anyhow::Result<Pipeline> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    serde_yaml::from_str(&text).with_context(|| format!("{}: invalid pipeline", file.display()))
+}
+
+/// The project root: the pipeline file's folder.
+fn root_of(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+pub fn main(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
+    let root = root_of(&global.file);
+    let pipeline = if global.file.exists() {
+        Some(load_pipeline(&global.file)?)
+    } else {
+        None
+    };
+    let need_pipeline = || {
+        pipeline.as_ref().with_context(|| {
+            format!(
+                "{} not found (needed for --variant, --shape and --dump-inputs; or use --cubin/--entry and --dims)",
+                global.file.display()
+            )
+        })
+    };
+    if let Some(dir) = &args.dump_inputs {
+        return dump_inputs(need_pipeline()?, args, dir);
+    }
+    super::driver_library_loads()?;
+    if args.attributes {
+        let (cubin, entry) = (args.cubin.as_ref().unwrap(), args.entry.as_ref().unwrap());
+        let _session = Session::open(args.device)?;
+        let attrs = harness::attributes(cubin, entry)?;
+        println!("{}", serde_json::to_string(&attrs)?);
+        return Ok(0);
+    }
+    let (cubin, entry) = match (&args.variant, &args.cubin, &args.entry) {
+        (Some(v), _, _) => {
+            let p = need_pipeline()?;
+            let spec = p.variants.get(v).with_context(|| {
+                format!(
+                    "no variant `{v}` in {} (variants: {})",
+                    global.file.display(),
+                    p.variants.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })?;
+            let kernel = p.kernels.get(&spec.kernel).with_context(|| {
+                format!(
+                    "variant `{v}` names kernel `{}`, which is not under `kernels:`",
+                    spec.kernel
+                )
+            })?;
+            (
+                root.join(".repro/cubins").join(format!("{v}.cubin")),
+                kernel.entry.clone(),
+            )
+        }
+        (None, Some(c), Some(e)) => (c.clone(), e.clone()),
+        _ => bail!("say what to run: --variant NAME, or --cubin PATH --entry NAME"),
+    };
+    let (shape_name, shape) = match (&args.shape, args.dims) {
+        (Some(name), _) => (name.clone(), lookup_shape(need_pipeline()?, name)?),
+        (None, Some(d)) => (format!("{},{},{},{}", d.B, d.H, d.S, d.D), d),
+        (None, None) => bail!("say which shape: --shape NAME or --dims B,H,S,D"),
+    };
+    let gates = pipeline
+        .as_ref()
+        .and_then(|p| p.gates.correctness.clone())
+        .unwrap_or_default();
+    let reference_entry = pipeline
+        .as_ref()
+        .and_then(|p| p.workload.as_ref())
+        .and_then(|w| w.reference.as_ref())
+        .map_or("sdpa_reference_f32".to_string(), |r| r.entry.clone());
+    let reference_cubin = args
+        .reference
+        .clone()
+        .unwrap_or_else(|| root.join(".repro/cubins/reference.cubin"));
+    let result = run(&Run {
+        cubin: &cubin,
+        entry: &entry,
+        reference_cubin: &reference_cubin,
+        reference_entry: &reference_entry,
+        shape_name: &shape_name,
+        shape,
+        gates: &gates,
+        args,
+    })?;
+    println!("{}", serde_json::to_string(&result)?);
+    Ok(0)
+}
+
+fn lookup_shape(p: &Pipeline, name: &str) -> anyhow::Result<Shape> {
+    let w = p
+        .workload
+        .as_ref()
+        .context("pipeline.yaml has no `workload:` section with shapes")?;
+    w.shapes.get(name).copied().with_context(|| {
+        format!(
+            "no shape `{name}` under workload.shapes (shapes: {})",
+            w.shapes.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+struct Run<'a> {
+    cubin: &'a Path,
+    entry: &'a str,
+    reference_cubin: &'a Path,
+    reference_entry: &'a str,
+    shape_name: &'a str,
+    shape: Shape,
+    gates: &'a CorrectnessGates,
+    args: &'a ExecArgs,
+}
+
+fn run(r: &Run) -> anyhow::Result<BenchResult> {
+    let args = r.args;
+    let seed = args.seed.unwrap_or(0);
+    let inputs = Inputs::generate(r.shape, seed);
+    let session = Session::open(args.device)?;
+    let io = DeviceInputs::upload(&inputs)?;
+    let reference = Reference::load(r.reference_cubin, r.reference_entry)
+        .context("loading the reference kernel")?;
+    let expected = session.run_reference(&reference, &io)?;
+    let kernel = Kernel::load(r.cubin, r.entry, session.max_dynamic_smem)?;
+    let accuracy = session.check(&kernel, &io, &expected, r.gates.max_abs_err)?;
+
+    let mut out = blank_result(r.shape_name, &r.shape, seed, args.warmup, args.iters, "ok");
+    out.device_index = Some(
+        std::env::var(GPU_INDEX_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(args.device),
+    );
+    out.device_name = Some(super::driver::Device::get(args.device)?.name()?);
+    out.max_abs_err = Some(accuracy.max_abs_err);
+    out.mean_abs_err = Some(accuracy.mean_abs_err);
+    out.pct_bad = Some(accuracy.pct_bad);
+    out.rel_l2_err = Some(accuracy.rel_l2_err);
+    out.nan_count = Some(accuracy.nan_count);
+    out.inf_count = Some(accuracy.inf_count);
+    out.correctness_pass = Some(accuracy.passes(r.gates));
+    if !args.no_timing {
+        let cfg = TimingConfig {
+            warmup: args.warmup,
+            iters: args.iters.max(1),
+            l2: L2Mode::parse(&args.l2).context("--l2 must be warm or flush")?,
+            max_cv: args.max_cv,
+            time_limit: Duration::from_secs_f64(args.max_time.max(0.0)),
+            target_sample_us: 100.0,
+        };
+        let timing = session.time(&kernel, &io, &cfg)?;
+        let s = crate::stats::summarize(&timing.samples_us)
+            .context("the timing samples were empty or not finite")?;
+        out.timing_mode = Some(TimingMode {
+            method: timing.method.into(),
+            launches_per_sample: timing.launches_per_sample,
+            l2: cfg.l2.name().into(),
+        });
+        out.p50_us = Some(s.p50);
+        out.p90_us = Some(s.p90);
+        out.p99_us = Some(s.p99);
+        out.mean_us = Some(s.mean);
+        out.std_us = Some(s.std);
+        out.min_us = Some(s.min);
+        out.ci95_us = Some(s.ci95_half_width());
+        out.cv = Some(s.cv);
+        out.samples = Some(s.n as u32);
+    }
+    Ok(out)
+}
+
+fn dump_inputs(p: &Pipeline, args: &ExecArgs, dir: &Path) -> anyhow::Result<i32> {
+    let w = p
+        .workload
+        .as_ref()
+        .context("pipeline.yaml has no `workload:` section")?;
+    let shapes: Vec<(String, Shape)> = match (&args.shape, args.dims) {
+        (Some(name), _) => vec![(name.clone(), lookup_shape(p, name)?)],
+        (None, Some(d)) => vec![(format!("{},{},{},{}", d.B, d.H, d.S, d.D), d)],
+        (None, None) => w.shapes.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+    };
+    let seeds = args.seed.map_or_else(|| w.seeds.clone(), |s| vec![s]);
+    let gates = p.gates.correctness.clone().unwrap_or_default();
+    let mut entries = Vec::new();
+    for (name, shape) in &shapes {
+        for &seed in &seeds {
+            let sub = format!("{}-seed{seed}", name.replace(',', "x"));
+            workload::dump(&Inputs::generate(*shape, seed), &dir.join(&sub))?;
+            entries.push(DumpEntry {
+                shape: name.clone(),
+                B: shape.B,
+                H: shape.H,
+                S: shape.S,
+                D: shape.D,
+                seed,
+                softmax_scale: shape.softmax_scale(),
+                dir: sub,
+            });
+        }
+    }
+    let index = DumpIndex {
+        op: "sdpa_fp8",
+        layout: "row-major [B, H, S, D], little-endian; scales [B*H]",
+        max_abs_err: gates.max_abs_err,
+        mean_abs_err: gates.mean_abs_err,
+        max_pct_bad: gates.max_pct_bad,
+        primary: Some(w.primary.clone()),
+        entries,
+    };
+    let path = dir.join("index.json");
+    std::fs::write(&path, crate::schema::to_json_pretty(&index))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!(
+        "wrote {} input set(s) to {}",
+        index.entries.len(),
+        dir.display()
+    );
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dims_parse() {
+        assert_eq!(
+            parse_dims("2,8,512,64").unwrap(),
+            Shape {
+                B: 2,
+                H: 8,
+                S: 512,
+                D: 64
+            }
+        );
+        assert!(parse_dims("2,8,512").is_err());
+        assert!(parse_dims("2,0,512,64").is_err());
+        assert!(parse_dims("a,b,c,d").is_err());
+    }
+
+    #[test]
+    fn root_is_the_pipeline_folder() {
+        assert_eq!(root_of(Path::new("pipeline.yaml")), PathBuf::from("."));
+        assert_eq!(
+            root_of(Path::new("/p/q/pipeline.yaml")),
+            PathBuf::from("/p/q")
+        );
+    }
 }

@@ -2,7 +2,14 @@
 //! directly: GPU work runs in `repro exec` child processes, and stages learn about the
 //! hardware through [`probe_cached`].
 
+pub mod check;
+pub mod client;
+pub mod driver;
+pub mod e4m3;
 pub mod exec;
+pub mod harness;
+pub mod timing;
+pub mod workload;
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -38,9 +45,170 @@ impl GpuInfo {
 #[error("{0}")]
 pub struct NoGpu(pub String);
 
-/// The visible GPUs, from a cache under `root/.repro/` that is valid until the machine
-/// reboots or the driver changes (so `repro status` stays fast). Never panics: no driver
-/// library, no device, or a driver error are all `NoGpu` with the reason.
-pub fn probe_cached(_root: &Path) -> Result<Vec<GpuInfo>, NoGpu> {
-    Err(NoGpu("GPU probing is not available yet".into()))
+/// Can the CUDA driver library be loaded? Checked with a plain `dlopen` before anything
+/// touches cudarc, which panics when the library is missing.
+pub fn driver_library_loads() -> Result<(), NoGpu> {
+    // SAFETY: loading libcuda runs only its (trusted, system) initializers.
+    match unsafe { libloading::Library::new("libcuda.so.1") } {
+        Ok(_) => Ok(()),
+        Err(err) => Err(NoGpu(format!(
+            "no CUDA driver (libcuda.so.1) found: {err}. Install the NVIDIA driver, or run on a machine with an NVIDIA GPU"
+        ))),
+    }
+}
+
+/// The visible GPUs, asking the driver (`cuInit`) directly. Prefer [`probe_cached`].
+pub fn probe() -> Result<Vec<GpuInfo>, NoGpu> {
+    driver_library_loads()?;
+    let fail = |e: driver::CudaError| NoGpu(format!("the CUDA driver is present but {e}"));
+    driver::init().map_err(fail)?;
+    let cuda_driver_version = driver::driver_cuda_version().map_err(fail)?;
+    let driver_version = kernel_driver_version();
+    let count = driver::device_count().map_err(fail)?;
+    if count == 0 {
+        return Err(NoGpu(
+            "the CUDA driver sees no GPU (check CUDA_VISIBLE_DEVICES and nvidia-smi)".into(),
+        ));
+    }
+    (0..count)
+        .map(|index| {
+            use cudarc::driver::sys::CUdevice_attribute as A;
+            let dev = driver::Device::get(index)?;
+            Ok(GpuInfo {
+                index,
+                name: dev.name()?,
+                uuid: dev.uuid()?,
+                compute_capability: [
+                    dev.attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)? as u32,
+                    dev.attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)? as u32,
+                ],
+                sm_count: dev.attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+                memory_bytes: dev.total_memory()?,
+                cuda_driver_version: cuda_driver_version.clone(),
+                driver_version: driver_version.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>, driver::CudaError>>()
+        .map_err(fail)
+}
+
+const DRIVER_VERSION_FILE: &str = "/proc/driver/nvidia/version";
+
+/// `580.159.04` from `/proc/driver/nvidia/version`, when readable.
+fn kernel_driver_version() -> Option<String> {
+    parse_driver_version(&std::fs::read_to_string(DRIVER_VERSION_FILE).ok()?)
+}
+
+/// The first token that looks like `NNN.NN[.NN]` on the `NVRM version:` line.
+fn parse_driver_version(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version"))?;
+    line.split_whitespace()
+        .find(|t| {
+            t.contains('.')
+                && t.split('.').count() >= 2
+                && t.split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(str::to_string)
+}
+
+/// What the cached probe is valid for: this boot, this kernel driver, these visible devices.
+/// `None` (no caching) when the boot id cannot be read.
+fn cache_key() -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let driver = std::fs::read_to_string(DRIVER_VERSION_FILE).unwrap_or_default();
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "<unset>".into());
+    let digest = Sha256::digest(format!("{boot_id}\0{driver}\0{visible}").as_bytes());
+    Some(crate::tools::hex(&digest))
+}
+
+#[derive(Serialize, Deserialize)]
+struct ProbeCache {
+    key: String,
+    gpus: Vec<GpuInfo>,
+}
+
+/// The visible GPUs, from a cache under `root/.repro/cache/gpu.json` that is valid until the
+/// machine reboots, the kernel driver changes or `CUDA_VISIBLE_DEVICES` changes (so
+/// `repro status` does not initialize CUDA every time). Never panics: no driver library, no
+/// device, or a driver error are all `NoGpu` with the reason. Failures are not cached.
+pub fn probe_cached(root: &Path) -> Result<Vec<GpuInfo>, NoGpu> {
+    // A missing library is cheap to detect and must win over a stale cache.
+    driver_library_loads()?;
+    let key = cache_key();
+    let path = root.join(".repro/cache/gpu.json");
+    if let Some(key) = &key {
+        if let Some(cached) = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<ProbeCache>(&b).ok())
+            .filter(|c| &c.key == key)
+        {
+            return Ok(cached.gpus);
+        }
+    }
+    let gpus = probe()?;
+    if let Some(key) = key {
+        let record = ProbeCache {
+            key,
+            gpus: gpus.clone(),
+        };
+        if let Some(dir) = path.parent() {
+            // A cache that cannot be written only costs a re-probe next time.
+            let _ = std::fs::create_dir_all(dir);
+            let _ = std::fs::write(&path, crate::schema::to_json_pretty(&record));
+        }
+    }
+    Ok(gpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_kernel_driver_version_line() {
+        let text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Oct  2 2025\nGCC version:  gcc version 12.2.0\n";
+        assert_eq!(parse_driver_version(text).as_deref(), Some("580.159.04"));
+        assert_eq!(
+            parse_driver_version(
+                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.14  Release Build"
+            ),
+            Some("550.54.14".into())
+        );
+        assert_eq!(parse_driver_version("GCC version: 12.2"), None);
+    }
+
+    #[test]
+    fn no_driver_is_a_clear_message_not_a_panic() {
+        if driver_library_loads().is_ok() {
+            eprintln!(
+                "skipped: this machine has a CUDA driver; the no-driver path cannot be shown here"
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let err = probe_cached(dir.path()).unwrap_err();
+        assert!(
+            err.0.starts_with("no CUDA driver (libcuda.so.1) found: "),
+            "{}",
+            err.0
+        );
+        assert!(!dir.path().join(".repro/cache/gpu.json").exists());
+    }
+
+    #[test]
+    fn arch_names_the_compute_capability() {
+        let info = GpuInfo {
+            index: 0,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            uuid: "GPU-0".into(),
+            compute_capability: [9, 0],
+            sm_count: 132,
+            memory_bytes: 1,
+            cuda_driver_version: "13.0".into(),
+            driver_version: None,
+        };
+        assert_eq!(info.arch(), "sm_90");
+    }
 }
