@@ -3,6 +3,7 @@
 
 use crate::engine::StageKind;
 
+pub mod bench;
 pub mod build;
 pub mod profile;
 
@@ -10,6 +11,7 @@ pub mod profile;
 pub fn registry() -> Vec<Box<dyn StageKind>> {
     vec![
         Box::new(build::BuildStage::default()),
+        Box::new(bench::BenchStage),
         Box::new(profile::Profile),
     ]
 }

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""PyTorch SDPA baselines for the sdpa_fp8 workload, in repro's BenchFile schema.
+
+For every shape and seed of pipeline.yaml, the inputs come from `repro exec --dump-inputs`
+(so they are byte-identical to what the kernels see). PyTorch runs on fp16 copies of the
+same *dequantized* K and V:
+
+  torch-sdpa-default  F.scaled_dot_product_attention with PyTorch's own backend choice
+  torch-sdpa-best     the fastest native backend on this GPU (flash, cuDNN, efficient),
+                      chosen on the primary shape and named in `defines.backend`
+
+Timing follows repro exec: warm-up launches, a batch of launches sized so a sample lasts
+>= 100 us, captured into a CUDA graph (falling back to batched launches between events),
+samples = elapsed / batch, and the same statistics (type-7 percentiles, sample std, the
+order-statistic 95% CI of the median). Correctness is against an fp64 computation on the
+same dequantized inputs, with the pipeline's gates.
+
+No python3/torch/CUDA: both files are written with status `skipped` and the reason; exit 0.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+BASELINES = ("torch-sdpa-default", "torch-sdpa-best")
+TARGET_SAMPLE_US = 100.0
+MAX_BATCH = 1000
+
+
+def write_file(out_dir, name, status, reason=None, results=(), defines=None):
+    os.makedirs(out_dir, exist_ok=True)
+    record = {"name": name, "kind": "baseline", "status": status}
+    if reason:
+        record["reason"] = reason
+    record["defines"] = defines or {}
+    record["results"] = list(results)
+    record["gates"] = []
+    with open(os.path.join(out_dir, name + ".json"), "w") as f:
+        json.dump(record, f, indent=2)
+        f.write("\n")
+
+
+def skip_all(out_dir, reason):
+    for name in BASELINES:
+        write_file(out_dir, name, "skipped", reason)
+    print(f"baselines skipped: {reason}", file=sys.stderr)
+    return 0
+
+
+# ---- statistics: the same definitions as src/stats.rs ------------------------------------
+
+def percentile_sorted(x, p):
+    h = (len(x) - 1) * min(max(p, 0.0), 1.0)
+    i = math.floor(h)
+    if i + 1 < len(x):
+        return x[i] + (h - i) * (x[i + 1] - x[i])
+    return x[i]
+
+
+def median_ci_ranks(n):
+    half, spread = n / 2.0, 1.96 * math.sqrt(n) / 2.0
+    j = min(max(math.floor(half - spread), 1), n)
+    k = min(max(math.ceil(half + spread), 1), n)
+    return j, k
+
+
+def summarize(samples):
+    x = sorted(samples)
+    n = len(x)
+    mean = sum(x) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in x) / (n - 1)) if n > 1 else 0.0
+    j, k = median_ci_ranks(n)
+    return {
+        "p50_us": percentile_sorted(x, 0.5),
+        "p90_us": percentile_sorted(x, 0.9),
+        "p99_us": percentile_sorted(x, 0.99),
+        "mean_us": mean,
+        "std_us": std,
+        "min_us": x[0],
+        "ci95_us": (x[k - 1] - x[j - 1]) / 2.0,
+        "cv": std / mean if mean > 0 else 0.0,
+        "samples": n,
+    }
+
+
+def rounded(record):
+    """Fixed precision like repro's artifacts: 4 decimals for times, 6 for errors."""
+    out = {}
+    for key, v in record.items():
+        if isinstance(v, float) and math.isfinite(v):
+            v = round(v, 6 if key.endswith("_err") or key == "pct_bad" else 4)
+        out[key] = v
+    return out
+
+
+# ---- timing -------------------------------------------------------------------------------
+
+def time_fn(torch, fn, warmup, iters, l2, max_cv, max_time):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(10):
+        fn()
+    end.record()
+    end.synchronize()
+    estimate = start.elapsed_time(end) * 1000.0 / 10
+    batch = MAX_BATCH if estimate <= 0 else min(max(math.ceil(TARGET_SAMPLE_US / estimate), 1), MAX_BATCH)
+
+    method = "cuda_graph"
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()  # warm the capture stream
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(batch):
+                fn()
+        run_batch = graph.replay
+    except Exception:  # capture unsupported for this backend: plain launches
+        method = "batched_events"
+
+        def run_batch():
+            for _ in range(batch):
+                fn()
+
+    run_batch()
+    torch.cuda.synchronize()
+    flush = None
+    if l2 == "flush":
+        l2_bytes = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
+        flush = torch.empty(max(2 * l2_bytes, 1 << 20) // 4, dtype=torch.int32, device="cuda")
+    samples, began = [], time.monotonic()
+    for round_ in range(10):
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+        for i, (a, b) in enumerate(events):
+            if flush is not None:
+                flush.fill_(round_ * iters + i)
+            a.record()
+            run_batch()
+            b.record()
+        torch.cuda.synchronize()
+        samples += [a.elapsed_time(b) * 1000.0 / batch for a, b in events]
+        if summarize(samples)["cv"] <= max_cv or time.monotonic() - began >= max_time:
+            break
+    return samples, {"method": method, "launches_per_sample": batch, "l2": l2}
+
+
+# ---- correctness --------------------------------------------------------------------------
+
+def reference_f64(torch, q, k, v, scale):
+    s = torch.matmul(q.double(), k.double().transpose(-1, -2)) * scale
+    return torch.matmul(torch.softmax(s, dim=-1), v.double())
+
+
+def accuracy(torch, out, ref, gates):
+    o = out.double()
+    nan = int(torch.isnan(o).sum())
+    inf = int(torch.isinf(o).sum())
+    finite = torch.isfinite(o)
+    err = (o - ref).abs()
+    err_f = err[finite]
+    bad = int((err_f > gates["max_abs_err"]).sum()) + nan + inf
+    max_abs = float(err_f.max()) if err_f.numel() else 0.0
+    mean_abs = float(err_f.mean()) if err_f.numel() else 0.0
+    ref_norm = float(ref[finite].norm())
+    rel_l2 = float(err_f.norm()) / ref_norm if ref_norm > 0 else float(err_f.norm())
+    pct_bad = 100.0 * bad / o.numel()
+    passed = (nan == 0 and inf == 0 and max_abs <= gates["max_abs_err"]
+              and mean_abs <= gates["mean_abs_err"] and pct_bad <= gates["max_pct_bad"])
+    return {"max_abs_err": max_abs, "mean_abs_err": mean_abs, "pct_bad": pct_bad,
+            "rel_l2_err": rel_l2, "nan_count": nan, "inf_count": inf, "correctness_pass": passed}
+
+
+# ---- main ---------------------------------------------------------------------------------
+
+def load_inputs(torch, np, folder, e):
+    n = e["B"] * e["H"] * e["S"] * e["D"]
+    shape = (e["B"], e["H"], e["S"], e["D"])
+    d = os.path.join(folder, e["dir"])
+    q = np.fromfile(os.path.join(d, "q.f16"), dtype="<f2", count=n).reshape(shape)
+    k = np.fromfile(os.path.join(d, "k.f32"), dtype="<f4", count=n).reshape(shape)
+    v = np.fromfile(os.path.join(d, "v.f32"), dtype="<f4", count=n).reshape(shape)
+    to = lambda a: torch.from_numpy(a.copy()).cuda()
+    return to(q), to(k), to(v)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="artifacts/bench/baselines")
+    ap.add_argument("--pipeline", "-f", default="pipeline.yaml")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--l2", choices=("warm", "flush"), default="warm")
+    ap.add_argument("--max-cv", type=float, default=0.01)
+    ap.add_argument("--max-time", type=float, default=5.0)
+    args = ap.parse_args()
+
+    try:
+        import numpy as np
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as err:
+        return skip_all(args.out, f"PyTorch is not installed ({err}); install torch with CUDA to get baselines")
+    if not torch.cuda.is_available():
+        return skip_all(args.out, "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)")
+
+    repro = os.environ.get("REPRO_BIN") or shutil.which("repro")
+    if not repro:
+        print("error: cannot find repro: set REPRO_BIN or put repro on PATH", file=sys.stderr)
+        return 2
+    folder = tempfile.mkdtemp(prefix="repro-baseline-inputs-")
+    try:
+        subprocess.run([repro, "-f", args.pipeline, "exec", "--dump-inputs", folder], check=True)
+        with open(os.path.join(folder, "index.json")) as f:
+            index = json.load(f)
+        gates = {k: index[k] for k in ("max_abs_err", "mean_abs_err", "max_pct_bad")}
+        device = torch.cuda.get_device_name(0)
+        inputs = {(e["shape"], e["seed"]): (e, load_inputs(torch, np, folder, e)) for e in index["entries"]}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def measure(e, tensors, backend):
+        q, k32, v32 = tensors
+        k, v = k32.half(), v32.half()
+        scale = e["softmax_scale"]
+
+        def call():
+            if backend is None:
+                return F.scaled_dot_product_attention(q, k, v, scale=scale)
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(q, k, v, scale=scale)
+
+        out = call()
+        torch.cuda.synchronize()
+        acc = accuracy(torch, out, reference_f64(torch, q, k32, v32, scale), gates)
+        samples, mode = time_fn(torch, call, args.warmup, args.iters, args.l2, args.max_cv, args.max_time)
+        record = {"shape": e["shape"], "B": e["B"], "H": e["H"], "S": e["S"], "D": e["D"],
+                  "seed": e["seed"], "warmup": args.warmup, "iters": args.iters, "status": "ok",
+                  "device_index": 0, "device_name": device, "timing_mode": mode}
+        record.update(summarize(samples))
+        record.update(acc)
+        return rounded(record)
+
+    # Baseline B's backend: the fastest native one on the primary shape (first seed).
+    candidates = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
+                  ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
+    primary = [key for key in inputs if key[0] == index.get("primary")] or list(inputs)
+    probe_key = sorted(primary)[0]
+    timings, failures = {}, {}
+    for label, backend in candidates:
+        try:
+            timings[label] = measure(inputs[probe_key][0], inputs[probe_key][1], backend)["p50_us"]
+        except Exception as err:  # backend not available on this card or for these inputs
+            failures[label] = str(err).splitlines()[0] if str(err) else type(err).__name__
+    best = min(timings, key=timings.get) if timings else None
+
+    for name, backend, label in (("torch-sdpa-default", None, "default"),
+                                 ("torch-sdpa-best", dict(candidates).get(best), best)):
+        if name == "torch-sdpa-best" and best is None:
+            write_file(args.out, name, "skipped", f"no native SDPA backend ran: {failures}")
+            continue
+        results = []
+        for key in sorted(inputs, key=lambda k: (k[0], k[1])):
+            e, tensors = inputs[key]
+            try:
+                results.append(measure(e, tensors, backend))
+            except Exception as err:
+                results.append({"shape": e["shape"], "B": e["B"], "H": e["H"], "S": e["S"], "D": e["D"],
+                                "seed": e["seed"], "warmup": args.warmup, "iters": args.iters,
+                                "status": "failed", "error": str(err).splitlines()[0]})
+        status = "ok" if all(r["status"] == "ok" for r in results) else "failed"
+        defines = {"backend": label, "torch": torch.__version__}
+        if name == "torch-sdpa-best":
+            defines["candidates_p50_us"] = json.dumps({k: round(v, 4) for k, v in sorted(timings.items())})
+        write_file(args.out, name, status, results=results, defines=defines)
+        print(f"{name}: backend {label}, {len(results)} results -> {args.out}/{name}.json", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
