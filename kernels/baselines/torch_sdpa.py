@@ -101,38 +101,41 @@ def rounded(record):
 
 # ---- timing -------------------------------------------------------------------------------
 
+def capture(torch, fn, n):
+    """`n` calls of fn as one CUDA graph replay, or (if capture fails) a loop of calls."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()  # warm the capture stream
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(n):
+                fn()
+        return graph.replay, "cuda_graph"
+    except Exception:  # capture unsupported for this backend: plain launches
+        def run():
+            for _ in range(n):
+                fn()
+        return run, "batched_events"
+
+
 def time_fn(torch, fn, warmup, iters, l2, max_cv, max_time):
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
+    # Estimate one call from a graph of ten (host overhead would inflate plain calls).
+    probe, _ = capture(torch, fn, 10)
+    probe()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    for _ in range(10):
-        fn()
+    probe()
     end.record()
     end.synchronize()
     estimate = start.elapsed_time(end) * 1000.0 / 10
     batch = MAX_BATCH if estimate <= 0 else min(max(math.ceil(TARGET_SAMPLE_US / estimate), 1), MAX_BATCH)
-
-    method = "cuda_graph"
-    try:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            fn()  # warm the capture stream
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(batch):
-                fn()
-        run_batch = graph.replay
-    except Exception:  # capture unsupported for this backend: plain launches
-        method = "batched_events"
-
-        def run_batch():
-            for _ in range(batch):
-                fn()
-
+    run_batch, method = capture(torch, fn, batch)
     run_batch()
     torch.cuda.synchronize()
     flush = None

@@ -55,6 +55,10 @@ pub struct ExecArgs {
     /// ...for at most this many seconds.
     #[arg(long, default_value_t = 5.0)]
     pub max_time: f64,
+    /// Launches per timing sample (default: enough for a sample of at least 100 µs).
+    /// `1` times single launches, e.g. to compare with Nsight Compute.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100000))]
+    pub launches_per_sample: Option<u32>,
     /// The reference cubin (default `.repro/cubins/reference.cubin`).
     #[arg(long)]
     pub reference: Option<PathBuf>,
@@ -242,6 +246,7 @@ fn run(r: &Run) -> anyhow::Result<BenchResult> {
             max_cv: args.max_cv,
             time_limit: Duration::from_secs_f64(args.max_time.max(0.0)),
             target_sample_us: 100.0,
+            fixed_batch: args.launches_per_sample,
         };
         let timing = session.time(&kernel, &io, &cfg)?;
         let s = crate::stats::summarize(&timing.samples_us)

@@ -186,8 +186,9 @@ impl DeviceInputs {
 
 /// A device with a stream, ready to run kernels.
 pub struct Session {
-    _ctx: Context,
+    // Fields drop in order: the stream must go before the context is released.
     stream: Stream,
+    _ctx: Context,
     pub l2_bytes: usize,
     pub max_dynamic_smem: u32,
 }
@@ -205,8 +206,8 @@ impl Session {
         let smem = dev
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
         Ok(Session {
-            _ctx: ctx,
             stream: Stream::new()?,
+            _ctx: ctx,
             l2_bytes: l2.max(0) as usize,
             max_dynamic_smem: smem.max(0) as u32,
         })

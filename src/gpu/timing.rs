@@ -1,7 +1,7 @@
 //! Timing a kernel launch honestly (DESIGN.md, "Measuring honestly").
 //!
 //! 1. Warm-up: `warmup` single launches, then a synchronize.
-//! 2. Batch size: ten launches are timed with events to estimate one launch; a sample then
+//! 2. Batch size: a graph of ten launches is timed with events to estimate one launch; a sample then
 //!    holds `batch = ⌈100 µs / estimate⌉` launches (1..=1000), so event resolution and
 //!    host overhead are small against the sample.
 //! 3. The batch is captured into a CUDA graph (`cuda_graph`), which removes host launch
@@ -51,6 +51,8 @@ pub struct TimingConfig {
     pub time_limit: Duration,
     /// Aim for samples at least this long.
     pub target_sample_us: f64,
+    /// Launches per sample, instead of choosing from `target_sample_us`.
+    pub fixed_batch: Option<u32>,
 }
 
 /// Raw timing result: per-launch times of each sample.
@@ -67,7 +69,7 @@ const MAX_ROUNDS: u32 = 10;
 
 /// The batch size that makes one sample last at least `target_us`.
 pub fn batch_for(per_launch_us: f64, target_us: f64) -> u32 {
-    if !(per_launch_us > 0.0) {
+    if per_launch_us.is_nan() || per_launch_us <= 0.0 {
         return MAX_BATCH;
     }
     ((target_us / per_launch_us).ceil() as u32).clamp(1, MAX_BATCH)
@@ -86,23 +88,21 @@ pub fn time_kernel(
     }
     stream.synchronize()?;
 
-    let (start, end) = (Event::new()?, Event::new()?);
+    // Estimate one launch from a batch of ten, itself a graph where capture works, so
+    // host launch overhead does not inflate the estimate.
     const PROBE: u32 = 10;
+    let probe = Batch::new(stream, launch, PROBE);
+    probe.run(stream, launch)?;
+    let (start, end) = (Event::new()?, Event::new()?);
     start.record(stream)?;
-    for _ in 0..PROBE {
-        launch(stream)?;
-    }
+    probe.run(stream, launch)?;
     end.record(stream)?;
     let estimate_us = f64::from(start.elapsed_ms(&end)?) * 1000.0 / f64::from(PROBE);
-    let batch = batch_for(estimate_us, cfg.target_sample_us);
-
-    let graph = Graph::capture(stream, |s| (0..batch).try_for_each(|_| launch(s))).ok();
-    let run_batch = |s: &Stream| -> Result<(), CudaError> {
-        match &graph {
-            Some(g) => g.launch(s),
-            None => (0..batch).try_for_each(|_| launch(s)),
-        }
-    };
+    let batch = cfg
+        .fixed_batch
+        .unwrap_or_else(|| batch_for(estimate_us, cfg.target_sample_us));
+    let batch_runner = Batch::new(stream, launch, batch);
+    let run_batch = |s: &Stream| batch_runner.run(s, launch);
     run_batch(stream)?; // warm the graph (first replay uploads work descriptors)
     stream.synchronize()?;
 
@@ -135,12 +135,40 @@ pub fn time_kernel(
     Ok(Timing {
         samples_us: samples,
         launches_per_sample: batch,
-        method: if graph.is_some() {
+        method: batch_runner.method(),
+    })
+}
+
+/// `n` launches: a captured graph, or (if capture fails) a loop of launches.
+struct Batch {
+    graph: Option<Graph>,
+    n: u32,
+}
+
+impl Batch {
+    fn new(stream: &Stream, launch: &dyn Fn(&Stream) -> Result<(), CudaError>, n: u32) -> Batch {
+        let graph = Graph::capture(stream, |s| (0..n).try_for_each(|_| launch(s))).ok();
+        Batch { graph, n }
+    }
+
+    fn run(
+        &self,
+        stream: &Stream,
+        launch: &dyn Fn(&Stream) -> Result<(), CudaError>,
+    ) -> Result<(), CudaError> {
+        match &self.graph {
+            Some(g) => g.launch(stream),
+            None => (0..self.n).try_for_each(|_| launch(stream)),
+        }
+    }
+
+    fn method(&self) -> &'static str {
+        if self.graph.is_some() {
             "cuda_graph"
         } else {
             "batched_events"
-        },
-    })
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,111 @@
+//! Test support: a minimal local executor (child process, timeout, captured output), the
+//! `repro` binary to run, and cubins compiled from the CUDA fixtures with nvcc.
+#![allow(dead_code)]
+
+use repro::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs each job as a child process; kills it at its timeout.
+pub struct TestExecutor;
+
+impl Executor for TestExecutor {
+    fn name(&self) -> &str {
+        "test"
+    }
+
+    fn run(&self, job: &Job, _cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
+        let start = Instant::now();
+        let mut cmd = Command::new(&job.argv[0]);
+        cmd.args(&job.argv[1..])
+            .current_dir(&job.cwd)
+            .envs(&job.env)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(g) = job.gpu {
+            cmd.env("CUDA_VISIBLE_DEVICES", g.to_string());
+        }
+        let mut child = cmd.spawn()?;
+        let mut out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let out_reader = std::thread::spawn(move || {
+            let mut b = Vec::new();
+            out.read_to_end(&mut b).ok();
+            b
+        });
+        let err_reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            err.read_to_string(&mut s).ok();
+            s
+        });
+        let exit = loop {
+            if let Some(status) = child.try_wait()? {
+                break match (status.code(), status.signal()) {
+                    (Some(c), _) => ExitKind::Code(c),
+                    (None, Some(s)) => ExitKind::Signal(s),
+                    _ => ExitKind::Code(-1),
+                };
+            }
+            if job.timeout.is_some_and(|t| start.elapsed() > t) {
+                child.kill()?;
+                child.wait()?;
+                break ExitKind::TimedOut;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stdout = out_reader.join().unwrap();
+        let tail = err_reader.join().unwrap();
+        Ok(JobOutcome {
+            exit,
+            stdout,
+            tail,
+            node: None,
+            elapsed: start.elapsed(),
+        })
+    }
+
+    fn gpu_slots(&self) -> u32 {
+        1
+    }
+}
+
+/// The `repro` binary: `$REPRO_BIN` (for test binaries carried to another machine) or
+/// the one cargo built.
+pub fn repro_bin() -> PathBuf {
+    std::env::var_os("REPRO_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_repro")))
+}
+
+/// Where the sources live: `$REPRO_SOURCE_ROOT` or the crate's folder.
+pub fn source_root() -> PathBuf {
+    std::env::var_os("REPRO_SOURCE_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
+/// GPU tests run only with `REPRO_GPU_TESTS=1`; otherwise say so and skip.
+pub fn gpu_tests_enabled(test: &str) -> bool {
+    if std::env::var("REPRO_GPU_TESTS").as_deref() == Ok("1") {
+        return true;
+    }
+    eprintln!("skipped: {test} needs a GPU; set REPRO_GPU_TESTS=1 to run it");
+    false
+}
+
+/// Compile `source` (relative to the source root) to `out` for `arch` with nvcc.
+pub fn compile(source: &str, defines: &[&str], arch: &str, out: &Path) {
+    let nvcc = which::which("nvcc").expect("GPU tests need nvcc on PATH");
+    let mut cmd = Command::new(nvcc);
+    cmd.args(["-cubin", "-O3", &format!("-arch={arch}"), "-o"])
+        .arg(out)
+        .arg(source_root().join(source));
+    for d in defines {
+        cmd.arg(format!("-D{d}"));
+    }
+    let status = cmd.status().expect("nvcc runs");
+    assert!(status.success(), "nvcc failed on {source}");
+}
