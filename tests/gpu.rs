@@ -5,14 +5,11 @@
 mod common;
 
 use common::*;
-use repro::engine::{RunCtx, StageKind, StageOutcome};
+use repro::engine::StageOutcome;
 use repro::gpu::harness::{DeviceInputs, Reference, Session};
 use repro::gpu::workload::{reference_f64, Inputs};
-use repro::pipeline::{Pipeline, Shape};
+use repro::pipeline::Shape;
 use repro::schema::BenchFile;
-use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 const REFERENCE_CU: &str = "kernels/reference.cu";
 
@@ -109,30 +106,7 @@ fn bench_stage_survives_fault_and_hang_and_fails_the_planted_error() {
         &arch,
         &cubins.join("hang.cubin"),
     );
-    let file = root.join("pipeline.yaml");
-    std::fs::write(&file, PIPELINE).unwrap();
-    let pipeline: Pipeline = serde_yaml::from_str(PIPELINE).unwrap();
-    let staging = root.join(".repro/staging");
-    let log = root.join("bench.log");
-    let cancel = Arc::new(AtomicBool::new(false));
-    let exe = repro_bin();
-    let overrides = BTreeMap::new();
-    let progress = |line: &str| eprintln!("bench: {line}");
-    let ctx = RunCtx {
-        name: "bench",
-        spec: &pipeline.stages["bench"],
-        pipeline: &pipeline,
-        root,
-        pipeline_file: &file,
-        staging: &staging,
-        log: &log,
-        executor: &TestExecutor,
-        cancel: &cancel,
-        repro_exe: &exe,
-        overrides: &overrides,
-        progress: &progress,
-    };
-    let outcome = repro::stages::bench::BenchStage.run(&ctx).unwrap();
+    let (outcome, staging) = run_bench_stage(PIPELINE, root);
     let read = |v: &str| -> BenchFile {
         serde_json::from_slice(
             &std::fs::read(staging.join(format!("artifacts/bench/{v}.json"))).unwrap(),

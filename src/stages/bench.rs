@@ -874,4 +874,61 @@ stages:
         let back: BenchFile = serde_json::from_str(&text).unwrap();
         assert_eq!(back, file);
     }
+
+    /// Results recorded on an H100 (docs/perf/gpu.md): `repro exec` lines for three
+    /// variants × small/mission/long × seeds 0-2, and the baseline script's output.
+    #[test]
+    fn gates_and_speedups_on_results_recorded_on_an_h100() {
+        let records: Vec<BenchResult> = include_str!("../../tests/fixtures/bench/h100-exec.jsonl")
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(records.len(), 27);
+        let names = ["stage2-baseline", "stage5-ws-p1", "stage5-ws-p2"];
+        let mut by_variant: BTreeMap<String, Vec<BenchResult>> = names
+            .iter()
+            .zip(records.chunks(9))
+            .map(|(n, rs)| (n.to_string(), rs.to_vec()))
+            .collect();
+        let best: BenchFile = serde_json::from_str(include_str!(
+            "../../tests/fixtures/bench/torch-sdpa-best.json"
+        ))
+        .unwrap();
+        assert_eq!(best.defines["backend"], "cudnn");
+        for rs in by_variant.values_mut() {
+            attach_speedup(rs, "speedup_vs_torch-sdpa-best", Some(&best.results));
+            let g = correctness_gates(rs, &Default::default());
+            assert!(g.iter().all(|x| x.pass), "{g:?}");
+        }
+        let ws1_mission0 = &by_variant["stage5-ws-p1"][3];
+        assert_eq!(
+            (ws1_mission0.shape.as_str(), ws1_mission0.seed),
+            ("mission", 0)
+        );
+        let s = ws1_mission0.speedups["speedup_vs_torch-sdpa-best"].unwrap();
+        assert!((s - 9.3293 / 21.296).abs() < 1e-3, "{s}");
+
+        let p = pipeline();
+        let gates = performance_gates(
+            &by_variant,
+            Some("stage2-baseline"),
+            "mission",
+            &p,
+            &[("torch-sdpa-best".into(), Some(best))],
+        );
+        let (owner, control_gate) = &gates[0];
+        assert_eq!(owner, "stage5-ws-p1");
+        assert!(
+            (control_gate.measured - 23.5838 / 21.2856).abs() < 1e-3,
+            "{}",
+            control_gate.measured
+        );
+        assert!(control_gate.pass, "1.108× >= 1.10×");
+        let (_, baseline_gate) = &gates[1];
+        assert!(
+            !baseline_gate.pass,
+            "cuDNN is faster: {}",
+            baseline_gate.measured
+        );
+    }
 }

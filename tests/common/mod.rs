@@ -109,3 +109,33 @@ pub fn compile(source: &str, defines: &[&str], arch: &str, out: &Path) {
     let status = cmd.status().expect("nvcc runs");
     assert!(status.success(), "nvcc failed on {source}");
 }
+
+/// Write `yaml` as `root/pipeline.yaml` and run its `bench` stage with [`TestExecutor`];
+/// returns the outcome and the staging folder its files were written to.
+pub fn run_bench_stage(yaml: &str, root: &Path) -> (repro::engine::StageOutcome, PathBuf) {
+    use repro::engine::{RunCtx, StageKind};
+    let file = root.join("pipeline.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let pipeline: repro::pipeline::Pipeline = serde_yaml::from_str(yaml).unwrap();
+    let staging = root.join(".repro/staging");
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let exe = repro_bin();
+    let overrides = std::collections::BTreeMap::new();
+    let progress = |line: &str| eprintln!("bench: {line}");
+    let ctx = RunCtx {
+        name: "bench",
+        spec: &pipeline.stages["bench"],
+        pipeline: &pipeline,
+        root,
+        pipeline_file: &file,
+        staging: &staging,
+        log: &root.join("bench.log"),
+        executor: &TestExecutor,
+        cancel: &cancel,
+        repro_exe: &exe,
+        overrides: &overrides,
+        progress: &progress,
+    };
+    let outcome = repro::stages::bench::BenchStage.run(&ctx).unwrap();
+    (outcome, staging)
+}
