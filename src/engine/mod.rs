@@ -30,8 +30,6 @@ pub struct RunCtx<'a> {
     pub spec: &'a StageSpec,
     pub pipeline: &'a Pipeline,
     pub root: &'a Path,
-    /// The pipeline file as given (`-f`), for child `repro -f <file> exec` jobs.
-    pub pipeline_file: &'a Path,
     /// Write declared outputs here, under the same relative paths; the engine moves them
     /// into `root` only if the stage succeeds.
     pub staging: &'a Path,

@@ -106,6 +106,17 @@ fn root_of(file: &Path) -> PathBuf {
 }
 
 pub fn main(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
+    if args.attributes {
+        // Needs no pipeline: the build stage calls this for any cubin.
+        let (Some(cubin), Some(entry)) = (&args.cubin, &args.entry) else {
+            bail!("--attributes needs --cubin PATH --entry NAME");
+        };
+        super::driver_library_loads()?;
+        let _session = Session::open(args.device)?;
+        let attrs = harness::attributes(cubin, entry)?;
+        println!("{}", serde_json::to_string(&attrs)?);
+        return Ok(0);
+    }
     let root = root_of(&global.file);
     let pipeline = if global.file.exists() {
         Some(load_pipeline(&global.file)?)
@@ -124,13 +135,6 @@ pub fn main(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
         return dump_inputs(need_pipeline()?, args, dir);
     }
     super::driver_library_loads()?;
-    if args.attributes {
-        let (cubin, entry) = (args.cubin.as_ref().unwrap(), args.entry.as_ref().unwrap());
-        let _session = Session::open(args.device)?;
-        let attrs = harness::attributes(cubin, entry)?;
-        println!("{}", serde_json::to_string(&attrs)?);
-        return Ok(0);
-    }
     let (cubin, entry) = match (&args.variant, &args.cubin, &args.entry) {
         (Some(v), _, _) => {
             let p = need_pipeline()?;

@@ -421,13 +421,10 @@ fn run_jobs(
         .shapes;
     let queue = Mutex::new(jobs.iter().enumerate().collect::<VecDeque<_>>());
     let executor: &dyn Executor = ctx.executor;
-    let (cancel, repro_exe, pipeline_file, root, log) = (
-        ctx.cancel,
-        ctx.repro_exe,
-        ctx.pipeline_file,
-        ctx.root,
-        ctx.log,
-    );
+    // Children read the project's pipeline.yaml (as the profile stage's do).
+    let pipeline_file = ctx.root.join("pipeline.yaml");
+    let pipeline_file = pipeline_file.as_path();
+    let (cancel, repro_exe, root, log) = (ctx.cancel, ctx.repro_exe, ctx.root, ctx.log);
     let (tx, rx) = mpsc::channel::<(usize, BenchResult)>();
     let mut results: Vec<Option<BenchResult>> = vec![None; jobs.len()];
     std::thread::scope(|scope| {
