@@ -195,7 +195,14 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            exit::FAILED
+            // A bad pipeline.yaml or a request naming what does not exist is bad usage.
+            if err.is::<crate::pipeline::LoadError>()
+                || err.is::<crate::engine::runner::UsageError>()
+            {
+                exit::USAGE
+            } else {
+                exit::FAILED
+            }
         }
     }
 }
@@ -205,6 +212,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Exec(args) => crate::gpu::exec::main(&cli.global, &args),
         Command::Ncu(NcuCommand::Parse(args)) => crate::ncu::parse_command(&args),
         Command::Build(a) if a.list => crate::stages::build::list::main(&cli.global, &a),
+        Command::Run(args) => crate::engine::commands::run(&cli.global, &args),
+        Command::Stage(args) => crate::engine::commands::stage(&cli.global, &args),
+        Command::Status(args) => crate::engine::commands::status(&cli.global, &args),
+        Command::Dag(args) => crate::engine::commands::dag(&cli.global, &args),
+        Command::Build(args) => crate::engine::commands::build(&cli.global, &args),
+        Command::Tune(args) => crate::engine::commands::tune(&cli.global, &args),
         _ => anyhow::bail!("this subcommand is not available yet"),
     }
 }

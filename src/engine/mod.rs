@@ -2,6 +2,17 @@
 //! parallel where the graph allows) through an executor, moves outputs into place only on
 //! success, and records `artifacts/repro.lock`. Knows nothing about GPUs.
 
+pub mod commands;
+pub mod fingerprint;
+pub mod lockfile;
+pub mod outcome_log;
+pub mod progress;
+pub mod project_lock;
+pub mod runner;
+pub mod staging;
+pub mod statcache;
+pub mod status;
+
 use crate::executor::{CancelFlag, Executor};
 use crate::pipeline::{Pipeline, StageSpec};
 use std::collections::BTreeMap;
@@ -95,9 +106,21 @@ pub trait StageKind: Send + Sync {
     }
     /// Does the work, writing outputs under `ctx.staging`.
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome>;
+    /// The kind's own option keys, if it wants the loader to reject unknown ones with a
+    /// "did you mean" (checked before [`StageKind::validate`]). `None`: the kind checks.
+    fn known_options(&self) -> Option<&'static [&'static str]> {
+        None
+    }
+    /// True for kinds whose processes write outputs where they belong (`cmd`): the engine
+    /// then sets `ctx.staging` to the project root and protects the previous outputs with
+    /// a backup instead of moving staged files in.
+    fn writes_in_place(&self) -> bool {
+        false
+    }
 }
 
-/// A problem with one key of a stage's options.
+/// A problem with one key of a stage's options. A message may end with `\nhelp: ...`,
+/// shown as the error's help line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OptionError {
     /// The key path below the stage, e.g. `["space", "TILE_M"]`; empty for the stage itself.

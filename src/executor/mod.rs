@@ -2,6 +2,8 @@
 //! [`Executor`]: local child processes today, a cluster scheduler (Slurm) behind the same
 //! interface. No stage spawns processes around it.
 
+pub mod local;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -86,4 +88,24 @@ pub trait Executor: Send + Sync {
     fn run(&self, job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome>;
     /// How many GPU jobs may run at once (visible GPUs locally; a limit on a cluster).
     fn gpu_slots(&self) -> u32;
+}
+
+/// The executor for one stage: the stage's own `executor:`, else the pipeline's, else
+/// `local`; `cli_override` (`--executor`) wins over both.
+pub fn for_stage(
+    pipeline: &crate::pipeline::Pipeline,
+    stage: &crate::pipeline::StageSpec,
+    cli_override: Option<&str>,
+) -> anyhow::Result<Box<dyn Executor>> {
+    let kind = cli_override
+        .or(stage.executor.as_ref().map(|e| e.kind.as_str()))
+        .or(pipeline.executor.as_ref().map(|e| e.kind.as_str()))
+        .unwrap_or("local");
+    match kind {
+        "local" => Ok(Box::new(local::LocalExecutor::new())),
+        "slurm" => anyhow::bail!(
+            "the `slurm` executor is not available in this build of repro\n  help: remove `executor: {{kind: slurm}}` (or `--executor slurm`) to run locally"
+        ),
+        other => anyhow::bail!("unknown executor `{other}`\n  help: expected `local` or `slurm`"),
+    }
 }

@@ -1,6 +1,14 @@
-//! `pipeline.yaml`: its typed shape ([`spec`]), loading with file:line:column errors,
-//! validation, and the stage graph.
+//! `pipeline.yaml`: its typed shape ([`spec`]), loading with file:line:column errors
+//! ([`load`], [`diag`], [`spans`]), validation ([`validate`], [`paths`]) and the stage
+//! graph ([`dag`]).
 
+pub mod dag;
+pub mod diag;
+pub mod load;
+pub mod paths;
+pub mod spans;
 pub mod spec;
+pub mod validate;
 
+pub use load::{load, LoadError, Project, Stage};
 pub use spec::*;

@@ -205,3 +205,61 @@ pub struct StageSpec {
     #[serde(flatten)]
     pub options: serde_yaml::Mapping,
 }
+
+/// The keys every stage may have, whatever its kind.
+pub const STAGE_KEYS: &[&str] = &[
+    "uses", "needs", "deps", "outs", "params", "env", "timeout", "run", "shell", "executor",
+];
+
+impl StageSpec {
+    /// `timeout` as a duration: seconds (`90`, `1.5`), or `90s`, `10m`, `2h`. `Err` holds
+    /// the text that could not be read.
+    pub fn timeout_duration(&self) -> Result<Option<std::time::Duration>, String> {
+        let Some(value) = &self.timeout else {
+            return Ok(None);
+        };
+        let text = match value {
+            serde_yaml::Value::Number(n) => n.to_string(),
+            serde_yaml::Value::String(s) => s.clone(),
+            other => return Err(format!("{other:?}")),
+        };
+        parse_duration(&text).map(Some).ok_or(text)
+    }
+}
+
+/// `90`, `90s`, `10m`, `2h`, `1.5h` → a duration. Zero and negative durations are refused.
+pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let scale = match unit.trim() {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return None,
+    };
+    let value: f64 = number.trim().parse().ok()?;
+    let secs = value * scale;
+    (secs.is_finite() && secs > 0.0).then(|| std::time::Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn reads_durations() {
+        assert_eq!(parse_duration("90"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("10m"), Some(Duration::from_secs(600)));
+        assert_eq!(parse_duration("2h"), Some(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5x"), None);
+        assert_eq!(parse_duration("0"), None);
+        assert_eq!(parse_duration("-3s"), None);
+    }
+}

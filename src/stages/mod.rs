@@ -5,11 +5,13 @@ use crate::engine::StageKind;
 
 pub mod bench;
 pub mod build;
+pub mod cmd;
 pub mod profile;
 
 /// Every built-in stage kind.
 pub fn registry() -> Vec<Box<dyn StageKind>> {
     vec![
+        Box::new(cmd::CmdKind),
         Box::new(build::BuildStage::default()),
         Box::new(bench::BenchStage),
         Box::new(profile::Profile),

@@ -1,0 +1,132 @@
+//! The engine's subcommands (`run`, `stage`, `status`, `dag`, `build`, `tune`): turn
+//! parsed arguments into a [`runner::Request`] or a report. `cli::dispatch` calls these.
+
+use super::lockfile::LockFile;
+use super::outcome_log;
+use super::runner::{self, Request, Selection};
+use super::statcache::StatCache;
+use super::status::{self, EvalCtx};
+use crate::cli::{
+    exit, BuildArgs, DagArgs, GlobalArgs, RunArgs, RunOpts, StageArgs, StatusArgs, TuneArgs,
+};
+use std::collections::BTreeMap;
+
+fn request(
+    global: &GlobalArgs,
+    opts: &RunOpts,
+    selection: Selection,
+    overrides: BTreeMap<String, String>,
+) -> Request {
+    let mut overrides = overrides;
+    if let Some(arch) = &opts.arch {
+        overrides.insert("arch".into(), arch.clone());
+    }
+    Request {
+        selection,
+        jobs: opts.jobs,
+        dry_run: opts.dry_run,
+        force: opts.force,
+        fail_fast: opts.fail_fast,
+        wait: opts.wait,
+        quiet: global.quiet,
+        executor: opts.executor.clone(),
+        overrides,
+    }
+}
+
+/// `repro run`.
+pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<i32> {
+    runner::run(
+        &global.file,
+        &request(global, &args.opts, Selection::All, BTreeMap::new()),
+    )
+}
+
+/// `repro stage NAME…`.
+pub fn stage(global: &GlobalArgs, args: &StageArgs) -> anyhow::Result<i32> {
+    let selection = Selection::Named {
+        names: args.names.clone(),
+        with_deps: args.with_deps,
+        downstream: args.downstream,
+    };
+    runner::run(
+        &global.file,
+        &request(global, &args.opts, selection, BTreeMap::new()),
+    )
+}
+
+/// `repro build`: the `build`-kind stages, with `--arch`.
+pub fn build(global: &GlobalArgs, args: &BuildArgs) -> anyhow::Result<i32> {
+    if args.list {
+        anyhow::bail!("`repro build --list` is not available yet in this build of repro");
+    }
+    runner::run(
+        &global.file,
+        &request(
+            global,
+            &args.opts,
+            Selection::Kind("build".into()),
+            BTreeMap::new(),
+        ),
+    )
+}
+
+/// `repro tune`: the `tune`-kind stage, with `--exhaustive` / `--budget`.
+pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
+    let mut overrides = BTreeMap::new();
+    if args.exhaustive {
+        overrides.insert("exhaustive".into(), "true".into());
+    }
+    if let Some(budget) = args.budget {
+        overrides.insert("budget".into(), budget.to_string());
+    }
+    runner::run(
+        &global.file,
+        &request(
+            global,
+            &args.opts,
+            Selection::Kind("tune".into()),
+            overrides,
+        ),
+    )
+}
+
+/// `repro status [--json]`.
+pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
+    let project = crate::pipeline::load(&global.file)?;
+    let lock = LockFile::load(&project.root)?;
+    let records = outcome_log::load(
+        &project.root,
+        project.stages.iter().map(|s| s.name.as_str()),
+    );
+    let overrides = BTreeMap::new();
+    let mut ctx = EvalCtx {
+        lock: &lock,
+        records: &records,
+        overrides: &overrides,
+        cache: StatCache::load(&project.root),
+    };
+    let statuses = status::evaluate_all(&project, &mut ctx)?;
+    let _ = ctx.cache.save();
+    if args.json {
+        print!("{}", status::render_json(&project, &statuses));
+    } else {
+        print!("{}", status::render_text(&project, &statuses));
+    }
+    Ok(exit::OK)
+}
+
+/// `repro dag [--mermaid | --dot]`.
+pub fn dag(global: &GlobalArgs, args: &DagArgs) -> anyhow::Result<i32> {
+    let project = crate::pipeline::load(&global.file)?;
+    let kind = |i: usize| project.stages[i].kind.kind().to_string();
+    let text = if args.mermaid {
+        project.dag.render_mermaid(kind)
+    } else if args.dot {
+        project.dag.render_dot(kind)
+    } else {
+        project.dag.render_text(kind)
+    };
+    print!("{text}");
+    Ok(exit::OK)
+}

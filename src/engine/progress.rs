@@ -1,0 +1,116 @@
+//! What a run shows while it works: on a terminal, one line per running stage with a
+//! spinner, its latest message and elapsed time (indicatif); otherwise, or with
+//! `--quiet`, plain lines. The final table is printed by the runner.
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::Duration;
+
+/// The run's display.
+pub struct Progress {
+    multi: Option<MultiProgress>,
+    quiet: bool,
+}
+
+/// One stage's line.
+#[derive(Clone)]
+pub struct Line {
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    /// Spinners when stderr is a terminal and not `quiet`.
+    pub fn new(quiet: bool) -> Progress {
+        let multi = (!quiet && std::io::stderr().is_terminal())
+            .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
+        Progress { multi, quiet }
+    }
+
+    /// A stage starts.
+    pub fn start(&self, name: &str) -> Line {
+        match &self.multi {
+            Some(multi) => {
+                let bar = multi.add(ProgressBar::new_spinner());
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{spinner:.cyan} {prefix:.bold} {wide_msg} {elapsed:>4}",
+                    )
+                    .expect("valid template"),
+                );
+                bar.set_prefix(name.to_string());
+                bar.set_message("starting");
+                bar.enable_steady_tick(Duration::from_millis(100));
+                Line { bar: Some(bar) }
+            }
+            None => {
+                if !self.quiet {
+                    eprintln!("▶ {name}");
+                }
+                Line { bar: None }
+            }
+        }
+    }
+
+    /// An informational line (up-to-date stages, notes); hidden with `--quiet`.
+    pub fn info(&self, text: &str) {
+        if self.quiet {
+            return;
+        }
+        match &self.multi {
+            Some(multi) => {
+                let _ = multi.println(text);
+            }
+            None => eprintln!("{text}"),
+        }
+    }
+
+    /// A failure or warning; always shown.
+    pub fn error(&self, text: &str) {
+        match &self.multi {
+            Some(multi) => {
+                multi.suspend(|| eprintln!("{text}"));
+            }
+            None => eprintln!("{text}"),
+        }
+    }
+}
+
+impl Line {
+    /// The stage's latest message (`RunCtx.progress`).
+    pub fn set(&self, message: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(message.to_string());
+        }
+    }
+
+    /// The stage ended: leave its line with the outcome and time.
+    pub fn finish(&self, name: &str, outcome: &str, elapsed: Duration, quiet: bool) {
+        let text = format!(
+            "{} {name} {outcome} ({:.1}s)",
+            mark(outcome),
+            elapsed.as_secs_f64()
+        );
+        match &self.bar {
+            Some(bar) => {
+                bar.set_style(ProgressStyle::with_template("{msg}").expect("valid template"));
+                bar.finish_with_message(text);
+            }
+            None if !quiet => eprintln!("{text}"),
+            None => {}
+        }
+    }
+}
+
+fn mark(outcome: &str) -> &'static str {
+    if outcome.starts_with("passed") || outcome.starts_with("skipped") {
+        "✓"
+    } else {
+        "✗"
+    }
+}
+
+impl Progress {
+    pub fn is_quiet(&self) -> bool {
+        self.quiet
+    }
+}

@@ -1,0 +1,161 @@
+//! One `repro run` per project at a time. `.repro/lock` is held with an OS file lock
+//! (`File::try_lock`, released by the kernel when the holder dies, so a killed run never
+//! leaves a lock that blocks forever) and holds who has it: pid, host, command, since.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// Who holds (or held) the lock, as written in the lock file.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Holder {
+    pub pid: String,
+    pub host: String,
+    pub command: String,
+    pub since: String,
+}
+
+impl Holder {
+    fn me() -> Holder {
+        Holder {
+            pid: std::process::id().to_string(),
+            host: crate::executor::local::hostname(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            since: chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        }
+    }
+
+    fn render(&self) -> String {
+        format!(
+            "pid: {}\nhost: {}\ncommand: {}\nsince: {}\n",
+            self.pid, self.host, self.command, self.since
+        )
+    }
+
+    fn parse(text: &str) -> Option<Holder> {
+        let mut h = Holder::default();
+        for line in text.lines() {
+            let Some((k, v)) = line.split_once(": ") else {
+                continue;
+            };
+            let v = v.to_string();
+            match k {
+                "pid" => h.pid = v,
+                "host" => h.host = v,
+                "command" => h.command = v,
+                "since" => h.since = v,
+                _ => {}
+            }
+        }
+        (!h.pid.is_empty()).then_some(h)
+    }
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pid {} on {}, running `{}` since {}",
+            self.pid, self.host, self.command, self.since
+        )
+    }
+}
+
+/// Another repro is running in this project.
+#[derive(Debug, thiserror::Error)]
+#[error("another repro is running in this project ({holder})\n  help: wait for it to finish, or rerun with `--wait` to start when it is done (lock file: {})", file.display())]
+pub struct Held {
+    pub holder: Holder,
+    pub file: PathBuf,
+}
+
+/// The held project lock; released (and its holder info cleared) on drop.
+#[derive(Debug)]
+pub struct ProjectLock {
+    file: File,
+    /// The holder of a lock left behind by a process that died, taken over.
+    pub taken_over: Option<Holder>,
+}
+
+impl Drop for ProjectLock {
+    fn drop(&mut self) {
+        let _ = self.file.set_len(0);
+        // Closing the file releases the OS lock.
+    }
+}
+
+/// Take the lock of the project at `root`. When it is held: with `wait`, call `waiting`
+/// once with the holder and block until it is free; without, fail with [`Held`].
+pub fn acquire(
+    root: &Path,
+    wait: bool,
+    waiting: impl FnOnce(&Holder),
+) -> anyhow::Result<ProjectLock> {
+    let path = root.join(".repro/lock");
+    std::fs::create_dir_all(root.join(".repro"))?;
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let holder = Holder::parse(&std::fs::read_to_string(&path).unwrap_or_default())
+                .unwrap_or(Holder {
+                    pid: "unknown".into(),
+                    host: "?".into(),
+                    command: "?".into(),
+                    since: "?".into(),
+                });
+            if !wait {
+                return Err(Held { holder, file: path }.into());
+            }
+            waiting(&holder);
+            file.lock()?;
+        }
+        Err(TryLockError::Error(e)) => return Err(e.into()),
+    }
+    // We hold it. Anything still written there is from a holder that died without cleanup.
+    let taken_over = Holder::parse(&std::fs::read_to_string(&path).unwrap_or_default());
+    file.set_len(0)?;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(Holder::me().render().as_bytes())?;
+    file.flush()?;
+    Ok(ProjectLock { file, taken_over })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_holder_is_refused_and_told_who() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = acquire(dir.path(), false, |_| {}).unwrap();
+        assert!(first.taken_over.is_none());
+        let err = acquire(dir.path(), false, |_| {}).unwrap_err();
+        let held = err.downcast_ref::<Held>().unwrap();
+        assert_eq!(held.holder.pid, std::process::id().to_string());
+        drop(first);
+        let again = acquire(dir.path(), false, |_| {}).unwrap();
+        assert!(
+            again.taken_over.is_none(),
+            "a cleanly released lock is not a takeover"
+        );
+    }
+
+    #[test]
+    fn leftover_holder_info_is_reported_as_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".repro")).unwrap();
+        std::fs::write(
+            dir.path().join(".repro/lock"),
+            "pid: 999999\nhost: h\ncommand: repro run\nsince: then\n",
+        )
+        .unwrap();
+        let lock = acquire(dir.path(), false, |_| {}).unwrap();
+        assert_eq!(lock.taken_over.as_ref().unwrap().pid, "999999");
+    }
+}

@@ -1,0 +1,201 @@
+//! Content digests of files with a size + mtime + inode shortcut, so unchanged files are
+//! not rehashed: `.repro/cache/stat` holds one line per file seen. A file whose metadata
+//! changed but whose bytes did not (a `touch`) is rehashed once and keeps its digest.
+
+use crate::tools::hex;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+const CACHE_FILE: &str = ".repro/cache/stat";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    size: u64,
+    mtime_ns: i128,
+    ino: u64,
+    digest: String,
+}
+
+/// Digest cache for one project.
+#[derive(Debug, Default)]
+pub struct StatCache {
+    file: PathBuf,
+    entries: HashMap<String, Entry>,
+    dirty: bool,
+}
+
+impl StatCache {
+    /// Read the cache of the project at `root` (empty if absent or unreadable).
+    pub fn load(root: &Path) -> StatCache {
+        let file = root.join(CACHE_FILE);
+        let mut entries = HashMap::new();
+        if let Ok(text) = std::fs::read_to_string(&file) {
+            for line in text.lines() {
+                let mut f = line.splitn(5, ' ');
+                let (Some(digest), Some(size), Some(mtime), Some(ino), Some(path)) =
+                    (f.next(), f.next(), f.next(), f.next(), f.next())
+                else {
+                    continue;
+                };
+                let (Ok(size), Ok(mtime_ns), Ok(ino)) = (size.parse(), mtime.parse(), ino.parse())
+                else {
+                    continue;
+                };
+                entries.insert(
+                    path.to_string(),
+                    Entry {
+                        size,
+                        mtime_ns,
+                        ino,
+                        digest: digest.to_string(),
+                    },
+                );
+            }
+        }
+        StatCache {
+            file,
+            entries,
+            dirty: false,
+        }
+    }
+
+    /// Write the cache back if anything was hashed.
+    pub fn save(&self) -> std::io::Result<()> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let mut keys: Vec<&String> = self.entries.keys().collect();
+        keys.sort();
+        let mut text = String::with_capacity(keys.len() * 120);
+        for k in keys {
+            let e = &self.entries[k];
+            text.push_str(&format!(
+                "{} {} {} {} {}\n",
+                e.digest, e.size, e.mtime_ns, e.ino, k
+            ));
+        }
+        super::staging::write_atomic(&self.file, text.as_bytes())
+    }
+
+    /// sha256 of the file at `root/rel`.
+    pub fn digest_file(&mut self, root: &Path, rel: &Path) -> std::io::Result<String> {
+        let full = root.join(rel);
+        let meta = std::fs::metadata(&full)?;
+        self.digest_with_meta(&full, rel, &meta)
+    }
+
+    fn digest_with_meta(
+        &mut self,
+        full: &Path,
+        rel: &Path,
+        meta: &std::fs::Metadata,
+    ) -> std::io::Result<String> {
+        let key = rel.to_string_lossy();
+        let mtime_ns = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
+        if let Some(e) = self.entries.get(key.as_ref()) {
+            if e.size == meta.len() && e.mtime_ns == mtime_ns && e.ino == meta.ino() {
+                return Ok(e.digest.clone());
+            }
+        }
+        let digest = hash_file(full)?;
+        if !key.contains('\n') {
+            self.entries.insert(
+                key.into_owned(),
+                Entry {
+                    size: meta.len(),
+                    mtime_ns,
+                    ino: meta.ino(),
+                    digest: digest.clone(),
+                },
+            );
+            self.dirty = true;
+        }
+        Ok(digest)
+    }
+
+    /// Digests of `rel`: itself if a file, every file below it (sorted) if a folder.
+    /// Keys are paths relative to the project root.
+    pub fn digest_tree(
+        &mut self,
+        root: &Path,
+        rel: &Path,
+    ) -> std::io::Result<BTreeMap<String, String>> {
+        let mut out = BTreeMap::new();
+        self.walk(root, rel, &mut out)?;
+        Ok(out)
+    }
+
+    fn walk(
+        &mut self,
+        root: &Path,
+        rel: &Path,
+        out: &mut BTreeMap<String, String>,
+    ) -> std::io::Result<()> {
+        let full = root.join(rel);
+        let meta = std::fs::metadata(&full)?;
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&full)? {
+                let entry = entry?;
+                self.walk(root, &rel.join(entry.file_name()), out)?;
+            }
+        } else {
+            let digest = self.digest_with_meta(&full, rel, &meta)?;
+            out.insert(rel.to_string_lossy().into_owned(), digest);
+        }
+        Ok(())
+    }
+}
+
+/// sha256 of a file's bytes, hex.
+pub fn hash_file(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuses_digest_until_metadata_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("a"), "one").unwrap();
+        let mut cache = StatCache::load(root);
+        let first = cache.digest_file(root, Path::new("a")).unwrap();
+        cache.save().unwrap();
+        // Poison the cached digest: a cache hit returns it unchanged, proving no rehash.
+        let text = std::fs::read_to_string(root.join(CACHE_FILE)).unwrap();
+        std::fs::write(root.join(CACHE_FILE), text.replace(&first, "cafe")).unwrap();
+        let mut cache = StatCache::load(root);
+        assert_eq!(cache.digest_file(root, Path::new("a")).unwrap(), "cafe");
+        std::fs::write(root.join("a"), "two!").unwrap();
+        let second = cache.digest_file(root, Path::new("a")).unwrap();
+        assert_ne!(second, "cafe");
+        assert_eq!(second, hash_file(&root.join("a")).unwrap());
+    }
+
+    #[test]
+    fn digests_folders_file_by_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("d/e")).unwrap();
+        std::fs::write(root.join("d/x"), "x").unwrap();
+        std::fs::write(root.join("d/e/y"), "y").unwrap();
+        let mut cache = StatCache::load(root);
+        let tree = cache.digest_tree(root, Path::new("d")).unwrap();
+        assert_eq!(tree.keys().collect::<Vec<_>>(), ["d/e/y", "d/x"]);
+    }
+}

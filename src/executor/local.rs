@@ -1,0 +1,271 @@
+//! Local child processes, through duct. Each job runs in its own process group
+//! (`before_spawn` sets it), so a timeout or an interrupt kills the job and everything it
+//! started — SIGTERM to the group, then SIGKILL after a short grace. Processes the job
+//! leaves behind when it exits are killed too, so nothing outlives its stage.
+
+use super::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
+use anyhow::Context;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How long a process group gets between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_secs(2);
+/// Lines of output kept for error messages.
+const TAIL_LINES: usize = 20;
+
+/// Runs jobs as local processes.
+#[derive(Debug, Default)]
+pub struct LocalExecutor {
+    gpu_slots: OnceLock<u32>,
+}
+
+impl LocalExecutor {
+    pub fn new() -> Self {
+        LocalExecutor::default()
+    }
+}
+
+impl Executor for LocalExecutor {
+    fn name(&self) -> &str {
+        "local"
+    }
+
+    fn run(&self, job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
+        run_job(job, cancel)
+    }
+
+    /// `CUDA_VISIBLE_DEVICES` if set, else the number of GPUs the probe sees; at least 1.
+    /// Computed on first use only.
+    fn gpu_slots(&self) -> u32 {
+        *self.gpu_slots.get_or_init(|| {
+            if let Ok(visible) = std::env::var("CUDA_VISIBLE_DEVICES") {
+                let n = visible.split(',').filter(|s| !s.trim().is_empty()).count() as u32;
+                return n.max(1);
+            }
+            // The engine runs stages from the project root; REPRO_ROOT says so in children.
+            let root =
+                std::env::var_os("REPRO_ROOT").map_or_else(|| ".".into(), std::path::PathBuf::from);
+            crate::gpu::probe_cached(&root)
+                .map(|gpus| gpus.len() as u32)
+                .unwrap_or(1)
+                .max(1)
+        })
+    }
+}
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it
+    // or truncates, and we stop at the first NUL.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+fn signal_group(pgid: u32, signal: i32) {
+    // SAFETY: killpg only sends a signal; a group that is gone gives ESRCH, ignored.
+    unsafe {
+        libc::killpg(pgid as libc::pid_t, signal);
+    }
+}
+
+fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
+    let (program, args) = job
+        .argv
+        .split_first()
+        .with_context(|| format!("job `{}` has an empty command", job.name))?;
+    let mut expr = duct::cmd(program, args)
+        .dir(&job.cwd)
+        .stdin_null()
+        .unchecked()
+        .before_spawn(|cmd| {
+            cmd.process_group(0);
+            Ok(())
+        });
+    for (k, v) in &job.env {
+        expr = expr.env(k, v);
+    }
+    if let Some(gpu) = job.gpu {
+        expr = expr.env("CUDA_VISIBLE_DEVICES", gpu.to_string());
+    }
+    let mut log_start = 0;
+    match &job.log {
+        Some(log) => {
+            if let Some(parent) = log.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .with_context(|| format!("cannot open log {}", log.display()))?;
+            log_start = file.metadata()?.len();
+            expr = if job.capture_stdout {
+                expr.stdout_capture().stderr_file(file)
+            } else {
+                expr.stdout_file(file.try_clone()?).stderr_file(file)
+            };
+        }
+        None => {
+            expr = if job.capture_stdout {
+                expr.stdout_capture().stderr_capture()
+            } else {
+                expr.stdout_capture().stderr_to_stdout()
+            };
+        }
+    }
+    let started = Instant::now();
+    let handle = expr
+        .start()
+        .with_context(|| format!("cannot start `{program}` (job `{}`)", job.name))?;
+    let pgid = handle.pids().first().copied().unwrap_or(0);
+    let deadline = job.timeout.map(|t| started + t);
+    let mut killed: Option<(ExitKind, Instant)> = None;
+    let mut poll = Duration::from_millis(1);
+    let output = loop {
+        if let Some(out) = handle.try_wait()? {
+            break out;
+        }
+        let now = Instant::now();
+        match &killed {
+            None => {
+                let reason = if cancel.load(Ordering::SeqCst) {
+                    Some(ExitKind::Cancelled)
+                } else if deadline.is_some_and(|d| now >= d) {
+                    Some(ExitKind::TimedOut)
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    signal_group(pgid, libc::SIGTERM);
+                    killed = Some((reason, now));
+                }
+            }
+            Some((_, at)) if now.duration_since(*at) >= GRACE => signal_group(pgid, libc::SIGKILL),
+            Some(_) => {}
+        }
+        std::thread::sleep(poll);
+        poll = (poll * 2).min(Duration::from_millis(20));
+    };
+    // Whatever the job left running in its group goes with it.
+    signal_group(pgid, libc::SIGKILL);
+    let exit = match killed {
+        Some((reason, _)) => reason,
+        None => match (output.status.code(), output.status.signal()) {
+            (Some(code), _) => ExitKind::Code(code),
+            (None, Some(sig)) => ExitKind::Signal(sig),
+            (None, None) => ExitKind::Code(-1),
+        },
+    };
+    let stdout = if job.capture_stdout {
+        output.stdout.clone()
+    } else {
+        Vec::new()
+    };
+    let mut combined = Vec::new();
+    if let Some(log) = &job.log {
+        if job.capture_stdout {
+            append(log, &output.stdout)?;
+        }
+        combined = read_from(log, log_start)?;
+    } else {
+        combined.extend_from_slice(&output.stdout);
+        combined.extend_from_slice(&output.stderr);
+    }
+    Ok(JobOutcome {
+        exit,
+        stdout,
+        tail: tail(&String::from_utf8_lossy(&combined), TAIL_LINES),
+        node: Some(hostname()),
+        elapsed: started.elapsed(),
+    })
+}
+
+fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)?
+        .write_all(bytes)
+}
+
+/// The bytes of `path` from `offset` on (at most the last 64 KiB).
+fn read_from(path: &Path, offset: u64) -> std::io::Result<Vec<u8>> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let start = offset.max(len.saturating_sub(64 * 1024));
+    file.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::new();
+    file.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// The last `n` lines of `text`.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    fn sh(line: &str) -> Job {
+        Job::new(
+            "t",
+            vec!["sh".into(), "-c".into(), line.into()],
+            std::env::temp_dir(),
+        )
+    }
+
+    #[test]
+    fn captures_stdout_and_exit_code() {
+        let mut job = sh("echo hello; echo oops >&2; exit 3");
+        job.capture_stdout = true;
+        let out = run_job(&job, &Arc::new(AtomicBool::new(false))).unwrap();
+        assert_eq!(out.exit, ExitKind::Code(3));
+        assert_eq!(out.stdout, b"hello\n");
+        assert!(out.tail.contains("oops"));
+    }
+
+    #[test]
+    fn appends_to_the_log_and_sets_env() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut job = sh("echo $GREETING; echo dev=$CUDA_VISIBLE_DEVICES >&2");
+        job.env.insert("GREETING".into(), "hi".into());
+        job.gpu = Some(1);
+        job.log = Some(dir.path().join("logs/j.log"));
+        std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+        std::fs::write(dir.path().join("logs/j.log"), "before\n").unwrap();
+        let out = run_job(&job, &Arc::new(AtomicBool::new(false))).unwrap();
+        assert!(out.success());
+        let log = std::fs::read_to_string(dir.path().join("logs/j.log")).unwrap();
+        assert_eq!(log, "before\nhi\ndev=1\n");
+        assert_eq!(out.tail, "hi\ndev=1");
+    }
+
+    #[test]
+    fn timeout_kills_the_job() {
+        let mut job = sh("sleep 30");
+        job.timeout = Some(Duration::from_millis(100));
+        let out = run_job(&job, &Arc::new(AtomicBool::new(false))).unwrap();
+        assert_eq!(out.exit, ExitKind::TimedOut);
+    }
+
+    #[test]
+    fn cancel_kills_the_job() {
+        let cancel = Arc::new(AtomicBool::new(true));
+        let out = run_job(&sh("sleep 30"), &cancel).unwrap();
+        assert_eq!(out.exit, ExitKind::Cancelled);
+    }
+}

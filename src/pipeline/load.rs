@@ -1,0 +1,145 @@
+//! Finding and loading `pipeline.yaml` into a validated [`Project`]: the typed pipeline,
+//! its stages resolved to their kinds, and the stage graph.
+
+use super::dag::Dag;
+use super::diag::{did_you_mean, quoted_list, Diagnostic, PipelineError};
+use super::spans::SpanIndex;
+use super::spec::{Pipeline, StageSpec};
+use super::validate;
+use crate::engine::StageKind;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A loaded, valid pipeline and where it lives.
+pub struct Project {
+    /// The pipeline file as the user named it (for messages).
+    pub file: PathBuf,
+    /// The project root (the pipeline file's folder), absolute.
+    pub root: PathBuf,
+    pub pipeline: Pipeline,
+    /// In declaration order; index `i` is node `i` of `dag`.
+    pub stages: Vec<Stage>,
+    pub dag: Dag,
+    pub spans: SpanIndex,
+}
+
+/// One stage resolved to its kind.
+pub struct Stage {
+    pub name: String,
+    pub spec: StageSpec,
+    pub kind: Arc<dyn StageKind>,
+    /// Declared outputs (from the kind), clean relative paths.
+    pub outputs: Vec<PathBuf>,
+    pub timeout: Option<Duration>,
+}
+
+impl Project {
+    pub fn stage(&self, name: &str) -> Option<&Stage> {
+        self.stages.iter().find(|s| s.name == name)
+    }
+}
+
+/// Why a pipeline could not be loaded. Both are exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {}: {source}\n  help: run repro in the project folder, or name the file with `-f path/to/pipeline.yaml`", file.display())]
+    Read {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Invalid(#[from] PipelineError),
+}
+
+/// Read, parse and validate `file`.
+pub fn load(file: &Path) -> Result<Project, LoadError> {
+    let text = std::fs::read_to_string(file).map_err(|source| LoadError::Read {
+        file: file.to_path_buf(),
+        source,
+    })?;
+    let root = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let root = std::path::absolute(root).map_err(|source| LoadError::Read {
+        file: file.to_path_buf(),
+        source,
+    })?;
+    load_str(&text, file, &root)
+}
+
+/// Parse and validate pipeline text that lives at `file` in project `root`.
+pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadError> {
+    let spans = SpanIndex::build(text);
+    let pipeline: Pipeline = serde_yaml::from_str(text)
+        .map_err(|e| PipelineError(vec![from_serde(&e, file, &spans)]))?;
+    let (stages, dag) = validate::validate(&pipeline, file, root, &spans)?;
+    Ok(Project {
+        file: file.to_path_buf(),
+        root: root.to_path_buf(),
+        pipeline,
+        stages,
+        dag,
+        spans,
+    })
+}
+
+/// Turn serde_yaml's message into one with a position, the key at fault, and a fix.
+fn from_serde(err: &serde_yaml::Error, file: &Path, spans: &SpanIndex) -> Diagnostic {
+    let full = err.to_string();
+    // serde_yaml appends " at line L column C"; we print the position ourselves.
+    let text = match full.rfind(" at line ") {
+        Some(at) => &full[..at],
+        None => full.as_str(),
+    };
+    // A leading "a.b.c: " is the key path of the problem.
+    let (path, body) = match text.split_once(": ") {
+        Some((p, rest)) if !p.contains(' ') && !p.is_empty() => (Some(p), rest),
+        _ => (None, text),
+    };
+    let (line, col) = match err.location() {
+        Some(loc) => (loc.line(), loc.column()),
+        None => {
+            let segs: Vec<&str> = path.map(|p| p.split('.').collect()).unwrap_or_default();
+            let pos = spans.locate(&segs);
+            (pos.line, pos.col)
+        }
+    };
+    let place = path.map(|p| format!(" in `{p}`")).unwrap_or_default();
+    let (message, help) = if let Some(rest) = body.strip_prefix("unknown field `") {
+        let (key, expected) = rest.split_once('`').unwrap_or((rest, ""));
+        let options: Vec<&str> = expected
+            .split('`')
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 1)
+            .map(|(_, s)| s)
+            .collect();
+        let help = did_you_mean(key, options.iter().copied())
+            .unwrap_or_else(|| format!("expected one of {}", quoted_list(options.iter().copied())));
+        (format!("unknown key `{key}`{place}"), help)
+    } else if let Some(rest) = body.strip_prefix("missing field `") {
+        let key = rest.split('`').next().unwrap_or(rest);
+        (
+            format!("missing key `{key}`{place}"),
+            format!("add `{key}:`; see the pipeline.yaml reference in README.md"),
+        )
+    } else if err.location().is_some() && path.is_none() && !body.starts_with("invalid") {
+        (
+            format!("malformed YAML: {body}"),
+            "fix the YAML syntax at this position (indentation, a missing `:` or an unclosed bracket)".into(),
+        )
+    } else {
+        (
+            format!("{body}{place}"),
+            "see the pipeline.yaml reference in README.md for this key's type".into(),
+        )
+    };
+    Diagnostic {
+        file: file.to_path_buf(),
+        line,
+        col,
+        message,
+        help: Some(help),
+    }
+}

@@ -1,0 +1,342 @@
+//! Checks that need more than the YAML types: stage kinds, `needs`, cycles, outputs
+//! (unique, inside the project), deps (present or written upstream), timeouts, and each
+//! kind's own options. Every problem becomes a [`Diagnostic`] at the offending key.
+
+use super::dag::Dag;
+use super::diag::{did_you_mean, quoted_list, Diagnostic, PipelineError};
+use super::load::Stage;
+use super::paths;
+use super::spans::SpanIndex;
+use super::spec::{Pipeline, STAGE_KEYS};
+use crate::engine::StageKind;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Every stage kind repro knows of; a kind not in `stages::registry()` is "not available
+/// in this build".
+pub const BUILTIN_KINDS: &[&str] = &["cmd", "build", "bench", "tune", "profile", "summarize"];
+
+/// Executor kinds pipeline.yaml may name.
+pub const EXECUTOR_KINDS: &[&str] = &["local", "slurm"];
+
+struct Report<'a> {
+    file: &'a Path,
+    spans: &'a SpanIndex,
+    diags: Vec<Diagnostic>,
+}
+
+impl Report<'_> {
+    /// A problem with the value at `path` (or its key when there is no value position).
+    fn at(&mut self, path: &[&str], message: String, help: impl Into<String>) {
+        let pos = self
+            .spans
+            .value(path)
+            .unwrap_or_else(|| self.spans.locate(path));
+        self.push(pos, message, help.into());
+    }
+
+    /// A problem with the key at `path` itself.
+    fn at_key(&mut self, path: &[&str], message: String, help: impl Into<String>) {
+        let pos = self.spans.locate(path);
+        self.push(pos, message, help.into());
+    }
+
+    fn push(&mut self, pos: super::spans::Pos, message: String, help: String) {
+        self.diags.push(Diagnostic {
+            file: self.file.to_path_buf(),
+            line: pos.line,
+            col: pos.col,
+            message,
+            help: (!help.is_empty()).then_some(help),
+        });
+    }
+}
+
+/// Validate `p` and resolve its stages. Nothing may run unless this succeeds.
+pub fn validate(
+    p: &Pipeline,
+    file: &Path,
+    root: &Path,
+    spans: &SpanIndex,
+) -> Result<(Vec<Stage>, Dag), PipelineError> {
+    let mut r = Report {
+        file,
+        spans,
+        diags: Vec::new(),
+    };
+    if p.version != 1 {
+        r.at(
+            &["version"],
+            format!("unsupported pipeline version {}", p.version),
+            "this repro reads `version: 1`",
+        );
+    }
+    if let Some(ex) = &p.executor {
+        check_executor(&mut r, &["executor", "kind"], &ex.kind);
+    }
+    let registry: Vec<Arc<dyn StageKind>> = crate::stages::registry()
+        .into_iter()
+        .map(Arc::from)
+        .collect();
+    let names: Vec<&str> = p.stages.keys().map(String::as_str).collect();
+    let mut stages = Vec::with_capacity(p.stages.len());
+    let mut needs = Vec::with_capacity(p.stages.len());
+    for (name, spec) in &p.stages {
+        let name = name.as_str();
+        let kind = resolve_kind(&mut r, &registry, name, &spec.uses);
+        let mut outputs = Vec::new();
+        if let Some(kind) = &kind {
+            check_options(&mut r, kind.as_ref(), name, spec, p);
+            for (i, out) in kind.outputs(name, spec, p).iter().enumerate() {
+                let idx = i.to_string();
+                match paths::check_output(root, &out.to_string_lossy()) {
+                    Ok(clean) => outputs.push(clean),
+                    Err(problem) => r.at(
+                        &["stages", name, "outs", &idx],
+                        format!("output `{}` of stage `{name}` {problem}", out.display()),
+                        "outputs are paths inside the project (relative to the folder of pipeline.yaml), without `..`, outside `.repro/`",
+                    ),
+                }
+            }
+        }
+        let mut up = Vec::new();
+        for (i, need) in spec.needs.iter().enumerate() {
+            let idx = i.to_string();
+            let path = ["stages", name, "needs", idx.as_str()];
+            match names.iter().position(|n| n == need) {
+                Some(_) if need == name => r.at(
+                    &path,
+                    format!("stage `{name}` needs itself"),
+                    "remove it from `needs`",
+                ),
+                Some(j) => up.push(j),
+                None => {
+                    let others = names.iter().copied().filter(|n| *n != name);
+                    let help = did_you_mean(need, others.clone())
+                        .unwrap_or_else(|| format!("the stages are {}", quoted_list(others)));
+                    r.at(
+                        &path,
+                        format!("stage `{name}` needs `{need}`, which is not a stage"),
+                        help,
+                    );
+                }
+            }
+        }
+        if let Some(ex) = &spec.executor {
+            check_executor(&mut r, &["stages", name, "executor", "kind"], &ex.kind);
+        }
+        let timeout = spec.timeout_duration().unwrap_or_else(|text| {
+            r.at(
+                &["stages", name, "timeout"],
+                format!("invalid timeout `{text}`"),
+                "write seconds (`90`) or a duration like `90s`, `10m`, `2h`",
+            );
+            None
+        });
+        needs.push(up);
+        if let Some(kind) = kind {
+            stages.push(Stage {
+                name: name.to_string(),
+                spec: spec.clone(),
+                kind,
+                outputs,
+                timeout,
+            });
+        }
+    }
+    if !r.diags.is_empty() {
+        return Err(PipelineError(r.diags));
+    }
+    let dag = match Dag::new(names.iter().map(|s| s.to_string()).collect(), needs) {
+        Ok(dag) => dag,
+        Err(cycle) => {
+            r.at_key(
+                &["stages", &cycle[0], "needs"],
+                format!("dependency cycle: {}", cycle.join(" → ")),
+                "a stage cannot need, directly or not, a stage that needs it: remove one of these `needs`",
+            );
+            return Err(PipelineError(r.diags));
+        }
+    };
+    check_outputs_unique(&mut r, &stages);
+    check_deps(&mut r, &stages, &dag, root);
+    if r.diags.is_empty() {
+        Ok((stages, dag))
+    } else {
+        Err(PipelineError(r.diags))
+    }
+}
+
+fn check_executor(r: &mut Report, path: &[&str], kind: &str) {
+    if !EXECUTOR_KINDS.contains(&kind) {
+        let help = did_you_mean(kind, EXECUTOR_KINDS.iter().copied()).unwrap_or_else(|| {
+            format!(
+                "expected one of {}",
+                quoted_list(EXECUTOR_KINDS.iter().copied())
+            )
+        });
+        r.at(path, format!("unknown executor `{kind}`"), help);
+    }
+}
+
+fn resolve_kind(
+    r: &mut Report,
+    registry: &[Arc<dyn StageKind>],
+    name: &str,
+    uses: &str,
+) -> Option<Arc<dyn StageKind>> {
+    if let Some(kind) = registry.iter().find(|k| k.kind() == uses) {
+        return Some(kind.clone());
+    }
+    let path = ["stages", name, "uses"];
+    if BUILTIN_KINDS.contains(&uses) {
+        r.at(
+            &path,
+            format!("stage kind `{uses}` is not available in this build of repro"),
+            format!(
+                "this build has {}; run the work as a `cmd` stage for now, or use a repro that includes `{uses}`",
+                quoted_list(registry.iter().map(|k| k.kind()))
+            ),
+        );
+    } else {
+        let help = did_you_mean(uses, BUILTIN_KINDS.iter().copied()).unwrap_or_else(|| {
+            format!(
+                "expected one of {}",
+                quoted_list(BUILTIN_KINDS.iter().copied())
+            )
+        });
+        r.at(&path, format!("unknown stage kind `{uses}`"), help);
+    }
+    None
+}
+
+/// Unknown option keys (for kinds that list theirs), then the kind's own checks.
+fn check_options(
+    r: &mut Report,
+    kind: &dyn StageKind,
+    name: &str,
+    spec: &super::spec::StageSpec,
+    p: &Pipeline,
+) {
+    if let Some(known) = kind.known_options() {
+        for key in spec.options.keys() {
+            let key = key
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("{key:?}"));
+            let candidates = STAGE_KEYS.iter().chain(known.iter()).copied();
+            let help = did_you_mean(&key, candidates.clone()).unwrap_or_else(|| {
+                format!(
+                    "a `{}` stage takes {}",
+                    kind.kind(),
+                    quoted_list(candidates)
+                )
+            });
+            r.at_key(
+                &["stages", name, &key],
+                format!("unknown key `{key}` in stage `{name}`"),
+                help,
+            );
+        }
+        if !r.diags.is_empty() {
+            return;
+        }
+    }
+    if let Err(e) = kind.validate(name, spec, p) {
+        let mut path = vec!["stages", name];
+        path.extend(e.path.iter().map(String::as_str));
+        let (message, help) = match e.message.split_once("\nhelp: ") {
+            Some((m, h)) => (m.to_string(), h.to_string()),
+            None => (e.message.clone(), String::new()),
+        };
+        r.at_key(&path, message, help);
+    }
+}
+
+/// No two stages may write the same output, or one inside another's output folder.
+fn check_outputs_unique(r: &mut Report, stages: &[Stage]) {
+    let mut owners: BTreeMap<&Path, &str> = BTreeMap::new();
+    for stage in stages {
+        for (i, out) in stage.outputs.iter().enumerate() {
+            let clash = owners
+                .iter()
+                .find(|(o, _)| out.starts_with(o) || o.starts_with(out))
+                .map(|(o, s)| (o.to_path_buf(), *s));
+            if let Some((other, owner)) = clash {
+                let idx = i.to_string();
+                let what = if other == *out {
+                    format!(
+                        "output `{}` is also written by stage `{owner}`",
+                        out.display()
+                    )
+                } else {
+                    format!(
+                        "output `{}` of stage `{}` overlaps `{}`, written by stage `{owner}`",
+                        out.display(),
+                        stage.name,
+                        other.display()
+                    )
+                };
+                r.at(
+                    &["stages", &stage.name, "outs", &idx],
+                    what,
+                    "each output belongs to exactly one stage: rename one, or merge the two stages",
+                );
+            } else {
+                owners.insert(out, &stage.name);
+            }
+        }
+    }
+}
+
+/// Each dep exists, or is written by a stage this one needs (directly or not).
+fn check_deps(r: &mut Report, stages: &[Stage], dag: &Dag, root: &Path) {
+    let mut writer: Vec<(&Path, usize)> = Vec::new();
+    for (i, s) in stages.iter().enumerate() {
+        writer.extend(s.outputs.iter().map(|o| (o.as_path(), i)));
+    }
+    for (i, stage) in stages.iter().enumerate() {
+        let mut ancestors = None;
+        for (d, dep) in stage.spec.deps.iter().enumerate() {
+            let idx = d.to_string();
+            let path = ["stages", stage.name.as_str(), "deps", idx.as_str()];
+            let clean: PathBuf = paths::check_relative(dep).unwrap_or_else(|_| PathBuf::from(dep));
+            if let Some(&(_, w)) = writer.iter().find(|(o, _)| clean.starts_with(o)) {
+                if w == i {
+                    r.at(
+                        &path,
+                        format!(
+                            "stage `{}` lists its own output `{dep}` as a dep",
+                            stage.name
+                        ),
+                        "remove it from `deps`",
+                    );
+                    continue;
+                }
+                let ancestors = ancestors.get_or_insert_with(|| dag.ancestors(&[i]));
+                if !ancestors.contains(&w) {
+                    r.at(
+                        &path,
+                        format!(
+                            "dep `{dep}` is written by stage `{}`, which `{}` does not need",
+                            stages[w].name, stage.name
+                        ),
+                        format!(
+                            "add `{}` to the `needs` of `{}`",
+                            stages[w].name, stage.name
+                        ),
+                    );
+                }
+                continue;
+            }
+            if std::fs::metadata(root.join(dep)).is_err() {
+                r.at(
+                    &path,
+                    format!("dep `{dep}` of stage `{}` does not exist", stage.name),
+                    "create the file, fix the path (relative to the folder of pipeline.yaml), or list the stage that writes it in `needs` and its `outs`",
+                );
+            }
+        }
+    }
+}
