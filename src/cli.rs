@@ -193,12 +193,15 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     match dispatch(cli) {
         Ok(code) => code,
+        // A bad pipeline.yaml prints its own `file:line:col: error:` lines.
+        Err(err) if err.is::<crate::pipeline::LoadError>() => {
+            eprintln!("{err}");
+            exit::USAGE
+        }
         Err(err) => {
             eprintln!("error: {err:#}");
-            // A bad pipeline.yaml or a request naming what does not exist is bad usage.
-            if err.is::<crate::pipeline::LoadError>()
-                || err.is::<crate::engine::runner::UsageError>()
-            {
+            // A request naming what does not exist is bad usage.
+            if err.is::<crate::engine::runner::UsageError>() {
                 exit::USAGE
             } else {
                 exit::FAILED

@@ -131,7 +131,7 @@ impl Dag {
     /// One line per stage in run order: `name  (kind)  ← needs`.
     pub fn render_text(&self, kind: impl Fn(usize) -> String) -> String {
         let width = self.names.iter().map(|n| n.len()).max().unwrap_or(0);
-        let kinds: Vec<String> = (0..self.len()).map(&kind).collect();
+        let kinds: Vec<String> = (0..self.len()).map(|i| format!("({})", kind(i))).collect();
         let kwidth = kinds.iter().map(|k| k.len()).max().unwrap_or(0) + 2;
         let mut out = String::new();
         for &i in &self.order {
@@ -139,7 +139,7 @@ impl Dag {
             let line = format!(
                 "{:width$}  {:kwidth$}{}",
                 self.names[i],
-                format!("({})", kinds[i]),
+                kinds[i],
                 if ups.is_empty() {
                     String::new()
                 } else {

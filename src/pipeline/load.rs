@@ -89,19 +89,25 @@ pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadErr
 fn from_serde(err: &serde_yaml::Error, file: &Path, spans: &SpanIndex) -> Diagnostic {
     let full = err.to_string();
     // serde_yaml appends " at line L column C"; we print the position ourselves.
-    let text = match full.rfind(" at line ") {
-        Some(at) => &full[..at],
-        None => full.as_str(),
-    };
+    let text = without_position(&full);
+    let text = text.as_str();
     // A leading "a.b.c: " is the key path of the problem.
     let (path, body) = match text.split_once(": ") {
         Some((p, rest)) if !p.contains(' ') && !p.is_empty() => (Some(p), rest),
         _ => (None, text),
     };
-    let (line, col) = match err.location() {
-        Some(loc) => (loc.line(), loc.column()),
-        None => {
-            let segs: Vec<&str> = path.map(|p| p.split('.').collect()).unwrap_or_default();
+    // Errors inside a stage come without a position (its keys are buffered to collect the
+    // kind's options); a message that starts with a `key` names where to point.
+    let named_key = body
+        .strip_prefix('`')
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(k, _)| k);
+    let mut segs: Vec<&str> = path.map(|p| p.split('.').collect()).unwrap_or_default();
+    segs.extend(named_key);
+    let (line, col) = match (spans.value(&segs), err.location()) {
+        (Some(pos), _) if named_key.is_some() => (pos.line, pos.col),
+        (_, Some(loc)) => (loc.line(), loc.column()),
+        (_, None) => {
             let pos = spans.locate(&segs);
             (pos.line, pos.col)
         }
@@ -141,5 +147,38 @@ fn from_serde(err: &serde_yaml::Error, file: &Path, spans: &SpanIndex) -> Diagno
         col,
         message,
         help: Some(help),
+    }
+}
+
+/// serde_yaml's message without its " at line L column C" (we print the position first).
+fn without_position(message: &str) -> String {
+    let Some(at) = message.find(" at line ") else {
+        return message.to_string();
+    };
+    let rest = &message[at + " at line ".len()..];
+    let after_numbers = rest
+        .find(|c: char| {
+            !(c.is_ascii_digit() || c == ' ' || c.is_ascii_alphabetic() && "column".contains(c))
+        })
+        .map_or("", |i| &rest[i..]);
+    format!("{}{}", &message[..at], after_numbers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_serde_positions() {
+        assert_eq!(
+            without_position(
+                "did not find expected ',' at line 4 column 1, while parsing a flow mapping"
+            ),
+            "did not find expected ',', while parsing a flow mapping"
+        );
+        assert_eq!(
+            without_position("unknown field `x` at line 2 column 3"),
+            "unknown field `x`"
+        );
     }
 }

@@ -165,11 +165,40 @@ pub struct ExecutorSpec {
 }
 
 /// A `run:` command: an argv list, or one string for `sh -c` (only with `shell: true`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Plain YAML scalars in the list (`[sleep, 1]`, `[true]`) are taken as the words written.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Command {
     Argv(Vec<String>),
     Line(String),
+}
+
+impl<'de> Deserialize<'de> for Command {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde_yaml::Value;
+        fn word(v: &Value) -> Option<String> {
+            match v {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                Value::Bool(b) => Some(b.to_string()),
+                _ => None,
+            }
+        }
+        let bad = || {
+            <D::Error as serde::de::Error>::custom(
+                "`run` must be a list of words (the program and its arguments), or one string with `shell: true`",
+            )
+        };
+        match Value::deserialize(d)? {
+            Value::Sequence(items) => items
+                .iter()
+                .map(word)
+                .collect::<Option<Vec<_>>>()
+                .map(Command::Argv)
+                .ok_or_else(bad),
+            other => word(&other).map(Command::Line).ok_or_else(bad),
+        }
+    }
 }
 
 /// One stage. The common keys are here; a kind's own options stay in `options` and are
