@@ -259,7 +259,7 @@ fn check_upstream(
             let why = match &statuses[j].state {
                 State::UpToDate => continue,
                 State::Stale(changes) => format!(
-                    "stale ({})",
+                    "is stale ({})",
                     changes
                         .iter()
                         .map(|c| c.to_string())
