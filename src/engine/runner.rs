@@ -413,7 +413,7 @@ impl<'a> Run<'a> {
                     .expect("a running stage finished");
                 let i = finished.index;
                 self.times.insert(i, finished.elapsed);
-                let ended = self.finish(i, finished.result, &guard, lock);
+                let ended = self.finish(i, finished.result, &guard, lock, cache);
                 line.finish(
                     &project.stages[i].name,
                     &ended.label(),
@@ -585,6 +585,7 @@ impl<'a> Run<'a> {
         result: anyhow::Result<StageOutcome>,
         guard: &staging::Guard,
         lock: &mut LockFile,
+        cache: &mut StatCache,
     ) -> Ended {
         let project = self.project;
         let stage = &project.stages[i];
@@ -623,7 +624,7 @@ impl<'a> Run<'a> {
         };
         let recorded = guard
             .commit(&project.root, &stage.outputs)
-            .and_then(|()| self.record_success(i, &outcome, lock));
+            .and_then(|()| self.record_success(i, &outcome, lock, cache));
         if let Err(e) = recorded {
             let msg = format!("{e:#}");
             let _ = outcome_log::record(
@@ -655,15 +656,14 @@ impl<'a> Run<'a> {
         i: usize,
         outcome: &StageOutcome,
         lock: &mut LockFile,
+        cache: &mut StatCache,
     ) -> anyhow::Result<()> {
         let project = self.project;
         let stage = &project.stages[i];
-        let mut cache = StatCache::load(&project.root);
         let mut outputs = BTreeMap::new();
         for out in &stage.outputs {
             outputs.extend(cache.digest_tree(&project.root, out)?);
         }
-        let _ = cache.save();
         let status = &self.statuses[i];
         lock.stages.insert(
             stage.name.clone(),
