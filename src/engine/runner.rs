@@ -318,6 +318,7 @@ impl<'a> Run<'a> {
         let project = self.project;
         let jobs = self.req.jobs.max(1);
         let mut pending: Vec<usize> = selected.to_vec();
+        let chosen: BTreeSet<usize> = selected.iter().copied().collect();
         let (tx, rx) = mpsc::channel::<Finished>();
         std::thread::scope(|scope| -> anyhow::Result<()> {
             let mut running: BTreeMap<usize, (staging::Guard, Line)> = BTreeMap::new();
@@ -344,12 +345,13 @@ impl<'a> Run<'a> {
                                 project.stages[bad].name
                             )),
                         );
-                        k = 0;
                         continue;
                     }
+                    // Pending stages are in run order and a stage never needs a later one,
+                    // so removing stage k never readies an earlier one: no rescan needed.
                     let waiting = needs
                         .iter()
-                        .any(|j| pending.contains(j) || running.contains_key(j));
+                        .any(|j| chosen.contains(j) && !self.ended.contains_key(j));
                     if waiting {
                         k += 1;
                         continue;
@@ -377,13 +379,11 @@ impl<'a> Run<'a> {
                         None => {
                             pending.remove(k);
                             self.settle_up_to_date(i);
-                            k = 0;
                         }
                         Some(why) if self.req.dry_run => {
                             pending.remove(k);
                             self.executed.insert(i);
                             self.ended.insert(i, Ended::WouldRun(why));
-                            k = 0;
                         }
                         Some(_) if running.len() >= jobs => break,
                         Some(_) => {
@@ -394,7 +394,6 @@ impl<'a> Run<'a> {
                                 }
                                 Err(e) => self.fail(i, format!("{e:#}")),
                             }
-                            k = 0;
                         }
                     }
                 }

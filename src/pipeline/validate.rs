@@ -259,10 +259,16 @@ fn check_outputs_unique(r: &mut Report, stages: &[Stage]) {
     let mut owners: BTreeMap<&Path, &str> = BTreeMap::new();
     for stage in stages {
         for (i, out) in stage.outputs.iter().enumerate() {
-            let clash = owners
-                .iter()
-                .find(|(o, _)| out.starts_with(o) || o.starts_with(out))
-                .map(|(o, s)| (o.to_path_buf(), *s));
+            // An owned path that is `out` or a folder above it, or one inside `out` (paths
+            // sort component-wise, so those come right after `out`).
+            let above = out.ancestors().find_map(|a| owners.get_key_value(a));
+            let below = || {
+                owners
+                    .range::<&Path, _>((std::ops::Bound::Included(out.as_path()), std::ops::Bound::Unbounded))
+                    .next()
+                    .filter(|(o, _)| o.starts_with(out))
+            };
+            let clash = above.or_else(below).map(|(o, s)| (o.to_path_buf(), *s));
             if let Some((other, owner)) = clash {
                 let idx = i.to_string();
                 let what = if other == *out {
@@ -292,7 +298,7 @@ fn check_outputs_unique(r: &mut Report, stages: &[Stage]) {
 
 /// Each dep exists, or is written by a stage this one needs (directly or not).
 fn check_deps(r: &mut Report, stages: &[Stage], dag: &Dag, root: &Path) {
-    let mut writer: Vec<(&Path, usize)> = Vec::new();
+    let mut writer: std::collections::HashMap<&Path, usize> = std::collections::HashMap::new();
     for (i, s) in stages.iter().enumerate() {
         writer.extend(s.outputs.iter().map(|o| (o.as_path(), i)));
     }
@@ -302,7 +308,7 @@ fn check_deps(r: &mut Report, stages: &[Stage], dag: &Dag, root: &Path) {
             let idx = d.to_string();
             let path = ["stages", stage.name.as_str(), "deps", idx.as_str()];
             let clean: PathBuf = paths::check_relative(dep).unwrap_or_else(|_| PathBuf::from(dep));
-            if let Some(&(_, w)) = writer.iter().find(|(o, _)| clean.starts_with(o)) {
+            if let Some(&w) = clean.ancestors().find_map(|a| writer.get(a)) {
                 if w == i {
                     r.at(
                         &path,
