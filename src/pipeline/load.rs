@@ -9,7 +9,6 @@ use super::validate;
 use crate::engine::StageKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A loaded, valid pipeline and where it lives.
 pub struct Project {
@@ -31,7 +30,6 @@ pub struct Stage {
     pub kind: Arc<dyn StageKind>,
     /// Declared outputs (from the kind), clean relative paths.
     pub outputs: Vec<PathBuf>,
-    pub timeout: Option<Duration>,
 }
 
 impl Project {

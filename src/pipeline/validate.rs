@@ -126,14 +126,13 @@ pub fn validate(
         if let Some(ex) = &spec.executor {
             check_executor(&mut r, &["stages", name, "executor", "kind"], &ex.kind);
         }
-        let timeout = spec.timeout_duration().unwrap_or_else(|text| {
+        if let Err(text) = spec.timeout_duration() {
             r.at(
                 &["stages", name, "timeout"],
                 format!("invalid timeout `{text}`"),
                 "write seconds (`90`) or a duration like `90s`, `10m`, `2h`",
             );
-            None
-        });
+        }
         needs.push(up);
         if let Some(kind) = kind {
             stages.push(Stage {
@@ -141,7 +140,6 @@ pub fn validate(
                 spec: spec.clone(),
                 kind,
                 outputs,
-                timeout,
             });
         }
     }
@@ -264,7 +262,10 @@ fn check_outputs_unique(r: &mut Report, stages: &[Stage]) {
             let above = out.ancestors().find_map(|a| owners.get_key_value(a));
             let below = || {
                 owners
-                    .range::<&Path, _>((std::ops::Bound::Included(out.as_path()), std::ops::Bound::Unbounded))
+                    .range::<&Path, _>((
+                        std::ops::Bound::Included(out.as_path()),
+                        std::ops::Bound::Unbounded,
+                    ))
                     .next()
                     .filter(|(o, _)| o.starts_with(out))
             };
