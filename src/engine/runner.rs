@@ -118,6 +118,7 @@ fn install_signal_handlers(
 /// Load the pipeline at `file` and carry out `req`. Returns the exit code.
 pub fn run(file: &Path, req: &Request) -> anyhow::Result<i32> {
     let project = crate::pipeline::load(file)?;
+    let (selected, forced) = select(&project, &req.selection, req.force)?;
     let progress = Progress::new(req.quiet);
     let cancel: CancelFlag = Arc::new(AtomicBool::new(false));
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -152,7 +153,6 @@ pub fn run(file: &Path, req: &Request) -> anyhow::Result<i32> {
         cache: StatCache::load(&project.root),
     };
     let statuses = status::evaluate_all(&project, &mut eval)?;
-    let (selected, forced) = select(&project, &req.selection, req.force)?;
     if let Selection::Named {
         with_deps: false, ..
     } = req.selection
@@ -485,22 +485,35 @@ impl<'a> Run<'a> {
         self.ended.insert(i, ended);
     }
 
+    /// A stage could not even start.
     fn fail(&mut self, i: usize, msg: String) {
         self.progress.error(&format!(
             "error: stage `{}` failed: {msg}",
             self.project.stages[i].name
         ));
-        let _ = outcome_log::record(
-            &self.project.root,
-            &self.project.stages[i].name,
-            &outcome_log::Record {
-                fingerprint: self.statuses[i].fingerprint.clone(),
-                message: msg.clone(),
-            },
-        );
-        self.ended.insert(i, Ended::Failed(msg));
+        let ended = Ended::Failed(msg);
+        self.record_failure(i, &ended);
+        self.ended.insert(i, ended);
         if self.req.fail_fast {
             self.cancel.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Remember the failure under `.repro/state/` for `repro status`.
+    fn record_failure(&self, i: usize, ended: &Ended) {
+        let Ended::Failed(message) = ended else {
+            return;
+        };
+        let record = outcome_log::Record {
+            fingerprint: self.statuses[i].fingerprint.clone(),
+            message: message.clone(),
+        };
+        if let Err(e) =
+            outcome_log::record(&self.project.root, &self.project.stages[i].name, &record)
+        {
+            self.progress.error(&format!(
+                "warning: cannot record the failure under .repro/state: {e}"
+            ));
         }
     }
 
@@ -603,38 +616,27 @@ impl<'a> Run<'a> {
         }
         let outcome = match result {
             Ok(o) => o,
-            Err(e) if self.cancel.load(Ordering::SeqCst) => {
-                let _ = e;
+            // Killed because another stage failed under --fail-fast.
+            Err(_) if self.cancel.load(Ordering::SeqCst) => {
                 return rollback(Ended::NotRun("stopped by --fail-fast".into()));
             }
             Err(e) => {
-                let msg = format!("{e:#}");
-                let ended = rollback(Ended::Failed(msg.clone()));
-                let _ = outcome_log::record(
-                    &project.root,
-                    &stage.name,
-                    &outcome_log::Record {
-                        fingerprint: self.statuses[i].fingerprint.clone(),
-                        message: msg,
-                    },
-                );
+                let ended = rollback(Ended::Failed(format!("{e:#}")));
+                self.record_failure(i, &ended);
                 return ended;
             }
         };
-        let recorded = guard
-            .commit(&project.root, &stage.outputs)
-            .and_then(|()| self.record_success(i, &outcome, lock, cache));
-        if let Err(e) = recorded {
-            let msg = format!("{e:#}");
-            let _ = outcome_log::record(
-                &project.root,
-                &stage.name,
-                &outcome_log::Record {
-                    fingerprint: self.statuses[i].fingerprint.clone(),
-                    message: msg.clone(),
-                },
-            );
-            return rollback(Ended::Failed(msg));
+        if let Err(e) = guard.commit(&project.root, &stage.outputs) {
+            let ended = rollback(Ended::Failed(format!("{e:#}")));
+            self.record_failure(i, &ended);
+            return ended;
+        }
+        // The new outputs are in place; if the lock cannot be written, the stage shows as
+        // stale next time (its outputs differ from the lock) and reruns.
+        if let Err(e) = self.record_success(i, &outcome, lock, cache) {
+            let ended = Ended::Failed(format!("{e:#}"));
+            self.record_failure(i, &ended);
+            return ended;
         }
         outcome_log::clear(&project.root, &stage.name);
         match outcome {
