@@ -55,11 +55,9 @@ pub fn stage(global: &GlobalArgs, args: &StageArgs) -> anyhow::Result<i32> {
     )
 }
 
-/// `repro build`: the `build`-kind stages, with `--arch`.
+/// `repro build`: the `build`-kind stages, with `--arch` (`--list` is dispatched to
+/// `stages::build::list`).
 pub fn build(global: &GlobalArgs, args: &BuildArgs) -> anyhow::Result<i32> {
-    if args.list {
-        anyhow::bail!("`repro build --list` is not available yet in this build of repro");
-    }
     runner::run(
         &global.file,
         &request(
