@@ -1,12 +1,15 @@
 //! A stage's fingerprint: sha256 over everything that can change its results — the
 //! canonical spec (kind, command, outputs, the kind's options), the contents of its deps,
-//! params, declared env, tool versions and hardware from [`StageKind::inputs`], command-line
-//! overrides that apply to it, and the fingerprints of the stages it needs. Volatile things
-//! (time, host name, timeout, executor) are not in it.
+//! params, declared env, tool versions and hardware from
+//! [`StageKind::inputs_with_overrides`], command-line overrides that apply to it, and the
+//! fingerprints of the stages it needs. Volatile things (time, host name, timeout,
+//! executor) are not in it.
 //!
 //! [`Inputs`] keeps every part separately so `repro status` can say which one changed.
 
 use super::statcache::StatCache;
+#[cfg(doc)]
+use super::StageKind;
 use crate::pipeline::{Project, Stage};
 use crate::tools::hex;
 use anyhow::Context;
@@ -82,7 +85,13 @@ pub fn compute(
     let spec = &stage.spec;
     let extra = stage
         .kind
-        .inputs(&stage.name, spec, &project.pipeline, &project.root)
+        .inputs_with_overrides(
+            &stage.name,
+            spec,
+            &project.pipeline,
+            &project.root,
+            overrides,
+        )
         .with_context(|| format!("cannot gather the inputs of stage `{}`", stage.name))?;
     let command = serde_json::json!({
         "run": spec.run,
