@@ -198,6 +198,10 @@ pub fn main() -> i32 {
             eprintln!("{err}");
             exit::USAGE
         }
+        Err(err) if err.is::<crate::engine::project_lock::WaitInterrupted>() => {
+            eprintln!("{err}");
+            exit::INTERRUPTED
+        }
         Err(err) => {
             eprintln!("error: {err:#}");
             // A request naming what does not exist is bad usage.

@@ -655,3 +655,25 @@ fn build_and_tune_need_their_stage_kind() {
     let out = p.expect(&["tune", "--budget", "3"], 2);
     assert!(out.contains("has no stage with `uses: tune`"), "{out}");
 }
+
+#[test]
+fn ctrl_c_while_waiting_for_the_lock_exits_130() {
+    let p = Project::new(GATED);
+    let first = p.spawn(&["run"]);
+    p.wait_for("started");
+    let waiting = p.spawn(&["run", "--wait"]);
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe_kill(waiting.id(), 2);
+    let out = waiting.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    p.write("go", "");
+    assert!(first.wait_with_output().unwrap().status.success());
+}
+
+#[test]
+fn an_executor_this_build_lacks_fails_the_stage_clearly() {
+    let p = three();
+    let out = p.expect(&["stage", "other", "--executor", "slurm"], 1);
+    assert!(out.contains("the `slurm` executor is not available in this build of repro"), "{out}");
+    assert_eq!(p.states()["other"], "failed");
+}

@@ -5,6 +5,8 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// Who holds (or held) the lock, as written in the lock file.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -84,11 +86,18 @@ impl Drop for ProjectLock {
     }
 }
 
+/// The user interrupted `--wait`.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted while waiting for the project lock")]
+pub struct WaitInterrupted;
+
 /// Take the lock of the project at `root`. When it is held: with `wait`, call `waiting`
-/// once with the holder and block until it is free; without, fail with [`Held`].
+/// once with the holder and poll until it is free (giving up with [`WaitInterrupted`] when
+/// `cancel` is set); without, fail with [`Held`].
 pub fn acquire(
     root: &Path,
     wait: bool,
+    cancel: &AtomicBool,
     waiting: impl FnOnce(&Holder),
 ) -> anyhow::Result<ProjectLock> {
     let path = root.join(".repro/lock");
@@ -99,23 +108,31 @@ pub fn acquire(
         .create(true)
         .truncate(false)
         .open(&path)?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(TryLockError::WouldBlock) => {
-            let holder = Holder::parse(&std::fs::read_to_string(&path).unwrap_or_default())
-                .unwrap_or(Holder {
-                    pid: "unknown".into(),
-                    host: "?".into(),
-                    command: "?".into(),
-                    since: "?".into(),
-                });
-            if !wait {
-                return Err(Held { holder, file: path }.into());
+    let mut waiting = Some(waiting);
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(TryLockError::WouldBlock) => {
+                if let Some(tell) = waiting.take() {
+                    let holder = Holder::parse(&std::fs::read_to_string(&path).unwrap_or_default())
+                        .unwrap_or(Holder {
+                            pid: "unknown".into(),
+                            host: "?".into(),
+                            command: "?".into(),
+                            since: "?".into(),
+                        });
+                    if !wait {
+                        return Err(Held { holder, file: path }.into());
+                    }
+                    tell(&holder);
+                }
+                if cancel.load(Ordering::SeqCst) {
+                    return Err(WaitInterrupted.into());
+                }
+                std::thread::sleep(Duration::from_millis(50));
             }
-            waiting(&holder);
-            file.lock()?;
+            Err(TryLockError::Error(e)) => return Err(e.into()),
         }
-        Err(TryLockError::Error(e)) => return Err(e.into()),
     }
     // We hold it. Anything still written there is from a holder that died without cleanup.
     let taken_over = Holder::parse(&std::fs::read_to_string(&path).unwrap_or_default());
@@ -133,13 +150,13 @@ mod tests {
     #[test]
     fn second_holder_is_refused_and_told_who() {
         let dir = tempfile::tempdir().unwrap();
-        let first = acquire(dir.path(), false, |_| {}).unwrap();
+        let first = acquire(dir.path(), false, &AtomicBool::new(false), |_| {}).unwrap();
         assert!(first.taken_over.is_none());
-        let err = acquire(dir.path(), false, |_| {}).unwrap_err();
+        let err = acquire(dir.path(), false, &AtomicBool::new(false), |_| {}).unwrap_err();
         let held = err.downcast_ref::<Held>().unwrap();
         assert_eq!(held.holder.pid, std::process::id().to_string());
         drop(first);
-        let again = acquire(dir.path(), false, |_| {}).unwrap();
+        let again = acquire(dir.path(), false, &AtomicBool::new(false), |_| {}).unwrap();
         assert!(
             again.taken_over.is_none(),
             "a cleanly released lock is not a takeover"
@@ -155,7 +172,7 @@ mod tests {
             "pid: 999999\nhost: h\ncommand: repro run\nsince: then\n",
         )
         .unwrap();
-        let lock = acquire(dir.path(), false, |_| {}).unwrap();
+        let lock = acquire(dir.path(), false, &AtomicBool::new(false), |_| {}).unwrap();
         assert_eq!(lock.taken_over.as_ref().unwrap().pid, "999999");
     }
 }

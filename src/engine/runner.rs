@@ -130,7 +130,7 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<i32> {
     let _project_lock = if req.dry_run {
         None
     } else {
-        let lock = project_lock::acquire(&project.root, req.wait, |holder| {
+        let lock = project_lock::acquire(&project.root, req.wait, &interrupted, |holder| {
             progress.info(&format!("waiting for the project lock, held by {holder}"));
         })?;
         if let Some(old) = &lock.taken_over {
