@@ -420,7 +420,7 @@ fn interrupt_leaves_everything_intact(signal: i32) {
     let child = p.spawn(&["run"]);
     p.wait_for("gc.pid");
     std::thread::sleep(Duration::from_millis(100));
-    unsafe_kill(child.id(), signal);
+    send_signal(child.id(), signal);
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{text}");
@@ -430,7 +430,7 @@ fn interrupt_leaves_everything_intact(signal: i32) {
     assert!(!p.root().join(".repro/backup/flaky").exists());
 }
 
-fn unsafe_kill(pid: u32, signal: i32) {
+fn send_signal(pid: u32, signal: i32) {
     let status = std::process::Command::new("kill")
         .arg(format!("-{signal}"))
         .arg(pid.to_string())
@@ -489,10 +489,10 @@ fn a_lock_left_by_a_killed_run_is_taken_over_and_its_outputs_restored() {
     p.write("pipeline.yaml", &GATED.replace("echo done", "echo again"));
     let first = p.spawn(&["run"]);
     p.wait_for("started");
-    unsafe_kill(first.id(), 9);
+    send_signal(first.id(), 9);
     first.wait_with_output().unwrap();
     let stage_pid = p.read("started");
-    unsafe_kill(stage_pid.trim().parse().unwrap(), 9);
+    send_signal(stage_pid.trim().parse().unwrap(), 9);
     assert!(
         !p.root().join("slow.txt").exists(),
         "the killed run had moved the output aside"
@@ -663,9 +663,14 @@ fn ctrl_c_while_waiting_for_the_lock_exits_130() {
     p.wait_for("started");
     let waiting = p.spawn(&["run", "--wait"]);
     std::thread::sleep(Duration::from_millis(300));
-    unsafe_kill(waiting.id(), 2);
+    send_signal(waiting.id(), 2);
     let out = waiting.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     p.write("go", "");
     assert!(first.wait_with_output().unwrap().status.success());
 }
@@ -674,6 +679,9 @@ fn ctrl_c_while_waiting_for_the_lock_exits_130() {
 fn an_executor_this_build_lacks_fails_the_stage_clearly() {
     let p = three();
     let out = p.expect(&["stage", "other", "--executor", "slurm"], 1);
-    assert!(out.contains("the `slurm` executor is not available in this build of repro"), "{out}");
+    assert!(
+        out.contains("the `slurm` executor is not available in this build of repro"),
+        "{out}"
+    );
     assert_eq!(p.states()["other"], "failed");
 }

@@ -4,7 +4,7 @@
 
 use crate::tools::hex;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -24,6 +24,9 @@ struct Entry {
 pub struct StatCache {
     file: PathBuf,
     entries: HashMap<String, Entry>,
+    /// Paths looked up by this process: only these are written back, so files that are
+    /// no longer deps or outputs drop out of the cache.
+    used: HashSet<String>,
     dirty: bool,
 }
 
@@ -58,16 +61,21 @@ impl StatCache {
         StatCache {
             file,
             entries,
+            used: HashSet::new(),
             dirty: false,
         }
     }
 
-    /// Write the cache back if anything was hashed.
+    /// Write the cache back if anything was hashed or some entry was not used.
     pub fn save(&self) -> std::io::Result<()> {
-        if !self.dirty {
+        if !self.dirty && self.used.len() == self.entries.len() {
             return Ok(());
         }
-        let mut keys: Vec<&String> = self.entries.keys().collect();
+        let mut keys: Vec<&String> = self
+            .entries
+            .keys()
+            .filter(|k| self.used.contains(*k))
+            .collect();
         keys.sort();
         let mut text = String::with_capacity(keys.len() * 120);
         for k in keys {
@@ -94,6 +102,7 @@ impl StatCache {
         meta: &std::fs::Metadata,
     ) -> std::io::Result<String> {
         let key = rel.to_string_lossy();
+        self.used.insert(key.to_string());
         let mtime_ns = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
         if let Some(e) = self.entries.get(key.as_ref()) {
             if e.size == meta.len() && e.mtime_ns == mtime_ns && e.ino == meta.ino() {
@@ -185,6 +194,24 @@ mod tests {
         let second = cache.digest_file(root, Path::new("a")).unwrap();
         assert_ne!(second, "cafe");
         assert_eq!(second, hash_file(&root.join("a")).unwrap());
+    }
+
+    #[test]
+    fn forgets_files_no_longer_looked_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("a"), "a").unwrap();
+        std::fs::write(root.join("b"), "b").unwrap();
+        let mut cache = StatCache::load(root);
+        cache.digest_file(root, Path::new("a")).unwrap();
+        cache.digest_file(root, Path::new("b")).unwrap();
+        cache.save().unwrap();
+        let mut cache = StatCache::load(root);
+        cache.digest_file(root, Path::new("a")).unwrap();
+        cache.save().unwrap();
+        let text = std::fs::read_to_string(root.join(CACHE_FILE)).unwrap();
+        assert_eq!(text.lines().count(), 1);
+        assert!(text.ends_with(" a\n"));
     }
 
     #[test]
