@@ -361,7 +361,12 @@ impl<'a> Run<'a> {
                         continue;
                     }
                     if needs.iter().any(|j| self.executed.contains(j)) {
-                        self.reevaluate(i, lock, cache)?;
+                        // Its deps may be what the upstream just wrote: look again.
+                        if let Err(e) = self.reevaluate(i, lock, cache) {
+                            pending.remove(k);
+                            self.fail(i, format!("{e:#}"));
+                            continue;
+                        }
                     }
                     let status = &self.statuses[i];
                     let reason = if self.forced.contains(&i) {
