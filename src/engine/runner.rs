@@ -766,7 +766,6 @@ mod tests {
     use super::*;
     use crate::engine::{OptionError, Outputs, StageInputs, StageKind};
     use crate::pipeline::dag::Dag;
-    use crate::pipeline::spans::SpanIndex;
     use crate::pipeline::{Pipeline, Stage, StageSpec};
 
     #[derive(Clone, Copy)]
@@ -829,7 +828,6 @@ mod tests {
                 outputs: vec!["out/s.txt".into()],
             }],
             dag: Dag::new(vec!["s".into()], vec![vec![]]).unwrap(),
-            spans: SpanIndex::default(),
             pipeline,
         }
     }

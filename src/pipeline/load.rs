@@ -20,7 +20,6 @@ pub struct Project {
     /// In declaration order; index `i` is node `i` of `dag`.
     pub stages: Vec<Stage>,
     pub dag: Dag,
-    pub spans: SpanIndex,
 }
 
 /// One stage resolved to its kind.
@@ -69,17 +68,15 @@ pub fn load(file: &Path) -> Result<Project, LoadError> {
 
 /// Parse and validate pipeline text that lives at `file` in project `root`.
 pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadError> {
-    let spans = SpanIndex::build(text);
     let pipeline: Pipeline = serde_yaml::from_str(text)
-        .map_err(|e| PipelineError(vec![from_serde(&e, file, &spans)]))?;
-    let (stages, dag) = validate::validate(&pipeline, file, root, &spans)?;
+        .map_err(|e| PipelineError(vec![from_serde(&e, file, &SpanIndex::build(text))]))?;
+    let (stages, dag) = validate::validate(&pipeline, text, file, root)?;
     Ok(Project {
         file: file.to_path_buf(),
         root: root.to_path_buf(),
         pipeline,
         stages,
         dag,
-        spans,
     })
 }
 

@@ -22,23 +22,27 @@ pub const EXECUTOR_KINDS: &[&str] = &["local", "slurm"];
 
 struct Report<'a> {
     file: &'a Path,
-    spans: &'a SpanIndex,
+    /// The pipeline text; indexed for positions only once there is an error to place.
+    text: &'a str,
+    spans: std::cell::OnceCell<SpanIndex>,
     diags: Vec<Diagnostic>,
 }
 
 impl Report<'_> {
+    fn spans(&self) -> &SpanIndex {
+        self.spans.get_or_init(|| SpanIndex::build(self.text))
+    }
+
     /// A problem with the value at `path` (or its key when there is no value position).
     fn at(&mut self, path: &[&str], message: String, help: impl Into<String>) {
-        let pos = self
-            .spans
-            .value(path)
-            .unwrap_or_else(|| self.spans.locate(path));
+        let spans = self.spans();
+        let pos = spans.value(path).unwrap_or_else(|| spans.locate(path));
         self.push(pos, message, help.into());
     }
 
     /// A problem with the key at `path` itself.
     fn at_key(&mut self, path: &[&str], message: String, help: impl Into<String>) {
-        let pos = self.spans.locate(path);
+        let pos = self.spans().locate(path);
         self.push(pos, message, help.into());
     }
 
@@ -53,16 +57,18 @@ impl Report<'_> {
     }
 }
 
-/// Validate `p` and resolve its stages. Nothing may run unless this succeeds.
+/// Validate `p`, parsed from `text`, and resolve its stages. Nothing may run unless this
+/// succeeds.
 pub fn validate(
     p: &Pipeline,
+    text: &str,
     file: &Path,
     root: &Path,
-    spans: &SpanIndex,
 ) -> Result<(Vec<Stage>, Dag), PipelineError> {
     let mut r = Report {
         file,
-        spans,
+        text,
+        spans: std::cell::OnceCell::new(),
         diags: Vec::new(),
     };
     if p.version != 1 {
