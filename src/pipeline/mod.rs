@@ -1,5 +1,5 @@
 //! `pipeline.yaml`: its typed shape ([`spec`]), loading with file:line:column errors
-//! ([`load`], [`diag`], [`spans`]), validation ([`validate`], [`paths`]) and the stage
+//! ([`load`](mod@load), [`diag`], [`spans`]), validation ([`validate`], [`paths`]) and the stage
 //! graph ([`dag`]).
 
 pub mod dag;
