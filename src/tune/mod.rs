@@ -6,3 +6,4 @@
 //! and the GPU is `stages::tune`.
 
 pub mod expr;
+pub mod space;
