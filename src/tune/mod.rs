@@ -7,3 +7,4 @@
 
 pub mod expr;
 pub mod space;
+pub mod memo;
