@@ -223,14 +223,19 @@ mod tests {
         }
         let memo = Memo::open(dir.path(), &key).unwrap();
         assert_eq!(memo.len(), 2);
-        assert_eq!(memo.get(&cfg(32)).unwrap().score.unwrap().to_bits(), score.to_bits());
+        assert_eq!(
+            memo.get(&cfg(32)).unwrap().score.unwrap().to_bits(),
+            score.to_bits()
+        );
         assert_eq!(memo.get(&cfg(64)).unwrap().status, "compile_error");
         // Another context is another file.
         let other = Memo::open(dir.path(), &json!({"kernel": "def"})).unwrap();
         assert!(other.is_empty());
         assert_ne!(other.path(), memo.path());
         let header = std::fs::read_to_string(memo.path().unwrap()).unwrap();
-        assert!(header.starts_with(r#"{"repro_tune_memo":1,"key":{"kernel":"abc","arch":"sm_90"}}"#));
+        assert!(
+            header.starts_with(r#"{"repro_tune_memo":1,"key":{"kernel":"abc","arch":"sm_90"}}"#)
+        );
     }
 
     #[test]
@@ -255,9 +260,16 @@ mod tests {
     fn a_corrupt_line_is_an_error_naming_the_line() {
         let dir = tempfile::tempdir().unwrap();
         let key = json!({"k": 2});
-        let path = Memo::open(dir.path(), &key).unwrap().path().unwrap().to_path_buf();
+        let path = Memo::open(dir.path(), &key)
+            .unwrap()
+            .path()
+            .unwrap()
+            .to_path_buf();
         std::fs::write(&path, "{\"repro_tune_memo\":1,\"key\":{}}\nnot json\n").unwrap();
         let e = Memo::open(dir.path(), &key).unwrap_err();
-        assert!(format!("{e:#}").contains(".jsonl:2: not a tune memo line"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains(".jsonl:2: not a tune memo line"),
+            "{e:#}"
+        );
     }
 }

@@ -6,5 +6,6 @@
 //! and the GPU is `stages::tune`.
 
 pub mod expr;
-pub mod space;
 pub mod memo;
+pub mod search;
+pub mod space;

@@ -73,7 +73,10 @@ fn err(path: &[&str], message: impl Into<String>) -> OptionError {
 
 fn int_values(v: &Value, path: &[&str]) -> Result<Vec<i64>, OptionError> {
     let Value::Sequence(items) = v else {
-        return Err(err(path, "expected a list of integers, e.g. `[32, 64, 128]`"));
+        return Err(err(
+            path,
+            "expected a list of integers, e.g. `[32, 64, 128]`",
+        ));
     };
     let mut out: Vec<i64> = Vec::new();
     for item in items {
@@ -260,9 +263,12 @@ fn condition(
     position: usize,
 ) -> Result<(String, Expr), OptionError> {
     let path = ["space", name, "when"];
-    let source = value
-        .as_str()
-        .ok_or_else(|| err(&path, "expected an expression in quotes, e.g. \"USE_WS == 1\""))?;
+    let source = value.as_str().ok_or_else(|| {
+        err(
+            &path,
+            "expected an expression in quotes, e.g. \"USE_WS == 1\"",
+        )
+    })?;
     let expr = Expr::parse(source, known).map_err(|e| err(&path, e.render(source)))?;
     for read in expr.params() {
         let at = known.iter().position(|k| *k == read).unwrap_or(0);
@@ -323,7 +329,11 @@ fn satisfies(constraints: &[Constraint], config: &Config) -> Result<bool, Option
             Err(e) => {
                 return Err(err(
                     &["constraints", &i.to_string()],
-                    format!("`{}` cannot be evaluated for {}: {e}", c.source, show(config)),
+                    format!(
+                        "`{}` cannot be evaluated for {}: {e}",
+                        c.source,
+                        show(config)
+                    ),
                 ))
             }
         }
@@ -454,8 +464,16 @@ C: {values: [1, 2], when: "A == 1 && B == 2"}
         let cases = [
             ("A: 3", vec!["space", "A"], "expected a list of integers"),
             ("A: []", vec!["space", "A"], "the list of values is empty"),
-            ("A: [1, x]", vec!["space", "A"], "expected integers, found `x`"),
-            ("A: [1, 1]", vec!["space", "A"], "the value 1 is listed twice"),
+            (
+                "A: [1, x]",
+                vec!["space", "A"],
+                "expected integers, found `x`",
+            ),
+            (
+                "A: [1, 1]",
+                vec!["space", "A"],
+                "the value 1 is listed twice",
+            ),
             (
                 "A: {values: [1], if: x}",
                 vec!["space", "A"],

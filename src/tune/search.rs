@@ -1,0 +1,397 @@
+//! The evolutionary search (EvoEngineer-Full style): a seeded population over the valid
+//! space, evaluated one generation at a time through an [`Objective`], the best K kept as
+//! the elite and parents of the next generation, children made by mutation (one or two
+//! parameters moved to a neighbouring value) and crossover of two elite parents.
+//!
+//! Determinism: every random choice comes from one ChaCha stream seeded by `seed`, and a
+//! generation's candidates depend only on the results before it. A resumed search replays
+//! the trials the [`Memo`] already holds, so it walks the same path and continues where it
+//! stopped; a larger budget continues the same path further.
+
+use super::memo::{Evaluation, Memo};
+use super::space::{Config, Param, Space};
+use anyhow::{bail, Context};
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::HashSet;
+
+/// How long to look for an unseen child before falling back to a random unseen config.
+const CHILD_ATTEMPTS: usize = 64;
+/// Share of children made by crossover (when there are two elite parents).
+const CROSSOVER_RATE: f64 = 0.3;
+
+/// One configuration to evaluate, with where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// 1-based, in proposal order.
+    pub trial: u32,
+    /// 0-based.
+    pub generation: u32,
+    pub config: Config,
+    /// Trial numbers of the parents (empty for random samples).
+    pub parents: Vec<u32>,
+}
+
+/// A finished trial.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trial {
+    pub candidate: Candidate,
+    pub evaluation: Evaluation,
+    /// Read from the memo rather than evaluated in this run.
+    pub cached: bool,
+}
+
+/// What a search is asked to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Most trials (every proposed candidate counts, failed or not).
+    pub budget: u32,
+    /// Candidates per generation.
+    pub population: u32,
+    /// How many of the best survive as parents (K).
+    pub elite: u32,
+    pub seed: u64,
+    /// Evaluate every valid configuration, in enumeration order, ignoring `budget`.
+    pub exhaustive: bool,
+}
+
+/// Evaluates candidates: synthetic landscapes in tests, compile + gates + GPU timing in
+/// the tune stage.
+pub trait Objective {
+    /// Evaluate one generation. Call `done(i, evaluation)` once for each `batch[i]` as soon
+    /// as it finishes (any order). An `Err` stops the tune (interrupt, broken toolchain);
+    /// the trials already reported through `done` are kept in the memo.
+    fn evaluate(
+        &mut self,
+        batch: &[Candidate],
+        done: &mut dyn FnMut(usize, Evaluation),
+    ) -> anyhow::Result<()>;
+}
+
+/// Seen by the observer after each finished trial.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress<'a> {
+    pub trial: &'a Trial,
+    /// Trials finished so far, this one included.
+    pub finished: u32,
+    /// The number the search stops at: the budget, or the space size when smaller.
+    pub planned: u32,
+    /// The best passing trial so far.
+    pub best: Option<&'a Trial>,
+}
+
+/// The result of a search.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Every trial in proposal order.
+    pub trials: Vec<Trial>,
+    /// Indices into `trials` of the elite, best first.
+    pub elite: Vec<usize>,
+    /// Every valid configuration was evaluated.
+    pub exhausted: bool,
+}
+
+impl Outcome {
+    /// The best passing trial.
+    pub fn best(&self) -> Option<&Trial> {
+        self.elite.first().map(|&i| &self.trials[i])
+    }
+}
+
+/// Run the search over `space`, evaluating through `objective`, memoizing in `memo`.
+pub fn run(
+    space: &Space,
+    settings: &Settings,
+    objective: &mut dyn Objective,
+    memo: &mut Memo,
+    observer: &mut dyn FnMut(Progress),
+) -> anyhow::Result<Outcome> {
+    if settings.population == 0 || settings.elite == 0 {
+        bail!("population and elite must be at least 1");
+    }
+    let total = space.valid().len();
+    let limit = if settings.exhaustive {
+        total
+    } else {
+        (settings.budget as usize).min(total)
+    };
+    let mut state = State {
+        space,
+        rng: ChaCha8Rng::seed_from_u64(settings.seed),
+        seen: HashSet::new(),
+        trials: Vec::new(),
+        elite: Vec::new(),
+        k: settings.elite as usize,
+        next_in_order: 0,
+    };
+    let mut generation = 0u32;
+    while state.trials.len() < limit {
+        let mut batch = if settings.exhaustive {
+            state.in_order(settings.population as usize)
+        } else {
+            state.propose(settings.population as usize)
+        };
+        if batch.is_empty() {
+            break;
+        }
+        batch.truncate(limit - state.trials.len());
+        let first = state.trials.len() as u32 + 1;
+        let batch: Vec<Candidate> = batch
+            .into_iter()
+            .enumerate()
+            .map(|(i, (config, parents))| Candidate {
+                trial: first + i as u32,
+                generation,
+                config,
+                parents,
+            })
+            .collect();
+        evaluate(&mut state, &batch, objective, memo, observer, limit as u32)?;
+        generation += 1;
+    }
+    Ok(Outcome {
+        exhausted: state.seen.len() == total,
+        elite: state.elite,
+        trials: state.trials,
+    })
+}
+
+/// Evaluate one generation: memo hits first (in order), the rest through the objective.
+fn evaluate(
+    state: &mut State,
+    batch: &[Candidate],
+    objective: &mut dyn Objective,
+    memo: &mut Memo,
+    observer: &mut dyn FnMut(Progress),
+    planned: u32,
+) -> anyhow::Result<()> {
+    let mut results: Vec<Option<(Evaluation, bool)>> = batch
+        .iter()
+        .map(|c| memo.get(&c.config).map(|e| (e.clone(), true)))
+        .collect();
+    let fresh: Vec<usize> = (0..batch.len()).filter(|&i| results[i].is_none()).collect();
+    let mut finished = state.trials.len() as u32;
+    let mut best = state.best().cloned();
+    let mut report = |c: &Candidate, e: &Evaluation, cached: bool| {
+        finished += 1;
+        let trial = Trial {
+            candidate: c.clone(),
+            evaluation: e.clone(),
+            cached,
+        };
+        if e.score.is_some() && best.as_ref().is_none_or(|b| better(&trial, b)) {
+            best = Some(trial.clone());
+        }
+        observer(Progress {
+            trial: &trial,
+            finished,
+            planned,
+            best: best.as_ref(),
+        });
+    };
+    for (c, r) in batch.iter().zip(&results) {
+        if let Some((e, _)) = r {
+            report(c, e, true);
+        }
+    }
+    if !fresh.is_empty() {
+        let subset: Vec<Candidate> = fresh.iter().map(|&i| batch[i].clone()).collect();
+        let mut memo_error = None;
+        let outcome = objective.evaluate(&subset, &mut |j, evaluation| {
+            let Some(&i) = fresh.get(j) else { return };
+            if results[i].is_some() {
+                return;
+            }
+            if let Err(e) = memo.record(&batch[i].config, &evaluation) {
+                memo_error.get_or_insert(e);
+            }
+            report(&batch[i], &evaluation, false);
+            results[i] = Some((evaluation, false));
+        });
+        if let Some(e) = memo_error {
+            return Err(e);
+        }
+        outcome.context("the tune stopped")?;
+    }
+    for (c, r) in batch.iter().zip(results) {
+        let (evaluation, cached) =
+            r.with_context(|| format!("the objective did not report trial {}", c.trial))?;
+        state.push(Trial {
+            candidate: c.clone(),
+            evaluation,
+            cached,
+        });
+    }
+    Ok(())
+}
+
+/// Lower score first; ties broken by the earlier trial.
+fn better(a: &Trial, b: &Trial) -> bool {
+    let key = |t: &Trial| {
+        (
+            t.evaluation.score.unwrap_or(f64::INFINITY),
+            t.candidate.trial,
+        )
+    };
+    let (ka, kb) = (key(a), key(b));
+    ka.0 < kb.0 || (ka.0 == kb.0 && ka.1 < kb.1)
+}
+
+struct State<'s> {
+    space: &'s Space,
+    rng: ChaCha8Rng,
+    /// Every configuration proposed so far (evaluated or in the current batch).
+    seen: HashSet<Config>,
+    trials: Vec<Trial>,
+    /// Indices into `trials` of the best K passing trials, best first.
+    elite: Vec<usize>,
+    k: usize,
+    /// For exhaustive runs: the next position in the valid list.
+    next_in_order: usize,
+}
+
+impl State<'_> {
+    fn best(&self) -> Option<&Trial> {
+        self.elite.first().map(|&i| &self.trials[i])
+    }
+
+    fn push(&mut self, trial: Trial) {
+        let passed = trial.evaluation.score.is_some();
+        self.trials.push(trial);
+        if passed {
+            let at = self.trials.len() - 1;
+            let pos = self
+                .elite
+                .iter()
+                .position(|&i| better(&self.trials[at], &self.trials[i]))
+                .unwrap_or(self.elite.len());
+            self.elite.insert(pos, at);
+            self.elite.truncate(self.k);
+        }
+    }
+
+    fn in_order(&mut self, n: usize) -> Vec<(Config, Vec<u32>)> {
+        let valid = self.space.valid();
+        let end = (self.next_in_order + n).min(valid.len());
+        let out = valid[self.next_in_order..end]
+            .iter()
+            .map(|c| (c.clone(), Vec::new()))
+            .collect::<Vec<_>>();
+        self.next_in_order = end;
+        for (c, _) in &out {
+            self.seen.insert(c.clone());
+        }
+        out
+    }
+
+    /// The next generation: random samples until something passes, then children of
+    /// the elite (falling back to random unseen samples when the neighbourhood is used up).
+    fn propose(&mut self, n: usize) -> Vec<(Config, Vec<u32>)> {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let child = if self.elite.is_empty() {
+                None
+            } else {
+                self.child()
+            };
+            let Some((config, parents)) = child.or_else(|| self.random_unseen()) else {
+                break;
+            };
+            self.seen.insert(config.clone());
+            out.push((config, parents));
+        }
+        out
+    }
+
+    fn child(&mut self) -> Option<(Config, Vec<u32>)> {
+        for _ in 0..CHILD_ATTEMPTS {
+            let a = *self.elite.choose(&mut self.rng)?;
+            let (config, parents) = if self.elite.len() >= 2 && self.rng.random_bool(CROSSOVER_RATE)
+            {
+                let b = loop {
+                    let b = *self.elite.choose(&mut self.rng)?;
+                    if b != a {
+                        break b;
+                    }
+                };
+                let child = self.crossover(
+                    &self.trials[a].candidate.config.clone(),
+                    &self.trials[b].candidate.config.clone(),
+                );
+                let parents = vec![
+                    self.trials[a].candidate.trial,
+                    self.trials[b].candidate.trial,
+                ];
+                (child, parents)
+            } else {
+                let steps = self.rng.random_range(1..=2);
+                let child = self.mutate(&self.trials[a].candidate.config.clone(), steps);
+                (child, vec![self.trials[a].candidate.trial])
+            };
+            if let Some(config) = config.filter(|c| !self.seen.contains(c)) {
+                return Some((config, parents));
+            }
+        }
+        None
+    }
+
+    /// Move `steps` active parameters to a neighbouring value.
+    fn mutate(&mut self, parent: &Config, steps: usize) -> Option<Config> {
+        let mut config = parent.clone();
+        for _ in 0..steps {
+            let movable: Vec<&Param> = self
+                .space
+                .params()
+                .iter()
+                .filter(|p| p.values.len() > 1 && config.contains_key(&p.name))
+                .collect();
+            let p = *movable.choose(&mut self.rng)?;
+            let at = p.values.iter().position(|v| *v == config[&p.name])?;
+            let next = if at == 0 {
+                1
+            } else if at + 1 == p.values.len() || self.rng.random_bool(0.5) {
+                at - 1
+            } else {
+                at + 1
+            };
+            config.insert(p.name.clone(), p.values[next]);
+            let rng = &mut self.rng;
+            config = self.space.canonicalize(&config, |q| {
+                *q.values.choose(rng).expect("values are non-empty")
+            })?;
+        }
+        Some(config)
+    }
+
+    /// Each parameter from one parent or the other.
+    fn crossover(&mut self, a: &Config, b: &Config) -> Option<Config> {
+        let mut mixed = Config::new();
+        for p in self.space.params() {
+            let pick = match (a.get(&p.name), b.get(&p.name)) {
+                (Some(x), Some(y)) => Some(if self.rng.random_bool(0.5) { *x } else { *y }),
+                (Some(x), None) | (None, Some(x)) => Some(*x),
+                (None, None) => None,
+            };
+            if let Some(v) = pick {
+                mixed.insert(p.name.clone(), v);
+            }
+        }
+        let rng = &mut self.rng;
+        self.space.canonicalize(&mixed, |q| {
+            *q.values.choose(rng).expect("values are non-empty")
+        })
+    }
+
+    fn random_unseen(&mut self) -> Option<(Config, Vec<u32>)> {
+        let unseen: Vec<&Config> = self
+            .space
+            .valid()
+            .iter()
+            .filter(|c| !self.seen.contains(*c))
+            .collect();
+        unseen
+            .choose(&mut self.rng)
+            .map(|c| ((*c).clone(), Vec::new()))
+    }
+}
