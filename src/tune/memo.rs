@@ -91,14 +91,24 @@ struct Header {
 #[derive(Serialize, Deserialize)]
 struct Line {
     config: Config,
+    /// When the trial finished (RFC 3339, UTC).
+    finished: String,
     evaluation: Evaluation,
+}
+
+/// A memoized trial.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub evaluation: Evaluation,
+    /// When it finished (RFC 3339, UTC).
+    pub finished: String,
 }
 
 /// Finished trials by configuration, optionally backed by an append-only file.
 #[derive(Debug, Default)]
 pub struct Memo {
     file: Option<(PathBuf, File)>,
-    entries: HashMap<Config, Evaluation>,
+    entries: HashMap<Config, Entry>,
 }
 
 impl Memo {
@@ -138,7 +148,11 @@ impl Memo {
                         n + 1
                     )
                 })?;
-                entries.insert(parsed.config, parsed.evaluation);
+                let entry = Entry {
+                    evaluation: parsed.evaluation,
+                    finished: parsed.finished,
+                };
+                entries.insert(parsed.config, entry);
             }
         }
         let mut file = OpenOptions::new()
@@ -174,12 +188,18 @@ impl Memo {
         self.entries.is_empty()
     }
 
-    pub fn get(&self, config: &Config) -> Option<&Evaluation> {
+    pub fn get(&self, config: &Config) -> Option<&Entry> {
         self.entries.get(config)
     }
 
-    /// Record a finished trial: one line appended and synced to disk before returning.
-    pub fn record(&mut self, config: &Config, evaluation: &Evaluation) -> anyhow::Result<()> {
+    /// Record a trial that finished at `finished`: one line appended and synced to disk
+    /// before returning.
+    pub fn record(
+        &mut self,
+        config: &Config,
+        evaluation: &Evaluation,
+        finished: &str,
+    ) -> anyhow::Result<()> {
         if self.entries.contains_key(config) {
             bail!(
                 "configuration {} was evaluated twice; this is a bug in the tune search",
@@ -189,13 +209,18 @@ impl Memo {
         if let Some((path, file)) = &mut self.file {
             let line = serde_json::to_string(&Line {
                 config: config.clone(),
+                finished: finished.to_string(),
                 evaluation: evaluation.clone(),
             })?;
             file.write_all(format!("{line}\n").as_bytes())
                 .and_then(|_| file.sync_data())
                 .with_context(|| format!("cannot append to {}", path.display()))?;
         }
-        self.entries.insert(config.clone(), evaluation.clone());
+        let entry = Entry {
+            evaluation: evaluation.clone(),
+            finished: finished.to_string(),
+        };
+        self.entries.insert(config.clone(), entry);
         Ok(())
     }
 }
@@ -216,18 +241,24 @@ mod tests {
         let score = 0.1 + 0.2; // not representable in few digits
         {
             let mut memo = Memo::open(dir.path(), &key).unwrap();
-            memo.record(&cfg(32), &Evaluation::ok(score)).unwrap();
-            memo.record(&cfg(64), &Evaluation::rejected("compile_error", "boom"))
-                .unwrap();
-            assert!(memo.record(&cfg(64), &Evaluation::ok(1.0)).is_err());
+            memo.record(&cfg(32), &Evaluation::ok(score), "t1").unwrap();
+            memo.record(
+                &cfg(64),
+                &Evaluation::rejected("compile_error", "boom"),
+                "t2",
+            )
+            .unwrap();
+            assert!(memo.record(&cfg(64), &Evaluation::ok(1.0), "t3").is_err());
         }
         let memo = Memo::open(dir.path(), &key).unwrap();
         assert_eq!(memo.len(), 2);
+        let first = memo.get(&cfg(32)).unwrap();
+        assert_eq!(first.evaluation.score.unwrap().to_bits(), score.to_bits());
+        assert_eq!(first.finished, "t1");
         assert_eq!(
-            memo.get(&cfg(32)).unwrap().score.unwrap().to_bits(),
-            score.to_bits()
+            memo.get(&cfg(64)).unwrap().evaluation.status,
+            "compile_error"
         );
-        assert_eq!(memo.get(&cfg(64)).unwrap().status, "compile_error");
         // Another context is another file.
         let other = Memo::open(dir.path(), &json!({"kernel": "def"})).unwrap();
         assert!(other.is_empty());
@@ -244,7 +275,7 @@ mod tests {
         let key = json!({"k": 1});
         let path = {
             let mut memo = Memo::open(dir.path(), &key).unwrap();
-            memo.record(&cfg(32), &Evaluation::ok(1.5)).unwrap();
+            memo.record(&cfg(32), &Evaluation::ok(1.5), "t").unwrap();
             memo.path().unwrap().to_path_buf()
         };
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
@@ -252,7 +283,7 @@ mod tests {
         drop(f);
         let mut memo = Memo::open(dir.path(), &key).unwrap();
         assert_eq!(memo.len(), 1);
-        memo.record(&cfg(64), &Evaluation::ok(2.5)).unwrap();
+        memo.record(&cfg(64), &Evaluation::ok(2.5), "t").unwrap();
         assert_eq!(Memo::open(dir.path(), &key).unwrap().len(), 2);
     }
 

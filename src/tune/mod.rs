@@ -7,5 +7,6 @@
 
 pub mod expr;
 pub mod memo;
+pub mod options;
 pub mod search;
 pub mod space;

@@ -40,6 +40,8 @@ pub struct Trial {
     pub evaluation: Evaluation,
     /// Read from the memo rather than evaluated in this run.
     pub cached: bool,
+    /// When it finished (RFC 3339, UTC; from the memo for cached trials).
+    pub finished: String,
 }
 
 /// What a search is asked to do.
@@ -166,19 +168,23 @@ fn evaluate(
     observer: &mut dyn FnMut(Progress),
     planned: u32,
 ) -> anyhow::Result<()> {
-    let mut results: Vec<Option<(Evaluation, bool)>> = batch
+    let mut results: Vec<Option<(Evaluation, bool, String)>> = batch
         .iter()
-        .map(|c| memo.get(&c.config).map(|e| (e.clone(), true)))
+        .map(|c| {
+            memo.get(&c.config)
+                .map(|e| (e.evaluation.clone(), true, e.finished.clone()))
+        })
         .collect();
     let fresh: Vec<usize> = (0..batch.len()).filter(|&i| results[i].is_none()).collect();
     let mut finished = state.trials.len() as u32;
     let mut best = state.best().cloned();
-    let mut report = |c: &Candidate, e: &Evaluation, cached: bool| {
+    let mut report = |c: &Candidate, e: &Evaluation, cached: bool, at: &str| {
         finished += 1;
         let trial = Trial {
             candidate: c.clone(),
             evaluation: e.clone(),
             cached,
+            finished: at.to_string(),
         };
         if e.score.is_some() && best.as_ref().is_none_or(|b| better(&trial, b)) {
             best = Some(trial.clone());
@@ -191,8 +197,8 @@ fn evaluate(
         });
     };
     for (c, r) in batch.iter().zip(&results) {
-        if let Some((e, _)) = r {
-            report(c, e, true);
+        if let Some((e, _, at)) = r {
+            report(c, e, true, at);
         }
     }
     if !fresh.is_empty() {
@@ -203,11 +209,12 @@ fn evaluate(
             if results[i].is_some() {
                 return;
             }
-            if let Err(e) = memo.record(&batch[i].config, &evaluation) {
+            let at = now();
+            if let Err(e) = memo.record(&batch[i].config, &evaluation, &at) {
                 memo_error.get_or_insert(e);
             }
-            report(&batch[i], &evaluation, false);
-            results[i] = Some((evaluation, false));
+            report(&batch[i], &evaluation, false, &at);
+            results[i] = Some((evaluation, false, at));
         });
         if let Some(e) = memo_error {
             return Err(e);
@@ -215,15 +222,20 @@ fn evaluate(
         outcome.context("the tune stopped")?;
     }
     for (c, r) in batch.iter().zip(results) {
-        let (evaluation, cached) =
+        let (evaluation, cached, finished) =
             r.with_context(|| format!("the objective did not report trial {}", c.trial))?;
         state.push(Trial {
             candidate: c.clone(),
             evaluation,
             cached,
+            finished,
         });
     }
     Ok(())
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// Lower score first; ties broken by the earlier trial.

@@ -1,0 +1,352 @@
+//! A tune stage's options in pipeline.yaml, checked and resolved against the pipeline:
+//!
+//! ```yaml
+//! evo-tune:
+//!   uses: tune
+//!   needs: [build]
+//!   base: stage2-baseline        # defines inherited from a variant; the space overrides them
+//!   space: {TILE_M: [32, 64, 128], NUM_WARPS: [2, 4, 8], ...}
+//!   constraints: ["TILE_M * TILE_N <= 8192"]
+//!   budget: 64                   # trials, failed ones included
+//!   population: 8                # candidates per generation
+//!   elite: 3                     # K best kept as parents and reported
+//!   seed: 0
+//!   shapes: [mission]            # timed shapes (default: the primary)
+//!   warmup: 10
+//!   iters: 50
+//!   l2: warm                     # or flush
+//!   trial_timeout: 60            # seconds per `repro exec` child
+//!   jobs: 8                      # parallel nvcc processes (default: the CPU count)
+//! ```
+
+use super::expr::suggest;
+use super::space::Space;
+use crate::engine::OptionError;
+use crate::pipeline::{Pipeline, StageSpec};
+use serde_yaml::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Every key a tune stage accepts.
+pub const KEYS: &[&str] = &[
+    "space",
+    "constraints",
+    "budget",
+    "population",
+    "elite",
+    "seed",
+    "shapes",
+    "base",
+    "kernel",
+    "warmup",
+    "iters",
+    "l2",
+    "trial_timeout",
+    "jobs",
+];
+
+/// A tune stage's options, resolved.
+#[derive(Debug, Clone)]
+pub struct TuneOptions {
+    pub space: Space,
+    /// The kernel (a key of `kernels:`) whose defines are tuned.
+    pub kernel: String,
+    pub base: Option<String>,
+    /// Defines inherited from `base`, as written after `-DNAME=`; a trial's configuration
+    /// overrides them.
+    pub base_defines: BTreeMap<String, String>,
+    pub budget: u32,
+    pub population: u32,
+    pub elite: u32,
+    pub seed: u64,
+    /// Shapes a candidate is timed on; its score is the geometric mean of their p50s.
+    pub shapes: Vec<String>,
+    /// Shapes a candidate must be correct on before it is timed: `small` (when the
+    /// workload declares it), the primary, and `shapes`.
+    pub check_shapes: Vec<String>,
+    pub warmup: u32,
+    pub iters: u32,
+    pub l2: String,
+    pub trial_timeout: Duration,
+    /// Parallel nvcc processes; `None`: one per CPU.
+    pub jobs: Option<usize>,
+}
+
+fn err(key: &str, message: impl Into<String>) -> OptionError {
+    OptionError {
+        path: vec![key.to_string()],
+        message: message.into(),
+    }
+}
+
+fn positive(key: &str, v: &Value) -> Result<u64, OptionError> {
+    v.as_u64()
+        .filter(|n| *n > 0 && *n <= u32::MAX as u64)
+        .ok_or_else(|| err(key, "expected a positive integer"))
+}
+
+impl TuneOptions {
+    pub fn parse(spec: &StageSpec, pipeline: &Pipeline) -> Result<TuneOptions, OptionError> {
+        let o = &spec.options;
+        for key in o.keys() {
+            let key = key.as_str().unwrap_or("?");
+            if !KEYS.contains(&key) {
+                let hint = suggest(key, KEYS)
+                    .map(|s| format!("; did you mean `{s}`?"))
+                    .unwrap_or_else(|| format!(" (expected one of: {})", KEYS.join(", ")));
+                return Err(err(
+                    key,
+                    format!("unknown option `{key}` for a tune stage{hint}"),
+                ));
+            }
+        }
+        let workload = pipeline.workload.as_ref().ok_or_else(|| OptionError {
+            path: vec![],
+            message: "a tune stage needs a `workload:` section with shapes".into(),
+        })?;
+        let space = o.get("space").ok_or_else(|| OptionError {
+            path: vec![],
+            message: "a tune stage needs a `space:` (e.g. `space: {TILE_M: [32, 64]}`)".into(),
+        })?;
+        let space = Space::from_yaml(space, o.get("constraints"))?;
+
+        let base = match o.get("base") {
+            None => None,
+            Some(v) => {
+                let name = v
+                    .as_str()
+                    .ok_or_else(|| err("base", "expected a variant name"))?;
+                if !pipeline.variants.contains_key(name) {
+                    let names: Vec<&str> = pipeline.variants.keys().map(String::as_str).collect();
+                    let hint = suggest(name, &names)
+                        .map(|s| format!("; did you mean `{s}`?"))
+                        .unwrap_or_else(|| format!(" (variants: {})", names.join(", ")));
+                    return Err(err("base", format!("no variant `{name}`{hint}")));
+                }
+                Some(name.to_string())
+            }
+        };
+        let kernel = match (o.get("kernel"), &base) {
+            (Some(v), _) => {
+                let k = v
+                    .as_str()
+                    .ok_or_else(|| err("kernel", "expected a kernel name"))?;
+                if !pipeline.kernels.contains_key(k) {
+                    return Err(err("kernel", format!("no kernel `{k}` under `kernels:`")));
+                }
+                if let Some(b) = &base {
+                    let bk = &pipeline.variants[b].kernel;
+                    if bk != k {
+                        return Err(err(
+                            "kernel",
+                            format!("the base variant `{b}` builds kernel `{bk}`, not `{k}`"),
+                        ));
+                    }
+                }
+                k.to_string()
+            }
+            (None, Some(b)) => pipeline.variants[b].kernel.clone(),
+            (None, None) if pipeline.kernels.len() == 1 => {
+                pipeline.kernels.keys().next().cloned().unwrap_or_default()
+            }
+            (None, None) => {
+                return Err(OptionError {
+                    path: vec![],
+                    message: "say which kernel to tune: `base: <variant>` or `kernel: <name>`"
+                        .into(),
+                })
+            }
+        };
+        if !pipeline.kernels.contains_key(&kernel) {
+            return Err(err(
+                "base",
+                format!("kernel `{kernel}` is not under `kernels:`"),
+            ));
+        }
+        let mut base_defines = BTreeMap::new();
+        if let Some(b) = &base {
+            for (name, value) in &pipeline.variants[b].defines {
+                let v = crate::stages::build::define_value(value)
+                    .map_err(|m| err("base", format!("define `{name}` of `{b}`: {m}")))?;
+                base_defines.insert(name.clone(), v);
+            }
+        }
+
+        let shape_names: Vec<&str> = workload.shapes.keys().map(String::as_str).collect();
+        let shapes = match o.get("shapes") {
+            None => vec![workload.primary.clone()],
+            Some(v) => {
+                let list: Vec<String> = v
+                    .as_sequence()
+                    .and_then(|s| s.iter().map(|x| x.as_str().map(String::from)).collect())
+                    .filter(|l: &Vec<String>| !l.is_empty())
+                    .ok_or_else(|| {
+                        err("shapes", "expected a list of shape names, e.g. [mission]")
+                    })?;
+                if let Some(bad) = list.iter().find(|s| !workload.shapes.contains_key(*s)) {
+                    return Err(err(
+                        "shapes",
+                        format!(
+                            "no shape `{bad}` under workload.shapes (shapes: {})",
+                            shape_names.join(", ")
+                        ),
+                    ));
+                }
+                list
+            }
+        };
+        let mut check_shapes: Vec<String> = Vec::new();
+        let small = workload
+            .shapes
+            .contains_key("small")
+            .then(|| "small".to_string());
+        for s in small
+            .into_iter()
+            .chain([workload.primary.clone()])
+            .chain(shapes.clone())
+        {
+            if !check_shapes.contains(&s) {
+                check_shapes.push(s);
+            }
+        }
+
+        let int = |key: &str, default: u64| -> Result<u64, OptionError> {
+            o.get(key).map_or(Ok(default), |v| positive(key, v))
+        };
+        let seed = match o.get("seed") {
+            None => 0,
+            Some(v) => v
+                .as_u64()
+                .ok_or_else(|| err("seed", "expected a non-negative integer"))?,
+        };
+        let warmup = match o.get("warmup") {
+            None => 10,
+            Some(v) => v
+                .as_u64()
+                .filter(|n| *n <= u32::MAX as u64)
+                .ok_or_else(|| err("warmup", "expected a non-negative integer"))?,
+        };
+        let l2 = match o.get("l2").map(Value::as_str) {
+            None => "warm".to_string(),
+            Some(Some(m @ ("warm" | "flush"))) => m.to_string(),
+            Some(_) => return Err(err("l2", "expected `warm` or `flush`")),
+        };
+        let elite = int("elite", 3)? as u32;
+        let population = int("population", 8)? as u32;
+        Ok(TuneOptions {
+            space,
+            kernel,
+            base,
+            base_defines,
+            budget: int("budget", 64)? as u32,
+            population,
+            elite,
+            seed,
+            shapes,
+            check_shapes,
+            warmup: warmup as u32,
+            iters: int("iters", 50)? as u32,
+            l2,
+            trial_timeout: Duration::from_secs(int("trial_timeout", 60)?),
+            jobs: o
+                .get("jobs")
+                .map(|v| positive("jobs", v))
+                .transpose()?
+                .map(|n| n as usize),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PIPELINE: &str = r#"
+version: 1
+workload:
+  op: sdpa_fp8
+  shapes:
+    small:   {B: 1, H: 1, S: 32,  D: 64}
+    mission: {B: 2, H: 8, S: 512, D: 64}
+  primary: mission
+kernels:
+  sdpa_fp8: {source: kernels/sdpa_fp8.cu, entry: sdpa_fp8_fwd}
+variants:
+  stage2-baseline: {kernel: sdpa_fp8, defines: {USE_CP_ASYNC: 1, USE_WMMA_PV: true, TILE_M: 64}}
+stages:
+  build: {uses: build}
+"#;
+
+    fn parse(stage: &str) -> Result<TuneOptions, OptionError> {
+        let pipeline: Pipeline = serde_yaml::from_str(PIPELINE).unwrap();
+        let spec: StageSpec = serde_yaml::from_str(stage).unwrap();
+        TuneOptions::parse(&spec, &pipeline)
+    }
+
+    #[test]
+    fn defaults_and_inheritance_from_the_base_variant() {
+        let o = parse("{uses: tune, base: stage2-baseline, space: {TILE_M: [32, 64]}}").unwrap();
+        assert_eq!(o.kernel, "sdpa_fp8");
+        assert_eq!(
+            o.base_defines,
+            BTreeMap::from([
+                ("TILE_M".to_string(), "64".to_string()),
+                ("USE_CP_ASYNC".to_string(), "1".to_string()),
+                ("USE_WMMA_PV".to_string(), "1".to_string()),
+            ])
+        );
+        assert_eq!((o.budget, o.population, o.elite, o.seed), (64, 8, 3, 0));
+        assert_eq!(o.shapes, vec!["mission"]);
+        assert_eq!(o.check_shapes, vec!["small", "mission"]);
+        assert_eq!((o.warmup, o.iters, o.l2.as_str()), (10, 50, "warm"));
+        assert_eq!(o.trial_timeout, Duration::from_secs(60));
+        assert_eq!(o.space.valid().len(), 2);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            (
+                "{uses: tune, space: {A: [1]}, budgte: 3}",
+                vec!["budgte"],
+                "did you mean `budget`?",
+            ),
+            (
+                "{uses: tune, space: {A: [1]}, budget: 0}",
+                vec!["budget"],
+                "positive integer",
+            ),
+            (
+                "{uses: tune, space: {A: [1]}, base: stage2}",
+                vec!["base"],
+                "no variant `stage2` (variants: stage2-baseline)",
+            ),
+            (
+                "{uses: tune, space: {A: [1]}, shapes: [long]}",
+                vec!["shapes"],
+                "no shape `long`",
+            ),
+            (
+                "{uses: tune, space: {A: [1]}, l2: cold}",
+                vec!["l2"],
+                "expected `warm` or `flush`",
+            ),
+            (
+                "{uses: tune, space: {A: [1]}, kernel: other}",
+                vec!["kernel"],
+                "no kernel `other`",
+            ),
+            ("{uses: tune}", vec![], "needs a `space:`"),
+            (
+                "{uses: tune, space: {A: [1]}, constraints: [\"B > 1\"]}",
+                vec!["constraints", "0"],
+                "unknown parameter `B`",
+            ),
+        ];
+        for (stage, path, message) in cases {
+            let e = parse(stage).unwrap_err();
+            assert_eq!(e.path, path, "{stage}");
+            assert!(e.message.contains(message), "{stage}: {}", e.message);
+        }
+    }
+}
