@@ -7,6 +7,7 @@ pub mod bench;
 pub mod build;
 pub mod cmd;
 pub mod profile;
+pub mod tune;
 
 /// Every built-in stage kind.
 pub fn registry() -> Vec<Box<dyn StageKind>> {
@@ -15,6 +16,7 @@ pub fn registry() -> Vec<Box<dyn StageKind>> {
         Box::new(build::BuildStage::default()),
         Box::new(bench::BenchStage),
         Box::new(profile::Profile),
+        Box::new(tune::TuneStage),
     ]
 }
 

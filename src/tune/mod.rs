@@ -9,4 +9,5 @@ pub mod expr;
 pub mod memo;
 pub mod options;
 pub mod search;
+pub mod slots;
 pub mod space;

@@ -12,7 +12,7 @@ pub mod driver;
 pub mod gates;
 pub mod list;
 pub mod ptxas;
-mod sources;
+pub mod sources;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]

@@ -1,0 +1,314 @@
+//! The `tune` kind: an evolutionary search over a kernel's compile-time defines
+//! ([`crate::tune`]), gate-first. Per generation every candidate is compiled in parallel
+//! (the build stage's compile API, cached), then rejected at the first failing gate —
+//! compile error, PTXAS gates, correctness on the `small` and primary shapes (`repro exec
+//! --no-timing`) — and only the survivors are timed on the tuning shapes (`repro exec`),
+//! one child per GPU. Every finished trial goes to the memo under `.repro/cache/tune/`,
+//! so an interrupted tune resumes and a larger budget continues.
+//!
+//! Outputs: `artifacts/tune/tune_log.csv` (one row per trial), `artifacts/tune/topk.json`
+//! (the elite with their bench records and parents), the elite cubins
+//! `.repro/cubins/tune-top<k>.cubin`; with `repro tune --exhaustive` also
+//! `artifacts/tune/exhaustive.csv` and `artifacts/tune/comparison.json`.
+
+use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
+use crate::gpu::GpuInfo;
+use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
+use crate::stages::build::compile;
+use crate::stages::build::{arch, cubin_path, sources};
+use crate::tune::memo::Memo;
+use crate::tune::options::{TuneOptions, KEYS};
+use crate::tune::search::Settings;
+use anyhow::Context;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+mod driver;
+mod gpu;
+mod outputs;
+
+pub use driver::{tune_and_write, Backend, Reporter};
+use gpu::GpuBackend;
+use outputs::write_skipped;
+
+/// Where the stage's artifacts go.
+pub const OUT_DIR: &str = "artifacts/tune";
+/// The memo of finished trials.
+pub const MEMO_DIR: &str = ".repro/cache/tune";
+
+/// `.repro/cubins/tune-top<rank>.cubin`.
+pub fn elite_cubin_path(rank: u32) -> PathBuf {
+    PathBuf::from(format!(".repro/cubins/tune-top{rank}.cubin"))
+}
+
+/// The `tune` kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TuneStage;
+
+fn parse(spec: &StageSpec, pipeline: &Pipeline) -> anyhow::Result<TuneOptions> {
+    TuneOptions::parse(spec, pipeline).map_err(|e: OptionError| {
+        let at = if e.path.is_empty() {
+            String::new()
+        } else {
+            format!("`{}`: ", e.path.join("."))
+        };
+        anyhow::anyhow!("{at}{}", e.message)
+    })
+}
+
+/// The visible GPUs as one line (model, arch, driver each): part of the fingerprint and
+/// of the memo key, so timings from another GPU are never reused.
+fn gpu_identity(gpus: &[GpuInfo]) -> String {
+    gpus.iter()
+        .map(|g| {
+            let driver = g
+                .driver_version
+                .as_deref()
+                .unwrap_or(&g.cuda_driver_version);
+            format!("{} {} driver {driver}", g.name, g.arch())
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn overridden_budget(o: &TuneOptions, overrides: &BTreeMap<String, String>) -> anyhow::Result<u32> {
+    match overrides.get("budget") {
+        None => Ok(o.budget),
+        Some(b) => b
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .with_context(|| format!("--budget {b}: expected a positive number of trials")),
+    }
+}
+
+fn is_exhaustive(overrides: &BTreeMap<String, String>) -> bool {
+    overrides.get("exhaustive").is_some_and(|v| v == "true")
+}
+
+impl StageKind for TuneStage {
+    fn kind(&self) -> &'static str {
+        "tune"
+    }
+
+    fn validate(
+        &self,
+        _name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+    ) -> Result<(), OptionError> {
+        TuneOptions::parse(spec, pipeline).map(|_| ())
+    }
+
+    fn known_options(&self) -> Option<&'static [&'static str]> {
+        Some(KEYS)
+    }
+
+    fn outputs(&self, _name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
+        let k = TuneOptions::parse(spec, pipeline).map_or(3, |o| o.elite);
+        std::iter::once(PathBuf::from(OUT_DIR))
+            .chain((1..=k).map(elite_cubin_path))
+            .collect()
+    }
+
+    fn inputs(
+        &self,
+        name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+        root: &Path,
+    ) -> anyhow::Result<StageInputs> {
+        self.inputs_with_overrides(name, spec, pipeline, root, &BTreeMap::new())
+    }
+
+    fn inputs_with_overrides(
+        &self,
+        _name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+        root: &Path,
+        overrides: &BTreeMap<String, String>,
+    ) -> anyhow::Result<StageInputs> {
+        let o = parse(spec, pipeline)?;
+        let kernel = &pipeline.kernels[&o.kernel];
+        let mut files = sources::closure(root, Path::new(&kernel.source), &kernel.flags)
+            .unwrap_or_else(|_| vec![PathBuf::from(&kernel.source)]);
+        files.push(cubin_path(crate::stages::build::REFERENCE));
+        let gpus = crate::gpu::probe_cached(root);
+        let arch = arch::select(
+            overrides.get("arch").map(String::as_str),
+            &gpus,
+            pipeline.arch.as_deref(),
+        )
+        .map_or_else(|e| format!("unresolved: {e}"), |c| c.arch);
+        let params = BTreeMap::from([
+            ("arch".to_string(), arch),
+            (
+                "budget".to_string(),
+                overridden_budget(&o, overrides)?.to_string(),
+            ),
+            (
+                "exhaustive".to_string(),
+                is_exhaustive(overrides).to_string(),
+            ),
+            ("gates".to_string(), serde_json::to_string(&pipeline.gates)?),
+        ]);
+        let nvcc = compile::find_nvcc(root).map_or_else(|_| "not found".into(), |tc| tc.version);
+        Ok(StageInputs {
+            files,
+            params,
+            tools: BTreeMap::from([("nvcc".to_string(), nvcc)]),
+            hardware: Some(match &gpus {
+                Ok(list) => gpu_identity(list),
+                Err(no) => format!("no GPU: {no}"),
+            }),
+        })
+    }
+
+    fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
+        let o = parse(ctx.spec, ctx.pipeline)?;
+        let budget = overridden_budget(&o, ctx.overrides)?;
+        let gpus = crate::gpu::probe_cached(ctx.root);
+        let gpu_list = match &gpus {
+            Ok(list) if !list.is_empty() => list.clone(),
+            other => {
+                let reason = match other {
+                    Err(no) => no.0.clone(),
+                    Ok(_) => "no GPU is visible".into(),
+                };
+                write_skipped(ctx.staging, o.elite)?;
+                return Ok(StageOutcome::Skipped {
+                    reason: format!("the tune stage times kernels on a GPU: {reason}"),
+                    fix: "run `repro tune` on a machine with an NVIDIA GPU and its driver".into(),
+                });
+            }
+        };
+        let arch = arch::select(
+            ctx.overrides.get("arch").map(String::as_str),
+            &gpus,
+            ctx.pipeline.arch.as_deref(),
+        )?
+        .arch;
+        let tc = compile::find_nvcc(ctx.root)?;
+        let workload = ctx.pipeline.workload.as_ref().context("no workload")?;
+        let kernel = ctx.pipeline.kernels[&o.kernel].clone();
+        let seed = workload.seeds.first().copied().unwrap_or(0);
+        let reference = ctx.root.join(cubin_path(crate::stages::build::REFERENCE));
+        let key = serde_json::json!({
+            "kernel": o.kernel,
+            "entry": kernel.entry,
+            "flags": kernel.flags,
+            "sources": source_digest(ctx.root, &kernel)?,
+            "reference_cubin": file_digest(&reference)?,
+            "base_defines": o.base_defines,
+            "arch": arch,
+            "nvcc": tc.version,
+            "gpu": gpu_identity(&gpu_list),
+            "harness": {
+                "seed": seed,
+                "warmup": o.warmup,
+                "iters": o.iters,
+                "l2": o.l2,
+                "shapes": o.shapes,
+                "check_shapes": o.check_shapes,
+                "dims": workload.shapes,
+            },
+            "gates": {"ptxas": ctx.pipeline.gates.ptxas, "correctness": ctx.pipeline.gates.correctness},
+        });
+        let mut memo = Memo::open(&ctx.root.join(MEMO_DIR), &key)?;
+        let slots = ctx.executor.gpu_slots().clamp(1, gpu_list.len() as u32);
+        let jobs = o.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        });
+        let mut backend = GpuBackend {
+            executor: ctx.executor,
+            cancel: ctx.cancel,
+            root: ctx.root,
+            repro_exe: ctx.repro_exe,
+            pipeline_file: ctx.pipeline_file,
+            log: ctx.log,
+            tc,
+            arch,
+            kernel,
+            base_defines: o.base_defines.clone(),
+            gates: ctx.pipeline.gates.ptxas.clone(),
+            shapes: workload.shapes.clone(),
+            check_shapes: o.check_shapes.clone(),
+            timed_shapes: o.shapes.clone(),
+            seed,
+            warmup: o.warmup,
+            iters: o.iters,
+            l2: o.l2.clone(),
+            timeout: o.trial_timeout,
+            slots,
+            jobs,
+        };
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(ctx.log)
+            .with_context(|| format!("cannot open {}", ctx.log.display()))?;
+        writeln!(
+            log,
+            "tune: {} valid configurations ({} ruled out by constraints), budget {budget}, {slots} GPU slot(s), {jobs} compile jobs, memo {} ({} trials)",
+            o.space.valid().len(),
+            o.space.rejected(),
+            memo.path().map(|p| p.display().to_string()).unwrap_or_default(),
+            memo.len()
+        )?;
+        let settings = Settings {
+            budget,
+            population: o.population,
+            elite: o.elite,
+            seed: o.seed,
+            exhaustive: false,
+        };
+        let report = Reporter {
+            progress: ctx.progress,
+            log: &mut log,
+        };
+        tune_and_write(
+            &o,
+            &settings,
+            is_exhaustive(ctx.overrides),
+            &mut backend,
+            &mut memo,
+            ctx.staging,
+            report,
+        )
+    }
+}
+
+/// SHA-256 of the kernel source and every local header it includes.
+fn source_digest(root: &Path, kernel: &KernelSpec) -> anyhow::Result<String> {
+    let files = sources::closure(root, Path::new(&kernel.source), &kernel.flags)?;
+    let mut all = Vec::new();
+    for f in files {
+        let bytes =
+            std::fs::read(root.join(&f)).with_context(|| format!("cannot read {}", f.display()))?;
+        all.extend(f.display().to_string().into_bytes());
+        all.push(0);
+        all.extend(crate::tools::hex(&sha256(&bytes)).into_bytes());
+        all.push(b'\n');
+    }
+    Ok(crate::tools::hex(&sha256(&all)))
+}
+
+fn file_digest(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| {
+        format!(
+            "cannot read {}: run the build stage first (`repro stage build`)",
+            path.display()
+        )
+    })?;
+    Ok(crate::tools::hex(&sha256(&bytes)))
+}
+
+fn sha256(bytes: &[u8]) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes).to_vec()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,174 @@
+//! One tune from start to outputs: the search (after the exhaustive sweep when asked),
+//! a live line per trial, and every artifact written under the staging folder.
+
+use super::outputs::{write_file, write_json, write_trials, Comparison};
+use super::{elite_cubin_path, OUT_DIR};
+use crate::engine::StageOutcome;
+use crate::schema::EliteEntry;
+use crate::tune::memo::Memo;
+use crate::tune::options::TuneOptions;
+use crate::tune::search::{self, Objective, Outcome, Progress, Settings, Trial};
+use crate::tune::space::{show, Config};
+use anyhow::Context;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Evaluates trials and supplies the elite's cubins: the GPU pipeline in the stage, fakes in
+/// tests.
+pub trait Backend: Objective {
+    /// The cubin of each configuration (compiled again if needed; the compile cache makes
+    /// that free).
+    fn cubins(&mut self, configs: &[Config]) -> anyhow::Result<Vec<PathBuf>>;
+}
+
+/// Where live lines go: the stage's progress line and its log.
+pub struct Reporter<'a> {
+    pub progress: &'a dyn Fn(&str),
+    pub log: &'a mut dyn Write,
+}
+
+/// Run the search (after the exhaustive sweep when asked), write every output under
+/// `staging`, and say how the stage ended.
+pub fn tune_and_write(
+    o: &TuneOptions,
+    settings: &Settings,
+    exhaustive: bool,
+    backend: &mut dyn Backend,
+    memo: &mut Memo,
+    staging: &Path,
+    report: Reporter,
+) -> anyhow::Result<StageOutcome> {
+    let Reporter { progress, log } = report;
+    let mut log_error = None;
+    let mut observer = |p: Progress| {
+        let line = progress_line(&p);
+        progress(&line);
+        if let Err(e) = writeln!(log, "{line}") {
+            log_error.get_or_insert(e);
+        }
+    };
+    let out = staging.join(OUT_DIR);
+    let swept = if exhaustive {
+        let all = Settings {
+            exhaustive: true,
+            ..settings.clone()
+        };
+        let started = Instant::now();
+        let swept = search::run(&o.space, &all, backend, memo, &mut observer)?;
+        write_trials(&out.join("exhaustive.csv"), &swept.trials)?;
+        Some((swept, started.elapsed()))
+    } else {
+        None
+    };
+    let started = Instant::now();
+    let outcome = search::run(&o.space, settings, backend, memo, &mut observer)?;
+    let wall = started.elapsed();
+    if let Some(e) = log_error {
+        return Err(e).context("cannot write the stage log");
+    }
+    write_trials(&out.join("tune_log.csv"), &outcome.trials)?;
+
+    let elite: Vec<&Trial> = outcome.elite.iter().map(|&i| &outcome.trials[i]).collect();
+    let configs: Vec<Config> = elite.iter().map(|t| t.candidate.config.clone()).collect();
+    let cubins = backend.cubins(&configs)?;
+    let mut entries = Vec::new();
+    for (rank, (trial, cubin)) in (1u32..).zip(elite.iter().zip(&cubins)) {
+        let dest = staging.join(elite_cubin_path(rank));
+        if let Some(dir) = dest.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::copy(cubin, &dest)
+            .with_context(|| format!("cannot copy {} to {}", cubin.display(), dest.display()))?;
+        entries.push(EliteEntry {
+            rank,
+            trial: trial.candidate.trial,
+            config: trial.candidate.config.clone(),
+            parents: trial.candidate.parents.clone(),
+            p50_us: trial.evaluation.score.unwrap_or(f64::NAN),
+            bench: trial.evaluation.bench.clone(),
+        });
+    }
+    // Ranks no passing configuration filled still exist (declared outputs), empty.
+    for rank in (entries.len() as u32 + 1)..=settings.elite {
+        write_file(&staging.join(elite_cubin_path(rank)), b"")?;
+    }
+    write_json(&out.join("topk.json"), &entries)?;
+
+    let summary = summary_line(&outcome, wall, o.space.valid().len());
+    progress(&summary);
+    writeln!(log, "{summary}")?;
+    if let Some((swept, swept_wall)) = &swept {
+        let comparison = Comparison::new(&outcome, wall, swept, *swept_wall, settings.budget);
+        let line = comparison.line();
+        progress(&line);
+        writeln!(log, "{line}")?;
+        write_json(&out.join("comparison.json"), &comparison)?;
+    }
+    Ok(match outcome.best() {
+        Some(_) => StageOutcome::Passed,
+        None => StageOutcome::GateFailed(format!(
+            "no configuration passed the gates in {} trials ({})",
+            outcome.trials.len(),
+            status_counts(&outcome.trials)
+        )),
+    })
+}
+
+fn progress_line(p: &Progress) -> String {
+    let t = p.trial;
+    let e = &t.evaluation;
+    let result = match e.score {
+        Some(s) => format!("ok {s:.2} µs"),
+        None => e.status.clone(),
+    };
+    let best = match p.best {
+        Some(b) => format!(
+            "best {:.2} µs (trial {})",
+            b.evaluation.score.unwrap_or(f64::NAN),
+            b.candidate.trial
+        ),
+        None => "no passing trial yet".into(),
+    };
+    format!(
+        "trial {}/{} gen {} {}{result} · {best} · {}",
+        p.finished,
+        p.planned,
+        t.candidate.generation,
+        if t.cached { "(memo) " } else { "" },
+        show(&t.candidate.config)
+    )
+}
+
+fn status_counts(trials: &[Trial]) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for t in trials {
+        *counts.entry(&t.evaluation.status).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn summary_line(outcome: &Outcome, wall: Duration, space: usize) -> String {
+    let evaluated = outcome.trials.iter().filter(|t| !t.cached).count();
+    let best = match outcome.best() {
+        Some(b) => format!(
+            "best {:.2} µs at trial {} {}",
+            b.evaluation.score.unwrap_or(f64::NAN),
+            b.candidate.trial,
+            show(&b.candidate.config)
+        ),
+        None => "no configuration passed".into(),
+    };
+    format!(
+        "tune: {} trials of {space} configurations ({evaluated} evaluated, {} from the memo) in {:.1} s; {}; {best}",
+        outcome.trials.len(),
+        outcome.trials.len() - evaluated,
+        wall.as_secs_f64(),
+        status_counts(&outcome.trials)
+    )
+}

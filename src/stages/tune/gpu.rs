@@ -1,0 +1,290 @@
+//! The real trial backend: the build stage's compile API for a whole generation at once,
+//! the PTXAS gates, then `repro exec` children — correctness first (`--no-timing`), timing
+//! only for survivors — spread over the GPU slots.
+
+use super::Backend;
+use crate::executor::{CancelFlag, Executor};
+use crate::gpu::client::{blank_result, exec_job, result_from_outcome, ExecRequest, ExecTarget};
+use crate::pipeline::{KernelSpec, PtxasGates, Shape};
+use crate::schema::BenchResult;
+use crate::stages::build::compile::{self, CompileOutput, CompileRequest, Toolchain};
+use crate::stages::build::gates;
+use crate::tune::memo::Evaluation;
+use crate::tune::search::{Candidate, Objective};
+use crate::tune::slots::run_on_slots;
+use crate::tune::space::{show, Config};
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Compiles with the build stage's compile API and runs `repro exec` children, one per GPU.
+pub(super) struct GpuBackend<'a> {
+    pub(super) executor: &'a dyn Executor,
+    pub(super) cancel: &'a CancelFlag,
+    pub(super) root: &'a Path,
+    pub(super) repro_exe: &'a Path,
+    pub(super) pipeline_file: &'a Path,
+    pub(super) log: &'a Path,
+    pub(super) tc: Toolchain,
+    pub(super) arch: String,
+    pub(super) kernel: KernelSpec,
+    pub(super) base_defines: BTreeMap<String, String>,
+    pub(super) gates: Option<PtxasGates>,
+    pub(super) shapes: BTreeMap<String, Shape>,
+    pub(super) check_shapes: Vec<String>,
+    pub(super) timed_shapes: Vec<String>,
+    pub(super) seed: u64,
+    pub(super) warmup: u32,
+    pub(super) iters: u32,
+    pub(super) l2: String,
+    pub(super) timeout: Duration,
+    pub(super) slots: u32,
+    pub(super) jobs: usize,
+}
+
+impl GpuBackend<'_> {
+    fn request(&self, config: &Config) -> CompileRequest {
+        let mut defines = self.base_defines.clone();
+        for (k, v) in config {
+            defines.insert(k.clone(), v.to_string());
+        }
+        CompileRequest {
+            source: PathBuf::from(&self.kernel.source),
+            entry: self.kernel.entry.clone(),
+            defines,
+            arch: self.arch.clone(),
+            flags: self.kernel.flags.clone(),
+        }
+    }
+
+    fn compile(&self, configs: &[&Config]) -> anyhow::Result<Vec<CompileOutput>> {
+        let reqs: Vec<CompileRequest> = configs.iter().map(|c| self.request(c)).collect();
+        let outs = compile::compile_many(
+            self.executor,
+            self.cancel,
+            &self.tc,
+            self.root,
+            &reqs,
+            self.jobs,
+        );
+        self.check_cancel()?;
+        Ok(outs)
+    }
+
+    fn check_cancel(&self) -> anyhow::Result<()> {
+        if self.cancel.load(Ordering::SeqCst) {
+            bail!("interrupted");
+        }
+        Ok(())
+    }
+
+    /// One `repro exec` child on GPU `slot`.
+    fn exec(&self, slot: u32, cubin: &Path, shape: &str, timing: bool) -> BenchResult {
+        let req = ExecRequest {
+            target: ExecTarget::Cubin {
+                path: cubin.to_path_buf(),
+                entry: self.kernel.entry.clone(),
+            },
+            shape: shape.to_string(),
+            seed: self.seed,
+            warmup: self.warmup,
+            iters: self.iters,
+            l2: self.l2.clone(),
+            timing,
+        };
+        let dims = self.shapes[shape];
+        let mut job = exec_job(
+            self.repro_exe,
+            self.pipeline_file,
+            self.root,
+            &req,
+            Some(slot),
+            self.timeout,
+        );
+        job.log = Some(self.log.to_path_buf());
+        match self.executor.run(&job, self.cancel) {
+            Ok(outcome) => result_from_outcome(&req, &dims, &outcome),
+            Err(e) => {
+                let mut r =
+                    blank_result(shape, &dims, self.seed, self.warmup, self.iters, "failed");
+                r.error = Some(format!("could not start repro exec: {e:#}"));
+                r
+            }
+        }
+    }
+
+    /// The GPU gates, then timing: correctness on every check shape, then p50 on every
+    /// timed shape (score: their geometric mean).
+    fn on_gpu(&self, slot: u32, compiled: &Evaluation, cubin: &Path) -> Evaluation {
+        let mut e = compiled.clone();
+        let runs = self
+            .check_shapes
+            .iter()
+            .map(|s| (s, false))
+            .chain(self.timed_shapes.iter().map(|s| (s, true)));
+        let mut p50s = Vec::new();
+        for (shape, timing) in runs {
+            let r = self.exec(slot, cubin, shape, timing);
+            let verdict = judge(&r, timing);
+            if let Some(err) = r.max_abs_err {
+                e.max_abs_err = Some(e.max_abs_err.map_or(err, |m: f64| m.max(err)));
+            }
+            e.bench.push(r);
+            match verdict {
+                Verdict::Pass(p50) => p50s.extend(p50),
+                Verdict::Reject(status, note) => {
+                    e.status = status.into();
+                    e.note = format!("{shape}: {note}");
+                    e.correctness_pass = (status == "incorrect").then_some(false);
+                    return e;
+                }
+            }
+        }
+        let score = (p50s.iter().map(|p| p.ln()).sum::<f64>() / p50s.len() as f64).exp();
+        e.status = "ok".into();
+        e.score = Some(score);
+        e.correctness_pass = Some(true);
+        e
+    }
+}
+
+impl Objective for GpuBackend<'_> {
+    fn evaluate(
+        &mut self,
+        batch: &[Candidate],
+        done: &mut dyn FnMut(usize, Evaluation),
+    ) -> anyhow::Result<()> {
+        let configs: Vec<&Config> = batch.iter().map(|c| &c.config).collect();
+        let outs = self.compile(&configs)?;
+        let mut survivors = Vec::new();
+        for (i, out) in outs.iter().enumerate() {
+            match compile_gates(out, &self.kernel.entry, self.gates.as_ref()) {
+                CompileGate::Passed(compiled, cubin) => survivors.push((i, compiled, cubin)),
+                CompileGate::Rejected(rejected) => done(i, rejected),
+            }
+        }
+        let this = &*self;
+        run_on_slots(
+            this.slots,
+            &survivors,
+            this.cancel,
+            |slot, (_, compiled, cubin)| this.on_gpu(slot, compiled, cubin),
+            |j, evaluation| {
+                // A child killed by the interrupt is not a result: leave it unrecorded.
+                if !this.cancel.load(Ordering::SeqCst) {
+                    done(survivors[j].0, evaluation);
+                }
+            },
+        );
+        this.check_cancel()
+    }
+}
+
+impl Backend for GpuBackend<'_> {
+    fn cubins(&mut self, configs: &[Config]) -> anyhow::Result<Vec<PathBuf>> {
+        let refs: Vec<&Config> = configs.iter().collect();
+        self.compile(&refs)?
+            .into_iter()
+            .zip(configs)
+            .map(|(out, c)| {
+                out.cubin.filter(|_| out.ok).with_context(|| {
+                    format!(
+                        "cannot rebuild the elite configuration {}: {}",
+                        show(c),
+                        out.error.unwrap_or_default()
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+/// How a candidate fared at the compile-time gates.
+#[derive(Debug)]
+pub(super) enum CompileGate {
+    /// The trial so far (registers, spills) and its cubin.
+    Passed(Evaluation, PathBuf),
+    Rejected(Evaluation),
+}
+
+/// The compile-time gates: the compile itself, then PTXAS.
+pub(super) fn compile_gates(
+    out: &CompileOutput,
+    entry: &str,
+    ptxas: Option<&PtxasGates>,
+) -> CompileGate {
+    if !out.ok {
+        let error = out.error.as_deref().unwrap_or("nvcc failed");
+        let first: Vec<&str> = error
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(2)
+            .collect();
+        return CompileGate::Rejected(Evaluation::rejected("compile_error", first.join(" | ")));
+    }
+    let resources = out.entries.iter().find(|e| e.name == entry);
+    // Passed so far; the GPU gates and the timing fill in the rest.
+    let mut e = Evaluation::ok(0.0);
+    e.score = None;
+    e.registers = resources.and_then(|r| r.registers);
+    e.spill_bytes =
+        resources.map(|r| r.spill_store_bytes.unwrap_or(0) + r.spill_load_bytes.unwrap_or(0));
+    if let Some(g) = ptxas {
+        let failed = gates::describe_failures("", &gates::ptxas_gates(&out.entries, g));
+        if !failed.is_empty() {
+            e.status = "ptxas_gate".into();
+            e.note = failed
+                .iter()
+                .map(|f| f.trim())
+                .collect::<Vec<_>>()
+                .join("; ");
+            return CompileGate::Rejected(e);
+        }
+    }
+    match &out.cubin {
+        Some(cubin) => CompileGate::Passed(e, cubin.clone()),
+        None => CompileGate::Rejected(Evaluation::rejected(
+            "compile_error",
+            "nvcc reported success but left no cubin",
+        )),
+    }
+}
+
+pub(super) enum Verdict {
+    /// Passed; the p50 when the run was timed.
+    Pass(Option<f64>),
+    /// `failed` or `incorrect`, with why.
+    Reject(&'static str, String),
+}
+
+pub(super) fn judge(r: &BenchResult, timed: bool) -> Verdict {
+    if r.status != "ok" {
+        let why = r
+            .error
+            .clone()
+            .unwrap_or_else(|| format!("status {}", r.status));
+        return Verdict::Reject("failed", why);
+    }
+    if r.correctness_pass != Some(true) {
+        let fmt = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{v:.6}"));
+        let nonfinite = r.nan_count.unwrap_or(0) + r.inf_count.unwrap_or(0);
+        return Verdict::Reject(
+            "incorrect",
+            format!(
+                "max_abs_err {} mean_abs_err {} pct_bad {} non-finite {nonfinite}",
+                fmt(r.max_abs_err),
+                fmt(r.mean_abs_err),
+                fmt(r.pct_bad)
+            ),
+        );
+    }
+    if !timed {
+        return Verdict::Pass(None);
+    }
+    match r.p50_us {
+        Some(p) if p.is_finite() && p > 0.0 => Verdict::Pass(Some(p)),
+        _ => Verdict::Reject("failed", "the timed run reported no p50".into()),
+    }
+}

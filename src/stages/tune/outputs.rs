@@ -1,0 +1,161 @@
+//! The tune stage's files: `tune_log.csv` / `exhaustive.csv` (one `schema::TuneTrial` row
+//! per trial), `topk.json`, `comparison.json`, and the outputs of a skipped run.
+
+use super::{elite_cubin_path, OUT_DIR};
+use crate::schema::{EliteEntry, TuneTrial};
+use crate::tune::search::{Outcome, Trial};
+use crate::tune::space::{show, Config};
+use anyhow::Context;
+use serde::Serialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// Outputs of a stage that could not run: an empty log, an empty elite, empty cubins.
+pub(super) fn write_skipped(staging: &Path, k: u32) -> anyhow::Result<()> {
+    write_trials(&staging.join(OUT_DIR).join("tune_log.csv"), &[])?;
+    write_json(
+        &staging.join(OUT_DIR).join("topk.json"),
+        &Vec::<EliteEntry>::new(),
+    )?;
+    for rank in 1..=k {
+        write_file(&staging.join(elite_cubin_path(rank)), b"")?;
+    }
+    Ok(())
+}
+
+/// `artifacts/tune/comparison.json`: the search against the exhaustive sweep on the same
+/// measurements.
+#[derive(Debug, Serialize)]
+pub(super) struct Comparison {
+    space: usize,
+    budget: u32,
+    search_trials: usize,
+    search_wall_s: f64,
+    search_best_trial: Option<u32>,
+    search_best_p50_us: Option<f64>,
+    search_best_config: Option<Config>,
+    /// The first search trial within 2% of the exhaustive best.
+    search_trials_to_within_2pct: Option<u32>,
+    exhaustive_trials: usize,
+    exhaustive_wall_s: f64,
+    exhaustive_best_p50_us: Option<f64>,
+    exhaustive_best_config: Option<Config>,
+    /// (search best / exhaustive best − 1) × 100.
+    gap_pct: Option<f64>,
+}
+
+impl Comparison {
+    pub(super) fn new(
+        search: &Outcome,
+        search_wall: Duration,
+        swept: &Outcome,
+        swept_wall: Duration,
+        budget: u32,
+    ) -> Self {
+        let (sb, eb) = (search.best(), swept.best());
+        let score = |t: Option<&Trial>| t.and_then(|t| t.evaluation.score);
+        let gap = score(sb)
+            .zip(score(eb))
+            .map(|(s, e)| round((s / e - 1.0) * 100.0, 4));
+        let within = score(eb).and_then(|e| {
+            search
+                .trials
+                .iter()
+                .find(|t| t.evaluation.score.is_some_and(|s| s <= e * 1.02))
+                .map(|t| t.candidate.trial)
+        });
+        Comparison {
+            space: swept.trials.len(),
+            budget,
+            search_trials: search.trials.len(),
+            search_wall_s: round(search_wall.as_secs_f64(), 1),
+            search_best_trial: sb.map(|t| t.candidate.trial),
+            search_best_p50_us: score(sb).map(|s| round(s, 4)),
+            search_best_config: sb.map(|t| t.candidate.config.clone()),
+            search_trials_to_within_2pct: within,
+            exhaustive_trials: swept.trials.len(),
+            exhaustive_wall_s: round(swept_wall.as_secs_f64(), 1),
+            exhaustive_best_p50_us: score(eb).map(|s| round(s, 4)),
+            exhaustive_best_config: eb.map(|t| t.candidate.config.clone()),
+            gap_pct: gap,
+        }
+    }
+
+    pub(super) fn line(&self) -> String {
+        let fmt = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{v:.2} µs"));
+        format!(
+            "search best {} in {} trials vs exhaustive best {} over {} configurations: gap {}",
+            fmt(self.search_best_p50_us),
+            self.search_trials,
+            fmt(self.exhaustive_best_p50_us),
+            self.exhaustive_trials,
+            self.gap_pct.map_or("n/a".into(), |g| format!("{g:.2}%"))
+        )
+    }
+}
+
+pub(super) fn round(x: f64, decimals: i32) -> f64 {
+    let p = 10f64.powi(decimals);
+    (x * p).round() / p
+}
+
+/// One CSV row per trial, columns in DESIGN.md order (`schema::TuneTrial`).
+pub(super) fn write_trials(path: &Path, trials: &[Trial]) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_path(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    w.write_record([
+        "trial",
+        "generation",
+        "timestamp",
+        "config",
+        "status",
+        "registers",
+        "spill_bytes",
+        "max_abs_err",
+        "p50_us",
+        "correctness_pass",
+        "note",
+    ])?;
+    for t in trials {
+        let e = &t.evaluation;
+        let mut note = e.note.clone();
+        if !t.candidate.parents.is_empty() {
+            let parents: Vec<String> = t.candidate.parents.iter().map(u32::to_string).collect();
+            note = format!("parents {}; {note}", parents.join("+"));
+        }
+        if t.cached {
+            note = format!("{note} (memo)");
+        }
+        w.serialize(TuneTrial {
+            trial: t.candidate.trial,
+            generation: t.candidate.generation,
+            timestamp: t.finished.clone(),
+            config: show(&t.candidate.config),
+            status: e.status.clone(),
+            registers: e.registers,
+            spill_bytes: e.spill_bytes,
+            max_abs_err: e.max_abs_err.map(|x| round(x, 6)),
+            p50_us: e.score.map(|x| round(x, 4)),
+            correctness_pass: e.correctness_pass,
+            note: note.trim().trim_end_matches(';').trim().to_string(),
+        })?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+pub(super) fn write_json<T: Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
+    write_file(path, crate::schema::to_json_pretty(value).as_bytes())
+}
+
+pub(super) fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+}
