@@ -2,6 +2,7 @@
 //! its orchestration (search, memo, CSV, elite, cubins, exhaustive comparison) with a fake
 //! backend in place of nvcc and `repro exec`.
 
+use super::gpu::GpuBackend;
 use super::gpu::{compile_gates, judge, CompileGate, Verdict};
 use super::*;
 use crate::gpu::client::blank_result;
@@ -9,6 +10,7 @@ use crate::pipeline::{PtxasGates, Shape};
 use crate::schema::{EliteEntry, EntryResources, TuneTrial};
 use crate::stages::build::compile::CompileOutput;
 use crate::tune::memo::Evaluation;
+use crate::tune::search::Trial;
 use crate::tune::search::{Candidate, Objective};
 use crate::tune::space::{show, Config};
 
@@ -454,4 +456,189 @@ fn declared_outputs_and_fingerprint_overrides() {
         e.to_string(),
         "--budget 0: expected a positive number of trials"
     );
+}
+
+/// `repro exec` stand-in: records its GPU and arguments, prints one bench-result line whose
+/// p50 is the cubin's size (so different configurations time differently).
+const FAKE_EXEC: &str = r#"#!/bin/sh
+echo "gpu=$CUDA_VISIBLE_DEVICES $*" >> "$(dirname "$0")/calls.txt"
+cubin=$5
+shape=$9
+p50=null
+case "$*" in *--no-timing*) ;; *) p50=$(stat -c %s "$cubin") ;; esac
+printf '{"shape":"%s","B":1,"H":1,"S":32,"D":64,"seed":0,"warmup":10,"iters":50,"status":"ok","p50_us":%s,"max_abs_err":0.001,"correctness_pass":true}\n' "$shape" "$p50"
+"#;
+
+const GATED_KERNEL: &str = r#"
+#ifndef TILE
+#define TILE 1
+#endif
+#ifndef SCALE
+#define SCALE 1
+#endif
+static_assert(TILE != 3, "TILE == 3 is not supported");
+extern "C" __global__ void k(float* out, int n) {
+    float acc[TILE * 8];
+#pragma unroll
+    for (int i = 0; i < TILE * 8; ++i) acc[i] = out[(i + 1) * threadIdx.x % n];
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < TILE * 8; ++i) s += acc[i] * acc[(i * 7 + 3) % (TILE * 8)];
+    out[threadIdx.x] = s * SCALE;
+}
+"#;
+
+/// The real backend end to end without a GPU: real nvcc compiles a generation in parallel,
+/// the PTXAS gate rejects the register-hungry configurations, and the `repro exec` children
+/// (a script here) run correctness before timing, spread over two GPU slots.
+#[test]
+fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
+    use crate::executor::local::LocalExecutor;
+    use crate::executor::CancelFlag;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let Ok(tc) = crate::stages::build::compile::find_nvcc(root) else {
+        eprintln!("skipped: gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus needs nvcc on PATH");
+        return;
+    };
+    std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
+    let exe = root.join("fake-repro");
+    std::fs::write(&exe, FAKE_EXEC).unwrap();
+    std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let log = root.join("tune.log");
+    let executor = LocalExecutor::new();
+    let cancel = CancelFlag::default();
+    let shapes = BTreeMap::from([
+        (
+            "small".to_string(),
+            Shape {
+                B: 1,
+                H: 1,
+                S: 32,
+                D: 64,
+            },
+        ),
+        ("mission".to_string(), MISSION),
+    ]);
+    let mut backend = GpuBackend {
+        executor: &executor,
+        cancel: &cancel,
+        root,
+        repro_exe: &exe,
+        pipeline_file: Path::new("pipeline.yaml"),
+        log: &log,
+        tc,
+        arch: "sm_90".into(),
+        kernel: KernelSpec {
+            source: "k.cu".into(),
+            entry: "k".into(),
+            flags: vec![],
+        },
+        base_defines: BTreeMap::from([("SCALE".to_string(), "3".to_string())]),
+        gates: Some(PtxasGates {
+            max_registers: Some(60),
+            max_smem_bytes: None,
+            max_spill_bytes: Some(0),
+        }),
+        shapes,
+        check_shapes: vec!["small".into(), "mission".into()],
+        timed_shapes: vec!["mission".into()],
+        seed: 0,
+        warmup: 10,
+        iters: 50,
+        l2: "warm".into(),
+        timeout: std::time::Duration::from_secs(30),
+        slots: 2,
+        jobs: 2,
+    };
+    let space = crate::tune::space::Space::from_yaml(
+        &serde_yaml::from_str("{TILE: [1, 2, 3, 4, 8, 16], SCALE: [1, 2]}").unwrap(),
+        None,
+    )
+    .unwrap();
+    let settings = Settings {
+        budget: 100,
+        population: 6,
+        elite: 3,
+        seed: 0,
+        exhaustive: true,
+    };
+    let outcome = crate::tune::search::run(
+        &space,
+        &settings,
+        &mut backend,
+        &mut Memo::in_memory(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let status = |tile: i64| -> Vec<String> {
+        outcome
+            .trials
+            .iter()
+            .filter(|t| t.candidate.config["TILE"] == tile)
+            .map(|t| t.evaluation.status.clone())
+            .collect()
+    };
+    assert_eq!(status(1), ["ok", "ok"]);
+    assert_eq!(status(4), ["ok", "ok"]);
+    assert_eq!(status(3), ["compile_error", "compile_error"]);
+    assert_eq!(status(16), ["ptxas_gate", "ptxas_gate"]);
+    let compile_error = outcome
+        .trials
+        .iter()
+        .find(|t| t.candidate.config["TILE"] == 3)
+        .unwrap();
+    assert!(
+        compile_error
+            .evaluation
+            .note
+            .contains("TILE == 3 is not supported"),
+        "{}",
+        compile_error.evaluation.note
+    );
+    let gated = outcome
+        .trials
+        .iter()
+        .find(|t| t.candidate.config["TILE"] == 16)
+        .unwrap();
+    assert!(gated.evaluation.registers.unwrap() > 60);
+    assert!(
+        gated.evaluation.note.contains("ptxas.max_registers"),
+        "{}",
+        gated.evaluation.note
+    );
+
+    let ok: Vec<&Trial> = outcome
+        .trials
+        .iter()
+        .filter(|t| t.evaluation.status == "ok")
+        .collect();
+    for t in &ok {
+        // small and mission checked without timing, then mission timed.
+        assert_eq!(t.evaluation.bench.len(), 3);
+        assert_eq!(t.evaluation.correctness_pass, Some(true));
+        assert_eq!(t.evaluation.score, t.evaluation.bench[2].p50_us);
+        assert!(t.evaluation.registers.unwrap() <= 60);
+    }
+    let calls = std::fs::read_to_string(root.join("calls.txt")).unwrap();
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(calls.len(), 3 * ok.len());
+    assert!(calls.iter().any(|c| c.starts_with("gpu=0 ")));
+    assert!(calls.iter().any(|c| c.starts_with("gpu=1 ")));
+    assert_eq!(
+        calls.iter().filter(|c| c.contains("--no-timing")).count(),
+        2 * ok.len()
+    );
+    assert!(calls
+        .iter()
+        .all(|c| c.contains(" --entry k ") && c.contains("-f pipeline.yaml exec --cubin ")));
+
+    let elite: Vec<Config> = outcome
+        .elite
+        .iter()
+        .map(|&i| outcome.trials[i].candidate.config.clone())
+        .collect();
+    let cubins = backend.cubins(&elite).unwrap();
+    assert_eq!(cubins.len(), 3);
+    assert!(cubins.iter().all(|c| c.is_file()));
 }
