@@ -71,7 +71,7 @@ Z: [0, 1, 2, 3]
 MODE: [0, 1]
 BOOST: {values: [1, 2, 3], when: "MODE == 1"}
 "#,
-        r#"["X + Y <= 10", "BOOST < 3 || Z > 0"]"#,
+        r#"["X + Y <= 10", "MODE == 0 || BOOST < 3 || Z > 0"]"#,
         |c| {
             let (x, y, z) = (get(c, "X"), get(c, "Y"), get(c, "Z"));
             if x >= 6.0 && y <= 1.0 {
@@ -103,7 +103,7 @@ UNROLL: [1, 2, 4]
 USE_WARP_SPECIALIZATION: [0, 1]
 NUM_PRODUCER_WARPS: {values: [1, 2], when: "USE_WARP_SPECIALIZATION == 1"}
 "#,
-        r#"["TILE_M * TILE_N <= 8192", "NUM_PRODUCER_WARPS < NUM_WARPS"]"#,
+        r#"["TILE_M * TILE_N <= 8192", "USE_WARP_SPECIALIZATION == 0 || NUM_PRODUCER_WARPS < NUM_WARPS"]"#,
         |c| {
             let (tm, tn, warps, stages, unroll) = (
                 get(c, "TILE_M"),

@@ -6,14 +6,17 @@
 //!   TILE_M: [32, 64, 128]
 //!   USE_WARP_SPECIALIZATION: [0, 1]
 //!   NUM_PRODUCER_WARPS: {values: [1, 2], when: "USE_WARP_SPECIALIZATION == 1"}
-//! constraints: ["TILE_M * TILE_N <= 8192", "NUM_PRODUCER_WARPS < NUM_WARPS"]
+//! constraints:
+//!   - "TILE_M * TILE_N <= 8192"
+//!   - "USE_WARP_SPECIALIZATION == 0 || NUM_PRODUCER_WARPS < NUM_WARPS"
 //! ```
 //!
 //! A parameter whose `when:` is false is absent from the configuration, so two
 //! configurations that differ only in an inactive parameter are the same configuration.
-//! A `when:` may read only parameters declared above it. A constraint that reads a
-//! parameter inactive in some configuration does not apply to that configuration (so
-//! `NUM_PRODUCER_WARPS < NUM_WARPS` constrains only warp-specialized configurations).
+//! A `when:` may read only parameters declared above it. Reading a parameter where it is
+//! inactive is an error, in a `when:` and in a constraint alike (a constraint silently
+//! skipped would let invalid configurations through): guard the read with a short-circuit,
+//! as in the second constraint above. The error says which guard to write.
 
 use super::expr::{EvalError, Expr};
 use crate::engine::OptionError;
@@ -182,7 +185,7 @@ impl Space {
         enumerate(&params, 0, &mut Config::new(), &mut all)?;
         let mut valid = Vec::new();
         for config in all.iter() {
-            if satisfies(&constraints, config)? {
+            if satisfies(&params, &constraints, config)? {
                 valid.push(config.clone());
             }
         }
@@ -321,22 +324,35 @@ fn enumerate(
     Ok(())
 }
 
-fn satisfies(constraints: &[Constraint], config: &Config) -> Result<bool, OptionError> {
+fn satisfies(
+    params: &[Param],
+    constraints: &[Constraint],
+    config: &Config,
+) -> Result<bool, OptionError> {
     for (i, c) in constraints.iter().enumerate() {
-        match c.expr.holds(config) {
-            Ok(true) | Err(EvalError::Absent { .. }) => {}
+        let message = match c.expr.holds(config) {
+            Ok(true) => continue,
             Ok(false) => return Ok(false),
-            Err(e) => {
-                return Err(err(
-                    &["constraints", &i.to_string()],
-                    format!(
-                        "`{}` cannot be evaluated for {}: {e}",
-                        c.source,
-                        show(config)
-                    ),
-                ))
+            Err(EvalError::Absent { name, .. }) => {
+                let when = params
+                    .iter()
+                    .find(|p| p.name == name)
+                    .and_then(|p| p.when.as_ref())
+                    .map_or("its condition", |(source, _)| source.as_str());
+                format!(
+                    "`{}` reads `{name}`, which is inactive in {} (its `when: {when}` is false); guard the read so the constraint holds there: `!({when}) || {}`",
+                    c.source,
+                    show(config),
+                    c.source
+                )
             }
-        }
+            Err(e) => format!(
+                "`{}` cannot be evaluated for {}: {e}",
+                c.source,
+                show(config)
+            ),
+        };
+        return Err(err(&["constraints", &i.to_string()], message));
     }
     Ok(true)
 }
@@ -389,10 +405,23 @@ NUM_PRODUCER_WARPS: {values: [1, 2], when: "USE_WARP_SPECIALIZATION == 1"}
     }
 
     #[test]
-    fn constraints_prune_and_skip_configs_where_they_read_inactive_parameters() {
-        let s = space(
+    fn constraints_prune_and_must_guard_reads_of_inactive_parameters() {
+        let e = space(
             KERNEL_SPACE,
             r#"["TILE_M * TILE_N <= 8192", "NUM_PRODUCER_WARPS < NUM_WARPS"]"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.path, vec!["constraints", "1"]);
+        assert_eq!(
+            e.message,
+            "`NUM_PRODUCER_WARPS < NUM_WARPS` reads `NUM_PRODUCER_WARPS`, which is inactive in \
+             {\"NUM_WARPS\":2,\"TILE_M\":32,\"TILE_N\":32,\"USE_WARP_SPECIALIZATION\":0} (its \
+             `when: USE_WARP_SPECIALIZATION == 1` is false); guard the read so the constraint \
+             holds there: `!(USE_WARP_SPECIALIZATION == 1) || NUM_PRODUCER_WARPS < NUM_WARPS`"
+        );
+        let s = space(
+            KERNEL_SPACE,
+            r#"["TILE_M * TILE_N <= 8192", "!(USE_WARP_SPECIALIZATION == 1) || NUM_PRODUCER_WARPS < NUM_WARPS"]"#,
         )
         .unwrap();
         for c in s.valid() {
@@ -487,6 +516,20 @@ C: {values: [1, 2], when: "A == 1 && B == 2"}
             let e = space(yaml, "[]").unwrap_err();
             assert_eq!(e.path, path, "{yaml}");
             assert!(e.message.contains(message), "{yaml}: {}", e.message);
+        }
+    }
+
+    /// The spaces documented for the real kernel have the sizes kernels/README.md derives.
+    #[test]
+    fn the_kernel_spaces_have_the_documented_sizes() {
+        for (file, want) in [
+            ("kernel_space.yaml", 189),
+            ("kernel_space_full.yaml", 722),
+        ] {
+            let path = format!("{}/tests/fixtures/tune/{file}", env!("CARGO_MANIFEST_DIR"));
+            let v: Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            let s = Space::from_yaml(&v["space"], v.get("constraints")).unwrap();
+            assert_eq!(s.valid().len(), want, "{file}");
         }
     }
 }

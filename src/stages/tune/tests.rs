@@ -40,7 +40,7 @@ stages:
       NUM_WARPS: [2, 4, 8]
       USE_WARP_SPECIALIZATION: [0, 1]
       NUM_PRODUCER_WARPS: {values: [1, 2], when: "USE_WARP_SPECIALIZATION == 1"}
-    constraints: ["TILE_M * TILE_N <= 8192", "NUM_PRODUCER_WARPS < NUM_WARPS"]
+    constraints: ["TILE_M * TILE_N <= 8192", "USE_WARP_SPECIALIZATION == 0 || NUM_PRODUCER_WARPS < NUM_WARPS"]
 "#;
 
 fn options() -> (Pipeline, TuneOptions) {
