@@ -17,7 +17,7 @@ use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
 use crate::stages::build::compile;
 use crate::stages::build::{arch, cubin_path, sources};
 use crate::tune::memo::Memo;
-use crate::tune::options::{TuneOptions, KEYS};
+use crate::tune::options::TuneOptions;
 use crate::tune::search::Settings;
 use anyhow::Context;
 use std::collections::BTreeMap;
@@ -99,10 +99,6 @@ impl StageKind for TuneStage {
         pipeline: &Pipeline,
     ) -> Result<(), OptionError> {
         TuneOptions::parse(spec, pipeline).map(|_| ())
-    }
-
-    fn known_options(&self) -> Option<&'static [&'static str]> {
-        Some(KEYS)
     }
 
     fn outputs(&self, _name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
