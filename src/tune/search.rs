@@ -18,6 +18,8 @@ use std::collections::HashSet;
 
 /// How long to look for an unseen child before falling back to a random unseen config.
 const CHILD_ATTEMPTS: usize = 64;
+/// Smallest batch of an exhaustive sweep.
+const EXHAUSTIVE_BATCH: usize = 32;
 /// Share of children made by crossover (when there are two elite parents).
 const CROSSOVER_RATE: f64 = 0.3;
 
@@ -130,7 +132,8 @@ pub fn run(
     let mut generation = 0u32;
     while state.trials.len() < limit {
         let mut batch = if settings.exhaustive {
-            state.in_order(settings.population as usize)
+            // Batches as large as is useful for parallel compiles; order is all that matters.
+            state.in_order((settings.population as usize).max(EXHAUSTIVE_BATCH))
         } else {
             state.propose(settings.population as usize)
         };

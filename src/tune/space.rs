@@ -522,10 +522,7 @@ C: {values: [1, 2], when: "A == 1 && B == 2"}
     /// The spaces documented for the real kernel have the sizes kernels/README.md derives.
     #[test]
     fn the_kernel_spaces_have_the_documented_sizes() {
-        for (file, want) in [
-            ("kernel_space.yaml", 189),
-            ("kernel_space_full.yaml", 722),
-        ] {
+        for (file, want) in [("kernel_space.yaml", 189), ("kernel_space_full.yaml", 722)] {
             let path = format!("{}/tests/fixtures/tune/{file}", env!("CARGO_MANIFEST_DIR"));
             let v: Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
             let s = Space::from_yaml(&v["space"], v.get("constraints")).unwrap();
