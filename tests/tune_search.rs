@@ -145,6 +145,88 @@ NUM_PRODUCER_WARPS: {values: [1, 2], when: "USE_WARP_SPECIALIZATION == 1"}
     )
 }
 
+/// A cost model over the real kernel's space (`tests/fixtures/tune/kernel_space_full.yaml`:
+/// every knob of kernels/sdpa_fp8.cu, 722 configurations) on the mission shape: waves over
+/// 132 SMs, occupancy from registers, threads and shared memory (the kernel's formula),
+/// tensor-core vs scalar P·V, cp.async / warp-specialized overlap, per-tile sync cost, and a
+/// 128-register PTXAS gate.
+fn kernel() -> Landscape {
+    kernel_landscape("kernel", "kernel_space_full.yaml")
+}
+
+/// The same model over the 189 configurations of `benches/tune/pipeline.yaml` (cp.async and
+/// WMMA P·V fixed on by the base variant).
+fn kernel_cp_wmma() -> Landscape {
+    kernel_landscape("kernel, cp.async + WMMA", "kernel_space.yaml")
+}
+
+fn kernel_landscape(name: &'static str, fixture: &str) -> Landscape {
+    let path = format!(
+        "{}/tests/fixtures/tune/{fixture}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let v: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    Landscape {
+        name,
+        space: Space::from_yaml(&v["space"], v.get("constraints")).unwrap(),
+        eval: |c| {
+            let (tm, tn, nw) = (get(c, "TILE_M"), get(c, "TILE_N"), get(c, "NUM_WARPS"));
+            // Absent from the 189-configuration space: the base variant sets them to 1.
+            let fixed = |k: &str| c.get(k).copied().unwrap_or(1) as f64;
+            let (cp, wmma) = (fixed("USE_CP_ASYNC"), fixed("USE_WMMA_PV"));
+            let ws = get(c, "USE_WARP_SPECIALIZATION");
+            let producers = c.get("NUM_PRODUCER_WARPS").copied().unwrap_or(0) as f64;
+            let stages = c.get("NUM_STAGES").copied().unwrap_or(1) as f64;
+            let threads = 32.0 * (nw + producers);
+            let regs = 48.0
+                + tm * 64.0 / (nw * 32.0)
+                + if wmma == 1.0 { 0.0 } else { tn / 2.0 }
+                + 4.0 * stages;
+            if regs > 128.0 {
+                let mut e = Evaluation::rejected("ptxas_gate", "ptxas.max_registers");
+                e.registers = Some(regs as u32);
+                return e;
+            }
+            let nraw = if cp == 1.0 {
+                if ws == 1.0 {
+                    2.0
+                } else {
+                    stages
+                }
+            } else {
+                0.0
+            };
+            let nbuf = if ws == 1.0 { stages } else { 1.0 };
+            let smem = tm * 72.0 * 2.0
+                + nbuf * 2.0 * tn * 72.0 * 2.0
+                + nraw * 2.0 * tn * 64.0
+                + tm * (tn + 4.0) * 4.0
+                + tm * (tn + 8.0) * 2.0
+                + 8.0 * tm;
+            let blocks = (512.0 / tm).ceil() * 16.0;
+            let per_sm = (65536.0 / (regs * threads))
+                .floor()
+                .min((233472.0 / smem).floor())
+                .clamp(1.0, 16.0);
+            let waves = (blocks / (132.0 * per_sm)).ceil();
+            let compute =
+                tm * 512.0 * 64.0 * 2.0 / (nw * 32.0 * if wmma == 1.0 { 16.0 } else { 2.0 });
+            let memory = 512.0 * 64.0 * 2.0 / 24.0;
+            let overlap = if ws == 1.0 {
+                0.55 + 0.05 * (2.0 - producers)
+            } else if cp == 1.0 {
+                1.0 - 0.12 * (stages - 1.0)
+            } else {
+                1.0
+            };
+            let sync = 512.0 / tn * 30.0;
+            let time = waves * (compute + memory * overlap + sync) / 1000.0;
+            Evaluation::ok(time * (1.0 + 0.01 * hash01(c)))
+        },
+    }
+}
+
 /// Evaluates a landscape, counting evaluations per configuration.
 struct Synthetic<'l> {
     landscape: &'l Landscape,
@@ -302,6 +384,41 @@ fn tune_synthetic_bowl() {
 fn tune_synthetic_realistic() {
     print_header();
     check_landscape(&realistic());
+}
+
+#[test]
+fn tune_synthetic_kernel_space() {
+    print_header();
+    check_landscape(&kernel());
+}
+
+/// The GPU criterion on the model of the space the lead tunes for real: with a
+/// budget of 40 trials (21% of 189), the best found is within 3% of the optimum in at least
+/// 8 of 10 seeds (a search this short can stall in a basin: seed 7 does, at +10.7%).
+#[test]
+fn tune_synthetic_kernel_budget_40_within_3pct() {
+    let l = kernel_cp_wmma();
+    assert_eq!(l.space.valid().len(), 189);
+    let optimum = l.optimum();
+    let mut gaps = Vec::new();
+    for seed in 0..10 {
+        let outcome = search::run(
+            &l.space,
+            &settings(40, seed),
+            &mut Synthetic::new(&l),
+            &mut Memo::in_memory(),
+            &mut |_| {},
+        )
+        .unwrap();
+        let best = outcome.best().unwrap().evaluation.score.unwrap();
+        gaps.push((best / optimum - 1.0) * 100.0);
+    }
+    let shown: Vec<String> = gaps.iter().map(|g| format!("{g:.2}%")).collect();
+    println!(
+        "kernel space (189), budget 40, gap to the optimum per seed: {}",
+        shown.join(", ")
+    );
+    assert!(gaps.iter().filter(|g| **g <= 3.0).count() >= 8, "{shown:?}");
 }
 
 #[test]
