@@ -217,12 +217,14 @@ impl StageKind for TuneStage {
         let jobs = o.jobs.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         });
+        // Children read the project's pipeline.yaml, as the bench and profile stages' do.
+        let pipeline_file = ctx.root.join("pipeline.yaml");
         let mut backend = GpuBackend {
             executor: ctx.executor,
             cancel: ctx.cancel,
             root: ctx.root,
             repro_exe: ctx.repro_exe,
-            pipeline_file: ctx.pipeline_file,
+            pipeline_file: &pipeline_file,
             log: ctx.log,
             tc,
             arch,
