@@ -1,0 +1,114 @@
+//! `repro tune` through the real binary, without a GPU: a space with a mistake is refused
+//! with its position, a bad `--budget` is refused, and a GPU-less machine skips the stage
+//! with the reason while still writing its (empty) outputs.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::Path;
+
+const PIPELINE: &str = r#"version: 1
+workload:
+  op: sdpa_fp8
+  shapes:
+    small:   {B: 1, H: 1, S: 32, D: 64}
+    mission: {B: 2, H: 8, S: 512, D: 64}
+  primary: mission
+kernels:
+  sdpa_fp8: {source: kernels/sdpa_fp8.cu, entry: sdpa_fp8_fwd}
+variants:
+  base: {kernel: sdpa_fp8, defines: {USE_CP_ASYNC: 1}}
+stages:
+  evo-tune:
+    uses: tune
+    base: base
+    budget: 10
+    space:
+      TILE_M: [32, 64, 128]
+      TILE_N: [32, 64, 128]
+      USE_WARP_SPECIALIZATION: [0, 1]
+      NUM_PRODUCER_WARPS: {values: [1, 2], when: "USE_WARP_SPECIALIZATION == 1"}
+    constraints:
+      - "TILE_M * TILE_N <= 8192"
+"#;
+
+fn project(pipeline: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
+    std::fs::write(dir.path().join("kernels/sdpa_fp8.cu"), "// kernel\n").unwrap();
+    std::fs::write(dir.path().join("pipeline.yaml"), pipeline).unwrap();
+    dir
+}
+
+fn repro(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("repro").unwrap();
+    cmd.current_dir(dir).env("NO_COLOR", "1");
+    cmd
+}
+
+#[test]
+fn a_mistake_in_the_space_is_refused_with_its_position() {
+    let dir = project(&PIPELINE.replace("TILE_M * TILE_N", "TILEM * TILE_N"));
+    repro(dir.path())
+        .arg("tune")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "pipeline.yaml:23:9: error: column 1: unknown parameter",
+        ))
+        .stderr(predicate::str::contains(
+            "column 1: unknown parameter `TILEM` — did you mean `TILE_M`?",
+        ));
+
+    let unguarded = PIPELINE.replace(
+        "      - \"TILE_M * TILE_N <= 8192\"\n",
+        "      - \"TILE_M * TILE_N <= 8192\"\n      - \"NUM_PRODUCER_WARPS < 2\"\n",
+    );
+    let dir = project(&unguarded);
+    repro(dir.path())
+        .arg("tune")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "guard the read so the constraint holds there: `!(USE_WARP_SPECIALIZATION == 1) || NUM_PRODUCER_WARPS < 2`",
+        ));
+}
+
+#[test]
+fn a_zero_budget_is_refused() {
+    let dir = project(PIPELINE);
+    repro(dir.path())
+        .args(["tune", "--budget", "0"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "--budget 0: expected a positive number of trials",
+        ));
+}
+
+#[test]
+fn without_a_gpu_the_stage_is_skipped_and_writes_empty_outputs() {
+    let dir = project(PIPELINE);
+    if repro::gpu::probe_cached(dir.path()).is_ok_and(|g| !g.is_empty()) {
+        eprintln!("skipped: a GPU is visible; this test checks the GPU-less path");
+        return;
+    }
+    repro(dir.path())
+        .arg("tune")
+        .assert()
+        .stderr(predicate::str::contains(
+            "the tune stage times kernels on a GPU",
+        ));
+    let root = dir.path();
+    assert_eq!(
+        std::fs::read_to_string(root.join("artifacts/tune/tune_log.csv")).unwrap(),
+        "trial,generation,timestamp,config,status,registers,spill_bytes,max_abs_err,p50_us,correctness_pass,note\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("artifacts/tune/topk.json")).unwrap(),
+        "[]\n"
+    );
+    for k in 1..=3 {
+        let cubin = root.join(format!(".repro/cubins/tune-top{k}.cubin"));
+        assert_eq!(std::fs::metadata(cubin).unwrap().len(), 0);
+    }
+}
