@@ -72,6 +72,15 @@ fn gpu_identity(gpus: &[GpuInfo]) -> String {
         .join("; ")
 }
 
+/// The distinct GPU models (with arch and driver), sorted.
+fn gpu_models(gpus: &[GpuInfo]) -> Vec<String> {
+    let models: std::collections::BTreeSet<String> = gpus
+        .iter()
+        .map(|g| gpu_identity(std::slice::from_ref(g)))
+        .collect();
+    models.into_iter().collect()
+}
+
 fn overridden_budget(o: &TuneOptions, overrides: &BTreeMap<String, String>) -> anyhow::Result<u32> {
     match overrides.get("budget") {
         None => Ok(o.budget),
@@ -200,7 +209,8 @@ impl StageKind for TuneStage {
             "base_defines": o.base_defines,
             "arch": arch,
             "nvcc": tc.version,
-            "gpu": gpu_identity(&gpu_list),
+            // The model, not the count: one GPU's trials are as good as another's of the kind.
+            "gpu": gpu_models(&gpu_list),
             "harness": {
                 "seed": seed,
                 "warmup": o.warmup,

@@ -642,3 +642,27 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
     assert_eq!(cubins.len(), 3);
     assert!(cubins.iter().all(|c| c.is_file()));
 }
+
+#[test]
+fn the_memo_is_shared_by_gpus_of_one_model() {
+    let gpu = |index: u32, name: &str| crate::gpu::GpuInfo {
+        index,
+        name: name.into(),
+        uuid: format!("GPU-{index}"),
+        compute_capability: [9, 0],
+        sm_count: 132,
+        memory_bytes: 1 << 30,
+        cuda_driver_version: "13.0".into(),
+        driver_version: Some("580.1".into()),
+    };
+    let one = gpu_models(&[gpu(0, "NVIDIA H200")]);
+    assert_eq!(one, vec!["NVIDIA H200 sm_90 driver 580.1".to_string()]);
+    assert_eq!(
+        gpu_models(&[gpu(0, "NVIDIA H200"), gpu(1, "NVIDIA H200")]),
+        one
+    );
+    assert_eq!(
+        gpu_models(&[gpu(0, "NVIDIA H200"), gpu(1, "NVIDIA H100")]).len(),
+        2
+    );
+}
