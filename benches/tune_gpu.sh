@@ -4,8 +4,10 @@
 #
 #   benches/tune_gpu.sh REPRO_BINARY KERNELS_DIR OUT_DIR [PIPELINE_YAML]
 #
-# Makes a scratch project (KERNELS_DIR copied to kernels/, PIPELINE_YAML — default
-# benches/tune/pipeline.yaml — as pipeline.yaml), builds, runs `repro tune` (the search,
+# Makes a project in $TUNE_PROJECT (default /tmp/repro-tune-project; KERNELS_DIR copied to
+# kernels/, PIPELINE_YAML — default benches/tune/pipeline.yaml — as pipeline.yaml; an
+# existing one keeps its .repro/, so a call cut short resumes from the tune memo on the next
+# call to a still-warm machine), builds, runs `repro tune` (the search,
 # timed), then `repro tune --exhaustive` (the rest of the space; the search's trials come
 # from the memo, so every configuration is measured once and both sides compare the same
 # measurements), sampling every GPU's utilization meanwhile. Leaves in OUT_DIR: gpus.csv,
@@ -18,8 +20,9 @@ kernels=$(realpath "$2")
 out=$(realpath -m "$3")
 pipeline=$(realpath "${4:-$here/tune/pipeline.yaml}")
 mkdir -p "$out"
-proj=$(mktemp -d)/proj
+proj=${TUNE_PROJECT:-/tmp/repro-tune-project}
 mkdir -p "$proj"
+rm -rf "$proj/kernels"
 cp -r "$kernels" "$proj/kernels"
 cp "$pipeline" "$proj/pipeline.yaml"
 cd "$proj"
