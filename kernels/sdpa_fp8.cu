@@ -107,7 +107,9 @@
 #define SDPA_SMEM_S (TILE_M * (TILE_N + 4) * 4)
 #define SDPA_SMEM_P (TILE_M * (TILE_N + 8) * 2)
 #define SDPA_SMEM_STATS (2 * TILE_M * 4)
-#define SDPA_SMEM_BYTES (SDPA_SMEM_Q + SDPA_SMEM_KVH + SDPA_SMEM_RAW + SDPA_SMEM_S + SDPA_SMEM_P + SDPA_SMEM_STATS)
+#define SDPA_SMEM_BAR (USE_WARP_SPECIALIZATION ? 128 : 0)  // WS ring: 2*NUM_STAGES 8-byte mbarriers
+#define SDPA_SMEM_BYTES \
+    (SDPA_SMEM_Q + SDPA_SMEM_KVH + SDPA_SMEM_RAW + SDPA_SMEM_S + SDPA_SMEM_P + SDPA_SMEM_STATS + SDPA_SMEM_BAR)
 // 101376 bytes (99 KiB) is the largest dynamic shared memory a block may opt into on sm_86 /
 // sm_89 (the L4); sm_80 allows 163 KiB and sm_90 227 KiB.  We keep every config launchable on
 // all three.
@@ -143,12 +145,14 @@ constexpr int OFF_RAW = OFF_KVH + SDPA_SMEM_KVH;
 constexpr int OFF_S = OFF_RAW + SDPA_SMEM_RAW;
 constexpr int OFF_P = OFF_S + SDPA_SMEM_S;
 constexpr int OFF_STATS = OFF_P + SDPA_SMEM_P;
+constexpr int OFF_BAR = OFF_STATS + SDPA_SMEM_STATS;
 constexpr int SMEM_BYTES = SDPA_SMEM_BYTES;
 
-static_assert(SMEM_BYTES == OFF_STATS + SDPA_SMEM_STATS, "smem layout");
+static_assert(SMEM_BYTES == OFF_BAR + SDPA_SMEM_BAR, "smem layout");
 static_assert(OFF_KVH % 128 == 0 && OFF_RAW % 128 == 0 && OFF_S % 128 == 0 && OFF_P % 128 == 0 &&
-                  OFF_STATS % 128 == 0,
+                  OFF_STATS % 128 == 0 && OFF_BAR % 128 == 0,
               "smem regions must stay 128-byte aligned");
+static_assert(!USE_WARP_SPECIALIZATION || 2 * NUM_STAGES * 8 <= SDPA_SMEM_BAR, "mbarrier region too small");
 static_assert(NT <= 1024, "block too large");
 
 // Softmax: TPR threads per row (a power of two <= 16, inside one warp), RPT rows per thread.
@@ -183,17 +187,20 @@ static_assert(TILE_M % TR == 0 && OR * TR == TILE_M && OC * TC == D, "scalar P.V
 
 // Named barriers (ids 0..15; 0 is __syncthreads).
 //   BAR_CONSUMERS: the compute warps among themselves (warp specialization only).
-//   FULL(s) / EMPTY(s): the K/V ring handshake between the compute warps and the *lead*
-//   producer warp only (NT_RING threads); with 2 producer warps the two meet first on
-//   BAR_PRODUCERS, so every ring barrier has exactly one arriving side of one warp group.
+// The WS K/V ring itself is synchronized with mbarriers in shared memory (region OFF_BAR), not
+// named barriers: FULL(s) at OFF_BAR + 8*s, EMPTY(s) at OFF_BAR + 8*(NUM_STAGES + s).
+//   FULL(s):  expected arrivals NT_P  -- every producer thread arrives (release) after its
+//             fp16 stores of the tile; every compute thread waits on the phase parity (acquire).
+//   EMPTY(s): expected arrivals NT_C  -- every compute thread arrives (release) after its last
+//             read of the slot; every producer thread waits on the phase parity (acquire).
+// Each thread's own arrive/wait carries its own accesses, so the ordering is a direct
+// release/acquire edge per thread (what compute-sanitizer racecheck models), with no named
+// barrier or bar.arrive in the chain.
+#if USE_WARP_SPECIALIZATION
 constexpr int BAR_CONSUMERS = 1;
-constexpr int BAR_FULL0 = 2;
-constexpr int BAR_EMPTY0 = 2 + NUM_STAGES;
-constexpr int BAR_PRODUCERS = 2 + 2 * NUM_STAGES;
-constexpr int NT_RING = NT_C + 32;
-static_assert(BAR_CONSUMERS < BAR_FULL0 && BAR_FULL0 + NUM_STAGES == BAR_EMPTY0 &&
-                  BAR_EMPTY0 + NUM_STAGES == BAR_PRODUCERS && BAR_PRODUCERS < 16 && NT_RING <= 1024,
-              "named barrier ids");
+constexpr int MBAR_FULL0 = 0;            // index of FULL(0) in the mbarrier array
+constexpr int MBAR_EMPTY0 = NUM_STAGES;  // index of EMPTY(0)
+#endif
 
 constexpr float LOG2E = 1.4426950408889634f;
 
@@ -220,8 +227,47 @@ __device__ __align__(128) const float kFragIndex[256] = {
 __device__ __forceinline__ void bar_sync(int id, int nthreads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
 }
-__device__ __forceinline__ void bar_arrive(int id, int nthreads) {
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
+
+// ---- mbarriers (PTX, sm_80+).  `bar` is a shared-window address (cvta.to.shared) of an
+// 8-byte-aligned 64-bit mbarrier object.  arrive = .release.cta, test/try_wait = .acquire.cta
+// (the PTX defaults).  Phase parity: the k-th completion of a barrier (k = 0, 1, ...) finishes
+// phase k; waiting on parity (k & 1) returns once phase k has completed.  A barrier never runs
+// more than one phase ahead of any of its waiters here (see the ring protocol), so parity is
+// unambiguous.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile(
+        "{\n\t.reg .b64 st;\n\t"
+        "mbarrier.arrive.shared.b64 st, [%0];\n\t"
+        "}\n" ::"r"(bar)
+        : "memory");
+}
+__device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+    // try_wait suspends the thread in hardware until the phase completes or a time limit passes.
+    asm volatile(
+        "{\n\t.reg .pred p;\n"
+        "SDPA_MBAR_WAIT:\n\t"
+        "mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n\t"
+        "@!p bra SDPA_MBAR_WAIT;\n\t"
+        "}\n" ::"r"(bar), "r"(parity)
+        : "memory");
+#else
+    // sm_80 / sm_89: test_wait is a non-blocking poll; back off briefly between polls so a
+    // waiting warp does not steal issue slots from the warps it is waiting for.
+    asm volatile(
+        "{\n\t.reg .pred p;\n"
+        "SDPA_MBAR_WAIT:\n\t"
+        "mbarrier.test_wait.parity.shared.b64 p, [%0], %1;\n\t"
+        "@p bra SDPA_MBAR_DONE;\n\t"
+        "nanosleep.u32 20;\n\t"
+        "bra SDPA_MBAR_WAIT;\n"
+        "SDPA_MBAR_DONE:\n\t"
+        "}\n" ::"r"(bar), "r"(parity)
+        : "memory");
+#endif
 }
 // Barrier among the compute warps only.
 __device__ __forceinline__ void consumer_sync() {
@@ -341,19 +387,6 @@ __device__ __forceinline__ void load_convert_tile(const uint8_t* __restrict__ Kt
     }
 }
 
-#if USE_WARP_SPECIALIZATION
-// Producer side of the ring.  `lead` = first producer warp (warp-uniform).
-// Wait until slot s may be overwritten (tile j >= NUM_STAGES only).
-__device__ __forceinline__ void producer_acquire_slot(int s, bool lead) {
-    if (lead) bar_sync(BAR_FULL0 + NUM_STAGES + s, NT_RING);  // EMPTY(s)
-    if (NPW > 1) bar_sync(BAR_PRODUCERS, NT_P);
-}
-// Publish slot s: every producer thread's stores to it happen before the compute warps' reads.
-__device__ __forceinline__ void producer_commit_slot(int s, bool lead) {
-    if (NPW > 1) bar_sync(BAR_PRODUCERS, NT_P);
-    if (lead) bar_arrive(BAR_FULL0 + s, NT_RING);  // FULL(s)
-}
-#endif
 
 struct NoOp {
     __device__ __forceinline__ void operator()() const {}
@@ -414,6 +447,20 @@ extern "C" __global__ void SDPA_KERNEL_BOUNDS
     __half* Obh = O + base;
     const int ntiles = (S + TILE_N - 1) / TILE_N;
 
+#if USE_WARP_SPECIALIZATION
+    // Ring mbarriers: FULL(s) = mbar + 8*s, EMPTY(s) = mbar + 8*(NUM_STAGES+s).  Initialised by
+    // one thread; the __syncthreads after the Q load makes the init visible to every thread
+    // before any arrive or wait.
+    const uint32_t mbar = static_cast<uint32_t>(__cvta_generic_to_shared(smem + OFF_BAR));
+    if (tid == 0) {
+#pragma unroll
+        for (int st = 0; st < NUM_STAGES; ++st) {
+            mbar_init(mbar + 8u * (MBAR_FULL0 + st), NT_P);
+            mbar_init(mbar + 8u * (MBAR_EMPTY0 + st), NT_C);
+        }
+    }
+#endif
+
 #if USE_CP_ASYNC && !USE_WARP_SPECIALIZATION
     // Prologue of the cp.async ring: tiles 0 .. NUM_STAGES-2, one commit group each.
 #pragma unroll
@@ -457,15 +504,21 @@ extern "C" __global__ void SDPA_KERNEL_BOUNDS
 #if USE_WARP_SPECIALIZATION
     // =====================================================================================
     // Producer warps: fill the ring of NUM_STAGES fp16 K/V buffers.
-    //   slot s = j % NUM_STAGES;  FULL(s): lead producer warp bar.arrive, compute warps
-    //   bar.sync; EMPTY(s): compute warps bar.arrive after tile j iff tile j+NUM_STAGES exists,
-    //   the lead producer warp bar.sync before tile j iff j >= NUM_STAGES (then releases the
-    //   other producer warp through BAR_PRODUCERS).  Arrivals and waits are matched one to one,
-    //   so no barrier is left half-used at exit, for any S >= 1.
+    //   Tile j goes to slot s = j % NUM_STAGES, use u = j / NUM_STAGES of that slot.
+    //   FULL(s):  every producer thread arrives after storing tile j; every compute thread waits
+    //             for phase u (parity u & 1) before reading it.
+    //   EMPTY(s): every compute thread arrives after its last read of tile j iff tile
+    //             j+NUM_STAGES exists; every producer thread waits for phase u-1 (parity
+    //             (u-1) & 1) before storing tile j >= NUM_STAGES.
+    //   Tile j+NUM_STAGES cannot be stored before every compute thread released tile j, which
+    //   it read only after FULL(s) phase u completed, so neither barrier gets two phases ahead
+    //   of a waiter.  Every wait has its arrivals issued unconditionally before it (for any
+    //   S >= 1), so there is no deadlock; an mbarrier needs no balancing at exit.
     // =====================================================================================
     if (tid >= NT_C) {
         const int pt = tid - NT_C;
-        const bool lead = pt < 32;
+        int s = 0;        // slot of tile j
+        uint32_t ph = 0;  // (j / NUM_STAGES) & 1
 #if USE_CP_ASYNC
         // Producer-private double buffer of raw e4m3 tiles fed by cp.async (tile 0 was issued
         // before the Q load); each producer thread converts exactly the chunks it copied.
@@ -479,25 +532,33 @@ extern "C" __global__ void SDPA_KERNEL_BOUNDS
             }
             cp_async_commit();
             cp_async_wait<1>();  // this thread's copies of tile j have landed
-            const int s = j % NUM_STAGES;
-            if (j >= NUM_STAGES) producer_acquire_slot(s, lead);
+            if (j >= NUM_STAGES) mbar_wait_parity(mbar + 8u * (MBAR_EMPTY0 + s), ph ^ 1u);  // EMPTY(s), use u-1
             const int vc = min(TILE_N, S - j * TILE_N) * CHUNKS_PER_ROW;
             const uint8_t* r = RAW + (j & 1) * 2 * KV_RAW_BYTES;
             __half* Kd = KVh + s * 2 * KVH_TILE;
             convert_raw_tile<NT_P>(r, r + KV_RAW_BYTES, vc, Kd, Kd + KVH_TILE, pt);
-            producer_commit_slot(s, lead);
+            mbar_arrive(mbar + 8u * (MBAR_FULL0 + s));  // FULL(s): this thread's stores of tile j
+            if (++s == NUM_STAGES) {
+                s = 0;
+                ph ^= 1u;
+            }
         }
 #else
         for (int j = 0; j < ntiles; ++j) {
-            const int s = j % NUM_STAGES;
             const int vc = min(TILE_N, S - j * TILE_N) * CHUNKS_PER_ROW;
             __half* Kd = KVh + s * 2 * KVH_TILE;
             const bool wait_empty = j >= NUM_STAGES;
+            const uint32_t empty_bar = mbar + 8u * (MBAR_EMPTY0 + s);
+            const uint32_t empty_par = ph ^ 1u;
             load_convert_tile<NT_P>(Kbh + static_cast<size_t>(j) * TILE_N * D, Vbh + static_cast<size_t>(j) * TILE_N * D,
                                     vc, Kd, Kd + KVH_TILE, pt, [&]() {
-                                        if (wait_empty) producer_acquire_slot(s, lead);
+                                        if (wait_empty) mbar_wait_parity(empty_bar, empty_par);  // EMPTY(s)
                                     });
-            producer_commit_slot(s, lead);
+            mbar_arrive(mbar + 8u * (MBAR_FULL0 + s));  // FULL(s)
+            if (++s == NUM_STAGES) {
+                s = 0;
+                ph ^= 1u;
+            }
         }
 #endif
         return;
@@ -544,6 +605,10 @@ extern "C" __global__ void SDPA_KERNEL_BOUNDS
         for (int ci = 0; ci < OC; ++ci) o[ri][ci] = 0.f;
 #endif
 
+#if USE_WARP_SPECIALIZATION
+    int s = 0;        // ring slot of tile j
+    uint32_t ph = 0;  // (j / NUM_STAGES) & 1: parity of FULL(s)'s phase for tile j
+#endif
     for (int j = 0; j < ntiles; ++j) {
         const int n0 = j * TILE_N;
         const int nvalid = min(TILE_N, S - n0);
@@ -551,8 +616,9 @@ extern "C" __global__ void SDPA_KERNEL_BOUNDS
         const __half* Kt;
         const __half* Vt;
 #if USE_WARP_SPECIALIZATION
-        const int s = j % NUM_STAGES;
-        bar_sync(BAR_FULL0 + s, NT_RING);  // also orders this tile after every compute warp's tile j-1
+        // Tile j is in slot s.  (No compute-warp barrier is needed here: tile j-1's reads of
+        // Ss / Ps / alpha_s all precede this tile's first consumer_sync, before they are rewritten.)
+        mbar_wait_parity(mbar + 8u * (MBAR_FULL0 + s), ph);  // FULL(s)
         Kt = KVh + s * 2 * KVH_TILE;
         Vt = Kt + KVH_TILE;
 #else
@@ -711,7 +777,13 @@ extern "C" __global__ void SDPA_KERNEL_BOUNDS
 #endif
 
 #if USE_WARP_SPECIALIZATION
-        if (j + NUM_STAGES < ntiles) bar_arrive(BAR_EMPTY0 + s, NT_RING);  // slot s may be refilled
+        // This thread's last read of slot s (V in P.V; K was read before the first consumer_sync)
+        // is above: release the slot if the producer will refill it.
+        if (j + NUM_STAGES < ntiles) mbar_arrive(mbar + 8u * (MBAR_EMPTY0 + s));  // EMPTY(s)
+        if (++s == NUM_STAGES) {
+            s = 0;
+            ph ^= 1u;
+        }
 #endif
     }
 

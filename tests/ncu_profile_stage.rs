@@ -114,6 +114,7 @@ impl Project {
             executor: &ChildProcesses,
             cancel: &cancel,
             repro_exe: Path::new("/nonexistent/repro"),
+            pipeline_file: &self.root().join("pipeline.yaml"),
             overrides: &overrides,
             progress: &|_| {},
         };

@@ -90,7 +90,8 @@ def smem_bytes(c: dict) -> int:
     nbuf_h = ns if ws else 1
     nraw = (2 if ws else ns) if cpa else 0
     return (tm * (d + 8) * 2 + nbuf_h * 2 * tn * (d + 8) * 2 + nraw * 2 * tn * d
-            + tm * (tn + 4) * 4 + tm * (tn + 8) * 2 + 2 * tm * 4)
+            + tm * (tn + 4) * 4 + tm * (tn + 8) * 2 + 2 * tm * 4
+            + (128 if ws else 0))  # WS: the ring's 2*NUM_STAGES mbarriers (8 B each), padded to 128
 
 
 def block_threads(c: dict) -> int:
@@ -309,6 +310,7 @@ def compare(o, ref):
 SHAPES = {
     "small": (1, 1, 32, 64), "mission": (2, 8, 512, 64), "long": (1, 8, 2048, 64),
     "s1": (1, 2, 1, 64), "s17": (1, 2, 17, 64), "s100": (1, 2, 100, 64), "s1000": (1, 2, 1000, 64),
+    "s300": (1, 1, 300, 64),  # 10 tiles of 32 (last partial): both WS ring mbarriers wrap parity
     "d128-small": (1, 1, 32, 128), "d128-s1": (1, 2, 1, 128), "d128-s100": (1, 2, 100, 128),
     "d128-mission": (2, 8, 512, 128), "d128-s1000": (1, 2, 1000, 128),
 }
@@ -316,7 +318,7 @@ SHAPE_SETS = {
     "full": ["small", "mission", "long", "s1", "s17", "s100", "s1000",
              "d128-small", "d128-s1", "d128-s100", "d128-mission", "d128-s1000"],
     "quick": ["small", "mission", "s1", "s17", "s100", "s1000", "d128-s100"],
-    "sanitize": ["small", "s17", "d128-s100"],
+    "sanitize": ["small", "s1", "s17", "s100", "s300", "d128-s100"],
 }
 
 

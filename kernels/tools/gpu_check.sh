@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
 # One batch of GPU checks for kernels/sdpa_fp8.cu, meant for a single call on the GPU machine.
 # Usage: kernels/tools/gpu_check.sh OUTDIR [all|shipped|space|sanitize|time]...
-# Writes logs and JSON into OUTDIR; prints short tables.  Every step has its own timeout so a
-# hang in one step cannot eat the whole call.
+# Writes logs and JSON into OUTDIR (at most 8 files); prints short tables.  Every step has its
+# own timeout, clipped to what is left of DEADLINE_S (default 570 s from the start, so the whole
+# script fits in one 10-minute device call); a step that does not fit is reported SKIPPED and
+# counts as a failure.  Exit status 0 only if every requested step passed.
+#
+# sanitize: memcheck, racecheck, synccheck over the shipped variants (incl. both warp-specialized
+# ones) and extra WS configs (NUM_STAGES=3, 2 producer warps, TILE_N=16, scalar P.V, no
+# cp.async), D=64 and D=128, shapes S=1, 17, 32, 100, 300 and D128 S=100.  A tool fails on a
+# non-zero exit, on any racecheck hazard (error *or* warning) in its log, or when the checked
+# program itself did not finish with ALL OK.
 set -u
+START_S=$SECONDS
+DEADLINE_S=${DEADLINE_S:-570}
+# step_timeout WANT: WANT clipped to the time left before the deadline (0 if < 20 s remain).
+step_timeout() { local left=$(( DEADLINE_S - (SECONDS - START_S) )); if [ $left -lt 20 ]; then echo 0;
+  elif [ $left -lt $1 ]; then echo $left; else echo $1; fi; }
 OUTDIR=${1:?usage: gpu_check.sh OUTDIR [steps...]}
 shift
 STEPS=${*:-all}
@@ -20,7 +33,9 @@ rc=0
 
 if want shipped; then
   echo "=== shipped variants (+HEAD_DIM=128 twins, + timing candidates), full shapes, 3 seeds ==="
-  timeout ${SHIPPED_TIMEOUT:-200} $CV --set shipped --d128 --time --time-shapes mission,long \
+  t=$(step_timeout ${SHIPPED_TIMEOUT:-200})
+  [ $t -eq 0 ] && { echo "shipped SKIPPED (deadline)"; rc=1; } || \
+  timeout $t $CV --set shipped --d128 --time --time-shapes mission,long \
     --defines "TILE_M=64" --defines "TILE_M=64 USE_WARP_SPECIALIZATION=1" \
     --defines "TILE_M=64 USE_WARP_SPECIALIZATION=1 NUM_PRODUCER_WARPS=2" \
     --defines "USE_WARP_SPECIALIZATION=1 NUM_PRODUCER_WARPS=2 USE_CP_ASYNC=0" \
@@ -38,23 +53,45 @@ if want shipped; then
 fi
 
 if want sanitize; then
+  CS=compute-sanitizer
+  # racecheck options this compute-sanitizer knows (probed, so an older one still runs):
+  # print every hazard and the analysis, and report warnings, not only errors.
+  RC_OPTS=""
+  CSHELP=$($CS --help 2>&1)
+  grep -q -- "--racecheck-report" <<<"$CSHELP" && RC_OPTS="$RC_OPTS --racecheck-report all"
+  grep -q -- "--racecheck-detect-level" <<<"$CSHELP" && RC_OPTS="$RC_OPTS --racecheck-detect-level warn"
+  echo "compute-sanitizer: $($CS --version 2>&1 | tail -1); racecheck options:$RC_OPTS"
   for tool in memcheck racecheck synccheck; do
-    echo "=== compute-sanitizer --tool $tool (shipped + 3 odd configs, D=64 and D=128 twins; small, S=1, S=17, S=100, D128 S=100) ==="
-    timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 9 \
-      $CV --set shipped --d128 --shapes small,s1,s17,s100,d128-s100 --seeds 0 --no-reference-check \
+    echo "=== compute-sanitizer --tool $tool (shipped incl. stage5-ws-p1/p2 + 6 odd configs, D=64 and D=128 twins; S=1, 17, 32, 100, 300, D128 S=100) ==="
+    extra=""; [ $tool = racecheck ] && extra="$RC_OPTS"
+    t=$(step_timeout ${SAN_TIMEOUT:-150})
+    if [ $t -eq 0 ]; then echo "$tool SKIPPED (deadline)"; rc=1; continue; fi
+    timeout $t $CS --tool $tool $extra --error-exitcode 9 \
+      $CV --set shipped --d128 --shapes sanitize --seeds 0 --no-reference-check \
       --defines "USE_WARP_SPECIALIZATION=1 USE_CP_ASYNC=0 NUM_STAGES=3" \
+      --defines "USE_WARP_SPECIALIZATION=1 NUM_STAGES=3 NUM_PRODUCER_WARPS=2" \
       --defines "TILE_M=16 TILE_N=16 NUM_WARPS=8 USE_WARP_SPECIALIZATION=1 NUM_PRODUCER_WARPS=2" \
+      --defines "TILE_N=64 USE_WARP_SPECIALIZATION=1 USE_WMMA_PV=0" \
+      --defines "TILE_M=64 NUM_WARPS=2 USE_WARP_SPECIALIZATION=1 USE_CP_ASYNC=0 NUM_PRODUCER_WARPS=2" \
       --defines "TILE_M=128 NUM_WARPS=8 USE_WMMA_PV=0 NUM_STAGES=3" \
       > "$OUTDIR/sanitize_$tool.log" 2>&1
-    r=$?; echo "$tool exit $r"; [ $r -ne 0 ] && rc=1
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard|ALL OK|FAIL" "$OUTDIR/sanitize_$tool.log" | sort | uniq -c | head -12
+    r=$?
+    bad=""
+    [ $r -ne 0 ] && bad="$bad exit=$r"
+    grep -q "^ALL OK" "$OUTDIR/sanitize_$tool.log" || bad="$bad no-ALL-OK"
+    grep -qE "ERROR SUMMARY: [1-9]" "$OUTDIR/sanitize_$tool.log" && bad="$bad errors"
+    grep -qiE "RACECHECK SUMMARY: [1-9]|hazard detected|Race reported" "$OUTDIR/sanitize_$tool.log" && bad="$bad hazards"
+    if [ -n "$bad" ]; then echo "$tool FAIL:$bad"; rc=1; else echo "$tool clean (exit 0, no errors, no hazards, ALL OK)"; fi
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard|ALL OK|FAIL" "$OUTDIR/sanitize_$tool.log" | sort | uniq -c | sort -rn | head -12
   done
 fi
 
 if want space || want sample; then
   if want space; then SET="--set space ${SPACE_EXTRA:-}"; else SET="--set sample --sample ${SAMPLE:-120}"; fi
   echo "=== accepted tune space ($SET, distinct kernels), quick shapes, seed 0 ==="
-  timeout ${SPACE_TIMEOUT:-240} $CV $SET --shapes quick --seeds 0 --no-reference-check --json "$OUTDIR/space.json" \
+  t=$(step_timeout ${SPACE_TIMEOUT:-240})
+  [ $t -eq 0 ] && { echo "space SKIPPED (deadline)"; rc=1; } || \
+  timeout $t $CV $SET --shapes quick --seeds 0 --no-reference-check --json "$OUTDIR/space.json" \
     > "$OUTDIR/space.log" 2>&1 || rc=1
   grep -E "^compiled|^checked|ALL OK" "$OUTDIR/space.log"
   grep -A40 "^FAILURES" "$OUTDIR/space.log" | head -40
@@ -75,4 +112,5 @@ for _ in range(100):
 ts.sort(); print(f"torch SDPA fp16 mission p50 {ts[50]:.2f} us (same timing method)")
 EOF
 fi
+echo "gpu_check: $(( SECONDS - START_S )) s, exit $rc"
 exit $rc

@@ -50,6 +50,8 @@ pub struct RunCtx<'a> {
     pub cancel: &'a CancelFlag,
     /// Path of the running `repro` binary, for child `repro exec` jobs.
     pub repro_exe: &'a Path,
+    /// The pipeline file this run loaded; child `repro exec` jobs get it as `-f`.
+    pub pipeline_file: &'a Path,
     /// Command-line overrides (`--arch`, `repro tune --exhaustive`, ...).
     pub overrides: &'a BTreeMap<String, String>,
     /// Live progress line for this stage.

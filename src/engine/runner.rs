@@ -558,6 +558,10 @@ impl<'a> Run<'a> {
         let overrides = &req.overrides;
         let cli_executor = req.executor.as_deref();
         let repro_exe = self.repro_exe.clone();
+        // Children run in the project root: give them the file by an absolute path.
+        let pipeline_file = project
+            .root
+            .join(project.file.file_name().unwrap_or("pipeline.yaml".as_ref()));
         scope.spawn(move || {
             let started = Instant::now();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -574,6 +578,7 @@ impl<'a> Run<'a> {
                     executor: executor.as_ref(),
                     cancel,
                     repro_exe: &repro_exe,
+                    pipeline_file: &pipeline_file,
                     overrides,
                     progress: &progress,
                 };

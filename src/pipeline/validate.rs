@@ -229,6 +229,9 @@ fn check_options(
                 .as_str()
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("{key:?}"));
+            if known.contains(&key.as_str()) {
+                continue;
+            }
             let candidates = STAGE_KEYS.iter().chain(known.iter()).copied();
             let help = did_you_mean(&key, candidates.clone()).unwrap_or_else(|| {
                 format!(

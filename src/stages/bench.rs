@@ -422,7 +422,7 @@ fn run_jobs(
     let queue = Mutex::new(jobs.iter().enumerate().collect::<VecDeque<_>>());
     let executor: &dyn Executor = ctx.executor;
     // Children read the project's pipeline.yaml (as the profile stage's do).
-    let pipeline_file = ctx.root.join("pipeline.yaml");
+    let pipeline_file = ctx.pipeline_file.to_path_buf();
     let pipeline_file = pipeline_file.as_path();
     let (cancel, repro_exe, root, log) = (ctx.cancel, ctx.repro_exe, ctx.root, ctx.log);
     let (tx, rx) = mpsc::channel::<(usize, BenchResult)>();

@@ -494,7 +494,7 @@ impl StageKind for Profile {
         summary.ncu_version = ncu_mod::version(ctx.root, &ncu);
         let (shape, _) = primary_shape(ctx.pipeline)?;
         let metric_list = request_metrics(ctx.root, &opts.metrics);
-        let pipeline_file = ctx.root.join("pipeline.yaml");
+        let pipeline_file = ctx.pipeline_file.to_path_buf();
         let call = NcuCall {
             ncu: &ncu,
             repro_exe: ctx.repro_exe,

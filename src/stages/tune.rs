@@ -228,7 +228,7 @@ impl StageKind for TuneStage {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         });
         // Children read the project's pipeline.yaml, as the bench and profile stages' do.
-        let pipeline_file = ctx.root.join("pipeline.yaml");
+        let pipeline_file = ctx.pipeline_file.to_path_buf();
         let mut backend = GpuBackend {
             executor: ctx.executor,
             cancel: ctx.cancel,

@@ -132,6 +132,7 @@ pub fn run_bench_stage(yaml: &str, root: &Path) -> (repro::engine::StageOutcome,
         executor: &TestExecutor,
         cancel: &cancel,
         repro_exe: &exe,
+        pipeline_file: &root.join("pipeline.yaml"),
         overrides: &overrides,
         progress: &progress,
     };

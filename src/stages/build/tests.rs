@@ -58,6 +58,7 @@ fn run_stage(
         executor: ex,
         cancel: &CancelFlag::default(),
         repro_exe: Path::new("repro"),
+        pipeline_file: &root.join("pipeline.yaml"),
         overrides: &overrides,
         progress: &|_| {},
     };
