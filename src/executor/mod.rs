@@ -3,6 +3,7 @@
 //! interface. No stage spawns processes around it.
 
 pub mod local;
+pub mod slurm;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
