@@ -67,6 +67,24 @@ fn slurm_nodes() -> Vec<String> {
         .collect()
 }
 
+/// A cancel flag that a thread sets once the job `name` is in Slurm's queue in `state`
+/// (`PENDING`, `RUNNING`), as Ctrl-C would.
+fn cancel_once(name: &str, state: &'static str) -> (CancelFlag, thread::JoinHandle<()>) {
+    let cancel = never();
+    let flag = cancel.clone();
+    let name = name.to_string();
+    let setter = thread::spawn(move || {
+        for _ in 0..600 {
+            if queued(&name).contains(state) {
+                break;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        flag.store(true, Ordering::SeqCst);
+    });
+    (cancel, setter)
+}
+
 #[test]
 fn exit_code_output_log_and_node_come_back() {
     if !enabled() {
@@ -241,19 +259,7 @@ fn cancelling_a_running_step_leaves_nothing_queued() {
     }
     let dir = tempfile::tempdir().unwrap();
     let job = sh("cancel-running", "sleep 600", dir.path());
-    let cancel = never();
-    let flag = cancel.clone();
-    let name = job.name.clone();
-    let setter = thread::spawn(move || {
-        // Wait until Slurm runs it, then interrupt.
-        for _ in 0..600 {
-            if queued(&name).contains("RUNNING") {
-                break;
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        flag.store(true, Ordering::SeqCst);
-    });
+    let (cancel, setter) = cancel_once(&job.name, "RUNNING");
     let out = executor(debug()).run(&job, &cancel).unwrap();
     setter.join().unwrap();
     assert_eq!(out.exit, ExitKind::Cancelled, "{}", out.tail);
@@ -267,18 +273,7 @@ fn cancelling_a_pending_job_removes_it_from_the_queue() {
     }
     let dir = tempfile::tempdir().unwrap();
     let job = sh("cancel-pending", "true", dir.path());
-    let cancel = never();
-    let flag = cancel.clone();
-    let name = job.name.clone();
-    let setter = thread::spawn(move || {
-        for _ in 0..600 {
-            if queued(&name).contains("PENDING") {
-                break;
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        flag.store(true, Ordering::SeqCst);
-    });
+    let (cancel, setter) = cancel_once(&job.name, "PENDING");
     // Held in the queue for an hour: it can only end by being cancelled.
     let slurm = executor(SlurmSettings {
         srun_args: vec!["--begin=now+3600".into()],
