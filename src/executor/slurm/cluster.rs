@@ -47,9 +47,15 @@ pub struct SlurmTools {
 impl SlurmTools {
     /// Finds every tool on PATH, or names the missing ones.
     pub fn find() -> Result<Self, SlurmError> {
+        Self::find_in(std::env::var_os("PATH").unwrap_or_default())
+    }
+
+    /// Finds every tool in the directories of `path` (a PATH-style list).
+    pub fn find_in(path: std::ffi::OsString) -> Result<Self, SlurmError> {
+        let cwd = std::env::current_dir().unwrap_or_default();
         let mut missing = Vec::new();
         let mut find = |name: &'static str| {
-            which::which(name).unwrap_or_else(|_| {
+            which::which_in(name, Some(&path), &cwd).unwrap_or_else(|_| {
                 missing.push(name);
                 PathBuf::new()
             })
@@ -207,4 +213,20 @@ impl SlurmTools {
 fn current_uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
     unsafe { libc::getuid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_client_tools_are_named_with_the_fix() {
+        let empty = tempfile::tempdir().unwrap();
+        let err = SlurmTools::find_in(empty.path().into()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Slurm's client tools are not on PATH (missing: srun, scancel, squeue, sinfo, scontrol): \
+             install slurm-client or use --executor local"
+        );
+    }
 }
