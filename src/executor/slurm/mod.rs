@@ -64,6 +64,32 @@ impl From<&ExecutorSpec> for SlurmSettings {
     }
 }
 
+impl SlurmSettings {
+    /// A stage's settings: the pipeline's `executor:` block, with the stage's own block laid
+    /// over it key by key (a stage names only what differs, e.g. `partition: gpu`). Blocks
+    /// of another kind (`local`) contribute nothing.
+    pub fn for_stage(pipeline: Option<&ExecutorSpec>, stage: Option<&ExecutorSpec>) -> Self {
+        let slurm =
+            |spec: Option<&ExecutorSpec>| spec.filter(|s| s.kind == "slurm").map(Self::from);
+        let base = slurm(pipeline).unwrap_or_default();
+        let Some(over) = slurm(stage) else {
+            return base;
+        };
+        SlurmSettings {
+            partition: over.partition.or(base.partition),
+            gres: over.gres.or(base.gres),
+            time: over.time.or(base.time),
+            account: over.account.or(base.account),
+            srun_args: if over.srun_args.is_empty() {
+                base.srun_args
+            } else {
+                over.srun_args
+            },
+            max_jobs: over.max_jobs.or(base.max_jobs),
+        }
+    }
+}
+
 /// Runs jobs as Slurm job steps. Cheap to clone settings into; one per resolved stage
 /// executor.
 #[derive(Debug)]
@@ -369,4 +395,71 @@ fn read_stderr(stream: impl Read, state: &Mutex<StepState>, log: &SharedLog) -> 
         line.clear();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: &str) -> ExecutorSpec {
+        ExecutorSpec {
+            kind: kind.into(),
+            partition: None,
+            gres: None,
+            time: None,
+            account: None,
+            srun_args: vec![],
+            max_jobs: None,
+        }
+    }
+
+    #[test]
+    fn a_stage_block_overrides_the_pipeline_block_key_by_key() {
+        let pipeline = ExecutorSpec {
+            partition: Some("cpu".into()),
+            time: Some("30".into()),
+            account: Some("kernels".into()),
+            srun_args: vec!["--exclusive".into()],
+            ..spec("slurm")
+        };
+        let stage = ExecutorSpec {
+            partition: Some("gpu".into()),
+            gres: Some("gpu:l4:1".into()),
+            ..spec("slurm")
+        };
+        let merged = SlurmSettings::for_stage(Some(&pipeline), Some(&stage));
+        assert_eq!(
+            merged,
+            SlurmSettings {
+                partition: Some("gpu".into()),
+                gres: Some("gpu:l4:1".into()),
+                time: Some("30".into()),
+                account: Some("kernels".into()),
+                srun_args: vec!["--exclusive".into()],
+                max_jobs: None,
+            }
+        );
+    }
+
+    #[test]
+    fn local_blocks_contribute_nothing() {
+        let pipeline = ExecutorSpec {
+            partition: Some("cpu".into()),
+            ..spec("local")
+        };
+        assert_eq!(
+            SlurmSettings::for_stage(Some(&pipeline), None),
+            SlurmSettings::default()
+        );
+        let stage = ExecutorSpec {
+            time: Some("5".into()),
+            ..spec("slurm")
+        };
+        assert_eq!(
+            SlurmSettings::for_stage(Some(&pipeline), Some(&stage))
+                .time
+                .as_deref(),
+            Some("5")
+        );
+    }
 }
