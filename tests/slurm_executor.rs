@@ -9,13 +9,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-fn enabled() -> bool {
-    if std::env::var("REPRO_SLURM_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!("skipped: set REPRO_SLURM_TESTS=1 (ci/slurm/setup.sh starts a one-node cluster)");
-    false
-}
+#[path = "support/slurm.rs"]
+mod support;
+use support::{enabled, queued, wait_until_gone};
 
 fn executor(settings: SlurmSettings) -> SlurmExecutor {
     SlurmExecutor::new(settings).unwrap_or_else(|e| {
@@ -46,14 +42,6 @@ fn sh(name: &str, script: &str, cwd: &std::path::Path) -> Job {
 
 fn never() -> CancelFlag {
     Arc::new(AtomicBool::new(false))
-}
-
-fn queued(name: &str) -> String {
-    let out = Command::new("squeue")
-        .args(["-h", "-n", name, "-o", "%i %T"])
-        .output()
-        .expect("squeue runs");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 fn slurm_nodes() -> Vec<String> {
@@ -236,7 +224,7 @@ fn slurms_time_limit_is_reported_as_a_scheduler_timeout() {
         }
         other => panic!("expected Slurm's TIMEOUT, got {other:?}\n{}", out.tail),
     }
-    assert_eq!(queued(&job.name), "");
+    wait_until_gone(&job.name);
 }
 
 #[test]

@@ -1,0 +1,44 @@
+//! Shared by the tests that need a Slurm cluster (`ci/slurm/setup.sh` starts one).
+
+use std::process::Command;
+
+/// True when REPRO_SLURM_TESTS=1; otherwise prints why the test is skipped. With the
+/// variable set, a cluster that is not up makes the tests fail, never skip.
+pub fn enabled() -> bool {
+    if std::env::var("REPRO_SLURM_TESTS").as_deref() == Ok("1") {
+        return true;
+    }
+    eprintln!("skipped: set REPRO_SLURM_TESTS=1 (ci/slurm/setup.sh starts a one-node cluster)");
+    false
+}
+
+/// `<id> <state>` lines of jobs named `name` in Slurm's queue ("" when none).
+pub fn queued(name: &str) -> String {
+    let out = Command::new("squeue")
+        .args(["-h", "-n", name, "-o", "%i %T"])
+        .output()
+        .expect("squeue runs");
+    assert!(
+        out.status.success(),
+        "squeue failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Waits (up to a minute) until no job named `name` is in the queue: a job Slurm itself
+/// ended may stay COMPLETING a few seconds after srun returns.
+pub fn wait_until_gone(name: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let left = queued(name);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still in Slurm's queue after a minute: {left}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
