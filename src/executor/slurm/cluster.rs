@@ -37,7 +37,7 @@ pub enum SlurmError {
 /// Paths of the client tools repro runs.
 #[derive(Debug, Clone)]
 pub struct SlurmTools {
-    pub srun: PathBuf,
+    pub(super) srun: PathBuf,
     scancel: PathBuf,
     squeue: PathBuf,
     sinfo: PathBuf,

@@ -12,7 +12,8 @@ mod cluster;
 mod report;
 mod srun;
 
-pub use cluster::{SlurmError, SlurmTools};
+pub use cluster::SlurmError;
+use cluster::SlurmTools;
 
 use crate::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 use crate::pipeline::ExecutorSpec;
@@ -90,8 +91,7 @@ impl SlurmSettings {
     }
 }
 
-/// Runs jobs as Slurm job steps. Cheap to clone settings into; one per resolved stage
-/// executor.
+/// Runs jobs as Slurm job steps; one per stage (see [`SlurmSettings::for_stage`]).
 #[derive(Debug)]
 pub struct SlurmExecutor {
     tools: SlurmTools,
@@ -116,10 +116,6 @@ impl SlurmExecutor {
             settings,
             gpu_slots,
         })
-    }
-
-    pub fn settings(&self) -> &SlurmSettings {
-        &self.settings
     }
 
     /// Starts srun in its own process group, so the terminal's Ctrl-C reaches repro (which
