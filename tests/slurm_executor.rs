@@ -273,3 +273,26 @@ fn cancelling_a_pending_job_removes_it_from_the_queue() {
     assert_eq!(out.node, None, "it never ran");
     assert_eq!(queued(&job.name), "");
 }
+
+#[test]
+fn a_request_slurm_refuses_is_an_error_naming_slurms_reason() {
+    if !enabled() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut job = sh("refused", "true", dir.path());
+    job.gpu = Some(0);
+    let slurm = executor(SlurmSettings {
+        gres: Some("gpu:64".into()),
+        ..debug()
+    });
+    let err = slurm.run(&job, &never()).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!(
+            "Slurm did not run job '{}': Requested node configuration is not available",
+            job.name
+        )),
+        "{err}"
+    );
+    assert!(err.contains("check `executor:` in pipeline.yaml"), "{err}");
+}
