@@ -674,14 +674,3 @@ fn ctrl_c_while_waiting_for_the_lock_exits_130() {
     p.write("go", "");
     assert!(first.wait_with_output().unwrap().status.success());
 }
-
-#[test]
-fn an_executor_this_build_lacks_fails_the_stage_clearly() {
-    let p = three();
-    let out = p.expect(&["stage", "other", "--executor", "slurm"], 1);
-    assert!(
-        out.contains("the `slurm` executor is not available in this build of repro"),
-        "{out}"
-    );
-    assert_eq!(p.states()["other"], "failed");
-}

@@ -104,9 +104,13 @@ pub fn for_stage(
         .unwrap_or("local");
     match kind {
         "local" => Ok(Box::new(local::LocalExecutor::new())),
-        "slurm" => anyhow::bail!(
-            "the `slurm` executor is not available in this build of repro\n  help: remove `executor: {{kind: slurm}}` (or `--executor slurm`) to run locally"
-        ),
+        "slurm" => {
+            let settings = slurm::SlurmSettings::for_stage(
+                pipeline.executor.as_ref(),
+                stage.executor.as_ref(),
+            );
+            Ok(Box::new(slurm::SlurmExecutor::new(settings)?))
+        }
         other => anyhow::bail!("unknown executor `{other}`\n  help: expected `local` or `slurm`"),
     }
 }
