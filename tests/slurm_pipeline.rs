@@ -45,6 +45,12 @@ fn repro(dir: &Path) -> Command {
     cmd
 }
 
+/// Runs `cmd`, expects exit code 1 (a failed stage) and returns its stderr.
+fn stage_fails(mut cmd: Command) -> String {
+    let out = cmd.assert().code(1).get_output().clone();
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn read(dir: &Path, file: &str) -> Vec<u8> {
     std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
 }
@@ -164,13 +170,9 @@ fn a_slurm_time_limit_fails_the_stage_with_slurms_reason() {
         "version: 1\nexecutor: {kind: slurm, partition: debug, time: \"1\"}\nstages:\n  \
          forever:\n    uses: cmd\n    run: [sleep, \"600\"]\n",
     );
-    let out = repro(dir.path())
-        .arg("run")
-        .assert()
-        .code(1)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut cmd = repro(dir.path());
+    cmd.arg("run");
+    let stderr = stage_fails(cmd);
     assert!(
         stderr.contains("the scheduler ended `sleep`: TIMEOUT: Slurm cancelled STEP "),
         "{stderr}"
@@ -188,13 +190,9 @@ fn a_missing_partition_is_named_with_the_fix() {
         "version: 1\nexecutor: {kind: slurm, partition: gpu-nodes}\nstages:\n  \
          one:\n    uses: cmd\n    run: [\"true\"]\n",
     );
-    let out = repro(dir.path())
-        .arg("run")
-        .assert()
-        .code(1)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut cmd = repro(dir.path());
+    cmd.arg("run");
+    let stderr = stage_fails(cmd);
     assert!(
         stderr.contains(
             "Slurm partition 'gpu-nodes' does not exist (partitions here: debug*); \
@@ -227,14 +225,10 @@ fn an_unreachable_controller_is_named_with_the_fix() {
         .join("\n");
     let conf = dir.path().join("slurm.conf");
     std::fs::write(&conf, bogus).unwrap();
-    let out = repro(dir.path())
-        .arg("run")
-        .env("SLURM_CONF", &conf)
-        .assert()
-        .code(1)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut cmd = repro(dir.path());
+    cmd.arg("run");
+    cmd.env("SLURM_CONF", &conf);
+    let stderr = stage_fails(cmd);
     assert!(
         stderr.contains("cannot reach the Slurm controller: ")
             && stderr.contains("Unable to contact slurm controller"),
@@ -248,14 +242,10 @@ fn an_unreachable_controller_is_named_with_the_fix() {
 fn missing_client_tools_are_named_with_the_fix() {
     let dir = project("version: 1\nstages:\n  one:\n    uses: cmd\n    run: [\"true\"]\n");
     let empty = tempfile::tempdir().unwrap();
-    let out = repro(dir.path())
-        .args(["run", "--executor", "slurm"])
-        .env("PATH", empty.path())
-        .assert()
-        .code(1)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut cmd = repro(dir.path());
+    cmd.args(["run", "--executor", "slurm"]);
+    cmd.env("PATH", empty.path());
+    let stderr = stage_fails(cmd);
     assert!(
         stderr.contains(
             "Slurm's client tools are not on PATH (missing: srun, scancel, squeue, sinfo, scontrol): \
