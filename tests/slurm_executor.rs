@@ -296,3 +296,40 @@ fn a_request_slurm_refuses_is_an_error_naming_slurms_reason() {
     );
     assert!(err.contains("check `executor:` in pipeline.yaml"), "{err}");
 }
+
+/// What tune does with a generation: as many GPU jobs at once as `gpu_slots`, each
+/// holding one GPU; Slurm queues the rest.
+#[test]
+fn concurrent_gpu_jobs_each_get_their_own_result() {
+    if !enabled() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let slurm = executor(SlurmSettings {
+        gres: Some("gpu:1".into()),
+        ..debug()
+    });
+    let results: Vec<String> = thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let slurm = &slurm;
+                let dir = dir.path();
+                s.spawn(move || {
+                    let mut job = sh(
+                        &format!("trial{i}"),
+                        "echo \"$REPRO_T_TRIAL $((REPRO_T_TRIAL * REPRO_T_TRIAL))\"",
+                        dir,
+                    );
+                    job.env.insert("REPRO_T_TRIAL".into(), i.to_string());
+                    job.gpu = Some(i % slurm.gpu_slots());
+                    job.capture_stdout = true;
+                    let out = slurm.run(&job, &never()).unwrap();
+                    assert!(out.success(), "{:?}\n{}", out.exit, out.tail);
+                    String::from_utf8(out.stdout).unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(results, ["0 0\n", "1 1\n", "2 4\n", "3 9\n"]);
+}
