@@ -1,4 +1,6 @@
 //! Shared by the tests that need a Slurm cluster (`ci/slurm/setup.sh` starts one).
+// Each test binary includes this file and uses a part of it.
+#![allow(dead_code)]
 
 use std::process::Command;
 
