@@ -254,3 +254,36 @@ fn missing_client_tools_are_named_with_the_fix() {
         "{stderr}"
     );
 }
+
+/// `srun ... repro run` (repro on a compute node): each stage is still a Slurm job of its
+/// own, not a step of repro's job, so cancelling it cannot cancel repro.
+#[test]
+fn repro_inside_a_slurm_job_submits_separate_jobs() {
+    if !enabled() {
+        return;
+    }
+    let stage = format!("inner{}", std::process::id());
+    let dir = project(&format!(
+        "version: 1\nexecutor: {{kind: slurm, partition: debug, time: \"5\"}}\nstages:\n  \
+         {stage}:\n    uses: cmd\n    run: [sh, -c, \"echo $SLURM_JOB_ID > job.txt\"]\n    outs: [job.txt]\n"
+    ));
+    let out = std::process::Command::new("srun")
+        .args(["--job-name=repro-outer", "-N1", "-n1", "-t", "2", "--chdir"])
+        .arg(dir.path())
+        .arg(assert_cmd::cargo::cargo_bin("repro"))
+        .arg("run")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let inner = String::from_utf8(read(dir.path(), "job.txt")).unwrap();
+    let records = job_records();
+    let record = records
+        .lines()
+        .find(|l| l.starts_with(&format!("JobId={} ", inner.trim())))
+        .unwrap_or_else(|| panic!("no record of job {inner} in:\n{records}"));
+    assert!(record.contains(&format!("Name=cmd:{stage} ")), "{record}");
+}

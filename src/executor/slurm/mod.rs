@@ -36,6 +36,15 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(60);
 /// How long srun may take to exit after its job was cancelled, before it is killed.
 const SRUN_EXIT_GRACE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(100);
+/// Set when repro itself runs inside a Slurm job (`srun ... repro run`, `sbatch`). srun
+/// would then start each job as a step of that job, within its resources, and cancelling
+/// one would cancel repro's own job; without them every job is a job of its own.
+const ALLOCATION_VARS: &[&str] = &[
+    "SLURM_JOB_ID",
+    "SLURM_JOBID",
+    "SLURM_STEP_ID",
+    "SLURM_STEPID",
+];
 
 /// The `executor:` settings that shape each `srun` (see `pipeline.yaml`).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -121,8 +130,11 @@ impl SlurmExecutor {
     /// Starts srun in its own process group, so the terminal's Ctrl-C reaches repro (which
     /// cancels through Slurm) rather than srun directly.
     fn spawn(&self, job: &Job) -> anyhow::Result<Child> {
-        Command::new(&self.tools.srun)
-            .args(srun::srun_args(job, &self.settings))
+        let mut cmd = Command::new(&self.tools.srun);
+        for var in ALLOCATION_VARS {
+            cmd.env_remove(var);
+        }
+        cmd.args(srun::srun_args(job, &self.settings))
             .envs(&job.env)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
