@@ -100,7 +100,7 @@ pub fn tune_and_write(
     progress(&summary);
     writeln!(log, "{summary}")?;
     if let Some((swept, swept_wall)) = &swept {
-        let comparison = Comparison::new(&outcome, wall, swept, *swept_wall, settings.budget);
+        let comparison = Comparison::new(&outcome, swept, *swept_wall, settings.budget);
         let line = comparison.line();
         progress(&line);
         writeln!(log, "{line}")?;

@@ -24,13 +24,13 @@ pub(super) fn write_skipped(staging: &Path, k: u32) -> anyhow::Result<()> {
 }
 
 /// `artifacts/tune/comparison.json`: the search against the exhaustive sweep on the same
-/// measurements.
+/// measurements. The search is replayed from the memo after the sweep, so its own wall time
+/// is the one `repro tune` reported when it ran, not recorded here.
 #[derive(Debug, Serialize)]
 pub(super) struct Comparison {
     space: usize,
     budget: u32,
     search_trials: usize,
-    search_wall_s: f64,
     search_best_trial: Option<u32>,
     search_best_p50_us: Option<f64>,
     search_best_config: Option<Config>,
@@ -47,7 +47,6 @@ pub(super) struct Comparison {
 impl Comparison {
     pub(super) fn new(
         search: &Outcome,
-        search_wall: Duration,
         swept: &Outcome,
         swept_wall: Duration,
         budget: u32,
@@ -68,7 +67,6 @@ impl Comparison {
             space: swept.trials.len(),
             budget,
             search_trials: search.trials.len(),
-            search_wall_s: round(search_wall.as_secs_f64(), 1),
             search_best_trial: sb.map(|t| t.candidate.trial),
             search_best_p50_us: score(sb).map(|s| round(s, 4)),
             search_best_config: sb.map(|t| t.candidate.config.clone()),
