@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod env;
 pub mod executor;
 pub mod gpu;
 pub mod ncu;

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod build;
 pub mod cmd;
 pub mod profile;
+pub mod summarize;
 pub mod tune;
 
 /// Every built-in stage kind.
@@ -17,6 +18,7 @@ pub fn registry() -> Vec<Box<dyn StageKind>> {
         Box::new(bench::BenchStage),
         Box::new(profile::Profile),
         Box::new(tune::TuneStage),
+        Box::new(summarize::Summarize),
     ]
 }
 

@@ -1,0 +1,131 @@
+//! Loading what the other stages wrote (DESIGN.md "Artifacts") into the schema records.
+//! A missing folder or file means the stage did not run (recorded as `None` / empty); a
+//! file that exists but does not parse is an error naming it.
+
+use crate::schema::{BenchFile, BuildRecord, EliteEntry, NcuSummary, TuneTrial};
+use anyhow::Context;
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+
+/// The tune stage's outputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuneData {
+    pub trials: Vec<TuneTrial>,
+    pub elite: Vec<EliteEntry>,
+}
+
+/// Everything the report reads.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Artifacts {
+    /// `artifacts/build/*.json`, sorted by variant; `None` when the folder is absent.
+    pub builds: Option<Vec<BuildRecord>>,
+    /// `artifacts/bench/*.json`, sorted by name.
+    pub benches: Option<Vec<BenchFile>>,
+    /// `artifacts/bench/baselines/*.json`, sorted by name.
+    pub baselines: Option<Vec<BenchFile>>,
+    pub tune: Option<TuneData>,
+    pub ncu: Option<NcuSummary>,
+}
+
+impl Artifacts {
+    pub fn load(root: &Path) -> anyhow::Result<Artifacts> {
+        let a = root.join("artifacts");
+        let mut builds: Option<Vec<BuildRecord>> = read_dir_json(&a.join("build"))?;
+        if let Some(b) = builds.as_mut() {
+            b.sort_by(|x, y| x.variant.cmp(&y.variant));
+        }
+        Ok(Artifacts {
+            builds,
+            benches: read_bench_dir(&a.join("bench"))?,
+            baselines: read_bench_dir(&a.join("bench/baselines"))?,
+            tune: read_tune(&a.join("tune"))?,
+            ncu: read_json_opt(&a.join("ncu/summary.json"))?,
+        })
+    }
+}
+
+fn read_bench_dir(dir: &Path) -> anyhow::Result<Option<Vec<BenchFile>>> {
+    let mut files: Option<Vec<BenchFile>> = read_dir_json(dir)?;
+    if let Some(f) = files.as_mut() {
+        f.sort_by(|x, y| x.name.cmp(&y.name));
+    }
+    Ok(files)
+}
+
+/// The `*.json` files directly in `dir`, parsed; `None` when `dir` does not exist.
+fn read_dir_json<T: DeserializeOwned>(dir: &Path) -> anyhow::Result<Option<Vec<T>>> {
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| read_json(p))
+        .collect::<anyhow::Result<Vec<T>>>()
+        .map(Some)
+}
+
+pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    parse_json(&text, &path.display().to_string())
+}
+
+/// Parse an artifact record, naming the file, line and column on failure.
+pub(crate) fn parse_json<T: DeserializeOwned>(text: &str, name: &str) -> anyhow::Result<T> {
+    serde_json::from_str(text).map_err(|e| {
+        anyhow::anyhow!(
+            "{name}:{}:{}: not a valid artifact record: {e}; rerun the stage that writes it",
+            e.line(),
+            e.column()
+        )
+    })
+}
+
+fn read_json_opt<T: DeserializeOwned>(path: &Path) -> anyhow::Result<Option<T>> {
+    if path.is_file() {
+        read_json(path).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+fn read_tune(dir: &Path) -> anyhow::Result<Option<TuneData>> {
+    let log = dir.join("tune_log.csv");
+    if !log.is_file() {
+        return Ok(None);
+    }
+    let mut trials = parse_tune_log(
+        &std::fs::read_to_string(&log).with_context(|| format!("cannot read {}", log.display()))?,
+        &log.display().to_string(),
+    )?;
+    trials.sort_by_key(|t| t.trial);
+    let topk = dir.join("topk.json");
+    let elite = if topk.is_file() {
+        let v: serde_json::Value = read_json(&topk)?;
+        // Either a bare list or `{"elite": [...]}`.
+        let list = v.get("elite").cloned().unwrap_or(v);
+        let mut elite: Vec<EliteEntry> = serde_json::from_value(list)
+            .with_context(|| format!("{}: expected a list of elite entries", topk.display()))?;
+        elite.sort_by_key(|e| e.rank);
+        elite
+    } else {
+        Vec::new()
+    };
+    Ok(Some(TuneData { trials, elite }))
+}
+
+/// Parse `tune_log.csv` (header row naming the [`TuneTrial`] fields).
+pub fn parse_tune_log(text: &str, name: &str) -> anyhow::Result<Vec<TuneTrial>> {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    reader
+        .deserialize()
+        .enumerate()
+        .map(|(i, row)| row.with_context(|| format!("{name}: row {} is malformed", i + 2)))
+        .collect()
+}

@@ -1,0 +1,179 @@
+//! The manifest's context: the environment, the pipeline's fingerprint, each stage's status
+//! and time, the seeds, and every file under `artifacts/` and `reports/` with its sha256
+//! and size. The manifest itself and the lock are not listed: the lock is written by the
+//! engine after this stage and records the manifest's own hash, so listing either would be
+//! circular.
+
+use super::state::RunState;
+use crate::env::Environment;
+use crate::pipeline::Pipeline;
+use anyhow::Context;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub const MANIFEST: &str = "artifacts/manifest.yaml";
+/// Folders whose files the manifest lists.
+pub const LISTED_DIRS: [&str; 2] = ["artifacts", "reports"];
+/// Files the manifest does not list (see the module doc).
+pub const UNLISTED: [&str; 2] = [MANIFEST, super::state::LOCK];
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ArtifactEntry {
+    pub path: String,
+    pub sha256: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageEntry {
+    pub name: String,
+    pub kind: String,
+    /// As the engine recorded it; `not run` when it has no record.
+    pub status: String,
+    /// Seconds with three decimals, `None` when not recorded.
+    pub elapsed_s: Option<String>,
+    pub reason: Option<String>,
+    pub fingerprint: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ManifestContext {
+    pub env: Environment,
+    pub pipeline_fingerprint: Option<String>,
+    pub seeds: Vec<u64>,
+    pub primary_shape: Option<String>,
+    pub stages: Vec<StageEntry>,
+    pub artifacts: Vec<ArtifactEntry>,
+}
+
+/// Build the manifest context. `summarize` is the name of the stage writing it (its status
+/// is `succeeded`: the manifest is only moved into place if it does).
+pub fn context(
+    pipeline: &Pipeline,
+    state: &RunState,
+    env: &Environment,
+    summarize: &str,
+    artifacts: Vec<ArtifactEntry>,
+) -> ManifestContext {
+    let stages = pipeline
+        .stages
+        .iter()
+        .map(|(name, spec)| {
+            let st = state.stages.get(name);
+            let status = if name == summarize {
+                "succeeded".to_string()
+            } else {
+                st.and_then(|s| s.status.clone()).unwrap_or_else(|| {
+                    if st.is_some_and(|s| s.fingerprint.is_some()) {
+                        "recorded".into()
+                    } else {
+                        "not run".into()
+                    }
+                })
+            };
+            StageEntry {
+                name: name.clone(),
+                kind: spec.uses.clone(),
+                status,
+                elapsed_s: st.and_then(|s| s.elapsed_s).map(|t| format!("{t:.3}")),
+                reason: st.and_then(|s| s.reason.clone()),
+                fingerprint: st.and_then(|s| s.fingerprint.clone()),
+            }
+        })
+        .collect();
+    ManifestContext {
+        env: env.clone(),
+        pipeline_fingerprint: state.pipeline_fingerprint(),
+        seeds: pipeline
+            .workload
+            .as_ref()
+            .map(|w| w.seeds.clone())
+            .unwrap_or_default(),
+        primary_shape: pipeline.workload.as_ref().map(|w| w.primary.clone()),
+        stages,
+        artifacts,
+    }
+}
+
+/// Every file under [`LISTED_DIRS`] of `root`, overlaid with those under `overlay` (the
+/// stage's staging folder, whose files replace the root's on success), sorted by path.
+pub fn list_artifacts(root: &Path, overlay: Option<&Path>) -> anyhow::Result<Vec<ArtifactEntry>> {
+    let mut files: BTreeMap<String, ArtifactEntry> = BTreeMap::new();
+    for base in std::iter::once(root).chain(overlay) {
+        for dir in LISTED_DIRS {
+            walk(base, &base.join(dir), &mut files)?;
+        }
+    }
+    for path in UNLISTED {
+        files.remove(path);
+    }
+    Ok(files.into_values().collect())
+}
+
+fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, ArtifactEntry>) -> anyhow::Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            walk(base, &path, out)?;
+        } else if path.is_file() {
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let rel = path
+                .strip_prefix(base)
+                .unwrap_or(&path)
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/");
+            out.insert(
+                rel.clone(),
+                ArtifactEntry {
+                    path: rel,
+                    sha256: crate::tools::hex(&Sha256::digest(&bytes)),
+                    size: bytes.len() as u64,
+                },
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_sorted_with_overlay_winning_and_without_manifest_or_lock() {
+        let root = tempfile::tempdir().unwrap();
+        let staging = tempfile::tempdir().unwrap();
+        for (base, path, text) in [
+            (root.path(), "artifacts/bench/b.json", "old"),
+            (root.path(), "artifacts/build/a.json", "a"),
+            (root.path(), "artifacts/repro.lock", "lock"),
+            (root.path(), "artifacts/manifest.yaml", "m"),
+            (staging.path(), "artifacts/bench/b.json", "new"),
+            (staging.path(), "reports/summary.md", "# r"),
+        ] {
+            let p = base.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        let list = list_artifacts(root.path(), Some(staging.path())).unwrap();
+        let paths: Vec<&str> = list.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "artifacts/bench/b.json",
+                "artifacts/build/a.json",
+                "reports/summary.md"
+            ]
+        );
+        assert_eq!(list[0].size, 3);
+        assert_eq!(list[0].sha256, crate::tools::hex(&Sha256::digest(b"new")));
+    }
+}

@@ -1,0 +1,170 @@
+//! The `summarize` stage kind: renders `reports/summary.md` (+ SVG charts) and
+//! `artifacts/manifest.yaml` from what the other stages wrote. Options:
+//!
+//! ```yaml
+//! summarize:
+//!   uses: summarize
+//!   needs: [bench, evo-tune, ncu-profile]
+//!   template: templates/summary.md.j2            # default
+//!   manifest_template: templates/manifest.yaml.j2 # default
+//! ```
+//!
+//! A template the project does not have falls back to the built-in one. Templates are
+//! fingerprint inputs, so editing one reruns only this stage.
+
+use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
+use crate::pipeline::{Pipeline, StageSpec};
+use crate::report::{self, artifacts::Artifacts, context, manifest, state::RunState};
+use anyhow::Context;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+pub struct Summarize;
+
+const OPTIONS: [&str; 2] = ["template", "manifest_template"];
+
+/// The template paths the stage uses: `(report, manifest)`.
+fn templates(spec: &StageSpec) -> (String, String) {
+    let opt = |key: &str, default: &str| {
+        spec.options
+            .get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or(default)
+            .to_string()
+    };
+    (
+        opt("template", report::SUMMARY_TEMPLATE),
+        opt("manifest_template", report::MANIFEST_TEMPLATE),
+    )
+}
+
+impl StageKind for Summarize {
+    fn kind(&self) -> &'static str {
+        "summarize"
+    }
+
+    fn validate(
+        &self,
+        _name: &str,
+        spec: &StageSpec,
+        _pipeline: &Pipeline,
+    ) -> Result<(), OptionError> {
+        for (key, value) in &spec.options {
+            let key = key.as_str().unwrap_or_default();
+            if !OPTIONS.contains(&key) {
+                return Err(OptionError {
+                    path: vec![key.to_string()],
+                    message: format!(
+                        "unknown option `{key}` for a summarize stage; expected one of: {}",
+                        OPTIONS.join(", ")
+                    ),
+                });
+            }
+            if !value.is_string() {
+                return Err(OptionError {
+                    path: vec![key.to_string()],
+                    message: format!("`{key}` must be a path to a template relative to the project root, e.g. templates/summary.md.j2"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn outputs(&self, _name: &str, _spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
+        let mut out = vec![
+            PathBuf::from(report::SUMMARY),
+            PathBuf::from("reports").join(context::P50_CHART),
+        ];
+        if report::has_tune_stage(pipeline) {
+            out.push(PathBuf::from("reports").join(context::TUNE_CHART));
+        }
+        out.push(PathBuf::from(manifest::MANIFEST));
+        out
+    }
+
+    fn inputs(
+        &self,
+        _name: &str,
+        spec: &StageSpec,
+        _pipeline: &Pipeline,
+        root: &Path,
+    ) -> anyhow::Result<StageInputs> {
+        let mut inputs = StageInputs::default();
+        let (summary, manifest) = templates(spec);
+        for (key, rel) in [
+            ("template.summary", summary),
+            ("template.manifest", manifest),
+        ] {
+            if root.join(&rel).is_file() {
+                inputs.files.push(PathBuf::from(&rel));
+                inputs.params.insert(key.into(), rel);
+            } else {
+                // The built-in template is part of the binary: its contents count.
+                let builtin = report::load_template(root, &rel)?.source;
+                let hash = crate::tools::hex(&Sha256::digest(builtin.as_bytes()));
+                inputs.params.insert(key.into(), format!("built-in:{hash}"));
+            }
+        }
+        inputs
+            .params
+            .insert("repro_version".into(), env!("CARGO_PKG_VERSION").into());
+        Ok(inputs)
+    }
+
+    fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
+        (ctx.progress)("reading artifacts");
+        let artifacts = Artifacts::load(ctx.root)?;
+        let state = RunState::load(ctx.root)?;
+        let env = crate::env::capture(ctx.root, &capture_options(&artifacts));
+        let (summary_tpl, manifest_tpl) = templates(ctx.spec);
+        (ctx.progress)("rendering the report");
+        let inputs = report::Inputs {
+            pipeline: ctx.pipeline,
+            artifacts: &artifacts,
+            state: &state,
+            env: &env,
+        };
+        let rendered =
+            report::render_report(&inputs, &report::load_template(ctx.root, &summary_tpl)?)?;
+        write(ctx.staging, report::SUMMARY, &rendered.markdown)?;
+        for (file, svg) in &rendered.charts {
+            write(ctx.staging, &format!("reports/{file}"), svg)?;
+        }
+        (ctx.progress)("writing the manifest");
+        let listed = manifest::list_artifacts(ctx.root, Some(ctx.staging))?;
+        let mctx = manifest::context(ctx.pipeline, &state, &env, ctx.name, listed);
+        let text = report::render::render(&report::load_template(ctx.root, &manifest_tpl)?, &mctx)?;
+        write(ctx.staging, manifest::MANIFEST, &text)?;
+        let failed = &rendered.context.failed_gates;
+        Ok(match failed.first() {
+            None => StageOutcome::Passed,
+            Some(first) if failed.len() == 1 => StageOutcome::GateFailed(first.clone()),
+            Some(first) => {
+                StageOutcome::GateFailed(format!("{first} (and {} more)", failed.len() - 1))
+            }
+        })
+    }
+}
+
+/// Python/torch are recorded only when a baseline ran; the torch version comes from the
+/// baseline records (`defines: {torch: ...}`) when they carry it.
+pub fn capture_options(artifacts: &Artifacts) -> crate::env::CaptureOptions {
+    let baselines = artifacts.baselines.as_deref().unwrap_or_default();
+    crate::env::CaptureOptions {
+        baselines_ran: baselines.iter().any(|b| b.status == "ok"),
+        torch_from_records: baselines.iter().find_map(|b| {
+            b.defines
+                .get("torch")
+                .or_else(|| b.defines.get("torch_version"))
+                .cloned()
+        }),
+    }
+}
+
+fn write(base: &Path, rel: &str, text: &str) -> anyhow::Result<()> {
+    let path = base.join(rel);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+}

@@ -1,0 +1,241 @@
+//! The report and manifest rendered from fixture artifacts (tests/fixtures/report/<scenario>,
+//! written by its generate.py following src/schema.rs), as insta snapshots; determinism;
+//! template errors.
+
+use repro::env::{Environment, GitState, GpuSnapshot};
+use repro::report::{self, artifacts::Artifacts, manifest, render, state::RunState};
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/report")
+        .join(name)
+}
+
+/// A fixed environment so snapshots do not depend on this machine.
+fn environment(with_tools: bool) -> Environment {
+    Environment {
+        git: Some(GitState {
+            sha: Some("4f2c9a1e7b3d5c8f0a6e2d4b9c1f3a5e7d9b0c2e".into()),
+            branch: Some("ws-producer-warps".into()),
+            dirty: true,
+        }),
+        gpu: Some(GpuSnapshot {
+            name: "NVIDIA H100 80GB HBM3".into(),
+            uuid: "GPU-5e1c7a2b-93d4-4f0e-8b6a-1c2d3e4f5a6b".into(),
+            compute_capability: "9.0".into(),
+            sm_count: 132,
+            memory_bytes: 85_520_809_984,
+            driver_version: Some("580.95.05".into()),
+            cuda_driver_version: "13.0".into(),
+        }),
+        gpu_note: None,
+        nvcc: Some("Cuda compilation tools, release 13.0, V13.0.88".into()),
+        ncu: with_tools.then(|| "Version 2025.3.1.0 (build 36398880)".into()),
+        python: with_tools.then(|| "Python 3.11.9".into()),
+        torch: with_tools.then(|| "2.9.0+cu130".into()),
+        host: Some("gpu-node-17".into()),
+        repro_version: "0.1.0".into(),
+        created_utc: "2026-11-22T03:00:00Z".into(),
+    }
+}
+
+struct Rendered {
+    report: report::Report,
+    manifest: String,
+}
+
+fn render_fixture(name: &str, env: &Environment) -> Rendered {
+    let root = fixture(name);
+    let pipeline = report::read_pipeline(&root.join("pipeline.yaml")).unwrap();
+    let artifacts = Artifacts::load(&root).unwrap();
+    let state = RunState::load(&root).unwrap();
+    let inputs = report::Inputs {
+        pipeline: &pipeline,
+        artifacts: &artifacts,
+        state: &state,
+        env,
+    };
+    let template = report::load_template(&root, report::SUMMARY_TEMPLATE).unwrap();
+    let report = report::render_report(&inputs, &template).unwrap();
+    // Lay the report out as the stage would stage it, so the manifest lists it.
+    let staging = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(staging.path().join("reports")).unwrap();
+    std::fs::write(staging.path().join(report::SUMMARY), &report.markdown).unwrap();
+    for (file, svg) in &report.charts {
+        std::fs::write(staging.path().join("reports").join(file), svg).unwrap();
+    }
+    let listed = manifest::list_artifacts(&root, Some(staging.path())).unwrap();
+    let mctx = manifest::context(&pipeline, &state, env, "summarize", listed);
+    let mtpl = report::load_template(&root, report::MANIFEST_TEMPLATE).unwrap();
+    let manifest = render::render(&mtpl, &mctx).unwrap();
+    Rendered { report, manifest }
+}
+
+/// The manifest with its machine- and time-dependent values replaced.
+fn redact(manifest: &str) -> String {
+    manifest
+        .lines()
+        .map(|l| {
+            let key = l.trim_start().split(':').next().unwrap_or("");
+            match key {
+                "created_utc" | "host" | "sha" | "branch" | "dirty" => {
+                    let indent = &l[..l.len() - l.trim_start().len()];
+                    format!("{indent}{key}: \"[redacted]\"")
+                }
+                _ => l.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn all_green() {
+    let r = render_fixture("green", &environment(true));
+    assert!(
+        r.report.context.failed_gates.is_empty(),
+        "{:?}",
+        r.report.context.failed_gates
+    );
+    assert!(r.report.markdown.contains("**stage5-ws-p1** ★"));
+    insta::assert_snapshot!("green_summary", r.report.markdown);
+    insta::assert_snapshot!("green_manifest", redact(&r.manifest));
+}
+
+#[test]
+fn gates_failing() {
+    let r = render_fixture("failing", &environment(true));
+    let failed = &r.report.context.failed_gates;
+    assert!(
+        failed
+            .iter()
+            .any(|g| g.starts_with("ptxas.max_registers stage5-ws-p2")),
+        "{failed:?}"
+    );
+    assert!(
+        failed
+            .iter()
+            .any(|g| g.contains("correctness stage5-ws-p2 mission/seed1")),
+        "{failed:?}"
+    );
+    assert!(
+        failed.iter().any(|g| g.starts_with("performance")),
+        "{failed:?}"
+    );
+    insta::assert_snapshot!("failing_summary", r.report.markdown);
+}
+
+#[test]
+fn stages_skipped_no_ncu_no_torch() {
+    let r = render_fixture("skipped", &environment(false));
+    let md = &r.report.markdown;
+    assert!(
+        md.contains("⏭ skipped: python3 cannot import torch"),
+        "{md}"
+    );
+    assert!(md.contains("ncu not found on PATH"), "{md}");
+    insta::assert_snapshot!("skipped_summary", r.report.markdown);
+    insta::assert_snapshot!("skipped_manifest", redact(&r.manifest));
+}
+
+#[test]
+fn tune_absent() {
+    let r = render_fixture("no-tune", &environment(true));
+    assert!(r
+        .report
+        .context
+        .tune
+        .note
+        .as_deref()
+        .unwrap()
+        .starts_with("not run: the pipeline has no `tune` stage"));
+    assert_eq!(
+        r.report.charts.len(),
+        1,
+        "no tune chart without a tune stage"
+    );
+    insta::assert_snapshot!("no_tune_summary", r.report.markdown);
+}
+
+#[test]
+fn rendering_twice_gives_identical_bytes() {
+    let env = environment(true);
+    let a = render_fixture("green", &env);
+    let b = render_fixture("green", &env);
+    assert_eq!(a.report.markdown, b.report.markdown);
+    assert_eq!(a.report.charts, b.report.charts);
+    assert_eq!(a.manifest, b.manifest);
+    let later = Environment {
+        created_utc: "2026-11-23T09:30:00Z".into(),
+        ..env
+    };
+    let c = render_fixture("green", &later);
+    assert_eq!(
+        a.report.markdown, c.report.markdown,
+        "the report has no timestamp"
+    );
+    let changed: Vec<(&str, &str)> = a
+        .manifest
+        .lines()
+        .zip(c.manifest.lines())
+        .filter(|(x, y)| x != y)
+        .collect();
+    assert_eq!(
+        changed,
+        [(
+            "created_utc: \"2026-11-22T03:00:00Z\"",
+            "created_utc: \"2026-11-23T09:30:00Z\""
+        )]
+    );
+}
+
+#[test]
+fn charts_are_svg_with_every_series() {
+    let r = render_fixture("green", &environment(true));
+    let names: Vec<&str> = r.report.charts.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["p50_by_shape.svg", "tune_best_so_far.svg"]);
+    let p50 = &r.report.charts[0].1;
+    assert!(p50.starts_with("<svg"));
+    for name in [
+        "torch_sdpa",
+        "torch_naive",
+        "stage2-baseline",
+        "stage5-ws-p1",
+        "stage5-ws-p2",
+        "tune-top1",
+        "mission (B=2 H=8 S=512 D=64)",
+    ] {
+        assert!(p50.contains(name), "{name} missing from the p50 chart");
+    }
+    assert!(r.report.charts[1].1.contains("best so far"));
+}
+
+#[test]
+fn user_template_with_an_undefined_name_is_reported_with_line_and_name() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("templates")).unwrap();
+    std::fs::write(
+        dir.path().join(report::SUMMARY_TEMPLATE),
+        "# Report\n\nBest: {{ best }}\n{{ tune.data.trails }}\n",
+    )
+    .unwrap();
+    let root = fixture("green");
+    let pipeline = report::read_pipeline(&root.join("pipeline.yaml")).unwrap();
+    let artifacts = Artifacts::load(&root).unwrap();
+    let state = RunState::load(&root).unwrap();
+    let env = environment(true);
+    let inputs = report::Inputs {
+        pipeline: &pipeline,
+        artifacts: &artifacts,
+        state: &state,
+        env: &env,
+    };
+    let template = report::load_template(dir.path(), report::SUMMARY_TEMPLATE).unwrap();
+    let err = report::render_report(&inputs, &template).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.starts_with("templates/summary.md.j2:4: undefined value `tune.data.trails`"),
+        "{msg}"
+    );
+}
