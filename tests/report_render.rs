@@ -45,6 +45,20 @@ struct Rendered {
     manifest: String,
 }
 
+/// With `REPRO_DUMP_REPORT=<folder>` set, the rendered report and charts of each scenario
+/// are written to `<folder>/<scenario>/` to look at (e.g. converted to HTML and PNG).
+fn dump(name: &str, report: &report::Report) {
+    let Some(dir) = std::env::var_os("REPRO_DUMP_REPORT") else {
+        return;
+    };
+    let dir = PathBuf::from(dir).join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("summary.md"), &report.markdown).unwrap();
+    for (file, svg) in &report.charts {
+        std::fs::write(dir.join(file), svg).unwrap();
+    }
+}
+
 fn render_fixture(name: &str, env: &Environment) -> Rendered {
     let root = fixture(name);
     let pipeline = report::read_pipeline(&root.join("pipeline.yaml")).unwrap();
@@ -58,6 +72,7 @@ fn render_fixture(name: &str, env: &Environment) -> Rendered {
     };
     let template = report::load_template(&root, report::SUMMARY_TEMPLATE).unwrap();
     let report = report::render_report(&inputs, &template).unwrap();
+    dump(name, &report);
     // Lay the report out as the stage would stage it, so the manifest lists it.
     let staging = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(staging.path().join("reports")).unwrap();

@@ -15,6 +15,7 @@ const VARIANT: RGBColor = RGBColor(72, 120, 168);
 const BEST: RGBColor = RGBColor(46, 139, 87);
 const TUNED: RGBColor = RGBColor(224, 138, 46);
 const FAIL: RGBColor = RGBColor(200, 40, 40);
+const CONTROL: RGBColor = RGBColor(110, 60, 150);
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -290,7 +291,8 @@ fn draw_tune(
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
-        .build_cartesian_2d(-0.5..(f64::from(last) + 0.5), y0..(hi + pad))?;
+        // Head room above the highest point for the legend.
+        .build_cartesian_2d(-0.5..(f64::from(last) + 0.5), y0..(hi + pad * 4.0))?;
     chart
         .configure_mesh()
         .x_desc("trial")
@@ -342,10 +344,10 @@ fn draw_tune(
         chart
             .draw_series(LineSeries::new(
                 vec![(-0.5, c), (f64::from(last) + 0.5, c)],
-                BASELINE.stroke_width(1),
+                CONTROL.stroke_width(2),
             ))?
             .label(format!("control {name} ({c:.2} µs)"))
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BASELINE.stroke_width(1)));
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], CONTROL.stroke_width(2)));
     }
     chart
         .configure_series_labels()

@@ -638,12 +638,7 @@ impl Builder<'_> {
         let Some(benches) = &self.artifacts.benches else {
             return Section::not_run(self.not_run("bench", "artifacts/bench/"));
         };
-        let th = self
-            .pipeline
-            .gates
-            .correctness
-            .clone()
-            .unwrap_or_default();
+        let th = self.pipeline.gates.correctness.clone().unwrap_or_default();
         let mut rows = Vec::new();
         for f in benches {
             for r in &f.results {

@@ -1,0 +1,255 @@
+//! `repro diff` and `repro commit` on temporary git repositories (tempfile + git2), through
+//! the real binary.
+
+use assert_cmd::Command;
+use git2::{Repository, Signature};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/report/green");
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let p = entry.unwrap().path();
+        let dest = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).unwrap();
+        }
+    }
+}
+
+/// A repo holding the green fixture, committed once.
+fn repo_with_fixture() -> (tempfile::TempDir, Repository) {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(Path::new(FIXTURE), dir.path());
+    std::fs::write(dir.path().join(".gitignore"), ".repro/\n").unwrap();
+    let repo = Repository::init(dir.path()).unwrap();
+    let mut cfg = repo.config().unwrap();
+    cfg.set_str("user.name", "Test").unwrap();
+    cfg.set_str("user.email", "test@example.com").unwrap();
+    commit_all(&repo, "results");
+    (dir, repo)
+}
+
+fn commit_all(repo: &Repository, msg: &str) {
+    let mut index = repo.index().unwrap();
+    index
+        .add_all(["*"].iter(), git2::IndexAddOption::DEFAULT, None)
+        .unwrap();
+    index.write().unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    let sig = Signature::now("Test", "test@example.com").unwrap();
+    let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+    let parents: Vec<&git2::Commit> = parent.iter().collect();
+    repo.commit(Some("HEAD"), &sig, &sig, msg, &tree, &parents)
+        .unwrap();
+}
+
+/// Scale every p50 of `variant` on `shape` by `factor` and set its ci95 to `ci`.
+fn edit_bench(root: &Path, variant: &str, shape: &str, factor: f64, ci: f64) {
+    let path = root.join(format!("artifacts/bench/{variant}.json"));
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for r in v["results"].as_array_mut().unwrap() {
+        if r["shape"] == shape {
+            let p = r["p50_us"].as_f64().unwrap();
+            r["p50_us"] = serde_json::json!(p * factor);
+            r["ci95_us"] = serde_json::json!(ci);
+        }
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+fn repro(root: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("repro").unwrap();
+    cmd.current_dir(root);
+    cmd
+}
+
+fn diff_json(root: &Path, rev: &str) -> serde_json::Value {
+    let out = repro(root).args(["diff", rev, "--json"]).output().unwrap();
+    assert!(out.status.code().is_some(), "{out:?}");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+fn verdict(report: &serde_json::Value, name: &str, shape: &str) -> String {
+    report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name && r["shape"] == shape)
+        .unwrap()["verdict"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn diff_verdicts_faster_slower_same_unclear() {
+    let (dir, _repo) = repo_with_fixture();
+    let root = dir.path();
+    edit_bench(root, "stage5-ws-p1", "mission", 0.80, 0.15); // 20% faster, tight
+    edit_bench(root, "stage5-ws-p2", "mission", 1.15, 0.15); // 15% slower, tight
+    edit_bench(root, "stage2-baseline", "mission", 1.005, 0.15); // 0.5%: same
+    edit_bench(root, "stage2-baseline", "long", 1.05, 40.0); // 5% but noise ±40 µs
+    let report = diff_json(root, "HEAD");
+    assert_eq!(verdict(&report, "stage5-ws-p1", "mission"), "FASTER");
+    assert_eq!(verdict(&report, "stage5-ws-p2", "mission"), "SLOWER");
+    assert_eq!(verdict(&report, "stage2-baseline", "mission"), "SAME");
+    assert_eq!(verdict(&report, "stage2-baseline", "long"), "UNCLEAR");
+    assert_eq!(verdict(&report, "torch_sdpa", "small"), "SAME");
+    // A regression makes the exit status 1, and the markdown says it.
+    let out = repro(root).arg("diff").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let md = String::from_utf8(out.stdout).unwrap();
+    assert!(md.contains("| stage5-ws-p2 | mission |"), "{md}");
+    assert!(md.contains("SLOWER"), "{md}");
+}
+
+#[test]
+fn diff_reports_flipped_gates() {
+    let (dir, _repo) = repo_with_fixture();
+    let path = dir.path().join("artifacts/bench/stage5-ws-p1.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["results"][4]["correctness_pass"] = serde_json::json!(false);
+    std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let report = diff_json(dir.path(), "HEAD");
+    let flipped = report["flipped_gates"].as_array().unwrap();
+    assert_eq!(flipped.len(), 1, "{flipped:?}");
+    assert_eq!(flipped[0]["gate"], "correctness stage5-ws-p1 mission/seed1");
+    assert_eq!(flipped[0]["before"], true);
+    assert_eq!(flipped[0]["after"], false);
+}
+
+#[test]
+fn diff_names_a_missing_revision_and_a_revision_without_artifacts() {
+    let (dir, repo) = repo_with_fixture();
+    repro(dir.path())
+        .args(["diff", "no-such-rev"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains(
+            "revision `no-such-rev` not found",
+        ));
+    // A first commit without artifacts, then diff against it.
+    let empty = tempfile::tempdir().unwrap();
+    let erepo = Repository::init(empty.path()).unwrap();
+    std::fs::write(empty.path().join("README"), "x").unwrap();
+    commit_all(&erepo, "first");
+    copy_dir(Path::new(FIXTURE), empty.path());
+    repro(empty.path())
+        .arg("diff")
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("has no artifacts/bench/*.json"));
+    drop(repo);
+}
+
+#[test]
+fn commit_refuses_a_failed_run() {
+    let (dir, _repo) = repo_with_fixture();
+    std::fs::write(
+        dir.path().join(".repro/state.json"),
+        r#"{"stages": {"bench": {"status": "failed", "reason": "exec crashed: illegal address"}}}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("reports.txt"), "x").unwrap();
+    repro(dir.path())
+        .arg("commit")
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains(
+            "stage `bench` failed: exec crashed: illegal address",
+        ))
+        .stderr(predicates::str::contains("--allow-failed"));
+}
+
+#[test]
+fn commit_takes_only_artifacts_and_reports_and_leaves_other_staged_changes() {
+    let (dir, repo) = repo_with_fixture();
+    let root = dir.path();
+    // New results (a report, a bench change), with the lock updated to match them.
+    std::fs::create_dir_all(root.join("reports")).unwrap();
+    std::fs::write(root.join("reports/summary.md"), "# report\n").unwrap();
+    edit_bench(root, "stage5-ws-p1", "mission", 0.9, 0.1);
+    let lock_path = root.join("artifacts/repro.lock");
+    let mut lock: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&lock_path).unwrap()).unwrap();
+    let bytes = std::fs::read(root.join("artifacts/bench/stage5-ws-p1.json")).unwrap();
+    let hash: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    lock["stages"]["bench"]["outputs"]["artifacts/bench/stage5-ws-p1.json"] =
+        serde_json::json!(hash);
+    let report_hash: String = Sha256::digest(b"# report\n")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    lock["stages"]["summarize"] =
+        serde_json::json!({"fingerprint": "f", "outputs": {"reports/summary.md": report_hash}});
+    std::fs::write(&lock_path, serde_json::to_string_pretty(&lock).unwrap()).unwrap();
+    // Another change, staged by the user, and an unstaged one.
+    std::fs::write(
+        root.join("pipeline.yaml"),
+        std::fs::read_to_string(root.join("pipeline.yaml")).unwrap() + "# edited\n",
+    )
+    .unwrap();
+    let mut index = repo.index().unwrap();
+    index.add_path(Path::new("pipeline.yaml")).unwrap();
+    index.write().unwrap();
+    std::fs::write(root.join("notes.txt"), "untracked\n").unwrap();
+
+    repro(root)
+        .args(["commit", "-m", "ws-p1: faster mission"])
+        .assert()
+        .success();
+
+    let head = repo.head().unwrap().peel_to_commit().unwrap();
+    let msg = head.message().unwrap();
+    assert!(msg.starts_with("ws-p1: faster mission\n"), "{msg}");
+    assert!(
+        msg.contains("Gates:") && msg.contains("✅ ptxas: 3/3 pass"),
+        "{msg}"
+    );
+    assert!(msg.contains("stage5-ws-p1 (best): 31.15"), "{msg}");
+    let parent = head.parent(0).unwrap();
+    let diff = repo
+        .diff_tree_to_tree(
+            Some(&parent.tree().unwrap()),
+            Some(&head.tree().unwrap()),
+            None,
+        )
+        .unwrap();
+    let mut changed: Vec<String> = diff
+        .deltas()
+        .map(|d| d.new_file().path().unwrap().to_string_lossy().into_owned())
+        .collect();
+    changed.sort();
+    assert_eq!(
+        changed,
+        [
+            "artifacts/bench/stage5-ws-p1.json",
+            "artifacts/repro.lock",
+            "reports/summary.md"
+        ]
+    );
+    // pipeline.yaml is still staged (index differs from HEAD), notes.txt untracked.
+    let st = repo.status_file(Path::new("pipeline.yaml")).unwrap();
+    assert!(st.contains(git2::Status::INDEX_MODIFIED), "{st:?}");
+    assert!(repo
+        .status_file(Path::new("notes.txt"))
+        .unwrap()
+        .contains(git2::Status::WT_NEW));
+    // Nothing left to commit in our folders.
+    repro(root)
+        .arg("commit")
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("nothing to commit"));
+}
