@@ -16,7 +16,11 @@
 //!   build: {status: succeeded, elapsed_s: 12.5, reason: null}
 //! ```
 //!
-//! A lock entry may carry `status` / `elapsed_s` itself; the state file wins where both do.
+//! The engine on main writes lock entries with `skipped: <reason>` / `gate_failed: <summary>`
+//! (neither: passed) and failure records `.repro/state/<stage>.json` (`{fingerprint,
+//! message}`); both are read. It records no stage times in files yet, so `elapsed_s` comes
+//! only from a state file that has it. A lock entry may carry `status` / `elapsed_s`
+//! itself; the state file wins where both do.
 
 use anyhow::Context;
 use serde_yaml::Value;
@@ -28,6 +32,8 @@ use std::path::Path;
 pub const LOCK: &str = "artifacts/repro.lock";
 /// Run-state files the engine may write, in the order they are looked for.
 pub const STATE_FILES: [&str; 2] = [".repro/state.json", ".repro/state.yaml"];
+/// The engine's per-stage failure records.
+pub const FAILURE_DIR: &str = ".repro/state";
 
 /// One stage as the engine left it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -71,9 +77,39 @@ impl RunState {
             for (name, entry) in stage_entries(&lock) {
                 let s = state.stages.entry(name).or_default();
                 s.fingerprint = str_at(entry, &["fingerprint"]);
-                s.status = str_at(entry, &["status"]);
+                // The engine's lock says `skipped: <reason>` or `gate_failed: <summary>`;
+                // an entry without either is a stage that passed.
+                let skipped = str_at(entry, &["skipped"]);
+                let gate = str_at(entry, &["gate_failed"]);
+                s.status = str_at(entry, &["status"]).or_else(|| {
+                    Some(match (&skipped, &gate) {
+                        (Some(_), _) => "skipped".to_string(),
+                        (None, Some(_)) => "gate_failed".to_string(),
+                        (None, None) => "succeeded".to_string(),
+                    })
+                });
+                s.reason = skipped.or(gate);
                 s.elapsed_s = num_at(entry, &["elapsed_s", "duration_s", "seconds", "time_s"]);
                 s.outputs = outputs_of(entry);
+            }
+        }
+        // The engine's failure records: `.repro/state/<stage>.json` = {fingerprint, message}.
+        if let Ok(dir) = std::fs::read_dir(root.join(FAILURE_DIR)) {
+            let mut paths: Vec<_> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            paths.sort();
+            for path in paths
+                .iter()
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            {
+                let (Some(stem), Some(value)) = (path.file_stem(), read_value(path)?) else {
+                    continue;
+                };
+                let s = state
+                    .stages
+                    .entry(stem.to_string_lossy().into_owned())
+                    .or_default();
+                s.status = Some("failed".into());
+                s.reason = str_at(&value, &["message", "reason", "error"]);
             }
         }
         for file in STATE_FILES {
@@ -235,6 +271,37 @@ mod tests {
         assert_eq!(st.changed_outputs(root), vec!["artifacts/bench/x.json"]);
         let fp = st.pipeline_fingerprint().unwrap();
         assert_eq!(fp.len(), 64);
+    }
+
+    #[test]
+    fn reads_the_engines_lock_flags_and_failure_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join(".repro/state")).unwrap();
+        std::fs::create_dir_all(root.join("artifacts")).unwrap();
+        std::fs::write(
+            root.join(LOCK),
+            "version: 1\nstages:\n  build:\n    fingerprint: a\n  ncu-profile:\n    fingerprint: b\n    skipped: ncu not found\n  bench:\n    fingerprint: c\n    gate_failed: correctness x\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join(".repro/state/evo-tune.json"),
+            r#"{"fingerprint": "d", "message": "nvcc crashed"}"#,
+        )
+        .unwrap();
+        let st = RunState::load(root).unwrap();
+        assert_eq!(st.stages["build"].status.as_deref(), Some("succeeded"));
+        assert_eq!(st.stages["ncu-profile"].status.as_deref(), Some("skipped"));
+        assert_eq!(
+            st.stages["ncu-profile"].reason.as_deref(),
+            Some("ncu not found")
+        );
+        assert_eq!(st.stages["bench"].status.as_deref(), Some("gate_failed"));
+        assert!(st.stages["evo-tune"].failed());
+        assert_eq!(
+            st.stages["evo-tune"].reason.as_deref(),
+            Some("nvcc crashed")
+        );
     }
 
     #[test]
