@@ -91,6 +91,19 @@ pub trait Executor: Send + Sync {
     fn gpu_slots(&self) -> u32;
 }
 
+/// The executor kind pipeline.yaml gives a stage: its own `executor:`, else the pipeline's,
+/// else `local` (without the command line's `--executor`).
+pub fn configured_kind<'a>(
+    pipeline: &'a crate::pipeline::Pipeline,
+    stage: &'a crate::pipeline::StageSpec,
+) -> &'a str {
+    stage
+        .executor
+        .as_ref()
+        .or(pipeline.executor.as_ref())
+        .map_or("local", |e| e.kind.as_str())
+}
+
 /// The executor for one stage: the stage's own `executor:`, else the pipeline's, else
 /// `local`; `cli_override` (`--executor`) wins over both.
 pub fn for_stage(
@@ -98,11 +111,7 @@ pub fn for_stage(
     stage: &crate::pipeline::StageSpec,
     cli_override: Option<&str>,
 ) -> anyhow::Result<Box<dyn Executor>> {
-    let kind = cli_override
-        .or(stage.executor.as_ref().map(|e| e.kind.as_str()))
-        .or(pipeline.executor.as_ref().map(|e| e.kind.as_str()))
-        .unwrap_or("local");
-    match kind {
+    match cli_override.unwrap_or_else(|| configured_kind(pipeline, stage)) {
         "local" => Ok(Box::new(local::LocalExecutor::new())),
         "slurm" => {
             let settings = slurm::SlurmSettings::for_stage(

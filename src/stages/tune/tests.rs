@@ -550,6 +550,7 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
         timeout: std::time::Duration::from_secs(30),
         slots: 2,
         jobs: 2,
+        one_model: crate::stages::gpu_nodes::OneGpuModel::new(false),
     };
     let space = crate::tune::space::Space::from_yaml(
         &serde_yaml::from_str("{TILE: [1, 2, 3, 4, 8, 16], SCALE: [1, 2]}").unwrap(),
