@@ -190,7 +190,7 @@ fn parse_outcome(req: &ExecRequest, shape: &Shape, outcome: &JobOutcome) -> Benc
 }
 
 /// The `error: ...` lines of a tail, or its last three lines.
-fn error_lines(tail: &str) -> String {
+pub(crate) fn error_lines(tail: &str) -> String {
     let lines: Vec<&str> = tail
         .lines()
         .map(str::trim)

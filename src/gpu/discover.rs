@@ -4,8 +4,9 @@
 //! `repro exec --query-devices` job runs where the stage's GPU jobs will run, holding a GPU
 //! as they do, and prints what the driver there sees.
 
+use super::client::error_lines;
 use super::{GpuInfo, NoGpu};
-use crate::executor::{CancelFlag, Executor, Job, JobOutcome};
+use crate::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 use std::path::Path;
 use std::time::Duration;
 
@@ -59,19 +60,17 @@ pub fn query_job(repro_exe: &Path, pipeline_file: &Path, root: &Path) -> Job {
 /// The GPU list the probe job printed (its last non-empty stdout line), or why there is none.
 pub fn devices_from_outcome(executor: &str, outcome: &JobOutcome) -> Result<Vec<GpuInfo>, NoGpu> {
     let node = outcome.node.as_deref().unwrap_or("an unknown node");
-    let tail = || {
-        let lines: Vec<&str> = outcome
-            .tail
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .collect();
-        lines[lines.len().saturating_sub(3)..].join(" | ")
-    };
     if !outcome.success() {
+        let ended = match &outcome.exit {
+            ExitKind::Code(code) => format!("exited with code {code}"),
+            ExitKind::Signal(sig) => format!("was killed by signal {sig}"),
+            ExitKind::TimedOut => format!("timed out after {} s", QUERY_TIMEOUT.as_secs()),
+            ExitKind::Cancelled => "was cancelled".into(),
+            ExitKind::Scheduler(reason) => format!("was ended by the scheduler: {reason}"),
+        };
         return Err(NoGpu(format!(
-            "the GPU probe job (repro exec --query-devices) through the {executor} executor on {node} ended with {:?}: {}",
-            outcome.exit,
-            tail()
+            "the GPU probe job (repro exec --query-devices) through the {executor} executor on {node} {ended}: {}",
+            error_lines(&outcome.tail)
         )));
     }
     let stdout = String::from_utf8_lossy(&outcome.stdout);
@@ -94,7 +93,6 @@ pub fn devices_from_outcome(executor: &str, outcome: &JobOutcome) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::executor::ExitKind;
 
     fn h100(index: u32) -> GpuInfo {
         GpuInfo {
@@ -157,8 +155,11 @@ mod tests {
             ),
         )
         .unwrap_err();
-        assert!(err.0.contains("on gpu-node-3"), "{}", err.0);
-        assert!(err.0.contains("no CUDA driver"), "{}", err.0);
+        assert_eq!(
+            err.0,
+            "the GPU probe job (repro exec --query-devices) through the slurm executor on \
+             gpu-node-3 exited with code 1: error: no CUDA driver (libcuda.so.1) found"
+        );
         let err =
             devices_from_outcome("slurm", &outcome(ExitKind::Code(0), "[]\n", "")).unwrap_err();
         assert_eq!(err.0, "the GPU probe job on gpu-node-3 sees no GPU");

@@ -217,6 +217,22 @@ mod tests {
     }
 
     #[test]
+    fn on_slurm_the_hardware_is_the_request_with_the_stage_override() {
+        let pipeline: Pipeline = serde_yaml::from_str(
+            "version: 1\nexecutor: {kind: slurm, partition: gpu, gres: \"gpu:l4:1\"}\nstages:\n  \
+             bench: {uses: bench}\n  other: {uses: bench, executor: {kind: slurm, gres: \"gpu:h100:1\"}}\n  \
+             here: {uses: bench, executor: {kind: local}}\n",
+        )
+        .unwrap();
+        let root = Path::new("/nonexistent");
+        let hw = |stage: &str| hardware(&pipeline, &pipeline.stages[stage], root);
+        assert_eq!(hw("bench"), "slurm partition gpu gres gpu:l4:1");
+        assert_eq!(hw("other"), "slurm partition gpu gres gpu:h100:1");
+        // A local stage fingerprints this machine's GPUs (or says there are none).
+        assert!(!hw("here").starts_with("slurm"), "{}", hw("here"));
+    }
+
+    #[test]
     fn the_option_is_a_bool() {
         assert_eq!(parse_allow_mixed(&serde_yaml::Value::Bool(true)), Ok(true));
         assert!(parse_allow_mixed(&serde_yaml::Value::from("yes please")).is_err());
