@@ -46,21 +46,29 @@ pub fn gpu_identity(gpus: &[GpuInfo]) -> String {
 /// request (partition and gres), and the records the stage writes name each measurement's
 /// node and GPU (`node`, `device_name`, `device_index`).
 pub fn hardware(pipeline: &Pipeline, spec: &StageSpec, root: &Path) -> String {
-    if crate::executor::configured_kind(pipeline, spec) == "slurm" {
-        let s = crate::executor::slurm::SlurmSettings::for_stage(
-            pipeline.executor.as_ref(),
-            spec.executor.as_ref(),
-        );
-        return format!(
-            "slurm partition {} gres {}",
-            s.partition.as_deref().unwrap_or("(default)"),
-            s.gres.as_deref().unwrap_or("(none)")
-        );
+    if let Some(request) = slurm_request(pipeline, spec) {
+        return request;
     }
     match crate::gpu::probe_cached(root) {
         Ok(gpus) => gpu_identity(&gpus),
         Err(no) => format!("no GPU: {no}"),
     }
+}
+
+/// `slurm partition P gres G` when pipeline.yaml sends the stage to Slurm.
+pub fn slurm_request(pipeline: &Pipeline, spec: &StageSpec) -> Option<String> {
+    if crate::executor::configured_kind(pipeline, spec) != "slurm" {
+        return None;
+    }
+    let s = crate::executor::slurm::SlurmSettings::for_stage(
+        pipeline.executor.as_ref(),
+        spec.executor.as_ref(),
+    );
+    Some(format!(
+        "slurm partition {} gres {}",
+        s.partition.as_deref().unwrap_or("(default)"),
+        s.gres.as_deref().unwrap_or("(none)")
+    ))
 }
 
 /// What to do when [`stage_gpus`] found none; `what` is e.g. "run the bench stage".
