@@ -448,7 +448,6 @@ impl StageKind for Profile {
         // Under Slurm the request (partition, gres): this machine may not be a GPU node.
         inputs.hardware = crate::stages::gpu_nodes::slurm_request(pipeline, spec).or_else(|| {
             let gpus = crate::gpu::probe_cached(root).ok()?;
-            // The first GPU only: ncu profiles on device 0.
             let first = gpus.first()?;
             Some(crate::stages::gpu_nodes::gpu_identity(
                 std::slice::from_ref(first),
