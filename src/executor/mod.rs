@@ -89,6 +89,11 @@ pub trait Executor: Send + Sync {
     fn run(&self, job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome>;
     /// How many GPU jobs may run at once (visible GPUs locally; a limit on a cluster).
     fn gpu_slots(&self) -> u32;
+    /// Do jobs run on the machine running repro, seeing its GPUs? When not (a cluster),
+    /// GPU stages discover the GPUs by running a probe job instead.
+    fn runs_jobs_here(&self) -> bool {
+        true
+    }
 }
 
 /// The executor kind pipeline.yaml gives a stage: its own `executor:`, else the pipeline's,

@@ -1,5 +1,5 @@
-//! Which GPUs a GPU stage measures on. Through the local executor that is this machine's
-//! driver ([`super::probe_cached`], fast and cached). Through another executor (Slurm) the
+//! Which GPUs a GPU stage measures on. When the executor runs jobs here (local) that is
+//! this machine's driver ([`super::probe_cached`], fast and cached). Through another executor (Slurm) the
 //! machine running `repro` may have no GPU at all (a login node), so one
 //! `repro exec --query-devices` job runs where the stage's GPU jobs will run, holding a GPU
 //! as they do, and prints what the driver there sees.
@@ -24,10 +24,10 @@ pub struct Query<'a> {
     pub log: Option<&'a Path>,
 }
 
-/// The GPUs the stage's jobs will see: the local probe for the local executor, else a
-/// probe job through the executor. Every failure is a [`NoGpu`] with the reason.
+/// The GPUs the stage's jobs will see: the local probe when the executor runs jobs on this
+/// machine, else a probe job through the executor. Every failure is a [`NoGpu`] with the reason.
 pub fn stage_gpus(q: &Query) -> Result<Vec<GpuInfo>, NoGpu> {
-    if q.executor.name() == "local" {
+    if q.executor.runs_jobs_here() {
         return super::probe_cached(q.root);
     }
     let mut job = query_job(q.repro_exe, q.pipeline_file, q.root);

@@ -73,7 +73,7 @@ pub fn slurm_request(pipeline: &Pipeline, spec: &StageSpec) -> Option<String> {
 
 /// What to do when [`stage_gpus`] found none; `what` is e.g. "run the bench stage".
 pub fn no_gpu_fix(executor: &dyn Executor, what: &str) -> String {
-    if executor.name() == "local" {
+    if executor.runs_jobs_here() {
         format!("{what} on a machine with an NVIDIA GPU and its driver")
     } else {
         format!(
@@ -85,7 +85,7 @@ pub fn no_gpu_fix(executor: &dyn Executor, what: &str) -> String {
 /// How many GPU jobs run at once: locally one per visible GPU (at most the executor's
 /// limit); on a cluster the executor's limit, since the probe saw only one node's GPUs.
 pub fn gpu_slots(executor: &dyn Executor, gpus: &[GpuInfo]) -> u32 {
-    if executor.name() == "local" {
+    if executor.runs_jobs_here() {
         executor.gpu_slots().clamp(1, gpus.len().max(1) as u32)
     } else {
         executor.gpu_slots().max(1)
