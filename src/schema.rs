@@ -174,6 +174,10 @@ pub struct BenchResult {
     pub error: Option<String>,
     pub device_index: Option<u32>,
     pub device_name: Option<String>,
+    /// The host that ran the measurement (the executor's node; absent in records written
+    /// before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     pub timing_mode: Option<TimingMode>,
     #[serde(serialize_with = "float::opt_f4")]
     pub p50_us: Option<f64>,

@@ -67,6 +67,30 @@ fn exec_without_a_driver_says_so() {
 }
 
 #[test]
+fn query_devices_prints_the_gpus_as_json_or_says_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(common::repro_bin())
+        .current_dir(dir.path())
+        .args(["exec", "--query-devices"])
+        .output()
+        .unwrap();
+    if repro::gpu::driver_library_loads().is_err() {
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("no CUDA driver (libcuda.so.1) found")
+        );
+        return;
+    }
+    // A driver is present: either GPUs as JSON, or the driver's reason for none.
+    if out.status.success() {
+        let gpus: Vec<repro::gpu::GpuInfo> = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(!gpus.is_empty());
+    } else {
+        assert!(!out.stderr.is_empty());
+    }
+}
+
+#[test]
 fn unknown_variant_and_shape_are_named() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("pipeline.yaml"), PIPELINE).unwrap();

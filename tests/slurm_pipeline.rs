@@ -8,7 +8,7 @@ mod support;
 use assert_cmd::Command;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{enabled, queued, wait_until_gone};
+use support::{enabled, job_records, queued, wait_until_gone};
 
 /// Two `cmd` stages; `total` overrides the pipeline's Slurm time limit and asks for a GPU
 /// (docs/readme/slurm.md shows this file).
@@ -53,23 +53,6 @@ fn stage_fails(mut cmd: Command) -> String {
 
 fn read(dir: &Path, file: &str) -> Vec<u8> {
     std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
-}
-
-/// Where slurmctld appends finished jobs (`JobCompLoc`).
-fn job_records() -> String {
-    let out = std::process::Command::new("scontrol")
-        .args(["show", "config"])
-        .output()
-        .expect("scontrol runs");
-    let config = String::from_utf8_lossy(&out.stdout);
-    let path = config
-        .lines()
-        .find_map(|l| l.strip_prefix("JobCompLoc"))
-        .and_then(|l| l.split('=').nth(1))
-        .map(str::trim)
-        .expect("JobCompLoc in scontrol show config")
-        .to_string();
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 #[test]

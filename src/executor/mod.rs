@@ -89,6 +89,24 @@ pub trait Executor: Send + Sync {
     fn run(&self, job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome>;
     /// How many GPU jobs may run at once (visible GPUs locally; a limit on a cluster).
     fn gpu_slots(&self) -> u32;
+    /// Do jobs run on the machine running repro, seeing its GPUs? When not (a cluster),
+    /// GPU stages discover the GPUs by running a probe job instead.
+    fn runs_jobs_here(&self) -> bool {
+        true
+    }
+}
+
+/// The executor kind pipeline.yaml gives a stage: its own `executor:`, else the pipeline's,
+/// else `local` (without the command line's `--executor`).
+pub fn configured_kind<'a>(
+    pipeline: &'a crate::pipeline::Pipeline,
+    stage: &'a crate::pipeline::StageSpec,
+) -> &'a str {
+    stage
+        .executor
+        .as_ref()
+        .or(pipeline.executor.as_ref())
+        .map_or("local", |e| e.kind.as_str())
 }
 
 /// The executor for one stage: the stage's own `executor:`, else the pipeline's, else
@@ -98,11 +116,7 @@ pub fn for_stage(
     stage: &crate::pipeline::StageSpec,
     cli_override: Option<&str>,
 ) -> anyhow::Result<Box<dyn Executor>> {
-    let kind = cli_override
-        .or(stage.executor.as_ref().map(|e| e.kind.as_str()))
-        .or(pipeline.executor.as_ref().map(|e| e.kind.as_str()))
-        .unwrap_or("local");
-    match kind {
+    match cli_override.unwrap_or_else(|| configured_kind(pipeline, stage)) {
         "local" => Ok(Box::new(local::LocalExecutor::new())),
         "slurm" => {
             let settings = slurm::SlurmSettings::for_stage(

@@ -120,6 +120,7 @@ pub fn blank_result(
         error: None,
         device_index: None,
         device_name: None,
+        node: None,
         timing_mode: None,
         p50_us: None,
         p90_us: None,
@@ -142,8 +143,15 @@ pub fn blank_result(
 }
 
 /// The result of a finished `repro exec` job: its JSON line, or a `failed` record saying
-/// why there is none (fault, timeout, signal, garbage on stdout).
+/// why there is none (fault, timeout, signal, garbage on stdout). Either way it names the
+/// node the executor ran the job on.
 pub fn result_from_outcome(req: &ExecRequest, shape: &Shape, outcome: &JobOutcome) -> BenchResult {
+    let mut result = parse_outcome(req, shape, outcome);
+    result.node = outcome.node.clone();
+    result
+}
+
+fn parse_outcome(req: &ExecRequest, shape: &Shape, outcome: &JobOutcome) -> BenchResult {
     let failed = |reason: String| {
         let mut r = blank_result(&req.shape, shape, req.seed, req.warmup, req.iters, "failed");
         r.error = Some(reason);
@@ -182,7 +190,7 @@ pub fn result_from_outcome(req: &ExecRequest, shape: &Shape, outcome: &JobOutcom
 }
 
 /// The `error: ...` lines of a tail, or its last three lines.
-fn error_lines(tail: &str) -> String {
+pub(crate) fn error_lines(tail: &str) -> String {
     let lines: Vec<&str> = tail
         .lines()
         .map(str::trim)
@@ -316,6 +324,32 @@ mod tests {
             &outcome(ExitKind::Code(0), &format!("{line}\n"), ""),
         );
         assert_eq!(got, good);
+    }
+
+    #[test]
+    fn results_name_the_node_that_ran_them_even_when_failed() {
+        let line =
+            serde_json::to_string(&blank_result("mission", &MISSION, 2, 20, 100, "ok")).unwrap();
+        let mut ran = outcome(ExitKind::Code(0), &line, "");
+        ran.node = Some("gpu-node-07".into());
+        let got = result_from_outcome(&req(), &MISSION, &ran);
+        assert_eq!(got.node.as_deref(), Some("gpu-node-07"));
+        assert!(serde_json::to_string(&got)
+            .unwrap()
+            .contains(r#""node":"gpu-node-07""#));
+        let mut killed = outcome(ExitKind::Scheduler("TIMEOUT".into()), "", "");
+        killed.node = Some("gpu-node-08".into());
+        let got = result_from_outcome(&req(), &MISSION, &killed);
+        assert_eq!(got.status, "failed");
+        assert_eq!(got.node.as_deref(), Some("gpu-node-08"));
+    }
+
+    #[test]
+    fn records_without_a_node_stay_as_they_were() {
+        let old = blank_result("mission", &MISSION, 2, 20, 100, "ok");
+        let line = serde_json::to_string(&old).unwrap();
+        assert!(!line.contains("node"), "{line}");
+        assert_eq!(serde_json::from_str::<BenchResult>(&line).unwrap(), old);
     }
 
     #[test]

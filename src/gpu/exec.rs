@@ -69,6 +69,10 @@ pub struct ExecArgs {
     /// Print the driver's attributes of --cubin's --entry as JSON (registers, smem, ...).
     #[arg(long, requires = "cubin")]
     pub attributes: bool,
+    /// Print the GPUs this process sees as a JSON list (`GpuInfo`) and exit: how stages
+    /// discover the GPUs of a cluster node through the executor.
+    #[arg(long, conflicts_with_all = ["variant", "cubin", "dump_inputs", "attributes"])]
+    pub query_devices: bool,
 }
 
 fn parse_dims(s: &str) -> Result<Shape, String> {
@@ -106,6 +110,13 @@ fn root_of(file: &Path) -> PathBuf {
 }
 
 pub fn main(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
+    if args.query_devices {
+        // The driver's view, never a cache: the node running this is not the one that
+        // wrote `.repro/cache/gpu.json`.
+        let gpus = super::probe()?;
+        println!("{}", serde_json::to_string(&gpus)?);
+        return Ok(0);
+    }
     if args.attributes {
         // Needs no pipeline: the build stage calls this for any cubin.
         let (Some(cubin), Some(entry)) = (&args.cubin, &args.entry) else {
@@ -228,12 +239,7 @@ fn run(r: &Run) -> anyhow::Result<BenchResult> {
     let accuracy = session.check(&kernel, &io, &expected, r.gates.max_abs_err)?;
 
     let mut out = blank_result(r.shape_name, &r.shape, seed, args.warmup, args.iters, "ok");
-    out.device_index = Some(
-        std::env::var(GPU_INDEX_ENV)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(args.device),
-    );
+    out.device_index = Some(device_index(|k| std::env::var(k).ok(), args.device));
     out.device_name = Some(super::driver::Device::get(args.device)?.name()?);
     out.max_abs_err = Some(accuracy.max_abs_err);
     out.mean_abs_err = Some(accuracy.mean_abs_err);
@@ -271,6 +277,26 @@ fn run(r: &Run) -> anyhow::Result<BenchResult> {
         out.samples = Some(s.n as u32);
     }
     Ok(out)
+}
+
+/// The index of the GPU this process measures on, as the machine numbers it. Under Slurm
+/// (`SLURM_JOB_ID` set) that is the node-local GPU Slurm gave the step (`SLURM_STEP_GPUS`,
+/// else `SLURM_JOB_GPUS`, else a single `CUDA_VISIBLE_DEVICES` index), never
+/// `REPRO_GPU_INDEX`, which is only the stage's concurrency slot there. Locally it is
+/// `REPRO_GPU_INDEX` (the executor made that GPU the only visible one). Else `--device`.
+fn device_index(env: impl Fn(&str) -> Option<String>, device: u32) -> u32 {
+    let first_index =
+        |var: &str| env(var).and_then(|v| v.split(',').next().and_then(|i| i.trim().parse().ok()));
+    if env("SLURM_JOB_ID").is_some() {
+        let single_visible = env("CUDA_VISIBLE_DEVICES")
+            .filter(|v| !v.contains(','))
+            .and_then(|v| v.trim().parse().ok());
+        return first_index("SLURM_STEP_GPUS")
+            .or_else(|| first_index("SLURM_JOB_GPUS"))
+            .or(single_visible)
+            .unwrap_or(device);
+    }
+    first_index(GPU_INDEX_ENV).unwrap_or(device)
 }
 
 fn dump_inputs(p: &Pipeline, args: &ExecArgs, dir: &Path) -> anyhow::Result<i32> {
@@ -340,6 +366,33 @@ mod tests {
         assert!(parse_dims("2,8,512").is_err());
         assert!(parse_dims("2,0,512,64").is_err());
         assert!(parse_dims("a,b,c,d").is_err());
+    }
+
+    fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn device_index_is_the_slot_locally_and_slurms_gpu_on_a_node() {
+        assert_eq!(device_index(env_of(&[]), 0), 0);
+        assert_eq!(device_index(env_of(&[(GPU_INDEX_ENV, "3")]), 0), 3);
+        let slurm = [("SLURM_JOB_ID", "42"), (GPU_INDEX_ENV, "1")];
+        assert_eq!(device_index(env_of(&slurm), 0), 0, "the slot is not a GPU");
+        let step = [
+            ("SLURM_JOB_ID", "42"),
+            (GPU_INDEX_ENV, "1"),
+            ("SLURM_STEP_GPUS", "5"),
+            ("SLURM_JOB_GPUS", "4,5"),
+        ];
+        assert_eq!(device_index(env_of(&step), 0), 5);
+        let job = [("SLURM_JOB_ID", "42"), ("SLURM_JOB_GPUS", "6,7")];
+        assert_eq!(device_index(env_of(&job), 0), 6);
+        let visible = [("SLURM_JOB_ID", "42"), ("CUDA_VISIBLE_DEVICES", "2")];
+        assert_eq!(device_index(env_of(&visible), 0), 2);
     }
 
     #[test]

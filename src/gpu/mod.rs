@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod client;
+pub mod discover;
 pub mod driver;
 pub mod e4m3;
 pub mod exec;

@@ -5,14 +5,17 @@
 //!
 //! Options (besides the common keys): `warmup` (20), `iters` (100), `shapes` (default all
 //! of `workload.shapes`), `l2` (`warm` | `flush`), `baselines` (names of
-//! `artifacts/bench/baselines/<name>.json` to compare with; default every file there). The
-//! common `timeout:` key is the limit for each `repro exec` (default 120 s).
+//! `artifacts/bench/baselines/<name>.json` to compare with; default every file there),
+//! `allow_mixed_gpus` (false: the stage fails when its records come from more than one GPU
+//! model). The common `timeout:` key is the limit for each `repro exec` (default 120 s).
+//! Every record names the node and GPU that measured it.
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::executor::Executor;
 use crate::gpu::client::{blank_result, exec_job, result_from_outcome, ExecRequest, ExecTarget};
 use crate::pipeline::{Pipeline, Shape, StageSpec};
 use crate::schema::{to_json_pretty, BenchFile, BenchResult, GateResult};
+use crate::stages::gpu_nodes::{self, OneGpuModel, ALLOW_MIXED_GPUS};
 use anyhow::Context as _;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -35,6 +38,8 @@ struct Options {
     timeout: Duration,
     /// `None`: every baseline file present.
     baselines: Option<Vec<String>>,
+    /// Accept results measured on more than one GPU model.
+    allow_mixed_gpus: bool,
 }
 
 fn option_error(key: &str, message: impl Into<String>) -> OptionError {
@@ -74,6 +79,7 @@ fn options(spec: &StageSpec, pipeline: &Pipeline) -> Result<Options, OptionError
         l2: "warm".into(),
         timeout: DEFAULT_TIMEOUT,
         baselines: None,
+        allow_mixed_gpus: false,
     };
     if pipeline.workload.is_none() {
         return Err(OptionError {
@@ -117,10 +123,14 @@ fn options(spec: &StageSpec, pipeline: &Pipeline) -> Result<Options, OptionError
                 _ => return Err(option_error(key, "expected `warm` or `flush`")),
             },
             "baselines" => o.baselines = Some(names(key, v)?),
+            ALLOW_MIXED_GPUS => {
+                o.allow_mixed_gpus =
+                    gpu_nodes::parse_allow_mixed(v).map_err(|m| option_error(key, m))?
+            }
             _ => {
                 return Err(option_error(
                     key,
-                    format!("unknown option `{key}` for a bench stage (expected warmup, iters, shapes, l2, baselines)"),
+                    format!("unknown option `{key}` for a bench stage (expected warmup, iters, shapes, l2, baselines, {ALLOW_MIXED_GPUS})"),
                 ))
             }
         }
@@ -214,23 +224,7 @@ impl StageKind for BenchStage {
             ),
             ("gates".into(), serde_json::to_string(&pipeline.gates)?),
         ]);
-        let hardware = Some(match crate::gpu::probe_cached(root) {
-            Ok(gpus) => gpus
-                .iter()
-                .map(|g| {
-                    format!(
-                        "{} {} driver {}",
-                        g.name,
-                        g.arch(),
-                        g.driver_version
-                            .as_deref()
-                            .unwrap_or(&g.cuda_driver_version)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
-            Err(no) => format!("no GPU: {no}"),
-        });
+        let hardware = Some(gpu_nodes::hardware(pipeline, spec, root));
         Ok(StageInputs {
             files,
             params,
@@ -244,7 +238,7 @@ impl StageKind for BenchStage {
         let out_dir = ctx.staging.join("artifacts/bench");
         std::fs::create_dir_all(&out_dir)
             .with_context(|| format!("cannot create {}", out_dir.display()))?;
-        let gpus = match crate::gpu::probe_cached(ctx.root) {
+        let gpus = match gpu_nodes::stage_gpus(ctx) {
             Ok(g) => g,
             Err(no) => {
                 for (name, spec) in &ctx.pipeline.variants {
@@ -261,14 +255,16 @@ impl StageKind for BenchStage {
                 }
                 return Ok(StageOutcome::Skipped {
                     reason: no.0,
-                    fix: "run the bench stage on a machine with an NVIDIA GPU and its driver"
-                        .into(),
+                    fix: gpu_nodes::no_gpu_fix(ctx.executor, "run the bench stage"),
                 });
             }
         };
         let jobs = plan(ctx.pipeline, &o);
-        let slots = ctx.executor.gpu_slots().clamp(1, gpus.len().max(1) as u32);
+        let slots = gpu_nodes::gpu_slots(ctx.executor, &gpus);
         let results = run_jobs(ctx, &o, &jobs, slots)?;
+        OneGpuModel::new(o.allow_mixed_gpus)
+            .admit(&results)
+            .map_err(anyhow::Error::msg)?;
 
         let mut by_variant: BTreeMap<String, Vec<BenchResult>> = BTreeMap::new();
         for ((variant, _, _), r) in jobs.iter().zip(results) {
@@ -720,6 +716,16 @@ stages:
         let mut spec = p.stages["bench"].clone();
         spec.options.insert("l2".into(), "cold".into());
         assert_eq!(options(&spec, &p).unwrap_err().path, vec!["l2"]);
+        assert!(!o.allow_mixed_gpus, "one GPU model per result by default");
+        let mut spec = p.stages["bench"].clone();
+        spec.options.insert("allow_mixed_gpus".into(), true.into());
+        assert!(options(&spec, &p).unwrap().allow_mixed_gpus);
+        spec.options
+            .insert("allow_mixed_gpus".into(), "sure".into());
+        assert_eq!(
+            options(&spec, &p).unwrap_err().path,
+            vec!["allow_mixed_gpus"]
+        );
     }
 
     #[test]

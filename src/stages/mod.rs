@@ -6,6 +6,7 @@ use crate::engine::StageKind;
 pub mod bench;
 pub mod build;
 pub mod cmd;
+pub mod gpu_nodes;
 pub mod profile;
 pub mod summarize;
 pub mod tune;

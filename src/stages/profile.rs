@@ -445,17 +445,13 @@ impl StageKind for Profile {
             .and_then(|n| ncu_mod::version(root, &n))
             .unwrap_or_else(|| "not found".into());
         inputs.tools.insert("ncu".into(), ncu_version);
-        inputs.hardware = crate::gpu::probe_cached(root).ok().and_then(|gpus| {
-            gpus.first().map(|g| {
-                format!(
-                    "{} {} driver {}",
-                    g.name,
-                    g.arch(),
-                    g.driver_version
-                        .as_deref()
-                        .unwrap_or(&g.cuda_driver_version)
-                )
-            })
+        // Under Slurm the request (partition, gres): this machine may not be a GPU node.
+        inputs.hardware = crate::stages::gpu_nodes::slurm_request(pipeline, spec).or_else(|| {
+            let gpus = crate::gpu::probe_cached(root).ok()?;
+            let first = gpus.first()?;
+            Some(crate::stages::gpu_nodes::gpu_identity(
+                std::slice::from_ref(first),
+            ))
         });
         Ok(inputs)
     }

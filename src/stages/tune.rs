@@ -16,6 +16,7 @@ use crate::gpu::GpuInfo;
 use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
 use crate::stages::build::compile;
 use crate::stages::build::{arch, cubin_path, sources};
+use crate::stages::gpu_nodes::{self, OneGpuModel};
 use crate::tune::memo::Memo;
 use crate::tune::options::TuneOptions;
 use crate::tune::search::Settings;
@@ -57,26 +58,11 @@ fn parse(spec: &StageSpec, pipeline: &Pipeline) -> anyhow::Result<TuneOptions> {
     })
 }
 
-/// The visible GPUs as one line (model, arch, driver each): part of the fingerprint and
-/// of the memo key, so timings from another GPU are never reused.
-fn gpu_identity(gpus: &[GpuInfo]) -> String {
-    gpus.iter()
-        .map(|g| {
-            let driver = g
-                .driver_version
-                .as_deref()
-                .unwrap_or(&g.cuda_driver_version);
-            format!("{} {} driver {driver}", g.name, g.arch())
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 /// The distinct GPU models (with arch and driver), sorted.
 fn gpu_models(gpus: &[GpuInfo]) -> Vec<String> {
     let models: std::collections::BTreeSet<String> = gpus
         .iter()
-        .map(|g| gpu_identity(std::slice::from_ref(g)))
+        .map(|g| gpu_nodes::gpu_identity(std::slice::from_ref(g)))
         .collect();
     models.into_iter().collect()
 }
@@ -164,17 +150,14 @@ impl StageKind for TuneStage {
             files,
             params,
             tools: BTreeMap::from([("nvcc".to_string(), nvcc)]),
-            hardware: Some(match &gpus {
-                Ok(list) => gpu_identity(list),
-                Err(no) => format!("no GPU: {no}"),
-            }),
+            hardware: Some(gpu_nodes::hardware(pipeline, spec, root)),
         })
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
         let o = parse(ctx.spec, ctx.pipeline)?;
         let budget = overridden_budget(&o, ctx.overrides)?;
-        let gpus = crate::gpu::probe_cached(ctx.root);
+        let gpus = gpu_nodes::stage_gpus(ctx);
         let gpu_list = match &gpus {
             Ok(list) if !list.is_empty() => list.clone(),
             other => {
@@ -185,7 +168,7 @@ impl StageKind for TuneStage {
                 write_skipped(ctx.staging, o.elite)?;
                 return Ok(StageOutcome::Skipped {
                     reason: format!("the tune stage times kernels on a GPU: {reason}"),
-                    fix: "run `repro tune` on a machine with an NVIDIA GPU and its driver".into(),
+                    fix: gpu_nodes::no_gpu_fix(ctx.executor, "run `repro tune`"),
                 });
             }
         };
@@ -223,7 +206,14 @@ impl StageKind for TuneStage {
             "gates": {"ptxas": ctx.pipeline.gates.ptxas, "correctness": ctx.pipeline.gates.correctness},
         });
         let mut memo = Memo::open(&ctx.root.join(MEMO_DIR), &key)?;
-        let slots = ctx.executor.gpu_slots().clamp(1, gpu_list.len() as u32);
+        let slots = gpu_nodes::gpu_slots(ctx.executor, &gpu_list);
+        // The memo is keyed by the probed model: every timing must come from it.
+        let one_model = OneGpuModel::new(o.allow_mixed_gpus);
+        for gpu in &gpu_list {
+            one_model
+                .expect("the GPU probe", &gpu.name)
+                .map_err(anyhow::Error::msg)?;
+        }
         let jobs = o.jobs.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         });
@@ -251,6 +241,7 @@ impl StageKind for TuneStage {
             timeout: o.trial_timeout,
             slots,
             jobs,
+            one_model,
         };
         let mut log = std::fs::OpenOptions::new()
             .create(true)

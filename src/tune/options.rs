@@ -17,6 +17,7 @@
 //!   l2: warm                     # or flush
 //!   trial_timeout: 60            # seconds per `repro exec` child
 //!   jobs: 8                      # parallel nvcc processes (default: the CPU count)
+//!   allow_mixed_gpus: false      # true: trials may be timed on different GPU models
 //! ```
 
 use super::expr::suggest;
@@ -43,6 +44,7 @@ pub const KEYS: &[&str] = &[
     "l2",
     "trial_timeout",
     "jobs",
+    "allow_mixed_gpus",
 ];
 
 /// A tune stage's options, resolved.
@@ -70,6 +72,8 @@ pub struct TuneOptions {
     pub trial_timeout: Duration,
     /// Parallel nvcc processes; `None`: one per CPU.
     pub jobs: Option<usize>,
+    /// Accept trials timed on different GPU models (their scores are then not comparable).
+    pub allow_mixed_gpus: bool,
 }
 
 fn err(key: &str, message: impl Into<String>) -> OptionError {
@@ -253,6 +257,14 @@ impl TuneOptions {
                 .map(|v| positive("jobs", v))
                 .transpose()?
                 .map(|n| n as usize),
+            allow_mixed_gpus: o
+                .get("allow_mixed_gpus")
+                .map(|v| {
+                    v.as_bool()
+                        .ok_or_else(|| err("allow_mixed_gpus", "expected true or false"))
+                })
+                .transpose()?
+                .unwrap_or(false),
         })
     }
 }
@@ -301,6 +313,15 @@ stages:
         assert_eq!((o.warmup, o.iters, o.l2.as_str()), (10, 50, "warm"));
         assert_eq!(o.trial_timeout, Duration::from_secs(60));
         assert_eq!(o.space.valid().len(), 2);
+        assert!(!o.allow_mixed_gpus);
+    }
+
+    #[test]
+    fn mixed_gpus_are_opt_in() {
+        let o = parse("{uses: tune, space: {A: [1]}, allow_mixed_gpus: true}").unwrap();
+        assert!(o.allow_mixed_gpus);
+        let e = parse("{uses: tune, space: {A: [1]}, allow_mixed_gpus: 1}").unwrap_err();
+        assert_eq!(e.path, vec!["allow_mixed_gpus"]);
     }
 
     #[test]

@@ -44,3 +44,20 @@ pub fn wait_until_gone(name: &str) {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+/// Where slurmctld appends finished jobs (`JobCompLoc`).
+pub fn job_records() -> String {
+    let out = std::process::Command::new("scontrol")
+        .args(["show", "config"])
+        .output()
+        .expect("scontrol runs");
+    let config = String::from_utf8_lossy(&out.stdout);
+    let path = config
+        .lines()
+        .find_map(|l| l.strip_prefix("JobCompLoc"))
+        .and_then(|l| l.split('=').nth(1))
+        .map(str::trim)
+        .expect("JobCompLoc in scontrol show config")
+        .to_string();
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}

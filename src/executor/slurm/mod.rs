@@ -223,6 +223,10 @@ impl Executor for SlurmExecutor {
     fn gpu_slots(&self) -> u32 {
         self.gpu_slots
     }
+
+    fn runs_jobs_here(&self) -> bool {
+        false
+    }
 }
 
 impl SlurmExecutor {

@@ -9,6 +9,7 @@ use crate::pipeline::{KernelSpec, PtxasGates, Shape};
 use crate::schema::BenchResult;
 use crate::stages::build::compile::{self, CompileOutput, CompileRequest, Toolchain};
 use crate::stages::build::gates;
+use crate::stages::gpu_nodes::OneGpuModel;
 use crate::tune::memo::Evaluation;
 use crate::tune::search::{Candidate, Objective};
 use crate::tune::slots::run_on_slots;
@@ -42,6 +43,8 @@ pub(super) struct GpuBackend<'a> {
     pub(super) timeout: Duration,
     pub(super) slots: u32,
     pub(super) jobs: usize,
+    /// Refuses a trial timed on a second GPU model unless `allow_mixed_gpus`.
+    pub(super) one_model: OneGpuModel,
 }
 
 impl GpuBackend<'_> {
@@ -170,19 +173,29 @@ impl Objective for GpuBackend<'_> {
             }
         }
         let this = &*self;
+        let mut mixed = None;
         run_on_slots(
             this.slots,
             &survivors,
             this.cancel,
             |slot, (_, compiled, cubin)| this.on_gpu(slot, compiled, cubin),
             |j, evaluation| {
-                // A child killed by the interrupt is not a result: leave it unrecorded.
-                if !this.cancel.load(Ordering::SeqCst) {
-                    done(survivors[j].0, evaluation);
+                // A child killed by the interrupt is not a result, nor is a timing from
+                // another GPU model: leave them unrecorded (the next run redoes them).
+                if this.cancel.load(Ordering::SeqCst) {
+                    return;
+                }
+                match this.one_model.admit(&evaluation.bench) {
+                    Ok(()) => done(survivors[j].0, evaluation),
+                    Err(message) => mixed = Some(message),
                 }
             },
         );
-        this.check_cancel()
+        this.check_cancel()?;
+        match mixed {
+            Some(message) => bail!(message),
+            None => Ok(()),
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use crate::gpu::client::blank_result;
 use crate::pipeline::{PtxasGates, Shape};
 use crate::schema::{EliteEntry, EntryResources, TuneTrial};
 use crate::stages::build::compile::CompileOutput;
+use crate::stages::gpu_nodes::OneGpuModel;
 use crate::tune::memo::Evaluation;
 use crate::tune::search::Trial;
 use crate::tune::search::{Candidate, Objective};
@@ -488,26 +489,37 @@ extern "C" __global__ void k(float* out, int n) {
 }
 "#;
 
-/// The real backend end to end without a GPU: real nvcc compiles a generation in parallel,
-/// the PTXAS gate rejects the register-hungry configurations, and the `repro exec` children
-/// (a script here) run correctness before timing, spread over two GPU slots.
-#[test]
-fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
-    use crate::executor::local::LocalExecutor;
-    use crate::executor::CancelFlag;
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let Ok(tc) = crate::stages::build::compile::find_nvcc(root) else {
-        eprintln!("skipped: gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus needs nvcc on PATH");
-        return;
+/// An exhaustive sweep of `space` (YAML), six candidates per generation.
+fn sweep(space: &str, budget: u32, elite: u32) -> (crate::tune::space::Space, Settings) {
+    let space =
+        crate::tune::space::Space::from_yaml(&serde_yaml::from_str(space).unwrap(), None).unwrap();
+    let settings = Settings {
+        budget,
+        population: 6,
+        elite,
+        seed: 0,
+        exhaustive: true,
     };
-    std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
+    (space, settings)
+}
+
+fn write_fake_exec(root: &Path, script: &str) -> PathBuf {
     let exe = root.join("fake-repro");
-    std::fs::write(&exe, FAKE_EXEC).unwrap();
+    std::fs::write(&exe, script).unwrap();
     std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let log = root.join("tune.log");
-    let executor = LocalExecutor::new();
-    let cancel = CancelFlag::default();
+    exe
+}
+
+/// The real backend over `k.cu` (GATED_KERNEL) with a `repro exec` stand-in, two GPU slots.
+fn fake_backend<'a>(
+    executor: &'a dyn crate::executor::Executor,
+    cancel: &'a crate::executor::CancelFlag,
+    root: &'a Path,
+    exe: &'a Path,
+    log: &'a Path,
+    tc: crate::stages::build::compile::Toolchain,
+    one_model: OneGpuModel,
+) -> GpuBackend<'a> {
     let shapes = BTreeMap::from([
         (
             "small".to_string(),
@@ -520,13 +532,13 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
         ),
         ("mission".to_string(), MISSION),
     ]);
-    let mut backend = GpuBackend {
-        executor: &executor,
-        cancel: &cancel,
+    GpuBackend {
+        executor,
+        cancel,
         root,
-        repro_exe: &exe,
+        repro_exe: exe,
         pipeline_file: Path::new("pipeline.yaml"),
-        log: &log,
+        log,
         tc,
         arch: "sm_90".into(),
         kernel: KernelSpec {
@@ -550,19 +562,89 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
         timeout: std::time::Duration::from_secs(30),
         slots: 2,
         jobs: 2,
+        one_model,
+    }
+}
+
+/// Trials timed on two GPU models (the stand-in names its model after the GPU it was
+/// given) stop the tune with the node → model listing, unless `allow_mixed_gpus`.
+#[test]
+fn trials_on_two_gpu_models_stop_the_tune_unless_allowed() {
+    use crate::executor::local::LocalExecutor;
+    use crate::executor::CancelFlag;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let Ok(tc) = crate::stages::build::compile::find_nvcc(root) else {
+        eprintln!(
+            "skipped: trials_on_two_gpu_models_stop_the_tune_unless_allowed needs nvcc on PATH"
+        );
+        return;
     };
-    let space = crate::tune::space::Space::from_yaml(
-        &serde_yaml::from_str("{TILE: [1, 2, 3, 4, 8, 16], SCALE: [1, 2]}").unwrap(),
-        None,
-    )
-    .unwrap();
-    let settings = Settings {
-        budget: 100,
-        population: 6,
-        elite: 3,
-        seed: 0,
-        exhaustive: true,
+    std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
+    let two_models = FAKE_EXEC.replace(
+        r#""status":"ok","#,
+        // Leaves the script's single-quoted printf format to expand the variable.
+        r#""status":"ok","device_name":"Model '"$CUDA_VISIBLE_DEVICES"'","#,
+    );
+    let exe = write_fake_exec(root, &two_models);
+    let log = root.join("tune.log");
+    let executor = LocalExecutor::new();
+    let cancel = CancelFlag::default();
+    let (space, settings) = sweep("{TILE: [1, 2, 4], SCALE: [1, 2]}", 6, 1);
+    for allow in [false, true] {
+        let mut backend = fake_backend(
+            &executor,
+            &cancel,
+            root,
+            &exe,
+            &log,
+            tc.clone(),
+            OneGpuModel::new(allow),
+        );
+        let mut memo = Memo::in_memory();
+        let run = crate::tune::search::run(&space, &settings, &mut backend, &mut memo, &mut |_| {});
+        if allow {
+            assert_eq!(run.unwrap().trials.len(), 6);
+            continue;
+        }
+        let Err(err) = run else {
+            panic!("mixed models stop the tune")
+        };
+        let err = format!("{err:#}");
+        assert!(err.contains("2 different GPU models"), "{err}");
+        assert!(err.contains("Model 0, Model 1"), "{err}");
+        assert!(memo.len() < 6, "a mixed trial is not remembered");
+    }
+}
+
+/// The real backend end to end without a GPU: real nvcc compiles a generation in parallel,
+/// the PTXAS gate rejects the register-hungry configurations, and the `repro exec` children
+/// (a script here) run correctness before timing, spread over two GPU slots.
+#[test]
+fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
+    use crate::executor::local::LocalExecutor;
+    use crate::executor::CancelFlag;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let Ok(tc) = crate::stages::build::compile::find_nvcc(root) else {
+        eprintln!("skipped: gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus needs nvcc on PATH");
+        return;
     };
+    std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
+    let exe = write_fake_exec(root, FAKE_EXEC);
+    let log = root.join("tune.log");
+    let executor = LocalExecutor::new();
+    let cancel = CancelFlag::default();
+    let mut backend = fake_backend(
+        &executor,
+        &cancel,
+        root,
+        &exe,
+        &log,
+        tc,
+        OneGpuModel::new(false),
+    );
+    let (space, settings) = sweep("{TILE: [1, 2, 3, 4, 8, 16], SCALE: [1, 2]}", 100, 3);
     let outcome = crate::tune::search::run(
         &space,
         &settings,
