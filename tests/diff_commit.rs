@@ -3,7 +3,9 @@
 
 use assert_cmd::Command;
 use git2::{Repository, Signature};
-use sha2::{Digest, Sha256};
+use repro::engine::lockfile::LockFile;
+use repro::engine::run_record;
+use repro::engine::statcache::hash_file;
 use std::path::Path;
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/report/green");
@@ -153,11 +155,13 @@ fn diff_names_a_missing_revision_and_a_revision_without_artifacts() {
 #[test]
 fn commit_refuses_a_failed_run() {
     let (dir, _repo) = repo_with_fixture();
-    std::fs::write(
-        dir.path().join(".repro/state.json"),
-        r#"{"stages": {"bench": {"status": "failed", "reason": "exec crashed: illegal address"}}}"#,
-    )
-    .unwrap();
+    let failed = run_record::Record {
+        fingerprint: "later".into(),
+        outcome: run_record::Outcome::Failed,
+        elapsed_s: 3.0,
+        message: Some("exec crashed: illegal address".into()),
+    };
+    run_record::record(dir.path(), "bench", &failed).unwrap();
     std::fs::write(dir.path().join("reports.txt"), "x").unwrap();
     repro(dir.path())
         .arg("commit")
@@ -177,23 +181,19 @@ fn commit_takes_only_artifacts_and_reports_and_leaves_other_staged_changes() {
     std::fs::create_dir_all(root.join("reports")).unwrap();
     std::fs::write(root.join("reports/summary.md"), "# report\n").unwrap();
     edit_bench(root, "stage5-ws-p1", "mission", 0.9, 0.1);
-    let lock_path = root.join("artifacts/repro.lock");
-    let mut lock: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&lock_path).unwrap()).unwrap();
-    let bytes = std::fs::read(root.join("artifacts/bench/stage5-ws-p1.json")).unwrap();
-    let hash: String = Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    lock["stages"]["bench"]["outputs"]["artifacts/bench/stage5-ws-p1.json"] =
-        serde_json::json!(hash);
-    let report_hash: String = Sha256::digest(b"# report\n")
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    lock["stages"]["summarize"] =
-        serde_json::json!({"fingerprint": "f", "outputs": {"reports/summary.md": report_hash}});
-    std::fs::write(&lock_path, serde_json::to_string_pretty(&lock).unwrap()).unwrap();
+    let mut lock = LockFile::load(root).unwrap();
+    let digest = |rel: &str| hash_file(&root.join(rel)).unwrap();
+    let bench = "artifacts/bench/stage5-ws-p1.json";
+    let bench_outputs = &mut lock.stages.get_mut("bench").unwrap().outputs;
+    bench_outputs.insert(bench.into(), digest(bench));
+    let mut summarize = lock.stages["bench"].clone();
+    summarize.outputs = [(
+        "reports/summary.md".to_string(),
+        digest("reports/summary.md"),
+    )]
+    .into();
+    lock.stages.insert("summarize".into(), summarize);
+    lock.save(root).unwrap();
     // Another change, staged by the user, and an unstaged one.
     std::fs::write(
         root.join("pipeline.yaml"),

@@ -159,7 +159,10 @@ fn profile_stage_skips_and_fails_honestly() {
 
     // 1. No ncu anywhere: skipped with the install hint, summary says so per target.
     if repro::ncu::find_ncu().is_some() {
-        eprintln!(
+        use std::io::Write;
+        // libtest hides what a passing test prints with eprintln!; this reaches the log.
+        let _ = writeln!(
+            std::io::stderr(),
             "skipped: this machine has ncu in a fixed location, so 'no ncu' cannot be staged"
         );
     } else {

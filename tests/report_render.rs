@@ -61,9 +61,11 @@ fn dump(name: &str, report: &report::Report) {
 
 fn render_fixture(name: &str, env: &Environment) -> Rendered {
     let root = fixture(name);
-    let pipeline = report::read_pipeline(&root.join("pipeline.yaml")).unwrap();
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
     let artifacts = Artifacts::load(&root).unwrap();
-    let state = RunState::load(&root).unwrap();
+    let state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
     let inputs = report::Inputs {
         pipeline: &pipeline,
         artifacts: &artifacts,
@@ -236,9 +238,11 @@ fn user_template_with_an_undefined_name_is_reported_with_line_and_name() {
     )
     .unwrap();
     let root = fixture("green");
-    let pipeline = report::read_pipeline(&root.join("pipeline.yaml")).unwrap();
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
     let artifacts = Artifacts::load(&root).unwrap();
-    let state = RunState::load(&root).unwrap();
+    let state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
     let env = environment(true);
     let inputs = report::Inputs {
         pipeline: &pipeline,

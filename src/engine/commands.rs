@@ -2,7 +2,7 @@
 //! parsed arguments into a [`runner::Request`] or a report. `cli::dispatch` calls these.
 
 use super::lockfile::LockFile;
-use super::outcome_log;
+use super::run_record;
 use super::runner::{self, Request, Selection};
 use super::statcache::StatCache;
 use super::status::{self, EvalCtx};
@@ -93,7 +93,7 @@ pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
 pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
     let project = crate::pipeline::load(&global.file)?;
     let lock = LockFile::load(&project.root)?;
-    let records = outcome_log::load(
+    let records = run_record::load(
         &project.root,
         project.stages.iter().map(|s| s.name.as_str()),
     );

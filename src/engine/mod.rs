@@ -5,9 +5,9 @@
 pub mod commands;
 pub mod fingerprint;
 pub mod lockfile;
-pub mod outcome_log;
 pub mod progress;
 pub mod project_lock;
+pub mod run_record;
 pub mod runner;
 pub mod staging;
 pub mod statcache;

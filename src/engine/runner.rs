@@ -8,7 +8,7 @@ use super::lockfile::{LockEntry, LockFile};
 use super::progress::{Line, Progress};
 use super::statcache::StatCache;
 use super::status::{self, EvalCtx, StageStatus, State};
-use super::{outcome_log, project_lock, staging, RunCtx, StageOutcome};
+use super::{project_lock, run_record, staging, RunCtx, StageOutcome};
 use crate::cli::exit;
 use crate::executor::CancelFlag;
 use crate::pipeline::diag::{did_you_mean, quoted_list};
@@ -146,7 +146,7 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<i32> {
         Some(lock)
     };
     let mut lock = LockFile::load(&project.root)?;
-    let records = outcome_log::load(
+    let records = run_record::load(
         &project.root,
         project.stages.iter().map(|s| s.name.as_str()),
     );
@@ -303,7 +303,7 @@ struct Run<'a> {
     cancel: &'a CancelFlag,
     interrupted: &'a Arc<AtomicBool>,
     statuses: Vec<StageStatus>,
-    records: BTreeMap<String, outcome_log::Record>,
+    records: BTreeMap<String, run_record::Record>,
     forced: BTreeSet<usize>,
     ended: BTreeMap<usize, Ended>,
     /// Stages that ran (or would run) in this run: their dependants are re-evaluated.
@@ -422,6 +422,7 @@ impl<'a> Run<'a> {
                 let i = finished.index;
                 self.times.insert(i, finished.elapsed);
                 let ended = self.finish(i, finished.result, &guard, lock, cache);
+                self.record_run(i, &ended, finished.elapsed);
                 line.finish(
                     &project.stages[i].name,
                     &ended.label(),
@@ -501,27 +502,34 @@ impl<'a> Run<'a> {
             self.project.stages[i].name
         ));
         let ended = Ended::Failed(msg);
-        self.record_failure(i, &ended);
+        self.record_run(i, &ended, Duration::ZERO);
         self.ended.insert(i, ended);
         if self.req.fail_fast {
             self.cancel.store(true, Ordering::SeqCst);
         }
     }
 
-    /// Remember the failure under `.repro/state/` for `repro status`.
-    fn record_failure(&self, i: usize, ended: &Ended) {
-        let Ended::Failed(message) = ended else {
-            return;
+    /// Remember how a stage that ran ended, under `.repro/state/`, for `repro status` and
+    /// the report's stage times. Stops and interruptions leave the previous record.
+    fn record_run(&self, i: usize, ended: &Ended, elapsed: Duration) {
+        let (outcome, message) = match ended {
+            Ended::Passed => (run_record::Outcome::Passed, None),
+            Ended::GateFailed(g) => (run_record::Outcome::GateFailed, Some(g)),
+            Ended::Skipped(r) => (run_record::Outcome::Skipped, Some(r)),
+            Ended::Failed(m) => (run_record::Outcome::Failed, Some(m)),
+            Ended::UpToDate | Ended::WouldRun(_) | Ended::NotRun(_) | Ended::Interrupted => return,
         };
-        let record = outcome_log::Record {
+        let record = run_record::Record {
             fingerprint: self.statuses[i].fingerprint.clone(),
-            message: message.clone(),
+            outcome,
+            elapsed_s: elapsed.as_secs_f64(),
+            message: message.cloned(),
         };
         if let Err(e) =
-            outcome_log::record(&self.project.root, &self.project.stages[i].name, &record)
+            run_record::record(&self.project.root, &self.project.stages[i].name, &record)
         {
             self.progress.error(&format!(
-                "warning: cannot record the failure under .repro/state: {e}"
+                "warning: cannot record the run under .repro/state: {e}"
             ));
         }
     }
@@ -634,25 +642,16 @@ impl<'a> Run<'a> {
             Err(_) if self.cancel.load(Ordering::SeqCst) => {
                 return rollback(Ended::NotRun("stopped by --fail-fast".into()));
             }
-            Err(e) => {
-                let ended = rollback(Ended::Failed(format!("{e:#}")));
-                self.record_failure(i, &ended);
-                return ended;
-            }
+            Err(e) => return rollback(Ended::Failed(format!("{e:#}"))),
         };
         if let Err(e) = guard.commit(&project.root, &stage.outputs) {
-            let ended = rollback(Ended::Failed(format!("{e:#}")));
-            self.record_failure(i, &ended);
-            return ended;
+            return rollback(Ended::Failed(format!("{e:#}")));
         }
         // The new outputs are in place; if the lock cannot be written, the stage shows as
         // stale next time (its outputs differ from the lock) and reruns.
         if let Err(e) = self.record_success(i, &outcome, lock, cache) {
-            let ended = Ended::Failed(format!("{e:#}"));
-            self.record_failure(i, &ended);
-            return ended;
+            return Ended::Failed(format!("{e:#}"));
         }
-        outcome_log::clear(&project.root, &stage.name);
         match outcome {
             StageOutcome::Passed => Ended::Passed,
             StageOutcome::GateFailed(g) => Ended::GateFailed(g),
@@ -870,6 +869,9 @@ mod tests {
         assert!(!dir.path().join(".repro/staging/s").exists());
         let lock = LockFile::load(dir.path()).unwrap();
         assert_eq!(lock.stages["s"].inputs.overrides["arch"], "sm_90");
+        let record = &run_record::load(dir.path(), ["s"])["s"];
+        assert_eq!(record.outcome, run_record::Outcome::Passed);
+        assert_eq!(record.fingerprint, lock.stages["s"].fingerprint);
         // Without the override the recorded build no longer matches: it reruns.
         assert_eq!(run_project(&p, &request(false, &[])).unwrap(), exit::OK);
         assert_eq!(output(dir.path()), "overrides {}");
@@ -919,8 +921,8 @@ mod tests {
         assert_eq!(output(dir.path()), "overrides {}");
         assert_eq!(std::fs::read(dir.path().join(LOCK)).unwrap(), lock);
         assert!(!dir.path().join(".repro/staging/s").exists());
-        let records = outcome_log::load(dir.path(), ["s"]);
-        assert_eq!(records["s"].message, "nvcc crashed");
+        let records = run_record::load(dir.path(), ["s"]);
+        assert_eq!(records["s"].failure(), Some("nvcc crashed"));
     }
 
     const LOCK: &str = crate::pipeline::paths::LOCK_FILE;

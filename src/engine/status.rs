@@ -3,7 +3,7 @@
 
 use super::fingerprint::{self, Inputs, MISSING};
 use super::lockfile::{LockEntry, LockFile};
-use super::outcome_log::Record;
+use super::run_record::Record;
 use super::statcache::StatCache;
 use crate::pipeline::Project;
 use serde::Serialize;
@@ -220,13 +220,13 @@ pub fn evaluate_one(
 }
 
 fn failed_or(record: Option<&Record>, otherwise: State) -> State {
-    match record {
-        Some(r) => State::Failed(r.message.clone()),
+    match record.and_then(Record::failure) {
+        Some(message) => State::Failed(message.to_string()),
         None => otherwise,
     }
 }
 
-/// What evaluating stages reads: the lock, failure records, overrides, the digest cache.
+/// What evaluating stages reads: the lock, the last-run records, overrides, the digest cache.
 pub struct EvalCtx<'a> {
     pub lock: &'a LockFile,
     pub records: &'a BTreeMap<String, Record>,

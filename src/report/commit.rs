@@ -31,9 +31,13 @@ pub enum Committed {
 }
 
 pub fn main(global: &crate::cli::GlobalArgs, args: &crate::cli::CommitArgs) -> anyhow::Result<i32> {
-    let root = super::diff::project_root(&global.file);
-    let pipeline = super::read_pipeline(&global.file)?;
-    match commit(&root, &pipeline, args.message.as_deref(), args.allow_failed)? {
+    let project = crate::pipeline::load(&global.file)?;
+    match commit(
+        &project.root,
+        &project.pipeline,
+        args.message.as_deref(),
+        args.allow_failed,
+    )? {
         Committed::Commit { id, message } => {
             let first = message.lines().next().unwrap_or_default();
             println!("committed {} {first}", &id.to_string()[..10]);
@@ -96,7 +100,7 @@ pub fn commit(
     allow_failed: bool,
 ) -> anyhow::Result<Committed> {
     let artifacts = Artifacts::load(root)?;
-    let state = RunState::load(root)?;
+    let state = RunState::load(root, pipeline.stages.keys().map(String::as_str))?;
     let env = crate::env::capture(root, &crate::stages::summarize::capture_options(&artifacts));
     let report = Builder {
         pipeline,

@@ -210,6 +210,8 @@ pub struct StageRow {
     pub name: String,
     pub kind: String,
     pub status: String,
+    /// Wall time of its last run (`12.3 s`), empty when none was recorded.
+    pub time: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -950,15 +952,16 @@ impl Builder<'_> {
                         Some(r) => format!("{s}: {r}"),
                         None => s,
                     },
-                    None if st.is_some_and(|s| s.fingerprint.is_some()) => {
-                        "recorded in the lock".into()
-                    }
                     None => "not run".into(),
                 };
                 StageRow {
                     name: name.clone(),
                     kind: spec.uses.clone(),
                     status,
+                    time: st
+                        .and_then(|s| s.elapsed_s)
+                        .map(|t| format!("{t:.1} s"))
+                        .unwrap_or_default(),
                 }
             })
             .collect()
@@ -971,15 +974,14 @@ impl Builder<'_> {
                 continue;
             }
             match self.state.stages.get(name) {
-                Some(s) if matches!(s.status.as_deref(), Some("skipped")) || s.failed() => out
-                    .push(Skip {
-                        what: format!("stage `{name}`"),
-                        reason: format!(
-                            "{}: {}",
-                            s.status.as_deref().unwrap_or(""),
-                            s.reason.as_deref().unwrap_or("no reason recorded")
-                        ),
-                    }),
+                Some(s) if s.skipped() || s.failed() => out.push(Skip {
+                    what: format!("stage `{name}`"),
+                    reason: format!(
+                        "{}: {}",
+                        s.status.as_deref().unwrap_or(""),
+                        s.reason.as_deref().unwrap_or("no reason recorded")
+                    ),
+                }),
                 None if !self.produced(spec.uses.as_str(), spec) => out.push(Skip {
                     what: format!("stage `{name}`"),
                     reason: "not run: no outputs and no record of it in the lock".into(),

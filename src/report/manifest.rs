@@ -49,7 +49,7 @@ pub struct ManifestContext {
 }
 
 /// Build the manifest context. `summarize` is the name of the stage writing it (its status
-/// is `succeeded`: the manifest is only moved into place if it does).
+/// is `passed`: the manifest is only moved into place if it does).
 pub fn context(
     pipeline: &Pipeline,
     state: &RunState,
@@ -63,15 +63,10 @@ pub fn context(
         .map(|(name, spec)| {
             let st = state.stages.get(name);
             let status = if name == summarize {
-                "succeeded".to_string()
+                "passed".to_string()
             } else {
-                st.and_then(|s| s.status.clone()).unwrap_or_else(|| {
-                    if st.is_some_and(|s| s.fingerprint.is_some()) {
-                        "recorded".into()
-                    } else {
-                        "not run".into()
-                    }
-                })
+                st.and_then(|s| s.status.clone())
+                    .unwrap_or_else(|| "not run".into())
             };
             StageEntry {
                 name: name.clone(),

@@ -105,20 +105,3 @@ pub fn load_template(root: &Path, rel: &str) -> anyhow::Result<Template> {
     };
     Template::load(root, rel, builtin)
 }
-
-/// Read `pipeline.yaml` for the subcommands that run outside the engine (`diff`, `commit`).
-pub fn read_pipeline(file: &Path) -> anyhow::Result<Pipeline> {
-    let text = std::fs::read_to_string(file).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot read {}: {e}; run from the project folder or pass -f",
-            file.display()
-        )
-    })?;
-    serde_yaml::from_str(&text).map_err(|e| {
-        let at = e
-            .location()
-            .map(|l| format!(":{}:{}", l.line(), l.column()))
-            .unwrap_or_default();
-        anyhow::anyhow!("{}{at}: {e}", file.display())
-    })
-}

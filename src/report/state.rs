@@ -1,59 +1,39 @@
-//! What the engine recorded about the last run, read defensively from files only: the lock
-//! (`artifacts/repro.lock`: per stage its fingerprint and output hashes) and the run state
-//! (`.repro/state.json` or `.repro/state.yaml`: per stage its status, time and reason).
-//!
-//! Assumed shapes (YAML or JSON; unknown keys are ignored, missing ones read as absent):
-//!
-//! ```yaml
-//! # artifacts/repro.lock
-//! fingerprint: <hex>            # optional: the pipeline's fingerprint
-//! stages:
-//!   build:
-//!     fingerprint: <hex>
-//!     outputs: {artifacts/build/a.json: <sha256>}   # or [{path: ..., sha256: ...}]
-//! # .repro/state.json
-//! stages:
-//!   build: {status: succeeded, elapsed_s: 12.5, reason: null}
-//! ```
-//!
-//! The engine on main writes lock entries with `skipped: <reason>` / `gate_failed: <summary>`
-//! (neither: passed) and failure records `.repro/state/<stage>.json` (`{fingerprint,
-//! message}`); both are read. It records no stage times in files yet, so `elapsed_s` comes
-//! only from a state file that has it. A lock entry may carry `status` / `elapsed_s`
-//! itself; the state file wins where both do.
+//! What the engine recorded about the last run, read through the engine's own types: the
+//! lock (`artifacts/repro.lock`: per stage its fingerprint, flags and output digests) and
+//! the last-run records (`.repro/state/<stage>.json`: outcome, wall time, message).
 
-use anyhow::Context;
-use serde_yaml::Value;
+use crate::engine::lockfile::LockFile;
+use crate::engine::run_record::{self, Outcome};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The lock file, relative to the project root.
-pub const LOCK: &str = "artifacts/repro.lock";
-/// Run-state files the engine may write, in the order they are looked for.
-pub const STATE_FILES: [&str; 2] = [".repro/state.json", ".repro/state.yaml"];
-/// The engine's per-stage failure records.
-pub const FAILURE_DIR: &str = ".repro/state";
+pub use crate::pipeline::paths::LOCK_FILE as LOCK;
 
 /// One stage as the engine left it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StageState {
+    /// The fingerprint of its last successful run (from the lock).
     pub fingerprint: Option<String>,
-    /// `succeeded`, `passed`, `gate_failed`, `failed`, `skipped`, ... as the engine wrote it.
+    /// `passed`, `gate failed`, `skipped` or `failed`: the last run's outcome, else what
+    /// the lock says of the last successful one.
     pub status: Option<String>,
+    /// Wall time of its last run.
     pub elapsed_s: Option<f64>,
+    /// The error, the failed gates or why it was skipped.
     pub reason: Option<String>,
     /// Output path (relative to the root) → recorded sha256.
     pub outputs: BTreeMap<String, String>,
 }
 
 impl StageState {
-    /// The stage ended in a stage error (not a gate failure).
+    /// The last run ended in a stage error (not a gate failure).
     pub fn failed(&self) -> bool {
-        matches!(
-            self.status.as_deref(),
-            Some("failed" | "error" | "crashed" | "interrupted" | "timed_out")
-        )
+        self.status.as_deref() == Some(Outcome::Failed.label())
+    }
+
+    pub fn skipped(&self) -> bool {
+        self.status.as_deref() == Some(Outcome::Skipped.label())
     }
 }
 
@@ -61,86 +41,52 @@ impl StageState {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunState {
     pub lock_found: bool,
-    pub state_file: Option<String>,
-    pub lock_fingerprint: Option<String>,
     pub stages: BTreeMap<String, StageState>,
 }
 
 impl RunState {
-    /// Read the lock and state files under `root`. Absent files are not errors; unreadable
-    /// or malformed ones are, naming the file.
-    pub fn load(root: &Path) -> anyhow::Result<RunState> {
-        let mut state = RunState::default();
-        if let Some(lock) = read_value(&root.join(LOCK))? {
-            state.lock_found = true;
-            state.lock_fingerprint = str_at(&lock, &["fingerprint", "pipeline_fingerprint"]);
-            for (name, entry) in stage_entries(&lock) {
-                let s = state.stages.entry(name).or_default();
-                s.fingerprint = str_at(entry, &["fingerprint"]);
-                // The engine's lock says `skipped: <reason>` or `gate_failed: <summary>`;
-                // an entry without either is a stage that passed.
-                let skipped = str_at(entry, &["skipped"]);
-                let gate = str_at(entry, &["gate_failed"]);
-                s.status = str_at(entry, &["status"]).or_else(|| {
-                    Some(match (&skipped, &gate) {
-                        (Some(_), _) => "skipped".to_string(),
-                        (None, Some(_)) => "gate_failed".to_string(),
-                        (None, None) => "succeeded".to_string(),
-                    })
-                });
-                s.reason = skipped.or(gate);
-                s.elapsed_s = num_at(entry, &["elapsed_s", "duration_s", "seconds", "time_s"]);
-                s.outputs = outputs_of(entry);
-            }
+    /// Read the lock and the run records under `root` for the named stages. A missing lock
+    /// is not an error; a malformed one is, naming the file.
+    pub fn load<'a>(
+        root: &Path,
+        stage_names: impl IntoIterator<Item = &'a str> + Clone,
+    ) -> anyhow::Result<RunState> {
+        let mut state = RunState {
+            lock_found: root.join(LOCK).is_file(),
+            ..RunState::default()
+        };
+        for (name, entry) in LockFile::load(root)?.stages {
+            let (outcome, reason) = match (&entry.skipped, &entry.gate_failed) {
+                (Some(r), _) => (Outcome::Skipped, Some(r.clone())),
+                (None, Some(g)) => (Outcome::GateFailed, Some(g.clone())),
+                (None, None) => (Outcome::Passed, None),
+            };
+            state.stages.insert(
+                name,
+                StageState {
+                    fingerprint: Some(entry.fingerprint),
+                    status: Some(outcome.label().to_string()),
+                    elapsed_s: None,
+                    reason,
+                    outputs: entry.outputs,
+                },
+            );
         }
-        // The engine's failure records: `.repro/state/<stage>.json` = {fingerprint, message}.
-        if let Ok(dir) = std::fs::read_dir(root.join(FAILURE_DIR)) {
-            let mut paths: Vec<_> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
-            paths.sort();
-            for path in paths
-                .iter()
-                .filter(|p| p.extension().is_some_and(|e| e == "json"))
-            {
-                let (Some(stem), Some(value)) = (path.file_stem(), read_value(path)?) else {
-                    continue;
-                };
-                let s = state
-                    .stages
-                    .entry(stem.to_string_lossy().into_owned())
-                    .or_default();
-                s.status = Some("failed".into());
-                s.reason = str_at(&value, &["message", "reason", "error"]);
-            }
-        }
-        for file in STATE_FILES {
-            if let Some(value) = read_value(&root.join(file))? {
-                state.state_file = Some(file.to_string());
-                for (name, entry) in stage_entries(&value) {
-                    let s = state.stages.entry(name).or_default();
-                    if let Some(status) = str_at(entry, &["status", "state"]) {
-                        s.status = Some(status);
-                    }
-                    if let Some(t) =
-                        num_at(entry, &["elapsed_s", "duration_s", "seconds", "time_s"])
-                    {
-                        s.elapsed_s = Some(t);
-                    }
-                    if let Some(r) = str_at(entry, &["reason", "error", "message"]) {
-                        s.reason = Some(r);
-                    }
-                }
-                break;
+        for (name, record) in run_record::load(root, stage_names) {
+            let s = state.stages.entry(name).or_default();
+            // A record of the run the lock describes, or of a later failed one.
+            let current = s.fingerprint.as_deref() == Some(record.fingerprint.as_str());
+            if current || record.outcome == Outcome::Failed {
+                s.status = Some(record.outcome.label().to_string());
+                s.reason = record.message;
+                s.elapsed_s = Some(record.elapsed_s);
             }
         }
         Ok(state)
     }
 
-    /// The pipeline's fingerprint: the lock's own when it records one, else the sha256 of
-    /// the sorted `stage<TAB>fingerprint` lines.
+    /// The pipeline's fingerprint: the sha256 of the sorted `stage<TAB>fingerprint` lines.
     pub fn pipeline_fingerprint(&self) -> Option<String> {
-        if let Some(f) = &self.lock_fingerprint {
-            return Some(f.clone());
-        }
         let lines: String = self
             .stages
             .iter()
@@ -149,159 +95,94 @@ impl RunState {
         (!lines.is_empty()).then(|| crate::tools::hex(&Sha256::digest(lines.as_bytes())))
     }
 
-    /// Outputs whose current contents differ from the hash the lock recorded (or that are
-    /// missing): the artifacts no longer are what the recorded run produced.
+    /// Outputs whose current contents differ from the digest the lock recorded (or that
+    /// are missing): the artifacts no longer are what the recorded run produced.
     pub fn changed_outputs(&self, root: &Path) -> Vec<String> {
-        let mut changed = Vec::new();
-        for s in self.stages.values() {
-            for (path, recorded) in &s.outputs {
-                let recorded = recorded.trim_start_matches("sha256:");
-                match std::fs::read(root.join(path)) {
-                    Ok(bytes) if crate::tools::hex(&Sha256::digest(&bytes)) == recorded => {}
-                    // A folder output: the engine's hash of a folder is its own business.
-                    _ if root.join(path).is_dir() => {}
-                    _ => changed.push(path.clone()),
-                }
-            }
-        }
+        let mut changed: Vec<String> = self
+            .stages
+            .values()
+            .flat_map(|s| &s.outputs)
+            .filter(|(path, recorded)| {
+                crate::engine::statcache::hash_file(&root.join(path))
+                    .ok()
+                    .as_ref()
+                    != Some(*recorded)
+            })
+            .map(|(path, _)| path.clone())
+            .collect();
         changed.sort();
         changed.dedup();
         changed
     }
 }
 
-fn read_value(path: &Path) -> anyhow::Result<Option<Value>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-    };
-    let value: Value = serde_yaml::from_str(&text).with_context(|| {
-        format!(
-            "{} is not valid YAML/JSON; rerun `repro run` to rewrite it",
-            path.display()
-        )
-    })?;
-    Ok(Some(value))
-}
-
-/// `stages:` entries, or the top-level mapping when there is no `stages` key.
-fn stage_entries(v: &Value) -> Vec<(String, &Value)> {
-    let map = match v.get("stages") {
-        Some(Value::Mapping(m)) => m,
-        _ => match v {
-            Value::Mapping(m) => m,
-            _ => return Vec::new(),
-        },
-    };
-    map.iter()
-        .filter(|(_, e)| e.is_mapping())
-        .filter_map(|(k, e)| k.as_str().map(|k| (k.to_string(), e)))
-        .collect()
-}
-
-fn str_at(v: &Value, keys: &[&str]) -> Option<String> {
-    keys.iter().find_map(|k| match v.get(*k)? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    })
-}
-
-fn num_at(v: &Value, keys: &[&str]) -> Option<f64> {
-    keys.iter().find_map(|k| v.get(*k)?.as_f64())
-}
-
-fn outputs_of(entry: &Value) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    match entry.get("outputs") {
-        Some(Value::Mapping(m)) => {
-            for (k, v) in m {
-                if let (Some(k), Some(v)) = (k.as_str(), v.as_str()) {
-                    out.insert(k.to_string(), v.to_string());
-                } else if let (Some(k), Some(h)) = (k.as_str(), str_at(v, &["sha256", "hash"])) {
-                    out.insert(k.to_string(), h);
-                }
-            }
-        }
-        Some(Value::Sequence(items)) => {
-            for item in items {
-                if let (Some(p), Some(h)) =
-                    (str_at(item, &["path"]), str_at(item, &["sha256", "hash"]))
-                {
-                    out.insert(p, h);
-                }
-            }
-        }
-        _ => {}
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::lockfile::LockEntry;
+    use crate::engine::run_record::Record;
 
-    #[test]
-    fn reads_lock_and_state_and_spots_changed_outputs() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("artifacts/build")).unwrap();
-        std::fs::create_dir_all(root.join(".repro")).unwrap();
-        std::fs::write(root.join("artifacts/build/a.json"), "{}\n").unwrap();
-        let good = crate::tools::hex(&Sha256::digest(b"{}\n"));
-        std::fs::write(
-            root.join(LOCK),
-            format!(
-                "stages:\n  build:\n    fingerprint: f1\n    outputs:\n      artifacts/build/a.json: {good}\n  bench:\n    fingerprint: f2\n    outputs:\n    - {{path: artifacts/bench/x.json, sha256: dead}}\n"
-            ),
-        )
-        .unwrap();
-        std::fs::write(
-            root.join(".repro/state.json"),
-            r#"{"stages": {"bench": {"status": "failed", "elapsed_s": 3.5, "reason": "exec crashed"}}}"#,
-        )
-        .unwrap();
-        let st = RunState::load(root).unwrap();
-        assert!(st.lock_found);
-        assert_eq!(st.state_file.as_deref(), Some(".repro/state.json"));
-        assert!(st.stages["bench"].failed());
-        assert_eq!(st.stages["bench"].elapsed_s, Some(3.5));
-        assert_eq!(st.changed_outputs(root), vec!["artifacts/bench/x.json"]);
-        let fp = st.pipeline_fingerprint().unwrap();
-        assert_eq!(fp.len(), 64);
+    fn lock_entry(fingerprint: &str, outputs: &[(&str, &str)]) -> LockEntry {
+        LockEntry {
+            fingerprint: fingerprint.into(),
+            gate_failed: None,
+            skipped: None,
+            inputs: Default::default(),
+            outputs: outputs
+                .iter()
+                .map(|(p, d)| (p.to_string(), d.to_string()))
+                .collect(),
+        }
     }
 
     #[test]
-    fn reads_the_engines_lock_flags_and_failure_records() {
+    fn reads_the_lock_flags_the_run_records_and_spots_changed_outputs() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        std::fs::create_dir_all(root.join(".repro/state")).unwrap();
-        std::fs::create_dir_all(root.join("artifacts")).unwrap();
-        std::fs::write(
-            root.join(LOCK),
-            "version: 1\nstages:\n  build:\n    fingerprint: a\n  ncu-profile:\n    fingerprint: b\n    skipped: ncu not found\n  bench:\n    fingerprint: c\n    gate_failed: correctness x\n",
-        )
-        .unwrap();
-        std::fs::write(
-            root.join(".repro/state/evo-tune.json"),
-            r#"{"fingerprint": "d", "message": "nvcc crashed"}"#,
-        )
-        .unwrap();
-        let st = RunState::load(root).unwrap();
-        assert_eq!(st.stages["build"].status.as_deref(), Some("succeeded"));
-        assert_eq!(st.stages["ncu-profile"].status.as_deref(), Some("skipped"));
+        std::fs::create_dir_all(root.join("artifacts/build")).unwrap();
+        std::fs::write(root.join("artifacts/build/a.json"), "{}\n").unwrap();
+        let good = crate::tools::hex(&Sha256::digest(b"{}\n"));
+        let mut lock = LockFile::default();
+        let outputs = [
+            ("artifacts/build/a.json", good.as_str()),
+            ("artifacts/build/gone.json", good.as_str()),
+        ];
+        lock.stages
+            .insert("a-stage".into(), lock_entry("a", &outputs));
+        let mut skipped = lock_entry("b", &[]);
+        skipped.skipped = Some("ncu not found".into());
+        lock.stages.insert("b-stage".into(), skipped);
+        let mut gated = lock_entry("c", &[]);
+        gated.gate_failed = Some("correctness x".into());
+        lock.stages.insert("c-stage".into(), gated);
+        lock.save(root).unwrap();
+        let record = |fp: &str, outcome, message: Option<&str>| Record {
+            fingerprint: fp.into(),
+            outcome,
+            elapsed_s: 2.5,
+            message: message.map(String::from),
+        };
+        run_record::record(root, "a-stage", &record("a", Outcome::Passed, None)).unwrap();
+        // A record of an older run of `c`, which the lock has replaced: not used.
+        run_record::record(root, "c-stage", &record("old", Outcome::Passed, None)).unwrap();
+        let failed = record("d", Outcome::Failed, Some("nvcc crashed"));
+        run_record::record(root, "d-stage", &failed).unwrap();
+        let names = ["a-stage", "b-stage", "c-stage", "d-stage"];
+        let st = RunState::load(root, names).unwrap();
+        assert!(st.lock_found);
+        assert_eq!(st.stages["a-stage"].status.as_deref(), Some("passed"));
+        assert_eq!(st.stages["a-stage"].elapsed_s, Some(2.5));
+        assert!(st.stages["b-stage"].skipped());
         assert_eq!(
-            st.stages["ncu-profile"].reason.as_deref(),
+            st.stages["b-stage"].reason.as_deref(),
             Some("ncu not found")
         );
-        assert_eq!(st.stages["bench"].status.as_deref(), Some("gate_failed"));
-        assert!(st.stages["evo-tune"].failed());
-        assert_eq!(
-            st.stages["evo-tune"].reason.as_deref(),
-            Some("nvcc crashed")
-        );
+        assert_eq!(st.stages["c-stage"].status.as_deref(), Some("gate failed"));
+        assert_eq!(st.stages["c-stage"].elapsed_s, None);
+        assert!(st.stages["d-stage"].failed());
+        assert_eq!(st.stages["d-stage"].reason.as_deref(), Some("nvcc crashed"));
+        assert_eq!(st.changed_outputs(root), vec!["artifacts/build/gone.json"]);
+        assert_eq!(st.pipeline_fingerprint().unwrap().len(), 64);
     }
 
     #[test]
@@ -309,7 +190,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("artifacts")).unwrap();
         std::fs::write(dir.path().join(LOCK), "stages: [unclosed").unwrap();
-        let err = RunState::load(dir.path()).unwrap_err();
+        let err = RunState::load(dir.path(), ["x"]).unwrap_err();
         assert!(format!("{err:#}").contains("repro.lock"), "{err:#}");
     }
 }

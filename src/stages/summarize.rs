@@ -114,7 +114,7 @@ impl StageKind for Summarize {
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
         (ctx.progress)("reading artifacts");
         let artifacts = Artifacts::load(ctx.root)?;
-        let state = RunState::load(ctx.root)?;
+        let state = RunState::load(ctx.root, ctx.pipeline.stages.keys().map(String::as_str))?;
         let env = crate::env::capture(ctx.root, &capture_options(&artifacts));
         let (summary_tpl, manifest_tpl) = templates(ctx.spec);
         (ctx.progress)("rendering the report");

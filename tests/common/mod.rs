@@ -92,7 +92,12 @@ pub fn gpu_tests_enabled(test: &str) -> bool {
     if std::env::var("REPRO_GPU_TESTS").as_deref() == Ok("1") {
         return true;
     }
-    eprintln!("skipped: {test} needs a GPU; set REPRO_GPU_TESTS=1 to run it");
+    use std::io::Write;
+    // libtest hides what a passing test prints with eprintln!; this reaches the log.
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: {test} needs a GPU; set REPRO_GPU_TESTS=1 to run it"
+    );
     false
 }
 

@@ -10,7 +10,12 @@ pub fn enabled() -> bool {
     if std::env::var("REPRO_SLURM_TESTS").as_deref() == Ok("1") {
         return true;
     }
-    eprintln!("skipped: set REPRO_SLURM_TESTS=1 (ci/slurm/setup.sh starts a one-node cluster)");
+    use std::io::Write;
+    // libtest hides what a passing test prints with eprintln!; this reaches the log.
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: set REPRO_SLURM_TESTS=1 (ci/slurm/setup.sh starts a one-node cluster)"
+    );
     false
 }
 
