@@ -576,6 +576,45 @@ fn stage_force_and_downstream() {
     );
 }
 
+/// `timed` writes new bytes each run (like a benchmark); `fixed` the same bytes (like a
+/// build); neither dependant declares the file as a dep: the engine follows the results.
+const RERUNS: &str = r#"version: 1
+stages:
+  timed:
+    uses: cmd
+    run: [sh, -c, "date +%s%N > out/timed.txt"]
+    outs: [out/timed.txt]
+  fixed:
+    uses: cmd
+    run: [sh, -c, "echo same > out/fixed.txt"]
+    outs: [out/fixed.txt]
+  report-timed:
+    uses: cmd
+    needs: [timed]
+    run: [sh, -c, "cp out/timed.txt out/report-timed.txt"]
+    outs: [out/report-timed.txt]
+  report-fixed:
+    uses: cmd
+    needs: [fixed]
+    run: [sh, -c, "cp out/fixed.txt out/report-fixed.txt"]
+    outs: [out/report-fixed.txt]
+"#;
+
+#[test]
+fn a_forced_rerun_with_new_results_makes_its_dependants_stale() {
+    let p = Project::new(RERUNS);
+    p.expect(&["run"], 0);
+    p.expect(&["stage", "timed", "fixed", "--force"], 0);
+    let st = p.states();
+    assert_eq!(st["report-timed"], "stale", "{st:?}");
+    assert_eq!(st["report-fixed"], "up-to-date", "{st:?}");
+    let out = p.expect(&["status"], 0);
+    assert!(out.contains("upstream `timed` changed"), "{out}");
+    p.expect(&["run"], 0);
+    assert_eq!(p.read("out/report-timed.txt"), p.read("out/timed.txt"));
+    assert!(p.states().values().all(|s| s == "up-to-date"));
+}
+
 #[test]
 fn independent_stages_run_in_parallel_with_jobs() {
     // Each stage waits for the other's marker: this finishes only if both run at once.

@@ -460,7 +460,7 @@ impl<'a> Run<'a> {
         lock: &LockFile,
         cache: &mut StatCache,
     ) -> anyhow::Result<()> {
-        let upstream = status::upstream_fingerprints(self.project, i, |j| {
+        let upstream = status::upstream_fingerprints(self.project, i, lock, |j| {
             Some(self.statuses[j].fingerprint.clone())
         });
         let mut eval = EvalCtx {

@@ -7,6 +7,7 @@ use super::run_record::Record;
 use super::statcache::StatCache;
 use crate::pipeline::Project;
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -238,7 +239,7 @@ pub struct EvalCtx<'a> {
 pub fn evaluate_all(project: &Project, ctx: &mut EvalCtx) -> anyhow::Result<Vec<StageStatus>> {
     let mut done: Vec<Option<StageStatus>> = vec![None; project.stages.len()];
     for &i in project.dag.topo_order() {
-        let upstream = upstream_fingerprints(project, i, |j| {
+        let upstream = upstream_fingerprints(project, i, ctx.lock, |j| {
             done[j].as_ref().map(|s| s.fingerprint.clone())
         });
         done[i] = Some(evaluate_one(project, i, upstream, ctx)?);
@@ -249,17 +250,36 @@ pub fn evaluate_all(project: &Project, ctx: &mut EvalCtx) -> anyhow::Result<Vec<
         .collect())
 }
 
-/// Needed stage name → fingerprint, for stage `i`.
+/// Needed stage name → what stage `i` depends on of it: its fingerprint and, when the lock
+/// holds a run with that fingerprint, the digests of that run's outputs. A rerun
+/// (`--force`) that writes different results (new timings) thus makes what needs it stale,
+/// and one that writes the same bytes does not.
 pub fn upstream_fingerprints(
     project: &Project,
     i: usize,
+    lock: &LockFile,
     fp: impl Fn(usize) -> Option<String>,
 ) -> BTreeMap<String, String> {
     project
         .dag
         .needs(i)
         .iter()
-        .map(|&j| (project.stages[j].name.clone(), fp(j).unwrap_or_default()))
+        .map(|&j| {
+            let name = &project.stages[j].name;
+            let fingerprint = fp(j).unwrap_or_default();
+            let value = match lock.stages.get(name) {
+                Some(run) if run.fingerprint == fingerprint => {
+                    let mut h = Sha256::new();
+                    h.update(fingerprint.as_bytes());
+                    for (path, digest) in &run.outputs {
+                        h.update(format!("\n{path}\t{digest}").as_bytes());
+                    }
+                    crate::tools::hex(&h.finalize())
+                }
+                _ => fingerprint,
+            };
+            (name.clone(), value)
+        })
         .collect()
 }
 

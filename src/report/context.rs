@@ -602,13 +602,22 @@ impl Builder<'_> {
                     .spill_store_bytes
                     .zip(e.spill_load_bytes)
                     .map(|(s, l)| s + l);
+                // A gated figure shows what the gate judged (shared memory: static plus
+                // dynamic); an ungated one what ptxas reported.
                 let cell = |gate: &str, value: Option<u64>| {
-                    let v = value.map(|v| v.to_string()).unwrap_or_else(|| NA.into());
+                    let shown = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or(NA.into());
                     match gates.iter().find(|g| g.gate == gate) {
                         Some(g) => {
-                            format!("{v} {} {} {}", op_symbol(&g.op), g.threshold, mark(g.pass))
+                            let judged = (!g.measured.is_nan()).then_some(g.measured as u64);
+                            format!(
+                                "{} {} {} {}",
+                                shown(judged),
+                                op_symbol(&g.op),
+                                g.threshold,
+                                mark(g.pass)
+                            )
                         }
-                        None => v,
+                        None => shown(value),
                     }
                 };
                 let pass = gates.iter().all(|g| g.pass);
@@ -619,7 +628,7 @@ impl Builder<'_> {
                         b.variant,
                         e.name,
                         g.measured,
-                        op_symbol(&g.op),
+                        violated_symbol(&g.op),
                         g.threshold
                     ));
                 }
@@ -1086,7 +1095,7 @@ fn perf_row(
         (Some(m), Some(t)) => {
             let pass = m >= t;
             if !pass {
-                failed.push(format!("{label}: {m:.2}× < {t:.2}×"));
+                failed.push(format!("{label}: {m:.3}× < {t:.2}×"));
             }
             (format!("≥ {t:.2}×"), mark(pass).to_string())
         }
@@ -1097,17 +1106,29 @@ fn perf_row(
     };
     PerfRow {
         what,
-        measured: ratio(measured),
+        // Three decimals: a gate missed by 0.4% must not read `1.10× < 1.10×`.
+        measured: measured
+            .filter(|m| m.is_finite())
+            .map_or(NA.to_string(), |m| format!("{m:.3}×")),
         threshold: threshold_s,
         result,
     }
 }
 
 /// `≤` / `≥` for a gate's `<=` / `>=`.
-pub fn op_symbol(op: &str) -> &str {
+fn op_symbol(op: &str) -> &str {
     match op {
         "<=" => "≤",
         ">=" => "≥",
+        other => other,
+    }
+}
+
+/// The relation a failed gate's figure has to its threshold (`<=` failed: `>`).
+fn violated_symbol(op: &str) -> &str {
+    match op {
+        "<=" => ">",
+        ">=" => "<",
         other => other,
     }
 }

@@ -48,8 +48,8 @@ pub struct ManifestContext {
     pub artifacts: Vec<ArtifactEntry>,
 }
 
-/// Build the manifest context. `summarize` is the name of the stage writing it (its status
-/// is `passed`: the manifest is only moved into place if it does).
+/// Build the manifest context. `summarize` is the name of the stage writing it, left out
+/// of `stages`: it is still running, and the lock records it once it passes.
 pub fn context(
     pipeline: &Pipeline,
     state: &RunState,
@@ -60,14 +60,12 @@ pub fn context(
     let stages = pipeline
         .stages
         .iter()
+        .filter(|(name, _)| name.as_str() != summarize)
         .map(|(name, spec)| {
             let st = state.stages.get(name);
-            let status = if name == summarize {
-                "passed".to_string()
-            } else {
-                st.and_then(|s| s.status.clone())
-                    .unwrap_or_else(|| "not run".into())
-            };
+            let status = st
+                .and_then(|s| s.status.clone())
+                .unwrap_or_else(|| "not run".into());
             StageEntry {
                 name: name.clone(),
                 kind: spec.uses.clone(),
