@@ -3,7 +3,7 @@
 # bench, the fault drill of docs/RELIABILITY.md, the GPU-gated tests and the ncu check.
 #
 #   bash benches/gpu_e2e.sh REPRO_BINARY OUTDIR [TEST_BINARY...]
-#   PHASES="pipeline drills tests" (the default) picks the parts, to split it over calls.
+#   PHASES="fresh reruns drills tests" (the default) picks the parts, to split it over calls.
 #
 # Runs in the project root. Writes OUTDIR/e2e.log (everything), OUTDIR/results.tgz
 # (artifacts/, reports/, logs, drill outputs). Each step prints `== step: rc=N, T s`.
@@ -29,14 +29,18 @@ digest() { find artifacts reports -type f 2>/dev/null | sort | xargs sha256sum 2
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__)'
 
-PHASES=${PHASES:-pipeline drills tests}
+PHASES=${PHASES:-fresh reruns drills tests}
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 
-if has pipeline; then
-# 1. The pipeline, from nothing.
+if has fresh; then
+# 1. The pipeline, from nothing, then again (nothing to do).
 rm -rf .repro artifacts reports
 step "run (fresh)" "$REPRO" run -q
 step "run (again)" "$REPRO" run
+pack
+fi
+
+if has reruns; then
 step "stage bench --force" "$REPRO" stage bench --force -q
 "$REPRO" status
 
