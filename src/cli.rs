@@ -67,6 +67,11 @@ pub enum Command {
     /// Compare bench and ncu results in the working tree with those committed at REV.
     Diff(DiffArgs),
     /// Commit artifacts/, reports/ and the lock with a message listing gates and headline numbers.
+    ///
+    /// Refuses (unless --allow-failed) when there is no lock, a stage has not run or failed
+    /// last time, or an output no longer matches the digest the lock recorded. It does not
+    /// re-check inputs: run `repro status` (or `repro run`) first to be sure nothing is stale.
+    /// Only artifacts/ and reports/ are staged; other staged changes stay staged.
     Commit(CommitArgs),
 }
 
@@ -183,7 +188,7 @@ pub struct CommitArgs {
     /// Extra first line for the commit message.
     #[arg(short, long)]
     pub message: Option<String>,
-    /// Commit even when the run is stale or failed.
+    /// Commit even when a stage failed or has not run, or outputs differ from the lock.
     #[arg(long)]
     pub allow_failed: bool,
 }

@@ -5,8 +5,9 @@
 //! Every field is optional where the machine may lack it: a missing tool or GPU is recorded
 //! as absent (`null` in the manifest, "n/a" in the report), never as an error.
 
+use crate::pipeline::paths::RESULT_DIRS;
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Git state of the project's repository.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -14,7 +15,8 @@ pub struct GitState {
     pub sha: Option<String>,
     /// Branch name; `None` on a detached HEAD.
     pub branch: Option<String>,
-    /// Tracked files modified or untracked files present (ignored files do not count).
+    /// Tracked files modified or untracked files present, outside the project's results
+    /// (`artifacts/`, `reports/`: a run always changes those). Ignored files do not count.
     pub dirty: bool,
 }
 
@@ -123,11 +125,30 @@ pub fn git_state(root: &Path) -> Option<GitState> {
         .and_then(|h| h.shorthand().map(str::to_string));
     let mut opts = git2::StatusOptions::new();
     opts.include_untracked(true).include_ignored(false);
+    let results = result_dirs(&repo, root);
     let dirty = repo
         .statuses(Some(&mut opts))
-        .map(|s| !s.is_empty())
+        .map(|s| {
+            s.iter().any(|e| {
+                e.path()
+                    .is_none_or(|p| !results.iter().any(|r| Path::new(p).starts_with(r)))
+            })
+        })
         .unwrap_or(false);
     Some(GitState { sha, branch, dirty })
+}
+
+/// The project's result folders, relative to the repository's work tree.
+fn result_dirs(repo: &git2::Repository, root: &Path) -> Vec<PathBuf> {
+    let workdir = repo.workdir().and_then(|w| w.canonicalize().ok());
+    let root = root.canonicalize().ok();
+    let Some(prefix) = workdir
+        .zip(root)
+        .and_then(|(w, r)| r.strip_prefix(w).ok().map(Path::to_path_buf))
+    else {
+        return Vec::new();
+    };
+    RESULT_DIRS.iter().map(|d| prefix.join(d)).collect()
 }
 
 fn hostname() -> Option<String> {
@@ -166,6 +187,15 @@ mod tests {
         assert_eq!(state.sha, Some(oid.to_string()));
         assert!(!state.dirty);
         assert!(state.branch.is_some());
+        // New results are not a dirty source tree; an edited source is.
+        std::fs::create_dir_all(dir.path().join("artifacts/bench")).unwrap();
+        std::fs::write(dir.path().join("artifacts/bench/v.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("reports.md"), "x").unwrap();
+        assert!(git_state(dir.path()).unwrap().dirty);
+        std::fs::remove_file(dir.path().join("reports.md")).unwrap();
+        assert!(!git_state(dir.path()).unwrap().dirty);
+        std::fs::write(dir.path().join("a.txt"), "y").unwrap();
+        assert!(git_state(dir.path()).unwrap().dirty);
     }
 
     #[test]

@@ -365,6 +365,21 @@ fn a_failing_stage_leaves_outputs_and_lock_and_skips_only_its_dependants() {
 }
 
 #[test]
+fn a_failed_stage_reads_failed_until_its_inputs_change() {
+    let p = flaky("fail");
+    p.expect(&["stage", "flaky"], 1);
+    assert_eq!(p.states()["flaky"], "failed");
+    // Back to the inputs of its last good run: up to date. New inputs, not yet run: stale
+    // (the edit may be the fix), no longer failed.
+    p.write("pipeline.yaml", FLAKY);
+    assert_eq!(p.states()["flaky"], "up-to-date");
+    p.write("pipeline.yaml", &FLAKY.replace("mode: ok", "mode: other"));
+    assert_eq!(p.states()["flaky"], "stale");
+    p.expect(&["stage", "flaky"], 0);
+    assert_eq!(p.states()["flaky"], "up-to-date");
+}
+
+#[test]
 fn fail_fast_stops_the_rest() {
     let p = flaky("fail");
     p.write(

@@ -156,6 +156,33 @@ fn stages_skipped_no_ncu_no_torch() {
     insta::assert_snapshot!("skipped_manifest", redact(&r.manifest));
 }
 
+/// Real outputs of `repro run --arch sm_89` on a machine with nvcc but no GPU, ncu or torch.
+#[test]
+fn nothing_measured_is_not_all_gates_passed() {
+    let r = render_fixture("no-gpu", &environment(false));
+    let ctx = &r.report.context;
+    assert!(ctx.failed_gates.is_empty(), "{:?}", ctx.failed_gates);
+    let unchecked: Vec<&str> = ctx
+        .unchecked_gates
+        .iter()
+        .map(|g| &g[..g.find(':').unwrap()])
+        .collect();
+    assert_eq!(unchecked, ["correctness", "performance"]);
+    let md = &r.report.markdown;
+    assert!(
+        md.contains("**⏭ No gate failed, but 2 could not be checked:**"),
+        "{md}"
+    );
+    assert!(
+        !md.contains("All gates passed") && !md.contains("0 of 0"),
+        "{md}"
+    );
+    assert!(
+        md.contains("not checked: bench skipped: no CUDA driver"),
+        "{md}"
+    );
+}
+
 #[test]
 fn tune_absent() {
     let r = render_fixture("no-tune", &environment(true));

@@ -205,10 +205,10 @@ pub fn evaluate_one(
                 skipped = e.skipped.clone();
                 State::UpToDate
             } else {
-                failed_or(record, State::Stale(changed))
+                failed_or(record, &fp, State::Stale(changed))
             }
         }
-        None => failed_or(record, State::NeverRun),
+        None => failed_or(record, &fp, State::NeverRun),
     };
     Ok(StageStatus {
         index,
@@ -220,9 +220,14 @@ pub fn evaluate_one(
     })
 }
 
-fn failed_or(record: Option<&Record>, otherwise: State) -> State {
-    match record.and_then(Record::failure) {
-        Some(message) => State::Failed(message.to_string()),
+/// `failed` when the last run, with these very inputs, failed; after an edit the stage is
+/// plainly stale (the edit may be the fix).
+fn failed_or(record: Option<&Record>, fingerprint: &str, otherwise: State) -> State {
+    match record.filter(|r| r.fingerprint == fingerprint) {
+        Some(r) => match r.failure() {
+            Some(message) => State::Failed(message.to_string()),
+            None => otherwise,
+        },
         None => otherwise,
     }
 }

@@ -19,7 +19,7 @@ use anyhow::Context;
 use std::path::Path;
 
 /// The folders `repro commit` commits, relative to the project root.
-pub const COMMITTED: [&str; 2] = ["artifacts", "reports"];
+pub use crate::pipeline::paths::RESULT_DIRS as COMMITTED;
 
 /// What `repro commit` did.
 #[derive(Debug, Clone, PartialEq)]

@@ -32,6 +32,9 @@ pub struct ReportContext {
     pub charts: Charts,
     /// Every failed gate, one line each (empty when all passed).
     pub failed_gates: Vec<String>,
+    /// Gate groups that could not be checked (`correctness: not checked: bench skipped…`):
+    /// a report with nothing measured must not read "all gates passed".
+    pub unchecked_gates: Vec<String>,
 }
 
 /// A section that either ran (`data`) or says why not (`note`, "not run: …").
@@ -312,6 +315,14 @@ impl Builder<'_> {
             performance: self.performance_gates(&primary, best.as_deref(), &mut failed_gates),
             baseline: self.baseline_gates(&primary, best.as_deref(), &mut failed_gates),
         };
+        let unchecked_gates = [
+            ("ptxas", &gates.ptxas.note),
+            ("correctness", &gates.correctness.note),
+            ("performance", &gates.performance.note),
+        ]
+        .into_iter()
+        .filter_map(|(group, note)| note.as_ref().map(|n| format!("{group}: {n}")))
+        .collect();
         let tune = self.tune_section(&primary);
         ReportContext {
             headline: self.headline(&primary, best.as_deref()),
@@ -333,12 +344,27 @@ impl Builder<'_> {
             stages: self.stage_rows(),
             skipped: self.skipped(),
             failed_gates,
+            unchecked_gates,
         }
     }
 
     fn benches(&self) -> &[BenchFile] {
         self.artifacts.benches.as_deref().unwrap_or_default()
     }
+
+    /// Why nothing was measured, when the bench stage skipped every variant (no GPU, no
+    /// driver): gates on its results are then not checked rather than failed.
+    fn bench_all_skipped(&self) -> Option<String> {
+        let files = self.benches();
+        if files.is_empty() || !files.iter().all(|f| f.status == "skipped") {
+            return None;
+        }
+        Some(format!(
+            "not checked: bench skipped: {}",
+            files[0].reason.as_deref().unwrap_or("no reason recorded")
+        ))
+    }
+
     fn baselines(&self) -> &[BenchFile] {
         self.artifacts.baselines.as_deref().unwrap_or_default()
     }
@@ -649,6 +675,9 @@ impl Builder<'_> {
         let Some(benches) = &self.artifacts.benches else {
             return Section::not_run(self.not_run("bench", "artifacts/bench/"));
         };
+        if let Some(why) = self.bench_all_skipped() {
+            return Section::not_run(why);
+        }
         let th = self.pipeline.gates.correctness.clone().unwrap_or_default();
         let mut rows = Vec::new();
         for f in benches {
@@ -712,6 +741,9 @@ impl Builder<'_> {
     ) -> Section<Vec<PerfRow>> {
         if self.artifacts.benches.is_none() {
             return Section::not_run(self.not_run("bench", "artifacts/bench/"));
+        }
+        if let Some(why) = self.bench_all_skipped() {
+            return Section::not_run(why);
         }
         let Some(control) = self.pipeline.control.as_deref() else {
             return Section::not_run(
