@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use support::{enabled, job_records, queued, wait_until_gone};
 
 /// Two `cmd` stages; `total` overrides the pipeline's Slurm time limit and asks for a GPU
-/// (docs/readme/slurm.md shows this file).
+/// (docs/guide/slurm.md shows this file).
 const PIPELINE: &str = r#"version: 1
 executor:
   kind: slurm

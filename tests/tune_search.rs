@@ -4,7 +4,7 @@
 //! resume after a kill to the same result as an uninterrupted run.
 //!
 //! `cargo test --release --test tune_search tune_synthetic -- --nocapture` prints the table
-//! in docs/perf/tune.md.
+//! in docs/PERFORMANCE.md.
 
 use repro::tune::memo::{Evaluation, Memo};
 use repro::tune::search::{self, Candidate, Objective, Settings};

@@ -89,7 +89,7 @@ fn to_error(template: &Template, e: &minijinja::Error) -> TemplateError {
         (
             expr,
             format!(
-                "undefined value `{what}`: the report context has no such name (fields are listed in docs/readme/report.md); fix the template or restore the default with `git checkout {}`",
+                "undefined value `{what}`: the report context has no such name (fields are listed in docs/guide/report.md); fix the template or restore the default with `git checkout {}`",
                 template.name
             ),
         )

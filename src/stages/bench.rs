@@ -878,7 +878,7 @@ stages:
         assert_eq!(back, file);
     }
 
-    /// Results recorded on an H100 (docs/perf/gpu.md): `repro exec` lines for three
+    /// Results recorded on an H100 (docs/PERFORMANCE.md): `repro exec` lines for three
     /// variants × small/mission/long × seeds 0-2, and the baseline script's output.
     #[test]
     fn gates_and_speedups_on_results_recorded_on_an_h100() {
