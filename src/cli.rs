@@ -69,8 +69,9 @@ pub enum Command {
     /// Commit artifacts/, reports/ and the lock with a message listing gates and headline numbers.
     ///
     /// Refuses (unless --allow-failed) when there is no lock, a stage has not run or failed
-    /// last time, or an output no longer matches the digest the lock recorded. It does not
-    /// re-check inputs: run `repro status` (or `repro run`) first to be sure nothing is stale.
+    /// last time, a gate failed, or an output no longer matches the digest the lock
+    /// recorded. It does not re-check inputs: run `repro status` (or `repro run`) first to
+    /// be sure nothing is stale.
     /// Only artifacts/ and reports/ are staged; other staged changes stay staged.
     Commit(CommitArgs),
 }
@@ -188,7 +189,8 @@ pub struct CommitArgs {
     /// Extra first line for the commit message.
     #[arg(short, long)]
     pub message: Option<String>,
-    /// Commit even when a stage failed or has not run, or outputs differ from the lock.
+    /// Commit even when a gate or stage failed, a stage has not run, or outputs differ from
+    /// the lock; the message lists why.
     #[arg(long)]
     pub allow_failed: bool,
 }
