@@ -20,3 +20,8 @@ pub mod stages;
 pub mod stats;
 pub mod tools;
 pub mod tune;
+
+/// Shared with the integration tests: see `tests/support/skip.rs`.
+#[cfg(test)]
+#[path = "../tests/support/skip.rs"]
+pub(crate) mod test_skip;

@@ -13,7 +13,7 @@ fn without_torch_both_baselines_are_skipped_with_the_reason() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_python {
-        eprintln!("skipped: python3 is not installed");
+        common::say_skipped("python3 is not installed");
         return;
     }
     let has_torch = Command::new("python3")
@@ -21,7 +21,7 @@ fn without_torch_both_baselines_are_skipped_with_the_reason() {
         .output()
         .is_ok_and(|o| o.status.success());
     if has_torch {
-        eprintln!("skipped: PyTorch is installed here, so the no-torch path cannot be shown");
+        common::say_skipped("PyTorch is installed here, so the no-torch path cannot be shown");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

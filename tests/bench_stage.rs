@@ -26,7 +26,9 @@ stages:
 #[test]
 fn without_a_driver_the_stage_is_skipped_with_the_reason() {
     if repro::gpu::driver_library_loads().is_ok() {
-        eprintln!("skipped: this machine has a CUDA driver, so the no-driver path cannot be shown");
+        common::say_skipped(
+            "this machine has a CUDA driver, so the no-driver path cannot be shown",
+        );
         return;
     }
     let root = tempfile::tempdir().unwrap();

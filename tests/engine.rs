@@ -671,28 +671,6 @@ fn a_missing_declared_output_fails_the_stage() {
 }
 
 #[test]
-fn an_unavailable_kind_is_said_so_and_nothing_runs() {
-    let missing = repro::pipeline::validate::BUILTIN_KINDS
-        .iter()
-        .find(|k| repro::stages::find(k).is_none());
-    let Some(kind) = missing else {
-        use std::io::Write;
-        // libtest hides what a passing test prints with eprintln!; this reaches the log.
-        let _ = writeln!(
-            std::io::stderr(),
-            "skipped: every built-in stage kind is available in this build"
-        );
-        return;
-    };
-    let p = Project::new(&format!("version: 1\nstages:\n  s: {{uses: {kind}}}\n"));
-    let out = p.expect(&["run"], 2);
-    assert!(
-        out.contains(&format!("pipeline.yaml:3:13: error: stage kind `{kind}` is not available in this build of repro")),
-        "{out}"
-    );
-}
-
-#[test]
 fn dag_renders_text_mermaid_and_dot() {
     let p = three();
     let text = p.expect(&["dag"], 0);

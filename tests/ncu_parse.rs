@@ -1,6 +1,9 @@
 //! The ncu CSV parser and metric mapping on real Nsight Compute 2025.3.1 output captured on
 //! an H100 (tests/fixtures/ncu/README.md says how each file was made), and on damaged copies.
 
+#[path = "support/skip.rs"]
+mod skip;
+
 use repro::ncu::metrics::{self, Arch, Field};
 use repro::ncu::parse::{self, Page, ParseError};
 use std::path::PathBuf;
@@ -350,7 +353,7 @@ fn tensor_pipe_names_differ_between_ada_and_hopper() {
 #[test]
 fn gpu_real_ncu_reads_every_field_on_this_gpu() {
     if std::env::var("REPRO_GPU_TESTS").as_deref() != Ok("1") {
-        eprintln!("skipped: set REPRO_GPU_TESTS=1 to profile a real kernel with ncu");
+        skip::say_skipped("set REPRO_GPU_TESTS=1 to profile a real kernel with ncu");
         return;
     }
     let ncu = repro::ncu::find_ncu().expect("REPRO_GPU_TESTS=1 but no ncu found");

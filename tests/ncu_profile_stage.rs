@@ -2,6 +2,9 @@
 //! that prints what the real one prints (the permission error; a real captured CSV; a crash).
 //! Every scenario changes the process environment (`PATH`, `NCU`), so they run in one test.
 
+#[path = "support/skip.rs"]
+mod skip;
+
 use repro::engine::{RunCtx, StageKind, StageOutcome};
 use repro::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 use repro::pipeline::Pipeline;
@@ -159,12 +162,7 @@ fn profile_stage_skips_and_fails_honestly() {
 
     // 1. No ncu anywhere: skipped with the install hint, summary says so per target.
     if repro::ncu::find_ncu().is_some() {
-        use std::io::Write;
-        // libtest hides what a passing test prints with eprintln!; this reaches the log.
-        let _ = writeln!(
-            std::io::stderr(),
-            "skipped: this machine has ncu in a fixed location, so 'no ncu' cannot be staged"
-        );
+        skip::say_skipped("this machine has ncu in a fixed location, so 'no ncu' cannot be staged");
     } else {
         let (outcome, staging) = project.run();
         match outcome {

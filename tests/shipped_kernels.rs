@@ -2,6 +2,9 @@
 //! (sm_80, sm_89 for the L4, sm_90 for H100/H200) and pass the PTXAS gates there, through
 //! the real `repro build` on a copy of the project. Needs nvcc (CI installs it); no GPU.
 
+#[path = "support/skip.rs"]
+mod skip;
+
 use assert_cmd::Command;
 use repro::schema::BuildRecord;
 use std::path::Path;
@@ -25,12 +28,7 @@ fn copy_project(to: &Path) {
 #[test]
 fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90() {
     if which::which("nvcc").is_err() {
-        use std::io::Write;
-        // libtest hides what a passing test prints with eprintln!; this reaches the log.
-        let _ = writeln!(
-            std::io::stderr(),
-            "skipped: shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90 needs nvcc on PATH (the CUDA toolkit)"
-        );
+        skip::say_skipped("shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90 needs nvcc on PATH (the CUDA toolkit)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

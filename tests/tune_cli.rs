@@ -2,6 +2,9 @@
 //! with its position, a bad `--budget` is refused, and a GPU-less machine skips the stage
 //! with the reason while still writing its (empty) outputs.
 
+#[path = "support/skip.rs"]
+mod skip;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use std::path::Path;
@@ -89,7 +92,7 @@ fn a_zero_budget_is_refused() {
 fn without_a_gpu_the_stage_is_skipped_and_writes_empty_outputs() {
     let dir = project(PIPELINE);
     if repro::gpu::probe_cached(dir.path()).is_ok_and(|g| !g.is_empty()) {
-        eprintln!("skipped: a GPU is visible; this test checks the GPU-less path");
+        skip::say_skipped("a GPU is visible; this test checks the GPU-less path");
         return;
     }
     repro(dir.path())

@@ -77,6 +77,16 @@ impl JobOutcome {
     pub fn success(&self) -> bool {
         self.exit == ExitKind::Code(0)
     }
+
+    /// The last non-blank line of the captured stdout, trimmed: where `repro exec` prints
+    /// its one JSON answer, after anything a kernel or the driver may have printed.
+    pub fn last_stdout_line(&self) -> Option<String> {
+        String::from_utf8_lossy(&self.stdout)
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.trim().to_string())
+    }
 }
 
 /// Set when the user interrupts (Ctrl-C / SIGTERM): executors kill what they started.

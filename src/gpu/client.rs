@@ -158,19 +158,16 @@ fn parse_outcome(req: &ExecRequest, shape: &Shape, outcome: &JobOutcome) -> Benc
         r
     };
     match &outcome.exit {
-        ExitKind::Code(0) => {
-            let stdout = String::from_utf8_lossy(&outcome.stdout);
-            match stdout.lines().rev().find(|l| !l.trim().is_empty()) {
-                None => failed("repro exec printed no result line".into()),
-                Some(line) => match serde_json::from_str::<BenchResult>(line) {
-                    Ok(r) => r,
-                    Err(e) => failed(format!(
-                        "repro exec printed a line that is not a bench result ({e}): {}",
-                        truncate(line, 200)
-                    )),
-                },
-            }
-        }
+        ExitKind::Code(0) => match outcome.last_stdout_line() {
+            None => failed("repro exec printed no result line".into()),
+            Some(line) => match serde_json::from_str::<BenchResult>(&line) {
+                Ok(r) => r,
+                Err(e) => failed(format!(
+                    "repro exec printed a line that is not a bench result ({e}): {}",
+                    truncate(&line, 200)
+                )),
+            },
+        },
         ExitKind::Code(code) => failed(format!(
             "repro exec exited with code {code}: {}",
             error_lines(&outcome.tail)

@@ -73,13 +73,8 @@ pub fn devices_from_outcome(executor: &str, outcome: &JobOutcome) -> Result<Vec<
             error_lines(&outcome.tail)
         )));
     }
-    let stdout = String::from_utf8_lossy(&outcome.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
-    let gpus: Vec<GpuInfo> = serde_json::from_str(line).map_err(|e| {
+    let line = outcome.last_stdout_line().unwrap_or_default();
+    let gpus: Vec<GpuInfo> = serde_json::from_str(&line).map_err(|e| {
         NoGpu(format!(
             "the GPU probe job on {node} printed no GPU list ({e}): `{line}`"
         ))

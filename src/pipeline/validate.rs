@@ -13,8 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Every stage kind repro knows of; a kind not in `stages::registry()` is "not available
-/// in this build".
+/// Every stage kind repro knows of (what `uses:` may say; suggestions come from here).
 pub const BUILTIN_KINDS: &[&str] = &["cmd", "build", "bench", "tune", "profile", "summarize"];
 
 /// Executor kinds pipeline.yaml may name.
@@ -193,25 +192,17 @@ fn resolve_kind(
     if let Some(kind) = registry.iter().find(|k| k.kind() == uses) {
         return Some(kind.clone());
     }
-    let path = ["stages", name, "uses"];
-    if BUILTIN_KINDS.contains(&uses) {
-        r.at(
-            &path,
-            format!("stage kind `{uses}` is not available in this build of repro"),
-            format!(
-                "this build has {}; run the work as a `cmd` stage for now, or use a repro that includes `{uses}`",
-                quoted_list(registry.iter().map(|k| k.kind()))
-            ),
-        );
-    } else {
-        let help = did_you_mean(uses, BUILTIN_KINDS.iter().copied()).unwrap_or_else(|| {
-            format!(
-                "expected one of {}",
-                quoted_list(BUILTIN_KINDS.iter().copied())
-            )
-        });
-        r.at(&path, format!("unknown stage kind `{uses}`"), help);
-    }
+    let help = did_you_mean(uses, BUILTIN_KINDS.iter().copied()).unwrap_or_else(|| {
+        format!(
+            "expected one of {}",
+            quoted_list(BUILTIN_KINDS.iter().copied())
+        )
+    });
+    r.at(
+        &["stages", name, "uses"],
+        format!("unknown stage kind `{uses}`"),
+        help,
+    );
     None
 }
 

@@ -3,6 +3,10 @@
 #![allow(dead_code)]
 
 use repro::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
+#[path = "../support/skip.rs"]
+mod skip;
+pub use skip::say_skipped;
+
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -92,12 +96,9 @@ pub fn gpu_tests_enabled(test: &str) -> bool {
     if std::env::var("REPRO_GPU_TESTS").as_deref() == Ok("1") {
         return true;
     }
-    use std::io::Write;
-    // libtest hides what a passing test prints with eprintln!; this reaches the log.
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipped: {test} needs a GPU; set REPRO_GPU_TESTS=1 to run it"
-    );
+    say_skipped(&format!(
+        "{test} needs a GPU; set REPRO_GPU_TESTS=1 to run it"
+    ));
     false
 }
 

@@ -4,18 +4,16 @@
 
 use std::process::Command;
 
+#[path = "skip.rs"]
+mod skip;
+
 /// True when REPRO_SLURM_TESTS=1; otherwise prints why the test is skipped. With the
 /// variable set, a cluster that is not up makes the tests fail, never skip.
 pub fn enabled() -> bool {
     if std::env::var("REPRO_SLURM_TESTS").as_deref() == Ok("1") {
         return true;
     }
-    use std::io::Write;
-    // libtest hides what a passing test prints with eprintln!; this reaches the log.
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipped: set REPRO_SLURM_TESTS=1 (ci/slurm/setup.sh starts a one-node cluster)"
-    );
+    skip::say_skipped("set REPRO_SLURM_TESTS=1 (ci/slurm/setup.sh starts a one-node cluster)");
     false
 }
 

@@ -49,13 +49,8 @@ pub fn cross_check(
         outcome.exit,
         outcome.tail.trim()
     );
-    let stdout = String::from_utf8_lossy(&outcome.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
-    let attrs: DriverAttributes = serde_json::from_str(line).map_err(|e| {
+    let line = outcome.last_stdout_line().unwrap_or_default();
+    let attrs: DriverAttributes = serde_json::from_str(&line).map_err(|e| {
         anyhow::anyhow!("`repro exec --attributes` printed `{line}`, not the attributes JSON: {e}")
     })?;
     Ok(compare(res, &attrs))

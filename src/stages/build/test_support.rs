@@ -105,12 +105,9 @@ pub fn real_nvcc(test: &str) -> Option<super::compile::Toolchain> {
     match super::compile::find_nvcc(probe_root.path()) {
         Ok(tc) => Some(tc),
         Err(_) => {
-            use std::io::Write;
-            // libtest hides what a passing test prints with eprintln!; this reaches the log.
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipped: {test} needs nvcc on PATH (the CUDA toolkit); none found"
-            );
+            crate::test_skip::say_skipped(&format!(
+                "{test} needs nvcc on PATH (the CUDA toolkit); none found"
+            ));
             None
         }
     }

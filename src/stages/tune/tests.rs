@@ -575,8 +575,8 @@ fn trials_on_two_gpu_models_stop_the_tune_unless_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let Ok(tc) = crate::stages::build::compile::find_nvcc(root) else {
-        eprintln!(
-            "skipped: trials_on_two_gpu_models_stop_the_tune_unless_allowed needs nvcc on PATH"
+        crate::test_skip::say_skipped(
+            "trials_on_two_gpu_models_stop_the_tune_unless_allowed needs nvcc on PATH",
         );
         return;
     };
@@ -627,7 +627,9 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let Ok(tc) = crate::stages::build::compile::find_nvcc(root) else {
-        eprintln!("skipped: gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus needs nvcc on PATH");
+        crate::test_skip::say_skipped(
+            "gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus needs nvcc on PATH",
+        );
         return;
     };
     std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
