@@ -14,7 +14,7 @@ pub mod list;
 pub mod ptxas;
 pub mod sources;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;
 

@@ -572,14 +572,13 @@ fn fake_backend<'a>(
 fn trials_on_two_gpu_models_stop_the_tune_unless_allowed() {
     use crate::executor::local::LocalExecutor;
     use crate::executor::CancelFlag;
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let Ok(tc) = crate::stages::build::compile::find_nvcc(root) else {
-        crate::test_skip::say_skipped(
-            "trials_on_two_gpu_models_stop_the_tune_unless_allowed needs nvcc on PATH",
-        );
+    let Some(tc) = crate::stages::build::test_support::real_nvcc(
+        "trials_on_two_gpu_models_stop_the_tune_unless_allowed",
+    ) else {
         return;
     };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
     std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
     let two_models = FAKE_EXEC.replace(
         r#""status":"ok","#,
@@ -624,14 +623,13 @@ fn trials_on_two_gpu_models_stop_the_tune_unless_allowed() {
 fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
     use crate::executor::local::LocalExecutor;
     use crate::executor::CancelFlag;
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let Ok(tc) = crate::stages::build::compile::find_nvcc(root) else {
-        crate::test_skip::say_skipped(
-            "gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus needs nvcc on PATH",
-        );
+    let Some(tc) = crate::stages::build::test_support::real_nvcc(
+        "gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus",
+    ) else {
         return;
     };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
     std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
     let exe = write_fake_exec(root, FAKE_EXEC);
     let log = root.join("tune.log");
