@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use crate::pipeline::paths::LOCK_FILE as LOCK;
+use crate::pipeline::paths::RESULT_DIRS;
 
 /// One stage as the engine left it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -95,13 +96,17 @@ impl RunState {
         (!lines.is_empty()).then(|| crate::tools::hex(&Sha256::digest(lines.as_bytes())))
     }
 
-    /// Outputs whose current contents differ from the digest the lock recorded (or that
-    /// are missing): the artifacts no longer are what the recorded run produced.
+    /// Committed outputs (under `artifacts/` and `reports/`) whose current contents differ
+    /// from the digest the lock recorded, or that are missing: the results no longer are
+    /// what the recorded run produced. Machine-local outputs (`.repro/cubins/`) are left
+    /// out: a fresh clone has none.
     pub fn changed_outputs(&self, root: &Path) -> Vec<String> {
+        let committed = |path: &str| RESULT_DIRS.iter().any(|d| Path::new(path).starts_with(d));
         let mut changed: Vec<String> = self
             .stages
             .values()
             .flat_map(|s| &s.outputs)
+            .filter(|(path, _)| committed(path))
             .filter(|(path, recorded)| {
                 crate::engine::statcache::hash_file(&root.join(path))
                     .ok()
@@ -146,6 +151,7 @@ mod tests {
         let outputs = [
             ("artifacts/build/a.json", good.as_str()),
             ("artifacts/build/gone.json", good.as_str()),
+            (".repro/cubins/a.cubin", good.as_str()),
         ];
         lock.stages
             .insert("a-stage".into(), lock_entry("a", &outputs));
