@@ -84,10 +84,12 @@ step "drill: ncu unavailable" "$REPRO" stage ncu-profile --force
 for f in "${hidden[@]}"; do mv "$f.off" "$f"; done
 python3 -c 'import json; s=json.load(open("artifacts/ncu/summary.json")); print([(t["target"], t["status"], t.get("reason")) for t in s["targets"]])'
 "$REPRO" status | grep -A2 ncu-profile
-before=$(digest)
 add_variant broken "" "broken-tile: {kernel: sdpa_fp8, defines: {TILE_M: 48}}"
-step "drill: a variant that does not compile" "$REPRO" stage build -q
-echo "artifacts unchanged by the failed build: $([ "$(digest)" = "$before" ] && echo yes || echo NO)"
+step "drill: a variant that does not compile (build, bench)" "$REPRO" stage build bench -q
+python3 -c 'import json; r=json.load(open("artifacts/build/broken-tile.json")); print("broken-tile build:", r["status"], (r.get("error") or "")[:200])'
+python3 -c 'import json; r=json.load(open("artifacts/bench/broken-tile.json")); print("broken-tile bench:", r["status"], r.get("reason"))'
+python3 -c 'import json; r=json.load(open("artifacts/bench/stage2-baseline.json")); print("control still measured:", r["status"], len(r["results"]), "records")'
+ls .repro/cubins/
 add_variant faulty "fault: {source: tests/fixtures/cuda/fault.cu, entry: sdpa_fp8_fwd}" "faulty: {kernel: fault}"
 step "drill: a variant that faults (build, bench)" "$REPRO" stage build bench -q
 python3 -c 'import json; r=json.load(open("artifacts/bench/faulty.json")); print("faulty:", r["status"], [(x["shape"], x["status"], (x.get("error") or "")[:160]) for x in r["results"]][:2])'

@@ -1,13 +1,14 @@
 //! The shipped pipeline's variants compile for every architecture the kernels promise
 //! (sm_80, sm_89 for the L4, sm_90 for H100/H200) and pass the PTXAS gates there, through
-//! the real `repro build` on a copy of the project. Needs nvcc (CI installs it); no GPU.
-
-#[path = "support/skip.rs"]
-mod skip;
+//! the real `repro build` on a copy of the project; a variant that does not compile fails
+//! alone. Needs nvcc (CI installs it); no GPU.
 
 use assert_cmd::Command;
 use repro::schema::BuildRecord;
 use std::path::Path;
+
+#[path = "support/skip.rs"]
+mod skip;
 
 const SOURCE_ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -58,4 +59,62 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90() {
             );
         }
     }
+}
+
+/// The fault drill's broken variant, without a GPU: it fails alone (a failed gate, exit 1),
+/// its record keeps nvcc's error, the others are built, and the run is recorded as such.
+#[test]
+fn a_variant_that_does_not_compile_fails_alone() {
+    if which::which("nvcc").is_err() {
+        skip::say_skipped("a_variant_that_does_not_compile_fails_alone needs nvcc on PATH");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    copy_project(dir.path());
+    let yaml = std::fs::read_to_string(dir.path().join("pipeline.yaml")).unwrap();
+    let broken = yaml.replacen(
+        "variants:\n",
+        "variants:\n  broken-tile: {kernel: sdpa_fp8, defines: {TILE_M: 48}}\n",
+        1,
+    );
+    assert_ne!(broken, yaml);
+    std::fs::write(dir.path().join("pipeline.yaml"), broken).unwrap();
+    let repro = |args: &[&str]| {
+        Command::cargo_bin("repro")
+            .unwrap()
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = repro(&["build", "-q"]);
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("did not compile") && text.contains("TILE_M must be one of"),
+        "{text}"
+    );
+    let read = |v: &str| -> BuildRecord {
+        serde_json::from_slice(
+            &std::fs::read(dir.path().join(format!("artifacts/build/{v}.json"))).unwrap(),
+        )
+        .unwrap()
+    };
+    let rec = read("broken-tile");
+    assert_eq!(rec.status, "compile_error");
+    assert!(rec.error.unwrap().contains("TILE_M must be one of"));
+    assert_eq!(read("stage2-baseline").status, "ok");
+    assert!(!dir.path().join(".repro/cubins/broken-tile.cubin").exists());
+    assert!(dir
+        .path()
+        .join(".repro/cubins/stage2-baseline.cubin")
+        .is_file());
+    let status = repro(&["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.lines().next().unwrap().starts_with("build"), "{text}");
+    assert!(
+        text.contains("up-to-date (gate failed: did not compile"),
+        "{text}"
+    );
 }

@@ -84,6 +84,13 @@ pub trait StageKind: Send + Sync {
     ) -> Result<(), OptionError>;
     /// Declared outputs.
     fn outputs(&self, name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs;
+    /// Declared outputs the kind may leave unwritten when it succeeds (the cubin of a
+    /// variant that failed to compile). The engine then removes the previous copy, so no
+    /// stale file stands in for it, and leaves it out of the lock.
+    fn optional_outputs(&self, name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
+        let _ = (name, spec, pipeline);
+        Vec::new()
+    }
     /// Fingerprint inputs. May call cheap tools (cached versions), never the GPU directly.
     fn inputs(
         &self,

@@ -644,7 +644,7 @@ impl<'a> Run<'a> {
             }
             Err(e) => return rollback(Ended::Failed(format!("{e:#}"))),
         };
-        if let Err(e) = guard.commit(&project.root, &stage.outputs) {
+        if let Err(e) = guard.commit(&project.root, &stage.outputs, &stage.optional_outputs) {
             return rollback(Ended::Failed(format!("{e:#}")));
         }
         // The new outputs are in place; if the lock cannot be written, the stage shows as
@@ -676,6 +676,9 @@ impl<'a> Run<'a> {
         let stage = &project.stages[i];
         let mut outputs = BTreeMap::new();
         for out in &stage.outputs {
+            if stage.optional_outputs.contains(out) && !project.root.join(out).exists() {
+                continue;
+            }
             outputs.extend(cache.digest_tree(&project.root, out)?);
         }
         let status = &self.statuses[i];
@@ -830,6 +833,7 @@ mod tests {
                 spec,
                 kind: Arc::new(TestKind(behave)),
                 outputs: vec!["out/s.txt".into()],
+                optional_outputs: vec![],
             }],
             dag: Dag::new(vec!["s".into()], vec![vec![]]).unwrap(),
             pipeline,

@@ -115,10 +115,15 @@ impl Guard {
 
     /// The stage succeeded: put its outputs in place. Fails (leaving the previous outputs
     /// to [`Guard::rollback`]) if a declared output was not written.
-    pub fn commit(&self, root: &Path, outputs: &[PathBuf]) -> anyhow::Result<()> {
+    pub fn commit(
+        &self,
+        root: &Path,
+        outputs: &[PathBuf],
+        optional: &[PathBuf],
+    ) -> anyhow::Result<()> {
         let written = self.write_root(root);
         for out in outputs {
-            if !exists(&written.join(out)) {
+            if !exists(&written.join(out)) && !optional.contains(out) {
                 bail!(
                     "the stage succeeded but did not write its declared output `{}`",
                     out.display()
@@ -136,6 +141,9 @@ impl Guard {
                     let live = root.join(out);
                     if exists(&live) {
                         move_to(&live, &old.join(out))?;
+                    }
+                    if !exists(&dir.join(out)) {
+                        continue; // an optional output left unwritten: the old one goes
                     }
                     move_to(&dir.join(out), &live).with_context(|| {
                         format!("cannot move output `{}` into place", out.display())
@@ -238,7 +246,7 @@ mod tests {
             std::fs::read_to_string(root.join("out/a.txt")).unwrap(),
             "old"
         );
-        guard.commit(root, &outs()).unwrap();
+        guard.commit(root, &outs(), &[]).unwrap();
         assert_eq!(
             std::fs::read_to_string(root.join("out/a.txt")).unwrap(),
             "new"
@@ -249,7 +257,18 @@ mod tests {
     fn commit_refuses_a_missing_output() {
         let dir = tempfile::tempdir().unwrap();
         let guard = prepare(dir.path(), "s", &outs(), false).unwrap();
-        assert!(guard.commit(dir.path(), &outs()).is_err());
+        assert!(guard.commit(dir.path(), &outs(), &[]).is_err());
+    }
+
+    #[test]
+    fn an_optional_output_left_unwritten_removes_the_old_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("out")).unwrap();
+        std::fs::write(root.join("out/a.txt"), "old").unwrap();
+        let guard = prepare(root, "s", &outs(), false).unwrap();
+        guard.commit(root, &outs(), &outs()).unwrap();
+        assert!(!root.join("out/a.txt").exists());
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct Stage {
     pub kind: Arc<dyn StageKind>,
     /// Declared outputs (from the kind), clean relative paths.
     pub outputs: Vec<PathBuf>,
+    /// Those of `outputs` the kind may leave unwritten.
+    pub optional_outputs: Vec<PathBuf>,
 }
 
 impl Project {

@@ -91,7 +91,13 @@ pub fn validate(
         let name = name.as_str();
         let kind = resolve_kind(&mut r, &registry, name, &spec.uses);
         let mut outputs = Vec::new();
+        let mut optional_outputs = Vec::new();
         if let Some(kind) = &kind {
+            optional_outputs = kind
+                .optional_outputs(name, spec, p)
+                .iter()
+                .filter_map(|o| paths::check_output(root, &o.to_string_lossy()).ok())
+                .collect();
             check_options(&mut r, kind.as_ref(), name, spec, p);
             for (i, out) in kind.outputs(name, spec, p).iter().enumerate() {
                 let idx = i.to_string();
@@ -145,6 +151,7 @@ pub fn validate(
                 spec: spec.clone(),
                 kind,
                 outputs,
+                optional_outputs,
             });
         }
     }

@@ -259,7 +259,30 @@ impl StageKind for BenchStage {
                 });
             }
         };
-        let jobs = plan(ctx.pipeline, &o);
+        // A variant that did not compile has no cubin: it fails alone, with the reason.
+        let (built, unbuilt): (Vec<&String>, Vec<&String>) = ctx
+            .pipeline
+            .variants
+            .keys()
+            .partition(|v| ctx.root.join(cubin_path(v)).is_file());
+        let mut failed_gates = Vec::new();
+        for name in unbuilt {
+            let file = BenchFile {
+                name: name.clone(),
+                kind: "variant".into(),
+                status: "failed".into(),
+                reason: Some(format!(
+                    "not built: {} is missing; the build stage's record artifacts/build/{name}.json says why",
+                    cubin_path(name).display()
+                )),
+                defines: defines_of(&ctx.pipeline.variants[name].defines),
+                results: vec![],
+                gates: vec![],
+            };
+            write(&out_dir, &file)?;
+            failed_gates.push(format!("{name}: not built"));
+        }
+        let jobs = plan(ctx.pipeline, &built, &o);
         let slots = gpu_nodes::gpu_slots(ctx.executor, &gpus);
         let results = run_jobs(ctx, &o, &jobs, slots)?;
         OneGpuModel::new(o.allow_mixed_gpus)
@@ -313,7 +336,6 @@ impl StageKind for BenchStage {
             gates.entry(variant).or_default().push(gate);
         }
 
-        let mut failed_gates = Vec::new();
         for (name, results) in by_variant {
             let spec = &ctx.pipeline.variants[&name];
             let file_gates = gates.remove(&name).unwrap_or_default();
@@ -384,14 +406,14 @@ fn read_baseline(root: &Path, name: &str) -> Option<BenchFile> {
 }
 
 /// (variant, shape name, seed) for every job, variant-major.
-fn plan(p: &Pipeline, o: &Options) -> Vec<(String, String, u64)> {
+fn plan(p: &Pipeline, variants: &[&String], o: &Options) -> Vec<(String, String, u64)> {
     let seeds = p
         .workload
         .as_ref()
         .map(|w| w.seeds.clone())
         .unwrap_or_default();
     let mut jobs = Vec::new();
-    for v in p.variants.keys() {
+    for &v in variants {
         for s in &o.shapes {
             for &seed in &seeds {
                 jobs.push((v.clone(), s.clone(), seed));
@@ -742,7 +764,8 @@ stages:
     fn plan_covers_variant_shape_seed() {
         let p = pipeline();
         let o = options(&p.stages["bench"], &p).unwrap();
-        let jobs = plan(&p, &o);
+        let variants: Vec<&String> = p.variants.keys().collect();
+        let jobs = plan(&p, &variants, &o);
         assert_eq!(jobs.len(), 3 * 2);
         assert_eq!(jobs[0], ("ctrl".into(), "mission".into(), 0));
     }

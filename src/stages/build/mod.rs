@@ -307,6 +307,11 @@ impl StageKind for BuildStage {
         outs
     }
 
+    /// A variant that fails to compile has no cubin; it fails alone (see `run`).
+    fn optional_outputs(&self, _name: &str, _spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
+        pipeline.variants.keys().map(|v| cubin_path(v)).collect()
+    }
+
     fn inputs(
         &self,
         name: &str,
@@ -400,7 +405,20 @@ impl StageKind for BuildStage {
                 copy_into(ctx.staging, cubin, &cubin_path(&t.name))?;
             } else {
                 let error = out.error.as_deref().unwrap_or("unknown error");
-                failed.push(format!("{}: {}", t.name, first_lines(error, 8)));
+                if t.name == REFERENCE {
+                    // Nothing can be checked without the reference: the stage fails.
+                    anyhow::bail!(
+                        "the reference kernel failed to compile (full compiler output in {}):\n{}",
+                        ctx.log.display(),
+                        first_lines(error, 8)
+                    );
+                }
+                let first_error = error
+                    .lines()
+                    .find(|l| l.contains("error"))
+                    .or(error.lines().next())
+                    .unwrap_or_default();
+                failed.push(format!("{}: {}", t.name, first_error.trim()));
             }
             if t.name == REFERENCE {
                 continue;
@@ -420,23 +438,23 @@ impl StageKind for BuildStage {
             let path = ctx.staging.join(record_path(&t.name));
             write_file(&path, schema::to_json_pretty(&record).as_bytes())?;
         }
+        // A variant that does not compile fails alone: its record says why, the others
+        // go on to be measured, and the stage reports it like a failed gate.
+        let mut problems = Vec::new();
         if !failed.is_empty() {
-            anyhow::bail!(
-                "{} of {} cubin(s) failed to compile (the others were built; full compiler \
-                 output in {}):\n{}",
-                failed.len(),
-                targets.len(),
+            problems.push(format!(
+                "did not compile (compiler output in artifacts/build/<variant>.json and {}): {}",
                 ctx.log.display(),
-                failed.join("\n")
-            );
+                failed.join("; ")
+            ));
         }
-        if gate_failures.is_empty() {
+        if !gate_failures.is_empty() {
+            problems.push(format!("PTXAS gates failed: {}", gate_failures.join("; ")));
+        }
+        if problems.is_empty() {
             Ok(StageOutcome::Passed)
         } else {
-            Ok(StageOutcome::GateFailed(format!(
-                "PTXAS gates failed: {}",
-                gate_failures.join("; ")
-            )))
+            Ok(StageOutcome::GateFailed(problems.join("; ")))
         }
     }
 }

@@ -266,8 +266,8 @@ fn builds_variants_for_sm89_and_sm90_and_caches_them() {
 }
 
 #[test]
-fn one_broken_variant_fails_alone_and_the_stage_errors() {
-    let Some(_) = real_nvcc("one_broken_variant_fails_alone_and_the_stage_errors") else {
+fn one_broken_variant_fails_alone_as_a_failed_gate() {
+    let Some(_) = real_nvcc("one_broken_variant_fails_alone_as_a_failed_gate") else {
         return;
     };
     let dir = project();
@@ -289,9 +289,16 @@ fn one_broken_variant_fails_alone_and_the_stage_errors() {
         &[],
         &CountingExecutor::default(),
     );
-    let err = format!("{:#}", res.unwrap_err());
-    assert!(err.contains("1 of 2 cubin(s) failed to compile"), "{err}");
-    assert!(err.contains("broken: nvcc failed"), "{err}");
+    let summary = match res.unwrap() {
+        StageOutcome::GateFailed(s) => s,
+        other => panic!("expected a failed gate, got {other:?}"),
+    };
+    assert!(summary.contains("did not compile"), "{summary}");
+    assert!(
+        summary.contains("broken: ") && summary.contains("undefined_thing"),
+        "{summary}"
+    );
+    assert!(!staging.join(cubin_path("broken")).exists());
     let broken = record(&staging, "broken");
     assert_eq!(broken.status, "compile_error");
     assert!(broken
@@ -306,6 +313,30 @@ fn one_broken_variant_fails_alone_and_the_stage_errors() {
     assert!(
         log.contains("== broken (FAILED)") && log.contains("undefined_thing"),
         "{log}"
+    );
+}
+
+#[test]
+fn a_reference_that_does_not_compile_fails_the_stage() {
+    let Some(_) = real_nvcc("a_reference_that_does_not_compile_fails_the_stage") else {
+        return;
+    };
+    let dir = project();
+    let p = pipeline(&TWO_VARIANTS.replace(
+        "kernels:\n",
+        "workload:\n  op: sdpa_fp8\n  shapes: {small: {B: 1, H: 1, S: 32, D: 64}}\n  primary: small\n  reference: {source: kernels/bad.cu, entry: bad}\nkernels:\n",
+    ));
+    let (res, _) = run_stage(
+        &BuildStage::default(),
+        &p,
+        dir.path(),
+        &[],
+        &CountingExecutor::default(),
+    );
+    let err = format!("{:#}", res.unwrap_err());
+    assert!(
+        err.contains("the reference kernel failed to compile") && err.contains("undefined_thing"),
+        "{err}"
     );
 }
 
