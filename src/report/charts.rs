@@ -77,7 +77,13 @@ pub fn p50_panels(a: &Artifacts, control: Option<&str>, best: Option<&str>) -> V
                 };
                 bars.push(bar(&v.name, kind, &v.results));
             }
-            if let Some(e) = elite.filter(|e| e.bench.iter().any(|r| r.shape == shape)) {
+            // The tuner times the primary shape only; elsewhere its records check correctness.
+            let timed_here = |e: &&crate::schema::EliteEntry| {
+                e.bench
+                    .iter()
+                    .any(|r| r.shape == shape && r.p50_us.is_some())
+            };
+            if let Some(e) = elite.filter(timed_here) {
                 bars.push(bar(
                     &format!("tune-top{}", e.rank),
                     BarKind::Tuned,

@@ -947,13 +947,26 @@ impl Builder<'_> {
                 )
             })
             .unwrap_or_else(|| NA.into());
+        // Launches per sample differ by shape (a sample lasts long enough to time): say
+        // the range, not the first record's count.
+        let per_sample: Vec<u32> = self
+            .benches()
+            .iter()
+            .flat_map(|f| &f.results)
+            .filter_map(|r| r.timing_mode.as_ref().map(|t| t.launches_per_sample))
+            .collect();
+        let launches = match (per_sample.iter().min(), per_sample.iter().max()) {
+            (Some(1), Some(1)) => "1 launch per sample".to_string(),
+            (Some(lo), Some(hi)) if lo == hi => format!("{lo} launches per sample"),
+            (Some(lo), Some(hi)) => format!("{lo}–{hi} launches per sample"),
+            _ => NA.to_string(),
+        };
         let timing = first
             .and_then(|r| r.timing_mode.as_ref())
             .map(|t| {
                 format!(
-                    "{}, {} launches/sample, L2 {}; warmup {}, iters {}",
+                    "{}, {launches}, L2 {}; warmup {}, iters {}",
                     t.method,
-                    t.launches_per_sample,
                     t.l2,
                     first.map_or(0, |r| r.warmup),
                     first.map_or(0, |r| r.iters)
