@@ -148,11 +148,20 @@ pub struct BuildRecord {
 /// How the timing samples were taken: say it in every record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimingMode {
-    /// `cuda_graph` or `batched_events`.
+    /// `isolated` (one launch per sample, behind a hold), `cuda_graph` (a graph of
+    /// back-to-back launches per sample) or `batched_events` (the same, uncaptured).
     pub method: String,
     pub launches_per_sample: u32,
     /// `flush` (L2 flushed before each sample) or `warm`.
     pub l2: String,
+    /// `isolated`: the median reading of an empty timed region, subtracted from every
+    /// sample.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "float::opt_f4"
+    )]
+    pub timer_overhead_us: Option<f64>,
 }
 
 /// One (variant or baseline, shape, seed) measurement: what `repro exec` prints as one JSON

@@ -74,6 +74,7 @@ fn measure(executor: &dyn Executor, root: &Path, exe: &Path, seeds: u64) -> Vec<
             warmup: 1,
             iters: 5,
             l2: "warm".into(),
+            method: "graph".into(),
             timing: true,
         };
         let job = exec_job(

@@ -9,10 +9,15 @@ same *dequantized* K and V:
   torch-sdpa-best     the fastest native backend on this GPU (flash, cuDNN, efficient),
                       chosen on the primary shape and named in `defines.backend`
 
-Timing follows repro exec: warm-up launches, a batch of launches sized so a sample lasts
->= 100 us, captured into a CUDA graph (falling back to batched launches between events),
-samples = elapsed / batch, and the same statistics (type-7 percentiles, sample std, the
-order-statistic 95% CI of the median). Correctness is against an fp64 computation on the
+Timing follows repro exec (`--method`, default isolated): warm-up calls, then
+  isolated  one call per sample between two events, queued behind a GPU sleep that outlasts
+            the host's enqueueing (checked per sample: the host must finish first, else the
+            sample is retaken with a longer sleep); the median of empty timed regions
+            (the events' own cost) is subtracted and recorded as `timer_overhead_us`
+  graph     a batch of calls sized so a sample lasts >= 100 us, captured into a CUDA graph
+            (falling back to batched calls between events), samples = elapsed / batch
+and the same statistics (type-7 percentiles, sample std, the order-statistic 95% CI of the
+median). Correctness is against an fp64 computation on the
 same dequantized inputs, with the pipeline's gates.
 
 No python3/torch/CUDA: both files are written with status `skipped` and the reason; exit 0.
@@ -121,10 +126,27 @@ def capture(torch, fn, n):
         return run, "batched_events"
 
 
-def time_fn(torch, fn, warmup, iters, l2, max_cv, max_time):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
+def l2_flusher(torch, l2):
+    """A callable that overwrites a buffer twice the L2 size (a new value each call), or None."""
+    if l2 != "flush":
+        return None
+    l2_bytes = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
+    buf = torch.empty(max(2 * l2_bytes, 1 << 20) // 4, dtype=torch.int32, device="cuda")
+    count = iter(range(1 << 62))
+    return lambda: buf.fill_(next(count))
+
+
+def sample_adaptively(iters, max_cv, max_time, take_round, samples):
+    """take_round() adds `iters` samples; stop once their CV <= max_cv, after max_time s,
+    or after 10 rounds."""
+    began = time.monotonic()
+    for _ in range(10):
+        take_round()
+        if summarize(samples())["cv"] <= max_cv or time.monotonic() - began >= max_time:
+            break
+
+
+def time_graph(torch, fn, iters, flush, max_cv, max_time):
     # Estimate one call from a graph of ten (host overhead would inflate plain calls).
     probe, _ = capture(torch, fn, 10)
     probe()
@@ -138,24 +160,84 @@ def time_fn(torch, fn, warmup, iters, l2, max_cv, max_time):
     run_batch, method = capture(torch, fn, batch)
     run_batch()
     torch.cuda.synchronize()
-    flush = None
-    if l2 == "flush":
-        l2_bytes = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
-        flush = torch.empty(max(2 * l2_bytes, 1 << 20) // 4, dtype=torch.int32, device="cuda")
-    samples, began = [], time.monotonic()
-    for round_ in range(10):
+    samples = []
+
+    def take_round():
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-        for i, (a, b) in enumerate(events):
-            if flush is not None:
-                flush.fill_(round_ * iters + i)
+        for a, b in events:
+            if flush:
+                flush()
             a.record()
             run_batch()
             b.record()
         torch.cuda.synchronize()
-        samples += [a.elapsed_time(b) * 1000.0 / batch for a, b in events]
-        if summarize(samples)["cv"] <= max_cv or time.monotonic() - began >= max_time:
-            break
-    return samples, {"method": method, "launches_per_sample": batch, "l2": l2}
+        samples.extend(a.elapsed_time(b) * 1000.0 / batch for a, b in events)
+
+    sample_adaptively(iters, max_cv, max_time, take_round, lambda: samples)
+    return samples, {"method": method, "launches_per_sample": batch}
+
+
+MAX_HOLD_US = 100_000.0
+
+
+def time_isolated(torch, fn, iters, flush, max_cv, max_time):
+    # GPU sleep cycles per microsecond, at the clocks the samples will run at.
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    torch.cuda._sleep(1_000_000)
+    b.record()
+    b.synchronize()
+    cycles_per_us = 1_000_000 / max(a.elapsed_time(b) * 1000.0, 1e-3)
+    hold_us = 50.0
+    kernel, empty = [], []
+
+    def region(call):
+        """hold, start, [call], end, then wait: µs from start to end, once the host finished
+        enqueueing before the hold ended (so the events bracket GPU work only). Waiting
+        leaves the GPU idle before the next hold, as repro exec does."""
+        nonlocal hold_us
+        while True:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            began = time.perf_counter()
+            torch.cuda._sleep(int(hold_us * cycles_per_us))
+            start.record()
+            if call:
+                fn()
+            end.record()
+            # Half the hold, a margin for a GPU clock above the calibration's.
+            enqueued_us = (time.perf_counter() - began) * 1e6
+            end.synchronize()
+            if enqueued_us < hold_us / 2:
+                return start.elapsed_time(end) * 1000.0
+            if hold_us >= MAX_HOLD_US:
+                raise RuntimeError(f"the host needs over {MAX_HOLD_US / 1000:.0f} ms to enqueue one call")
+            hold_us *= 2  # the host was slower than the hold: retake the sample
+
+    def take_round():
+        for _ in range(iters):
+            empty.append(region(False))
+            if flush:
+                flush()
+            kernel.append(region(True))
+
+    def samples():
+        overhead = summarize(empty)["p50_us"]
+        return [k - overhead for k in kernel]
+
+    sample_adaptively(iters, max_cv, max_time, take_round, samples)
+    overhead = round(summarize(empty)["p50_us"], 4)
+    return samples(), {"method": "isolated", "launches_per_sample": 1, "timer_overhead_us": overhead}
+
+
+def time_fn(torch, fn, method, warmup, iters, l2, max_cv, max_time):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    flush = l2_flusher(torch, l2)
+    timer = time_isolated if method == "isolated" else time_graph
+    samples, mode = timer(torch, fn, iters, flush, max_cv, max_time)
+    mode["l2"] = l2
+    return samples, mode
 
 
 # ---- correctness --------------------------------------------------------------------------
@@ -204,6 +286,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--l2", choices=("warm", "flush"), default="warm")
+    ap.add_argument("--method", choices=("isolated", "graph"), default="isolated",
+                    help="as repro exec --method; the bench stage compares only like with like")
     ap.add_argument("--max-cv", type=float, default=0.01)
     ap.add_argument("--max-time", type=float, default=5.0)
     args = ap.parse_args()
@@ -247,7 +331,8 @@ def main():
         out = call()
         torch.cuda.synchronize()
         acc = accuracy(torch, out, reference_f64(torch, q, k32, v32, scale), gates)
-        samples, mode = time_fn(torch, call, args.warmup, args.iters, args.l2, args.max_cv, args.max_time)
+        samples, mode = time_fn(torch, call, args.method, args.warmup, args.iters, args.l2,
+                                args.max_cv, args.max_time)
         record = {"shape": e["shape"], "B": e["B"], "H": e["H"], "S": e["S"], "D": e["D"],
                   "seed": e["seed"], "warmup": args.warmup, "iters": args.iters, "status": "ok",
                   "device_index": 0, "device_name": device, "timing_mode": mode}

@@ -26,6 +26,8 @@ pub struct ExecRequest {
     pub iters: u32,
     /// `warm` or `flush`.
     pub l2: String,
+    /// `isolated` or `graph` (`repro exec --method`).
+    pub method: String,
     /// `false`: check correctness only (`--no-timing`).
     pub timing: bool,
 }
@@ -84,6 +86,8 @@ pub fn exec_job(
         req.iters.to_string(),
         "--l2".into(),
         req.l2.clone(),
+        "--method".into(),
+        req.method.clone(),
     ]);
     if !req.timing {
         argv.push("--no-timing".into());
@@ -247,6 +251,7 @@ mod tests {
             warmup: 20,
             iters: 100,
             l2: "warm".into(),
+            method: "isolated".into(),
             timing: true,
         }
     }
@@ -266,6 +271,7 @@ mod tests {
         let mut r = req();
         r.timing = false;
         r.l2 = "flush".into();
+        r.method = "graph".into();
         let job = exec_job(
             Path::new("/bin/repro"),
             Path::new("/p/pipeline.yaml"),
@@ -277,7 +283,7 @@ mod tests {
         assert_eq!(
             job.argv.join(" "),
             "/bin/repro -f /p/pipeline.yaml exec --variant stage5-ws-p1 --shape mission --seed 2 \
-             --warmup 20 --iters 100 --l2 flush --no-timing"
+             --warmup 20 --iters 100 --l2 flush --method graph --no-timing"
         );
         assert_eq!(job.gpu, Some(3));
         assert_eq!(job.env.get(GPU_INDEX_ENV).map(String::as_str), Some("3"));

@@ -224,6 +224,61 @@ impl Drop for DeviceBuffer {
     }
 }
 
+/// Page-locked host memory holding `u32` words, mapped into the device's address space:
+/// the host writes a word and a running kernel sees it (and the other way round).
+pub struct MappedWords {
+    host: *mut u32,
+    len: usize,
+    /// The same memory as the device addresses it.
+    pub device_ptr: sys::CUdeviceptr,
+}
+
+impl MappedWords {
+    /// `len` words, zeroed.
+    pub fn alloc(len: usize) -> Result<MappedWords, CudaError> {
+        let mut host: *mut c_void = std::ptr::null_mut();
+        check("cuMemHostAlloc", unsafe {
+            sys::cuMemHostAlloc(
+                &mut host,
+                len.max(1) * 4,
+                sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE,
+            )
+        })?;
+        // Owned from here, so an error below frees it.
+        let mut words = MappedWords {
+            host: host as *mut u32,
+            len: len.max(1),
+            device_ptr: 0,
+        };
+        check("cuMemHostGetDevicePointer", unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&mut words.device_ptr, host, 0)
+        })?;
+        (0..words.len).for_each(|i| words.set(i, 0));
+        Ok(words)
+    }
+
+    /// Word `i`, as the device last wrote it.
+    pub fn get(&self, i: usize) -> u32 {
+        assert!(i < self.len, "word {i} of {}", self.len);
+        // SAFETY: in bounds of the live allocation; volatile because the device writes it.
+        unsafe { std::ptr::read_volatile(self.host.add(i)) }
+    }
+
+    /// Set word `i`; a kernel polling it sees the new value.
+    pub fn set(&self, i: usize, value: u32) {
+        assert!(i < self.len, "word {i} of {}", self.len);
+        // SAFETY: in bounds of the live allocation; volatile because the device reads it.
+        unsafe { std::ptr::write_volatile(self.host.add(i), value) }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for MappedWords {
+    fn drop(&mut self) {
+        let _ = unsafe { sys::cuMemFreeHost(self.host as *mut c_void) };
+    }
+}
+
 /// A non-blocking stream.
 pub struct Stream(sys::CUstream);
 
@@ -302,15 +357,26 @@ impl Module {
             )
         })?;
         image.push(0); // PTX text must be NUL-terminated; harmless for ELF images
-        let mut m = MaybeUninit::uninit();
-        check("cuModuleLoadData", unsafe {
-            sys::cuModuleLoadData(m.as_mut_ptr(), image.as_ptr() as *const c_void)
-        })
-        .with_context(|| {
+        Module::from_image(&image).with_context(|| {
             format!(
                 "cannot load {} (built for another GPU architecture?)",
                 path.display()
             )
+        })
+    }
+
+    /// Load PTX text, which the driver compiles for this GPU.
+    pub fn from_ptx(ptx: &str) -> Result<Module, CudaError> {
+        let mut image = ptx.as_bytes().to_vec();
+        image.push(0);
+        Module::from_image(&image)
+    }
+
+    /// `image`: a NUL-terminated PTX text, or a cubin/fatbin.
+    fn from_image(image: &[u8]) -> Result<Module, CudaError> {
+        let mut m = MaybeUninit::uninit();
+        check("cuModuleLoadData", unsafe {
+            sys::cuModuleLoadData(m.as_mut_ptr(), image.as_ptr() as *const c_void)
         })?;
         Ok(Module(unsafe { m.assume_init() }))
     }

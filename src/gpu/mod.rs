@@ -2,6 +2,7 @@
 //! directly: GPU work runs in `repro exec` child processes, and stages learn about the
 //! hardware through [`probe_cached`].
 
+pub mod blocker;
 pub mod check;
 pub mod client;
 pub mod discover;

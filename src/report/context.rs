@@ -964,9 +964,12 @@ impl Builder<'_> {
         let timing = first
             .and_then(|r| r.timing_mode.as_ref())
             .map(|t| {
+                let method = match t.timer_overhead_us {
+                    Some(us) => format!("{} (timer's own {us:.2} µs subtracted)", t.method),
+                    None => t.method.clone(),
+                };
                 format!(
-                    "{}, {launches}, L2 {}; warmup {}, iters {}",
-                    t.method,
+                    "{method}, {launches}, L2 {}; warmup {}, iters {}",
                     t.l2,
                     first.map_or(0, |r| r.warmup),
                     first.map_or(0, |r| r.iters)

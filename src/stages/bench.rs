@@ -4,7 +4,8 @@
 //! `artifacts/bench/<variant>.json` (schema::BenchFile).
 //!
 //! Options (besides the common keys): `warmup` (20), `iters` (100), `shapes` (default all
-//! of `workload.shapes`), `l2` (`warm` | `flush`), `baselines` (names of
+//! of `workload.shapes`), `l2` (`warm` | `flush`), `method` (`isolated` | `graph`, see
+//! `gpu::timing`; baselines timed by another method get no speedup), `baselines` (names of
 //! `artifacts/bench/baselines/<name>.json` to compare with; default every file there),
 //! `allow_mixed_gpus` (false: the stage fails when its records come from more than one GPU
 //! model). The common `timeout:` key is the limit for each `repro exec` (default 120 s).
@@ -13,6 +14,7 @@
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::executor::Executor;
 use crate::gpu::client::{blank_result, exec_job, result_from_outcome, ExecRequest, ExecTarget};
+use crate::gpu::timing::Method;
 use crate::pipeline::{Pipeline, Shape, StageSpec};
 use crate::schema::{to_json_pretty, BenchFile, BenchResult, GateResult};
 use crate::stages::gpu_nodes::{self, OneGpuModel, ALLOW_MIXED_GPUS};
@@ -35,6 +37,8 @@ struct Options {
     iters: u32,
     shapes: Vec<String>,
     l2: String,
+    /// `repro exec --method`.
+    method: String,
     timeout: Duration,
     /// `None`: every baseline file present.
     baselines: Option<Vec<String>>,
@@ -77,6 +81,7 @@ fn options(spec: &StageSpec, pipeline: &Pipeline) -> Result<Options, OptionError
         iters: 100,
         shapes: all_shapes.clone(),
         l2: "warm".into(),
+        method: "isolated".into(),
         timeout: DEFAULT_TIMEOUT,
         baselines: None,
         allow_mixed_gpus: false,
@@ -122,6 +127,10 @@ fn options(spec: &StageSpec, pipeline: &Pipeline) -> Result<Options, OptionError
                 Some(m @ ("warm" | "flush")) => o.l2 = m.into(),
                 _ => return Err(option_error(key, "expected `warm` or `flush`")),
             },
+            "method" => match v.as_str().filter(|m| Method::parse(m).is_some()) {
+                Some(m) => o.method = m.into(),
+                None => return Err(option_error(key, "expected `isolated` or `graph`")),
+            },
             "baselines" => o.baselines = Some(names(key, v)?),
             ALLOW_MIXED_GPUS => {
                 o.allow_mixed_gpus =
@@ -130,7 +139,7 @@ fn options(spec: &StageSpec, pipeline: &Pipeline) -> Result<Options, OptionError
             _ => {
                 return Err(option_error(
                     key,
-                    format!("unknown option `{key}` for a bench stage (expected warmup, iters, shapes, l2, baselines, {ALLOW_MIXED_GPUS})"),
+                    format!("unknown option `{key}` for a bench stage (expected warmup, iters, shapes, l2, method, baselines, {ALLOW_MIXED_GPUS})"),
                 ))
             }
         }
@@ -213,6 +222,7 @@ impl StageKind for BenchStage {
             ("iters".into(), o.iters.to_string()),
             ("shapes".into(), o.shapes.join(",")),
             ("l2".into(), o.l2.clone()),
+            ("method".into(), o.method.clone()),
             ("seeds".into(), format!("{:?}", w.map(|w| &w.seeds))),
             (
                 "primary".into(),
@@ -293,13 +303,17 @@ impl StageKind for BenchStage {
         for ((variant, _, _), r) in jobs.iter().zip(results) {
             by_variant.entry(variant.clone()).or_default().push(r);
         }
-        let baselines: Vec<(String, Option<BenchFile>)> = baseline_names(&o, ctx.root)
-            .into_iter()
-            .map(|b| {
-                let file = read_baseline(ctx.root, &b);
-                (b, file)
-            })
-            .collect();
+        let mut baselines: Vec<(String, Option<BenchFile>)> = Vec::new();
+        for b in baseline_names(&o, ctx.root) {
+            let file = match read_baseline(ctx.root, &b, &o.method) {
+                Ok(file) => Some(file),
+                Err(why) => {
+                    append_to_log(ctx.log, &format!("no speedups vs {b}: {why}"))?;
+                    None
+                }
+            };
+            baselines.push((b, file));
+        }
         let control = ctx.pipeline.control.clone();
         let control_results = control.as_ref().and_then(|c| by_variant.get(c)).cloned();
         for results in by_variant.values_mut() {
@@ -399,10 +413,38 @@ fn write(dir: &Path, file: &BenchFile) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn read_baseline(root: &Path, name: &str) -> Option<BenchFile> {
+/// A baseline to compare with: one that ran, timed by the variants' `method` (a speedup
+/// across methods would compare different things). `Err`: why not.
+fn read_baseline(root: &Path, name: &str, method: &str) -> Result<BenchFile, String> {
     let path = root.join(BASELINE_DIR).join(format!("{name}.json"));
-    let file: BenchFile = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    (file.status != "skipped").then_some(file)
+    let text = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let file: BenchFile = serde_json::from_slice(&text)
+        .map_err(|e| format!("{} is not a bench file: {e}", path.display()))?;
+    if file.status == "skipped" {
+        return Err(format!(
+            "it was skipped ({})",
+            file.reason.as_deref().unwrap_or("no reason given")
+        ));
+    }
+    let family = |m: &str| if m == "isolated" { "isolated" } else { "graph" };
+    match file.results.iter().find_map(|r| r.timing_mode.as_ref()) {
+        Some(t) if family(&t.method) != method => Err(format!(
+            "it was timed by the {} method and the variants by the {method} method; \
+             give both the same `--method`",
+            family(&t.method)
+        )),
+        _ => Ok(file),
+    }
+}
+
+fn append_to_log(log: &Path, line: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("cannot open the stage log {}", log.display()))?;
+    writeln!(f, "{line}").with_context(|| format!("cannot write {}", log.display()))
 }
 
 /// (variant, shape name, seed) for every job, variant-major.
@@ -465,6 +507,7 @@ fn run_jobs(
                     warmup: o.warmup,
                     iters: o.iters,
                     l2: o.l2.clone(),
+                    method: o.method.clone(),
                     timing: true,
                 };
                 let mut job = exec_job(repro_exe, pipeline_file, root, &req, Some(gpu), o.timeout);
@@ -738,6 +781,12 @@ stages:
         let mut spec = p.stages["bench"].clone();
         spec.options.insert("l2".into(), "cold".into());
         assert_eq!(options(&spec, &p).unwrap_err().path, vec!["l2"]);
+        assert_eq!(o.method, "isolated", "the ncu-comparable method by default");
+        let mut spec = p.stages["bench"].clone();
+        spec.options.insert("method".into(), "graph".into());
+        assert_eq!(options(&spec, &p).unwrap().method, "graph");
+        spec.options.insert("method".into(), "cuda_graph".into());
+        assert_eq!(options(&spec, &p).unwrap_err().path, vec!["method"]);
         assert!(!o.allow_mixed_gpus, "one GPU model per result by default");
         let mut spec = p.stages["bench"].clone();
         spec.options.insert("allow_mixed_gpus".into(), true.into());
@@ -879,6 +928,34 @@ stages:
             .1
             .subject
             .contains("control ctrl has no correct mission result"));
+    }
+
+    #[test]
+    fn a_baseline_timed_by_another_method_is_not_compared() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(BASELINE_DIR)).unwrap();
+        // The recorded baseline was timed with CUDA graphs.
+        let recorded = include_str!("../../tests/fixtures/bench/torch-sdpa-best.json");
+        let path = dir.path().join(BASELINE_DIR).join("torch-sdpa-best.json");
+        std::fs::write(&path, recorded).unwrap();
+        let root = dir.path();
+        assert!(read_baseline(root, "torch-sdpa-best", "graph").is_ok());
+        let why = read_baseline(root, "torch-sdpa-best", "isolated").unwrap_err();
+        assert!(
+            why.contains("timed by the graph method and the variants by the isolated method"),
+            "{why}"
+        );
+        let isolated = recorded.replace("\"cuda_graph\"", "\"isolated\"");
+        std::fs::write(&path, isolated).unwrap();
+        assert!(read_baseline(root, "torch-sdpa-best", "isolated").is_ok());
+        let skipped = r#"{"name": "torch-sdpa-best", "kind": "baseline", "status": "skipped",
+            "reason": "PyTorch is not installed", "results": [], "gates": []}"#;
+        std::fs::write(&path, skipped).unwrap();
+        let why = read_baseline(root, "torch-sdpa-best", "isolated").unwrap_err();
+        assert_eq!(why, "it was skipped (PyTorch is not installed)");
+        assert!(read_baseline(root, "torch-sdpa-default", "isolated")
+            .unwrap_err()
+            .starts_with("cannot read"));
     }
 
     #[test]

@@ -362,6 +362,10 @@ impl NcuCall<'_> {
             self.opts.warmup.to_string(),
             s("--iters"),
             self.opts.iters.to_string(),
+            // ncu serializes launches, so the isolated method's hold would wait for a
+            // release that comes only after it: launch plainly (ncu times each alone).
+            s("--method"),
+            s("graph"),
         ]);
         argv
     }
@@ -785,7 +789,7 @@ mod tests {
             call.argv(&variant, &page).join(" "),
             "/usr/local/cuda/bin/ncu --csv --page raw --metrics gpu__time_duration.sum,launch__registers_per_thread \
              -k regex:^sdpa_fp8_fwd$ --launch-skip 3 --launch-count 1 --clock-control none \
-             /bin/repro -f /p/pipeline.yaml exec --variant base --shape mission --seed 0 --warmup 3 --iters 2"
+             /bin/repro -f /p/pipeline.yaml exec --variant base --shape mission --seed 0 --warmup 3 --iters 2 --method graph"
         );
         let elite = Target {
             label: "top1".into(),

@@ -15,6 +15,7 @@
 //!   warmup: 10
 //!   iters: 50
 //!   l2: warm                     # or flush
+//!   method: isolated             # or graph (`repro exec --method`)
 //!   trial_timeout: 60            # seconds per `repro exec` child
 //!   jobs: 8                      # parallel nvcc processes (default: the CPU count)
 //!   allow_mixed_gpus: false      # true: trials may be timed on different GPU models
@@ -23,6 +24,7 @@
 use super::expr::suggest;
 use super::space::Space;
 use crate::engine::OptionError;
+use crate::gpu::timing::Method;
 use crate::pipeline::{Pipeline, StageSpec};
 use serde_yaml::Value;
 use std::collections::BTreeMap;
@@ -42,6 +44,7 @@ pub const KEYS: &[&str] = &[
     "warmup",
     "iters",
     "l2",
+    "method",
     "trial_timeout",
     "jobs",
     "allow_mixed_gpus",
@@ -69,6 +72,8 @@ pub struct TuneOptions {
     pub warmup: u32,
     pub iters: u32,
     pub l2: String,
+    /// `isolated` or `graph`.
+    pub method: String,
     pub trial_timeout: Duration,
     /// Parallel nvcc processes; `None`: one per CPU.
     pub jobs: Option<usize>,
@@ -235,6 +240,11 @@ impl TuneOptions {
             Some(Some(m @ ("warm" | "flush"))) => m.to_string(),
             Some(_) => return Err(err("l2", "expected `warm` or `flush`")),
         };
+        let method = match o.get("method").map(Value::as_str) {
+            None => "isolated".to_string(),
+            Some(Some(m)) if Method::parse(m).is_some() => m.to_string(),
+            Some(_) => return Err(err("method", "expected `isolated` or `graph`")),
+        };
         let elite = int("elite", 3)? as u32;
         let population = int("population", 8)? as u32;
         Ok(TuneOptions {
@@ -251,6 +261,7 @@ impl TuneOptions {
             warmup: warmup as u32,
             iters: int("iters", 50)? as u32,
             l2,
+            method,
             trial_timeout: Duration::from_secs(int("trial_timeout", 60)?),
             jobs: o
                 .get("jobs")

@@ -40,6 +40,7 @@ pub(super) struct GpuBackend<'a> {
     pub(super) warmup: u32,
     pub(super) iters: u32,
     pub(super) l2: String,
+    pub(super) method: String,
     pub(super) timeout: Duration,
     pub(super) slots: u32,
     pub(super) jobs: usize,
@@ -95,6 +96,7 @@ impl GpuBackend<'_> {
             warmup: self.warmup,
             iters: self.iters,
             l2: self.l2.clone(),
+            method: self.method.clone(),
             timing,
         };
         let dims = self.shapes[shape];

@@ -559,6 +559,7 @@ fn fake_backend<'a>(
         warmup: 10,
         iters: 50,
         l2: "warm".into(),
+        method: "isolated".into(),
         timeout: std::time::Duration::from_secs(30),
         slots: 2,
         jobs: 2,
