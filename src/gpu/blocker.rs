@@ -16,7 +16,7 @@ use anyhow::bail;
 use std::ffi::c_void;
 
 /// How long a hold waits for its release before giving up.
-pub const TIMEOUT_NS: u64 = 100_000_000;
+const TIMEOUT_NS: u64 = 100_000_000;
 
 const ENTRY: &str = "repro_hold_until_released";
 
