@@ -102,13 +102,7 @@ pub fn commit(
     let artifacts = Artifacts::load(root)?;
     let state = RunState::load(root, pipeline.stages.keys().map(String::as_str))?;
     let env = crate::env::capture(root, &crate::stages::summarize::capture_options(&artifacts));
-    let report = Builder {
-        pipeline,
-        artifacts: &artifacts,
-        state: &state,
-        env: &env,
-    }
-    .build();
+    let report = Builder::new(pipeline, &artifacts, &state, &env).build();
     let problems = problems(root, pipeline, &state, &report);
     if !problems.is_empty() && !allow_failed {
         anyhow::bail!(

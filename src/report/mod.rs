@@ -2,9 +2,9 @@
 //! pull-request workflow (`repro diff`, `repro commit`).
 //!
 //! [`artifacts`] loads what the stages wrote, [`state`] what the engine recorded,
-//! [`context`] turns both into the report's template context, [`render`] runs minijinja,
-//! [`charts`] draws the SVGs, [`manifest`] lists every artifact; [`diff`] and [`commit`]
-//! implement the two subcommands.
+//! [`context`] turns both into the report's template context (each skip reason stated once
+//! by [`notes`]), [`render`] runs minijinja, [`charts`] draws the SVGs, [`manifest`] lists
+//! every artifact; [`diff`] and [`commit`] implement the two subcommands.
 
 pub mod artifacts;
 pub mod charts;
@@ -12,6 +12,7 @@ pub mod commit;
 pub mod context;
 pub mod diff;
 pub mod manifest;
+pub mod notes;
 pub mod render;
 pub mod state;
 
@@ -53,17 +54,13 @@ pub struct Inputs<'a> {
 /// tune data, and when the pipeline has a tune stage (it is then a declared output, written
 /// even when the tune did not run, saying so, though the report does not link it).
 pub fn render_report(inputs: &Inputs, template: &Template) -> anyhow::Result<Report> {
-    let context = context::Builder {
-        pipeline: inputs.pipeline,
-        artifacts: inputs.artifacts,
-        state: inputs.state,
-        env: inputs.env,
-    }
-    .build();
+    let context =
+        context::Builder::new(inputs.pipeline, inputs.artifacts, inputs.state, inputs.env).build();
     let markdown = render::render(template, &context)?;
     let control = inputs.pipeline.control.as_deref();
     let panels = charts::p50_panels(inputs.artifacts, control, context.best.as_deref());
-    let mut out = vec![(context::P50_CHART.to_string(), charts::p50_chart(&panels)?)];
+    let p50 = charts::p50_chart(&panels, &context.primary_shape)?;
+    let mut out = vec![(context::P50_CHART.to_string(), p50)];
     if has_tune_stage(inputs.pipeline) || inputs.artifacts.tune.is_some() {
         let svg = match &inputs.artifacts.tune {
             Some(tune) => {
