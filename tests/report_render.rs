@@ -167,7 +167,18 @@ fn stages_skipped_no_ncu_no_torch() {
 /// Real outputs of `repro run --arch sm_89` on a machine with nvcc but no GPU, ncu or torch.
 #[test]
 fn nothing_measured_is_not_all_gates_passed() {
-    let r = render_fixture("no-gpu", &environment(false));
+    // As the summarize stage captures it on that machine: no GPU, and why.
+    let env = Environment {
+        gpu: None,
+        gpu_note: Some(
+            "no CUDA driver (libcuda.so.1) found: libcuda.so.1: cannot open shared object file: \
+             No such file or directory. Install the NVIDIA driver, or run on a machine with an \
+             NVIDIA GPU"
+                .into(),
+        ),
+        ..environment(false)
+    };
+    let r = render_fixture("no-gpu", &env);
     let ctx = &r.report.context;
     assert!(ctx.failed_gates.is_empty(), "{:?}", ctx.failed_gates);
     let unchecked: Vec<&str> = ctx
@@ -186,6 +197,7 @@ fn nothing_measured_is_not_all_gates_passed() {
         "{md}"
     );
     assert!(md.contains("not checked: bench skipped [^1]"), "{md}");
+    assert!(md.contains("| GPU | n/a: no GPU [^1] |"), "{md}");
     assert!(
         md.contains("[^1]: no CUDA driver (libcuda.so.1) found"),
         "{md}"

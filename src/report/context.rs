@@ -1047,7 +1047,12 @@ impl Builder<'_> {
                 g.memory_bytes / (1 << 30)
             ),
             (None, Some(name)) => format!("{name} (from the bench records)"),
-            (None, None) => format!("{NA} ({})", e.gpu_note.as_deref().unwrap_or("no GPU")),
+            // The probe's message is usually a skip reason already stated: cite it.
+            (None, None) => match e.gpu_note.as_deref().map(|n| self.notes.cite(n)) {
+                Some(c) if c.starts_with("[^") => format!("{NA}: no GPU {c}"),
+                Some(c) => format!("{NA}: {c}"),
+                None => format!("{NA}: no GPU"),
+            },
         };
         let driver = e
             .gpu
