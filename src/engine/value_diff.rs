@@ -24,14 +24,34 @@ pub fn summarize(from: &str, to: &str, budget: usize) -> String {
     if groups.iter().all(|g| g.names.is_empty()) {
         return "same items, in another order".into();
     }
-    // Counts first; then one more name per group, round after round, while it fits.
+    // Shortest names first, so that one long name does not crowd out the rest; full names
+    // if that shows as many, else names cut at LONGEST_NAME.
+    let mut groups = groups;
+    for g in &mut groups {
+        g.names.sort_by_key(|n| width(n));
+    }
+    let (full, shown_full) = fit(&groups, budget);
+    for g in &mut groups {
+        g.names = g.names.iter().map(|n| short(n)).collect();
+    }
+    let (cut, shown_cut) = fit(&groups, budget);
+    if shown_cut > shown_full {
+        cut
+    } else {
+        full
+    }
+}
+
+/// The groups in `budget` columns: counts first, then one more name per group, round after
+/// round, while it fits. Returns the text and how many names it shows.
+fn fit(groups: &[Group], budget: usize) -> (String, usize) {
     let mut shown = vec![0; groups.len()];
     loop {
         let mut grew = false;
         for (i, group) in groups.iter().enumerate() {
             if shown[i] < group.names.len() {
                 shown[i] += 1;
-                if width(&render(&groups, &shown)) <= budget {
+                if width(&render(groups, &shown)) <= budget {
                     grew = true;
                 } else {
                     shown[i] -= 1;
@@ -39,7 +59,7 @@ pub fn summarize(from: &str, to: &str, budget: usize) -> String {
             }
         }
         if !grew {
-            return render(&groups, &shown);
+            return (render(groups, &shown), shown.iter().sum());
         }
     }
 }
@@ -143,6 +163,18 @@ fn render(groups: &[Group], shown: &[usize]) -> String {
         .join("; ")
 }
 
+/// Names longer than this may be shown cut, with `…` (an ncu metric name can be 100
+/// characters long).
+const LONGEST_NAME: usize = 40;
+
+fn short(name: &str) -> String {
+    if width(name) <= LONGEST_NAME {
+        return name.to_string();
+    }
+    let kept: String = name.chars().take(LONGEST_NAME - 1).collect();
+    format!("{kept}…")
+}
+
 /// `from → to` in `budget` columns: a short side whole, the rest cut with `…`.
 fn cut_both(from: &str, to: &str, budget: usize) -> String {
     let room = budget.saturating_sub(3);
@@ -197,12 +229,25 @@ mod tests {
         );
         let text = summarize(&from, &to, 60);
         assert_eq!(text, "added 2 (l1tex__t_bytes.sum, …1 more); removed 1");
+        // Cut names when that shows more of them.
+        assert_eq!(
+            summarize(&from, &to, 105),
+            "added 2 (l1tex__t_bytes.sum, dram__bytes_read.sum); removed 1 \
+             (smsp__pcsamp_warps_issue_stalled_reason…)"
+        );
         // With room, every name; with little room, counts only.
         assert_eq!(
             summarize(&from, &to, 200),
             format!("added 2 (l1tex__t_bytes.sum, dram__bytes_read.sum); removed 1 ({gone})")
         );
         assert_eq!(summarize(&from, &to, 20), "added 2; removed 1");
+        // A very long name is cut rather than left out.
+        let tensor = "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_active";
+        let to = format!("{from},{tensor},l1tex__t_bytes.sum");
+        assert_eq!(
+            summarize(&from, &to, 90),
+            "added 2 (l1tex__t_bytes.sum, sm__pipe_tensor_type_hmma_hgmma_qgmma_i…)"
+        );
     }
 
     #[test]
