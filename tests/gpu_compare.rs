@@ -9,19 +9,6 @@ use common::*;
 use std::path::Path;
 use std::process::Command;
 
-const BASELINE: [&str; 3] = [
-    "USE_CP_ASYNC=1",
-    "USE_WMMA_PV=1",
-    "USE_WARP_SPECIALIZATION=0",
-];
-const WS_P1: [&str; 4] = [
-    "USE_CP_ASYNC=1",
-    "USE_WMMA_PV=1",
-    "USE_WARP_SPECIALIZATION=1",
-    "NUM_PRODUCER_WARPS=1",
-];
-const MISSION: &str = "2,8,512,64";
-
 fn compare(a: &Path, b: &Path, reference: &Path, json: bool) -> (bool, String) {
     let mut cmd = Command::new(repro_bin());
     cmd.arg("compare")
@@ -81,8 +68,8 @@ fn compare_gives_the_ratio_of_medians_with_an_interval_on_one_gpu() {
         dir.path().join("ws.cubin"),
         dir.path().join("ref.cubin"),
     );
-    compile("kernels/sdpa_fp8.cu", &BASELINE, &arch, &base);
-    compile("kernels/sdpa_fp8.cu", &WS_P1, &arch, &ws);
+    compile("kernels/sdpa_fp8.cu", &STAGE2_BASELINE, &arch, &base);
+    compile("kernels/sdpa_fp8.cu", &STAGE5_WS_P1, &arch, &ws);
     compile("kernels/reference.cu", &[], &arch, &reference);
 
     // A against itself: no difference worth the name.

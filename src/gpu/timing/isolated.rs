@@ -42,11 +42,7 @@ pub(super) fn time(
     cfg: &TimingConfig,
     flush: &L2Flush,
 ) -> anyhow::Result<Timing> {
-    let mut region = Region {
-        blocker: Blocker::new()?,
-        start: Event::new()?,
-        end: Event::new()?,
-    };
+    let mut region = Region::new()?;
     let mut readings = Readings::default();
     sample_adaptively(
         cfg,
@@ -79,11 +75,7 @@ pub(super) fn time_pair(
     cfg: &TimingConfig,
     flush: &L2Flush,
 ) -> anyhow::Result<PairTiming> {
-    let mut region = Region {
-        blocker: Blocker::new()?,
-        start: Event::new()?,
-        end: Event::new()?,
-    };
+    let mut region = Region::new()?;
     let mut sides: [Readings; 2] = Default::default();
     let mut empty = Vec::new();
     for pair in 0..cfg.iters {
@@ -115,6 +107,14 @@ struct Region {
 }
 
 impl Region {
+    fn new() -> anyhow::Result<Region> {
+        Ok(Region {
+            blocker: Blocker::new()?,
+            start: Event::new()?,
+            end: Event::new()?,
+        })
+    }
+
     /// Enqueue `hold · start · [launch] · end · release` and wait for it: µs from start to
     /// end. Waiting leaves the GPU idle before the next hold, so every launch starts from
     /// an idle, fully queued stream, as under Nsight Compute (back-to-back samples, not

@@ -116,11 +116,7 @@ pub fn time_kernel(
     cfg: &TimingConfig,
     l2_bytes: usize,
 ) -> anyhow::Result<Timing> {
-    for _ in 0..cfg.warmup {
-        launch(stream)?;
-    }
-    stream.synchronize()?;
-    let flush = L2Flush::new(cfg.l2, l2_bytes)?;
+    let flush = warm_up(stream, &[launch], cfg, l2_bytes)?;
     match cfg.method {
         Method::Isolated => isolated::time(stream, launch, cfg, &flush),
         Method::Graph => graph::time(stream, launch, cfg, &flush),
@@ -137,13 +133,25 @@ pub fn time_interleaved(
     cfg: &TimingConfig,
     l2_bytes: usize,
 ) -> anyhow::Result<PairTiming> {
+    let flush = warm_up(stream, &[a, b], cfg, l2_bytes)?;
+    isolated::time_pair(stream, [a, b], cfg, &flush)
+}
+
+/// `cfg.warmup` rounds of one launch of each of `launches` in turn, waited for; then the
+/// L2 flush the samples will use.
+fn warm_up(
+    stream: &Stream,
+    launches: &[&Launch],
+    cfg: &TimingConfig,
+    l2_bytes: usize,
+) -> anyhow::Result<L2Flush> {
     for _ in 0..cfg.warmup {
-        a(stream)?;
-        b(stream)?;
+        for launch in launches {
+            launch(stream)?;
+        }
     }
     stream.synchronize()?;
-    let flush = L2Flush::new(cfg.l2, l2_bytes)?;
-    isolated::time_pair(stream, [a, b], cfg, &flush)
+    Ok(L2Flush::new(cfg.l2, l2_bytes)?)
 }
 
 /// Overwrites a buffer twice the size of L2 before a sample, or does nothing (L2 warm).
