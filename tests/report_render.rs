@@ -228,6 +228,9 @@ fn nothing_measured_is_not_all_gates_passed() {
     assert_eq!(ctx.charts.p50, None);
     assert!(!md.contains("p50_by_shape.svg"), "{md}");
     assert!(r.report.charts[0].1.contains("nothing measured"));
+    assert!(r.report.charts[1]
+        .1
+        .contains("tune: not run (the report says why)"));
     insta::assert_snapshot!("no_gpu_summary", r.report.markdown);
 }
 
