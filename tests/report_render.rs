@@ -326,7 +326,11 @@ fn loaded(name: &str) -> (repro::pipeline::Pipeline, Artifacts) {
 /// whiskers span min to p90 around the median, and what has no p50 says "not measured".
 #[test]
 fn p50_chart_data() {
-    for (name, best) in [("green", "stage5-ws-p1"), ("failing", "stage5-ws-p1")] {
+    for (name, best) in [
+        ("green", "stage5-ws-p1"),
+        ("failing", "stage5-ws-p1"),
+        ("skipped", "stage5-ws-p1"),
+    ] {
         let (pipeline, artifacts) = loaded(name);
         let panels = charts::p50_panels(&artifacts, pipeline.control.as_deref(), Some(best));
         for p in &panels {
@@ -361,6 +365,20 @@ fn p50_chart_data() {
         }
         insta::assert_debug_snapshot!(format!("{name}_p50_panels"), panels);
     }
+    // The skipped fixture's baselines were not measured: said so, in words.
+    let (pipeline, artifacts) = loaded("skipped");
+    let panels = charts::p50_panels(&artifacts, pipeline.control.as_deref(), None);
+    let naive = panels[0]
+        .bars
+        .iter()
+        .find(|b| b.name == "torch_naive")
+        .unwrap();
+    assert_eq!(naive.missing.as_deref(), Some("not measured (skipped)"));
+    let svg = charts::p50_chart(&panels, "mission").unwrap();
+    assert!(
+        svg.contains("not measured (skipped)") && !svg.contains("n/a"),
+        "{svg}"
+    );
 }
 
 /// The tune chart's data and drawing: invalid trials are listed apart and drawn in the
