@@ -64,6 +64,12 @@ enum Ended {
     Passed,
     GateFailed(String),
     Skipped(String),
+    /// Could not run here; the earlier results (measured on the machine named) stay.
+    Kept {
+        reason: String,
+        /// The GPU the results were measured on, when the stage records its hardware.
+        measured_on: Option<String>,
+    },
     Failed(String),
     NotRun(String),
     Interrupted,
@@ -79,6 +85,7 @@ impl Ended {
                 | Ended::Passed
                 | Ended::GateFailed(_)
                 | Ended::Skipped(_)
+                | Ended::Kept { .. }
         )
     }
 
@@ -89,6 +96,13 @@ impl Ended {
             Ended::Passed => "passed".into(),
             Ended::GateFailed(g) => format!("gate failed: {g}"),
             Ended::Skipped(why) => format!("skipped: {why}"),
+            Ended::Kept {
+                reason,
+                measured_on: Some(machine),
+            } => format!("kept: measured on {machine}; not re-run here: {reason}"),
+            Ended::Kept { reason, .. } => {
+                format!("kept: earlier results; not re-run here: {reason}")
+            }
             Ended::Failed(_) => "FAILED".into(),
             Ended::NotRun(why) => format!("not run: {why}"),
             Ended::Interrupted => "interrupted".into(),
@@ -261,7 +275,7 @@ fn check_upstream(
                 continue;
             }
             let why = match &statuses[j].state {
-                State::UpToDate => continue,
+                State::UpToDate | State::Kept { .. } => continue,
                 State::Stale(changes) => format!(
                     "is stale ({})",
                     changes
@@ -373,7 +387,8 @@ impl<'a> Run<'a> {
                         Some("forced".to_string())
                     } else {
                         match &status.state {
-                            State::UpToDate => None,
+                            // Kept: this machine already found it cannot run these inputs.
+                            State::UpToDate | State::Kept { .. } => None,
                             State::Stale(c) => Some(
                                 c.iter()
                                     .map(|c| c.to_string())
@@ -387,7 +402,7 @@ impl<'a> Run<'a> {
                     match reason {
                         None => {
                             pending.remove(k);
-                            self.settle_up_to_date(i);
+                            self.settle_up_to_date(i, lock);
                         }
                         Some(why) if self.req.dry_run => {
                             pending.remove(k);
@@ -461,7 +476,7 @@ impl<'a> Run<'a> {
         cache: &mut StatCache,
     ) -> anyhow::Result<()> {
         let upstream = status::upstream_fingerprints(self.project, i, lock, |j| {
-            Some(self.statuses[j].fingerprint.clone())
+            Some(self.statuses[j].current())
         });
         let mut eval = EvalCtx {
             lock,
@@ -475,8 +490,23 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    fn settle_up_to_date(&mut self, i: usize) {
+    fn settle_up_to_date(&mut self, i: usize, lock: &LockFile) {
         let status = &self.statuses[i];
+        if let State::Kept { reason, .. } = &status.state {
+            let ended = Ended::Kept {
+                reason: reason.clone(),
+                measured_on: measured_on(lock, &self.project.stages[i].name),
+            };
+            if !self.req.dry_run {
+                self.progress.info(&format!(
+                    "· {} {}",
+                    self.project.stages[i].name,
+                    ended.label()
+                ));
+            }
+            self.ended.insert(i, ended);
+            return;
+        }
         let mut text = format!(
             "· {} up-to-date (fingerprint {} unchanged)",
             self.project.stages[i].name,
@@ -516,6 +546,7 @@ impl<'a> Run<'a> {
             Ended::Passed => (run_record::Outcome::Passed, None),
             Ended::GateFailed(g) => (run_record::Outcome::GateFailed, Some(g)),
             Ended::Skipped(r) => (run_record::Outcome::Skipped, Some(r)),
+            Ended::Kept { reason, .. } => (run_record::Outcome::Kept, Some(reason)),
             Ended::Failed(m) => (run_record::Outcome::Failed, Some(m)),
             Ended::UpToDate | Ended::WouldRun(_) | Ended::NotRun(_) | Ended::Interrupted => return,
         };
@@ -644,6 +675,38 @@ impl<'a> Run<'a> {
             }
             Err(e) => return rollback(Ended::Failed(format!("{e:#}"))),
         };
+        if let StageOutcome::Skipped { reason, fix } = &outcome {
+            if let Some(measured_on) = kept_results(lock, &stage.name) {
+                // A stage that cannot run here never touches results measured elsewhere.
+                let ended = rollback(Ended::Kept {
+                    reason: reason.clone(),
+                    measured_on,
+                });
+                self.progress.error(&format!(
+                    "warning: stage `{}` {}\n  help: {fix}",
+                    stage.name,
+                    ended.label()
+                ));
+                let changes = match &self.statuses[i].state {
+                    State::Stale(c) => c.clone(),
+                    _ => Vec::new(),
+                };
+                self.statuses[i].state = State::Kept {
+                    reason: reason.clone(),
+                    changes,
+                };
+                return ended;
+            }
+            let written = guard.write_root(&project.root);
+            if !stage.outputs.iter().any(|o| written.join(o).exists()) {
+                // Nothing to keep and nothing written: no results, and no lock entry.
+                self.progress.error(&format!(
+                    "warning: stage `{}` skipped: {reason}\n  help: {fix}",
+                    stage.name
+                ));
+                return rollback(Ended::Skipped(reason.clone()));
+            }
+        }
         if let Err(e) = guard.commit(&project.root, &stage.outputs, &stage.optional_outputs) {
             return rollback(Ended::Failed(format!("{e:#}")));
         }
@@ -764,6 +827,22 @@ impl<'a> Run<'a> {
             exit::OK
         }
     }
+}
+
+/// When a stage's recorded results are measurements worth keeping (not themselves a skip):
+/// the machine they were measured on, if the stage records it.
+fn kept_results(lock: &LockFile, stage: &str) -> Option<Option<String>> {
+    lock.stages
+        .get(stage)
+        .filter(|entry| entry.skipped.is_none())
+        .map(|_| measured_on(lock, stage))
+}
+
+/// The GPU a stage's recorded results came from, as its lock entry names it.
+fn measured_on(lock: &LockFile, stage: &str) -> Option<String> {
+    lock.stages
+        .get(stage)
+        .and_then(|e| e.inputs.hardware.clone())
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //!
 //! [`artifacts`] loads what the stages wrote, [`state`] what the engine recorded,
 //! [`context`] turns both into the report's template context, [`render`] runs minijinja,
-//! [`charts`] draws the SVGs, [`manifest`] lists every artifact; [`diff`] and [`commit`]
-//! implement the two subcommands.
+//! [`charts`] draws the SVGs, [`manifest`] lists every artifact; [`diff`], [`commit`] and
+//! [`verify`] implement the pull-request subcommands.
 
 pub mod artifacts;
 pub mod charts;
@@ -14,6 +14,7 @@ pub mod diff;
 pub mod manifest;
 pub mod render;
 pub mod state;
+pub mod verify;
 
 use crate::env::Environment;
 use crate::pipeline::Pipeline;

@@ -238,8 +238,8 @@ impl StageKind for BenchStage {
         Ok(StageInputs {
             files,
             params,
-            tools: BTreeMap::new(),
             hardware,
+            ..StageInputs::default()
         })
     }
 

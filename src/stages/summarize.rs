@@ -43,6 +43,12 @@ impl StageKind for Summarize {
         "summarize"
     }
 
+    /// The manifest names the commit whose sources made the results: re-render it whenever
+    /// an upstream stage reran, even with byte-identical results.
+    fn early_cutoff(&self) -> bool {
+        false
+    }
+
     fn validate(
         &self,
         _name: &str,

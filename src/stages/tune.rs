@@ -87,6 +87,11 @@ impl StageKind for TuneStage {
         "tune"
     }
 
+    /// The arch follows the GPU present (or `--arch`).
+    fn machine_params(&self) -> &'static [&'static str] {
+        &["arch"]
+    }
+
     fn validate(
         &self,
         _name: &str,
@@ -123,9 +128,10 @@ impl StageKind for TuneStage {
     ) -> anyhow::Result<StageInputs> {
         let o = parse(spec, pipeline)?;
         let kernel = &pipeline.kernels[&o.kernel];
-        let mut files = sources::closure(root, Path::new(&kernel.source), &kernel.flags)
+        // The tuner compiles the kernel itself: its code matters, not its comments.
+        let code = sources::closure(root, Path::new(&kernel.source), &kernel.flags)
             .unwrap_or_else(|_| vec![PathBuf::from(&kernel.source)]);
-        files.push(cubin_path(crate::stages::build::REFERENCE));
+        let files = vec![cubin_path(crate::stages::build::REFERENCE)];
         let gpus = crate::gpu::probe_cached(root);
         let arch = arch::select(
             overrides.get("arch").map(String::as_str),
@@ -148,6 +154,7 @@ impl StageKind for TuneStage {
         let nvcc = compile::find_nvcc(root).map_or_else(|_| "not found".into(), |tc| tc.version);
         Ok(StageInputs {
             files,
+            code,
             params,
             tools: BTreeMap::from([("nvcc".to_string(), nvcc)]),
             hardware: Some(gpu_nodes::hardware(pipeline, spec, root)),

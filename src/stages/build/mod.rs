@@ -255,6 +255,11 @@ impl StageKind for BuildStage {
         "build"
     }
 
+    /// The arch follows the GPU present (or `--arch`); the driver check needs a driver.
+    fn machine_params(&self) -> &'static [&'static str] {
+        &["arch", "driver_check"]
+    }
+
     fn validate(
         &self,
         _name: &str,

@@ -432,7 +432,7 @@ fn declared_outputs_and_fingerprint_overrides() {
     .unwrap();
     std::fs::write(dir.path().join("kernels/common.cuh"), "\n").unwrap();
     let plain = TuneStage.inputs("evo-tune", spec, &p, dir.path()).unwrap();
-    assert!(plain.files.contains(&PathBuf::from("kernels/common.cuh")));
+    assert!(plain.code.contains(&PathBuf::from("kernels/common.cuh")));
     assert_eq!(plain.params["budget"], "24");
     assert_eq!(plain.params["exhaustive"], "false");
     let overrides = BTreeMap::from([
