@@ -77,6 +77,7 @@ pub enum Command {
     /// of date with its inputs or an output differs from the lock (--allow-stale); when a
     /// measurement HEAD has is missing or unmeasured here (--allow-lost); when a source the
     /// results were made from differs from HEAD (--allow-dirty: commit the source first);
+    /// when they replace HEAD's results measured on another GPU model (--allow-other-gpu);
     /// when a stage or gate failed (--allow-failed). Only artifacts/ and reports/ are
     /// staged; other staged changes stay staged.
     Commit(CommitArgs),
@@ -217,6 +218,9 @@ pub struct CommitArgs {
     /// Commit even when sources the results were made from differ from HEAD.
     #[arg(long)]
     pub allow_dirty: bool,
+    /// Commit even when these results replace HEAD's measured on another GPU model.
+    #[arg(long)]
+    pub allow_other_gpu: bool,
 }
 
 /// Parse the command line, run, and return the process exit code.

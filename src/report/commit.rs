@@ -10,7 +10,8 @@
 //! (`--allow-stale`, judged as `repro status` judges); a measurement HEAD has is missing
 //! or unmeasured here (`--allow-lost`); a source file the results were made from differs
 //! from HEAD (`--allow-dirty`: commit the source first, so the manifest names that
-//! commit); a stage or gate failed (`--allow-failed`).
+//! commit); HEAD's results were measured on a GPU model these replace
+//! (`--allow-other-gpu`); a stage or gate failed (`--allow-failed`).
 
 use super::artifacts::Artifacts;
 use super::context::{Builder, ReportContext};
@@ -39,6 +40,7 @@ pub fn main(global: &crate::cli::GlobalArgs, args: &crate::cli::CommitArgs) -> a
         stale: args.allow_stale,
         lost: args.allow_lost,
         dirty: args.allow_dirty,
+        other_gpu: args.allow_other_gpu,
     };
     match commit(&project, args.message.as_deref(), allow)? {
         Committed::Commit { id, message } => {
@@ -64,6 +66,8 @@ pub struct Allow {
     pub lost: bool,
     /// `--allow-dirty`: sources the results were made from differ from HEAD.
     pub dirty: bool,
+    /// `--allow-other-gpu`: HEAD's results were measured on other GPU models.
+    pub other_gpu: bool,
 }
 
 /// One reason not to commit, and the flag that overrides it.
@@ -83,6 +87,7 @@ impl Problem {
             "--allow-failed" => allow.failed,
             "--allow-stale" => allow.stale,
             "--allow-lost" => allow.lost,
+            "--allow-other-gpu" => allow.other_gpu,
             _ => allow.dirty,
         }
     }
@@ -145,11 +150,7 @@ pub fn problems(
             changed.join(", ")
         )));
     }
-    out.extend(
-        lost_measurements(root)
-            .into_iter()
-            .map(|t| Problem::new("--allow-lost", t)),
-    );
+    out.extend(head_comparison(root));
     out.extend(
         dirty_sources(root)?
             .into_iter()
@@ -182,23 +183,25 @@ fn what_changed(changes: &[crate::engine::status::Change]) -> String {
     format!("{} changed", names.join(", "))
 }
 
-/// Measurements committed at HEAD that the working tree no longer has (or no longer checks).
-fn lost_measurements(root: &Path) -> Vec<String> {
+/// What committing would do to the results HEAD holds: measurements lost (or no longer
+/// checked), and results of another GPU model replaced.
+fn head_comparison(root: &Path) -> Vec<Problem> {
     let Ok(d) = super::diff::diff(root, "HEAD") else {
         // No HEAD, or HEAD has no results: nothing can be lost.
         return Vec::new();
     };
-    let mut out: Vec<String> = d
+    let lost = |text: String| Problem::new("--allow-lost", text);
+    let mut out: Vec<Problem> = d
         .rows
         .iter()
         .filter(|r| r.verdict == super::diff::Verdict::Lost)
         .map(|r| {
-            format!(
+            lost(format!(
                 "{} on `{}` was measured at HEAD ({} µs) and is not measured now",
                 r.name,
                 r.shape,
                 super::context::num(r.before.map(|m| m.p50_us), 2)
-            )
+            ))
         })
         .collect();
     out.extend(
@@ -206,17 +209,32 @@ fn lost_measurements(root: &Path) -> Vec<String> {
             .iter()
             .filter(|g| g.after.is_none())
             .map(|g| {
-                format!(
+                lost(format!(
                     "gate `{}` was checked at HEAD and is not checked now",
                     g.gate
-                )
+                ))
             }),
     );
-    out.extend(
-        d.lost_profiles
-            .iter()
-            .map(|t| format!("ncu target `{t}` was profiled at HEAD and is not profiled now")),
-    );
+    out.extend(d.lost_profiles.iter().map(|t| {
+        lost(format!(
+            "ncu target `{t}` was profiled at HEAD and is not profiled now"
+        ))
+    }));
+    let replaced: Vec<&String> = d
+        .gpus_before
+        .iter()
+        .filter(|g| !d.gpus_after.is_empty() && !d.gpus_after.contains(g))
+        .collect();
+    if !replaced.is_empty() {
+        out.push(Problem::new(
+            "--allow-other-gpu",
+            format!(
+                "HEAD's results were measured on {}, these on {}: keep each machine's results on a branch of its own (docs/guide/results.md)",
+                replaced.iter().map(|g| g.as_str()).collect::<Vec<_>>().join(", "),
+                d.gpus_after.join(", ")
+            ),
+        ));
+    }
     out
 }
 
