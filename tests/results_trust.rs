@@ -133,6 +133,26 @@ fn a_stage_that_cannot_run_here_keeps_the_results_measured_elsewhere() {
 }
 
 #[test]
+fn a_stage_that_never_measured_records_its_skip_and_is_not_retried() {
+    let repo = measured_repo();
+    let only_measure = MEASURED.split("  report:").next().unwrap();
+    repo.write("pipeline.yaml", only_measure);
+    repo.write("tool.sh", "exit 3\n");
+    let out = repo.expect(&["run"], 0);
+    assert!(out.contains("skipped: needs `probe`"), "{out}");
+    assert!(!repo.root().join("artifacts/m.txt").exists());
+    let lock = String::from_utf8(repo.read("artifacts/repro.lock")).unwrap();
+    assert!(lock.contains("skipped: needs `probe`"), "{lock}");
+    let again = repo.expect(&["run"], 0);
+    assert!(
+        again
+            .lines()
+            .any(|l| l.starts_with("measure") && l.contains("up-to-date")),
+        "{again}"
+    );
+}
+
+#[test]
 fn tool_versions_and_the_gpu_are_inputs_of_the_stages_that_declare_them() {
     let repo = measured_repo();
     repo.expect(&["run"], 0);

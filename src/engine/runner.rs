@@ -699,12 +699,17 @@ impl<'a> Run<'a> {
             }
             let written = guard.write_root(&project.root);
             if !stage.outputs.iter().any(|o| written.join(o).exists()) {
-                // Nothing to keep and nothing written: no results, and no lock entry.
+                // Nothing to keep and nothing written: the lock records the skip, with no
+                // outputs, so it is not retried until an input changes.
                 self.progress.error(&format!(
                     "warning: stage `{}` skipped: {reason}\n  help: {fix}",
                     stage.name
                 ));
-                return rollback(Ended::Skipped(reason.clone()));
+                let ended = rollback(Ended::Skipped(reason.clone()));
+                if let Err(e) = self.record_success(i, &outcome, lock, cache) {
+                    return Ended::Failed(format!("{e:#}"));
+                }
+                return ended;
             }
         }
         if let Err(e) = guard.commit(&project.root, &stage.outputs, &stage.optional_outputs) {
@@ -738,8 +743,10 @@ impl<'a> Run<'a> {
         let project = self.project;
         let stage = &project.stages[i];
         let mut outputs = BTreeMap::new();
+        let skipped = matches!(outcome, StageOutcome::Skipped { .. });
         for out in &stage.outputs {
-            if stage.optional_outputs.contains(out) && !project.root.join(out).exists() {
+            let optional = skipped || stage.optional_outputs.contains(out);
+            if optional && !project.root.join(out).exists() {
                 continue;
             }
             outputs.extend(cache.digest_tree(&project.root, out)?);
