@@ -74,6 +74,8 @@ pub enum Command {
     /// be sure nothing is stale.
     /// Only artifacts/ and reports/ are staged; other staged changes stay staged.
     Commit(CommitArgs),
+    /// Show the nvcc in use and where it came from; `install` fetches the pinned one.
+    Toolchain(ToolchainArgs),
 }
 
 /// Options shared by every command that runs stages.
@@ -195,6 +197,22 @@ pub struct CommitArgs {
     pub allow_failed: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct ToolchainArgs {
+    #[command(subcommand)]
+    pub action: Option<ToolchainAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolchainAction {
+    /// Install nvcc from NVIDIA's wheels (pip) into the per-user cache, as `repro run` does
+    /// for a pinned toolchain this machine lacks.
+    Install {
+        /// e.g. 13.0.88; default: the version pipeline.yaml pins (`toolchain: {nvcc: ...}`).
+        version: Option<String>,
+    },
+}
+
 /// Parse the command line, run, and return the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
@@ -234,5 +252,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Tune(args) => crate::engine::commands::tune(&cli.global, &args),
         Command::Diff(args) => crate::report::diff::main(&cli.global, &args),
         Command::Commit(args) => crate::report::commit::main(&cli.global, &args),
+        Command::Toolchain(ToolchainArgs { action: None }) => {
+            crate::toolchain::command::show(&cli.global.file)
+        }
+        Command::Toolchain(ToolchainArgs {
+            action: Some(ToolchainAction::Install { version }),
+        }) => crate::toolchain::command::install(
+            &cli.global.file,
+            version.as_deref(),
+            cli.global.quiet,
+        ),
     }
 }

@@ -23,7 +23,8 @@ use crate::gpu::{GpuInfo, NoGpu};
 use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
 use crate::schema::{self, BuildRecord};
 use anyhow::Context;
-use compile::{CompileOutput, CompileRequest, NvccSearch, Toolchain};
+use crate::toolchain::{self, NvccSearch, Toolchain};
+use compile::{CompileOutput, CompileRequest};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -56,11 +57,8 @@ impl BuildStage {
         }
     }
 
-    fn toolchain(&self, root: &Path) -> anyhow::Result<Toolchain> {
-        match &self.nvcc_search {
-            Some(s) => compile::find_nvcc_with(root, s),
-            None => compile::find_nvcc(root),
-        }
+    fn search(&self) -> NvccSearch {
+        self.nvcc_search.clone().unwrap_or_else(NvccSearch::from_env)
     }
 }
 
@@ -337,9 +335,7 @@ impl StageKind for BuildStage {
         };
         // A missing nvcc or an undecidable arch is reported by `run`; here it only has to
         // change the fingerprint once it is fixed.
-        let nvcc = self
-            .toolchain(root)
-            .map_or_else(|_| "not found".to_string(), |tc| tc.version);
+        let nvcc = toolchain::fingerprint(root, &self.search(), toolchain::pin(pipeline));
         inputs.tools.insert("nvcc".into(), nvcc);
         let gpus = crate::gpu::probe_cached(root);
         let arch = arch::select(
@@ -369,9 +365,19 @@ impl StageKind for BuildStage {
         Ok(inputs)
     }
 
+    /// Install the pinned nvcc when this machine has none of that version.
+    fn prepare(&self, pipeline: &Pipeline, root: &Path, say: &dyn Fn(&str)) -> anyhow::Result<()> {
+        match (toolchain::pin(pipeline), &self.nvcc_search) {
+            (Some(pin), None) => toolchain::ensure(root, pin, say).map(drop),
+            _ => Ok(()),
+        }
+    }
+
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
         let opts = options(ctx.spec).map_err(option_error)?;
-        let tc = self.toolchain(ctx.root)?;
+        let tc: Toolchain = self
+            .search()
+            .find(ctx.root, toolchain::pin(ctx.pipeline))?;
         let gpus = crate::gpu::probe_cached(ctx.root);
         let choice = arch::select(
             ctx.overrides.get("arch").map(String::as_str),
@@ -383,10 +389,12 @@ impl StageKind for BuildStage {
             .jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         (ctx.progress)(&format!(
-            "compiling {} cubin(s) for {} (from {}), {} at a time",
+            "compiling {} cubin(s) for {} (from {}) with nvcc {} from {}, {} at a time",
             targets.len(),
             choice.arch,
             choice.from,
+            tc.release().map_or_else(|| tc.version.clone(), |v| v.to_string()),
+            tc.source,
             jobs
         ));
         let reqs: Vec<CompileRequest> = targets.iter().map(|t| t.req.clone()).collect();
