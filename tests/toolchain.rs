@@ -51,7 +51,11 @@ stages:
 fn project(pipeline: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("pipeline.yaml"), pipeline).unwrap();
-    std::fs::write(dir.path().join("k.cu"), "extern \"C\" __global__ void k() {}\n").unwrap();
+    std::fs::write(
+        dir.path().join("k.cu"),
+        "extern \"C\" __global__ void k() {}\n",
+    )
+    .unwrap();
     dir
 }
 
@@ -90,9 +94,15 @@ fn toolchain_shows_the_pin_what_is_used_and_where_it_came_from() {
         .unwrap();
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
-    assert!(t.contains("pinned:     nvcc 13.0.88 (`toolchain:` in pipeline.yaml)"), "{t}");
     assert!(
-        t.contains(&format!("in use:     nvcc 13.0.88 from $CUDA_HOME: {}", pinned.display())),
+        t.contains("pinned:     nvcc 13.0.88 (`toolchain:` in pipeline.yaml)"),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!(
+            "in use:     nvcc 13.0.88 from $CUDA_HOME: {}",
+            pinned.display()
+        )),
         "{t}"
     );
     assert!(
@@ -104,10 +114,16 @@ fn toolchain_shows_the_pin_what_is_used_and_where_it_came_from() {
     );
 
     if fixed_location_has_nvcc() {
-        skipped(Need::Other, "/usr/local/cuda/bin/nvcc exists, so 'no nvcc at all' cannot be staged");
+        skipped(
+            Need::Other,
+            "/usr/local/cuda/bin/nvcc exists, so 'no nvcc at all' cannot be staged",
+        );
         return;
     }
-    let out = repro(dir.path(), &[&dir.path().join("old")]).arg("toolchain").output().unwrap();
+    let out = repro(dir.path(), &[&dir.path().join("old")])
+        .arg("toolchain")
+        .output()
+        .unwrap();
     let t = text(&out);
     assert_eq!(out.status.code(), Some(1), "{t}");
     assert!(t.contains("in use:     none"), "{t}");
@@ -122,18 +138,37 @@ fn the_lock_records_the_toolchain_and_another_nvcc_makes_the_build_stale() {
     let second = dir.path().join("v2");
     fake_nvcc(&first, "13.0.88");
     fake_nvcc(&second, "13.1.80");
-    let out = repro(dir.path(), &[&first]).args(["run", "-q"]).output().unwrap();
+    let out = repro(dir.path(), &[&first])
+        .args(["run", "-q"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let lock = std::fs::read_to_string(dir.path().join("artifacts/repro.lock")).unwrap();
-    assert!(lock.contains("nvcc: Cuda compilation tools, release 13.0, V13.0.88"), "{lock}");
+    assert!(
+        lock.contains("nvcc: Cuda compilation tools, release 13.0, V13.0.88"),
+        "{lock}"
+    );
     let record = std::fs::read_to_string(dir.path().join("artifacts/build/v.json")).unwrap();
-    assert!(record.contains("\"nvcc_version\": \"Cuda compilation tools, release 13.0, V13.0.88\""), "{record}");
+    assert!(
+        record.contains("\"nvcc_version\": \"Cuda compilation tools, release 13.0, V13.0.88\""),
+        "{record}"
+    );
     assert!(record.contains("\"command\": [\n    \"nvcc\","), "{record}");
-    assert!(!record.contains(&*dir.path().to_string_lossy()), "no machine path: {record}");
+    assert!(
+        !record.contains(&*dir.path().to_string_lossy()),
+        "no machine path: {record}"
+    );
 
     let out = repro(dir.path(), &[&first]).arg("status").output().unwrap();
-    assert!(text(&out).starts_with("build  up-to-date"), "{}", text(&out));
-    let out = repro(dir.path(), &[&second]).arg("status").output().unwrap();
+    assert!(
+        text(&out).starts_with("build  up-to-date"),
+        "{}",
+        text(&out)
+    );
+    let out = repro(dir.path(), &[&second])
+        .arg("status")
+        .output()
+        .unwrap();
     let t = text(&out);
     assert!(t.starts_with("build  stale"), "{t}");
     assert!(
@@ -145,22 +180,40 @@ fn the_lock_records_the_toolchain_and_another_nvcc_makes_the_build_stale() {
 #[test]
 fn install_refuses_what_it_cannot_install() {
     let dir = project(&PINNED.replace("toolchain: {nvcc: 13.0.88}\n", ""));
-    let out = repro(dir.path(), &[]).args(["toolchain", "install"]).output().unwrap();
+    let out = repro(dir.path(), &[])
+        .args(["toolchain", "install"])
+        .output()
+        .unwrap();
     let t = text(&out);
     assert_eq!(out.status.code(), Some(2), "{t}");
-    assert!(t.contains("pins no nvcc, so there is nothing to install"), "{t}");
+    assert!(
+        t.contains("pins no nvcc, so there is nothing to install"),
+        "{t}"
+    );
     assert!(t.contains("`repro toolchain install 13.0.88`"), "{t}");
 
-    let out = repro(dir.path(), &[]).args(["toolchain", "install", "13.0"]).output().unwrap();
+    let out = repro(dir.path(), &[])
+        .args(["toolchain", "install", "13.0"])
+        .output()
+        .unwrap();
     let t = text(&out);
     assert_eq!(out.status.code(), Some(2), "{t}");
-    assert!(t.contains("`13.0` is not an nvcc version; expected major.minor.patch"), "{t}");
+    assert!(
+        t.contains("`13.0` is not an nvcc version; expected major.minor.patch"),
+        "{t}"
+    );
 
-    let out = repro(dir.path(), &[]).args(["toolchain", "install", "12.4.131"]).output().unwrap();
+    let out = repro(dir.path(), &[])
+        .args(["toolchain", "install", "12.4.131"])
+        .output()
+        .unwrap();
     let t = text(&out);
     assert_eq!(out.status.code(), Some(1), "{t}");
     assert!(t.contains("no NVIDIA wheel set for nvcc 12.4.131"), "{t}");
-    assert!(!dir.path().join("cache/repro/toolchains/nvcc-12.4.131").exists());
+    assert!(!dir
+        .path()
+        .join("cache/repro/toolchains/nvcc-12.4.131")
+        .exists());
 }
 
 /// PATH without any folder that holds an nvcc.
@@ -180,7 +233,10 @@ fn a_pinned_run_installs_the_wheels_into_the_cache_and_builds_with_them() {
         return;
     }
     if fixed_location_has_nvcc() {
-        skipped(Need::Other, "/usr/local/cuda/bin/nvcc exists, so 'no nvcc here' cannot be staged");
+        skipped(
+            Need::Other,
+            "/usr/local/cuda/bin/nvcc exists, so 'no nvcc here' cannot be staged",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -189,7 +245,10 @@ fn a_pinned_run_installs_the_wheels_into_the_cache_and_builds_with_them() {
     std::fs::write(
         dir.path().join("pipeline.yaml"),
         PINNED
-            .replace("{source: k.cu, entry: k}", "{source: multi.cu, entry: scale_kernel}")
+            .replace(
+                "{source: k.cu, entry: k}",
+                "{source: multi.cu, entry: scale_kernel}",
+            )
             .replace("v: {kernel: k}", "v: {kernel: k, defines: {SCALE: 2}}"),
     )
     .unwrap();
@@ -208,17 +267,26 @@ fn a_pinned_run_installs_the_wheels_into_the_cache_and_builds_with_them() {
     };
     let (code, t) = run(&["run"]);
     assert_eq!(code, Some(0), "{t}");
-    assert!(t.contains("installing nvcc 13.0.88 (NVIDIA's CUDA 13.0.2 wheels)"), "{t}");
+    assert!(
+        t.contains("installing nvcc 13.0.88 (NVIDIA's CUDA 13.0.2 wheels)"),
+        "{t}"
+    );
     let slot = dir.path().join("cache/repro/toolchains/nvcc-13.0.88");
     assert!(slot.join("repro-toolchain.json").is_file());
     let lock = std::fs::read_to_string(dir.path().join("artifacts/repro.lock")).unwrap();
-    assert!(lock.contains("nvcc: Cuda compilation tools, release 13.0, V13.0.88"), "{lock}");
+    assert!(
+        lock.contains("nvcc: Cuda compilation tools, release 13.0, V13.0.88"),
+        "{lock}"
+    );
     let cubin = std::fs::read(dir.path().join(".repro/cubins/v.cubin")).unwrap();
     assert_eq!(&cubin[..4], b"\x7fELF");
 
     let (code, t) = run(&["toolchain"]);
     assert_eq!(code, Some(0), "{t}");
-    assert!(t.contains("in use:     nvcc 13.0.88 from repro's toolchain cache"), "{t}");
+    assert!(
+        t.contains("in use:     nvcc 13.0.88 from repro's toolchain cache"),
+        "{t}"
+    );
     let (code, t) = run(&["run"]);
     assert_eq!(code, Some(0), "{t}");
     assert!(!t.contains("installing"), "installed once: {t}");

@@ -101,7 +101,10 @@ pub fn commit(
 ) -> anyhow::Result<Committed> {
     let artifacts = Artifacts::load(root)?;
     let state = RunState::load(root, pipeline.stages.keys().map(String::as_str))?;
-    let env = crate::env::capture(root, &crate::stages::summarize::capture_options(pipeline, &artifacts));
+    let env = crate::env::capture(
+        root,
+        &crate::stages::summarize::capture_options(pipeline, &artifacts),
+    );
     let report = Builder {
         pipeline,
         artifacts: &artifacts,

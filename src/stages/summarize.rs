@@ -161,7 +161,8 @@ pub fn capture_options(
         .map(|b| b.nvcc_version.as_str())
         .collect();
     crate::env::CaptureOptions {
-        nvcc_from_records: (!nvcc.is_empty()).then(|| nvcc.into_iter().collect::<Vec<_>>().join("; ")),
+        nvcc_from_records: (!nvcc.is_empty())
+            .then(|| nvcc.into_iter().collect::<Vec<_>>().join("; ")),
         nvcc_pin: crate::toolchain::pin(pipeline).copied(),
         baselines_ran: baselines.iter().any(|b| b.status == "ok"),
         torch_from_records: baselines.iter().find_map(|b| {

@@ -38,8 +38,7 @@ pub fn slot(dir: &Path, v: &NvccVersion) -> PathBuf {
 /// nvcc of a finished install of `v` in `dir`.
 pub fn installed_nvcc(dir: &Path, v: &NvccVersion) -> Option<PathBuf> {
     let slot = slot(dir, v);
-    let marker: Installed =
-        serde_json::from_slice(&std::fs::read(slot.join(MARKER)).ok()?).ok()?;
+    let marker: Installed = serde_json::from_slice(&std::fs::read(slot.join(MARKER)).ok()?).ok()?;
     let nvcc = slot.join(marker.nvcc);
     (marker.nvcc_version == *v && nvcc.is_file()).then_some(nvcc)
 }
@@ -56,7 +55,7 @@ pub fn installed(dir: &Path) -> Vec<(NvccVersion, PathBuf)> {
             Some((v, installed_nvcc(dir, &v)?))
         })
         .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
     found
 }
 
@@ -101,6 +100,9 @@ mod tests {
             installed_nvcc(dir.path(), &"13.0.88".parse().unwrap()),
             Some(old)
         );
-        assert_eq!(installed_nvcc(dir.path(), &"13.2.51".parse().unwrap()), None);
+        assert_eq!(
+            installed_nvcc(dir.path(), &"13.2.51".parse().unwrap()),
+            None
+        );
     }
 }

@@ -59,7 +59,13 @@ pub fn show(file: &Path) -> anyhow::Result<i32> {
         .collect();
     for (i, f) in others.iter().enumerate() {
         let label = if i == 0 { "also found:" } else { "" };
-        let note = match (&pin, f.version.as_ref().ok().and_then(|l| NvccVersion::from_release_line(l))) {
+        let note = match (
+            &pin,
+            f.version
+                .as_ref()
+                .ok()
+                .and_then(|l| NvccVersion::from_release_line(l)),
+        ) {
             (Some(p), Some(v)) if v != *p => " (not the pinned version)",
             _ => "",
         };
@@ -110,7 +116,10 @@ pub fn install(file: &Path, version: Option<&str>, quiet: bool) -> anyhow::Resul
     }
     let spinner = (!quiet && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new_spinner();
-        bar.set_style(ProgressStyle::with_template("{spinner:.cyan} {wide_msg} {elapsed:>4}").expect("valid template"));
+        bar.set_style(
+            ProgressStyle::with_template("{spinner:.cyan} {wide_msg} {elapsed:>4}")
+                .expect("valid template"),
+        );
         bar.enable_steady_tick(Duration::from_millis(100));
         bar
     });

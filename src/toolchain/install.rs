@@ -148,8 +148,12 @@ impl Installer {
                 reqs.join(" ")
             );
         }
-        let nvcc = find_nvcc(tmp)
-            .with_context(|| format!("pip installed {} but no nvcc is among the files", reqs.join(" ")))?;
+        let nvcc = find_nvcc(tmp).with_context(|| {
+            format!(
+                "pip installed {} but no nvcc is among the files",
+                reqs.join(" ")
+            )
+        })?;
         let rel = nvcc.strip_prefix(tmp).unwrap_or(&nvcc).to_path_buf();
         let out = std::process::Command::new(&nvcc)
             .arg("--version")
@@ -181,10 +185,15 @@ impl Installer {
 /// The line to show for one line of pip's output, if it marks a step.
 fn progress_step(line: &str) -> Option<String> {
     let line = line.trim();
-    ["Collecting ", "Downloading ", "Using cached ", "Installing collected packages"]
-        .iter()
-        .any(|p| line.starts_with(p))
-        .then(|| format!("pip: {line}"))
+    [
+        "Collecting ",
+        "Downloading ",
+        "Using cached ",
+        "Installing collected packages",
+    ]
+    .iter()
+    .any(|p| line.starts_with(p))
+    .then(|| format!("pip: {line}"))
 }
 
 /// `lib/python3.*/site-packages/nvidia/cu13/bin/nvcc` inside the environment.
@@ -270,14 +279,24 @@ echo "Successfully installed"
         let nvcc = inst.install(&pin(), &say).unwrap();
         assert_eq!(
             nvcc,
-            dir.path().join(
-                "toolchains/nvcc-13.0.88/lib/python3.11/site-packages/nvidia/cu13/bin/nvcc"
-            )
+            dir.path()
+                .join("toolchains/nvcc-13.0.88/lib/python3.11/site-packages/nvidia/cu13/bin/nvcc")
         );
         let lines = lines.into_inner().unwrap();
-        assert!(lines[0].starts_with("installing nvcc 13.0.88 (NVIDIA's CUDA 13.0.2 wheels) into "), "{lines:?}");
-        assert!(lines.contains(&"pip: Collecting nvidia-cuda-runtime==13.0.96".to_string()), "{lines:?}");
-        assert!(lines.iter().any(|l| l.starts_with("pip: Downloading nvidia_cuda_nvcc")), "{lines:?}");
+        assert!(
+            lines[0].starts_with("installing nvcc 13.0.88 (NVIDIA's CUDA 13.0.2 wheels) into "),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&"pip: Collecting nvidia-cuda-runtime==13.0.96".to_string()),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("pip: Downloading nvidia_cuda_nvcc")),
+            "{lines:?}"
+        );
         let marker: Installed = serde_json::from_slice(
             &std::fs::read(dir.path().join("toolchains/nvcc-13.0.88").join(MARKER)).unwrap(),
         )
@@ -285,7 +304,11 @@ echo "Successfully installed"
         assert_eq!(marker.wheels.len(), 5);
         assert_eq!(cache::installed_nvcc(&inst.dir, &pin()), Some(nvcc.clone()));
         // Nothing temporary is left, and a second install does nothing.
-        let names: Vec<_> = std::fs::read_dir(&inst.dir).unwrap().flatten().map(|e| e.file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(&inst.dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
         assert_eq!(names, ["nvcc-13.0.88"]);
         let silent = |l: &str| panic!("nothing to install, yet: {l}");
         assert_eq!(inst.install(&pin(), &silent).unwrap(), nvcc);
@@ -300,7 +323,10 @@ echo "Successfully installed"
         std::fs::create_dir_all(&abandoned).unwrap();
         std::fs::write(dir.path().join("FAIL_PIP"), "").unwrap();
         let err = inst.install(&pin(), &|_| {}).unwrap_err().to_string();
-        assert!(err.starts_with("pip could not install nvcc 13.0.88"), "{err}");
+        assert!(
+            err.starts_with("pip could not install nvcc 13.0.88"),
+            "{err}"
+        );
         assert!(err.contains("No matching distribution"), "{err}");
         assert!(err.contains("run `repro toolchain install` again"), "{err}");
         let left: Vec<_> = std::fs::read_dir(&inst.dir).unwrap().flatten().collect();
@@ -326,12 +352,18 @@ echo "Successfully installed"
             .install(&"12.4.131".parse().unwrap(), &|_| {})
             .unwrap_err()
             .to_string();
-        assert!(err.contains("no NVIDIA wheel set for nvcc 12.4.131; it can install 13.0.48, 13.0.88"), "{err}");
+        assert!(
+            err.contains("no NVIDIA wheel set for nvcc 12.4.131; it can install 13.0.48, 13.0.88"),
+            "{err}"
+        );
         let inst = Installer {
             dir: dir.path().join("toolchains"),
             python: dir.path().join("no-python3-here"),
         };
         let err = format!("{:#}", inst.install(&pin(), &|_| {}).unwrap_err());
-        assert!(err.contains("installing nvcc needs python3 with pip"), "{err}");
+        assert!(
+            err.contains("installing nvcc needs python3 with pip"),
+            "{err}"
+        );
     }
 }

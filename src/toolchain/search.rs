@@ -254,10 +254,15 @@ mod tests {
         };
         let err = search.find(dir.path(), None).unwrap_err().to_string();
         assert!(
-            err.starts_with("nvcc (the CUDA compiler) was not found; looked in: PATH, $CUDA_HOME/bin"),
+            err.starts_with(
+                "nvcc (the CUDA compiler) was not found; looked in: PATH, $CUDA_HOME/bin"
+            ),
             "{err}"
         );
-        assert!(err.contains("help: run `repro toolchain install 13.0.88`"), "{err}");
+        assert!(
+            err.contains("help: run `repro toolchain install 13.0.88`"),
+            "{err}"
+        );
         assert!(err.contains("set CUDA_HOME"), "{err}");
     }
 
@@ -308,7 +313,10 @@ mod tests {
         assert_eq!(err.found.len(), 1);
         let msg = err.to_string();
         assert!(msg.contains("pins nvcc 13.0.88"), "{msg}");
-        assert!(msg.contains("found instead: nvcc 12.4.131 from PATH"), "{msg}");
+        assert!(
+            msg.contains("found instead: nvcc 12.4.131 from PATH"),
+            "{msg}"
+        );
         assert!(msg.contains("help: run `repro toolchain install`"), "{msg}");
 
         // A finished install in the cache is used ...

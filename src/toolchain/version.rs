@@ -31,7 +31,9 @@ impl FromStr for NvccVersion {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || format!("`{s}` is not an nvcc version; expected major.minor.patch, e.g. 13.0.88 (the V13.0.88 of `nvcc --version`)");
+        let bad = || {
+            format!("`{s}` is not an nvcc version; expected major.minor.patch, e.g. 13.0.88 (the V13.0.88 of `nvcc --version`)")
+        };
         let parts: Vec<u32> = s
             .split('.')
             .map(|p| p.parse::<u32>().map_err(|_| bad()))
@@ -91,7 +93,9 @@ mod tests {
 
     #[test]
     fn a_yaml_float_is_refused_with_the_expected_form() {
-        let err = serde_yaml::from_str::<NvccVersion>("13.0").unwrap_err().to_string();
+        let err = serde_yaml::from_str::<NvccVersion>("13.0")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("e.g. 13.0.88"), "{err}");
         let v: NvccVersion = serde_yaml::from_str("13.0.88").unwrap();
         assert_eq!(serde_yaml::to_string(&v).unwrap().trim(), "13.0.88");

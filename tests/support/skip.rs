@@ -50,9 +50,9 @@ impl Need {
         match self {
             Need::Gpu => format!("{n} {need} a GPU: REPRO_GPU_TESTS=1 on a machine with one"),
             Need::Nvcc => format!("{n} {need} nvcc: `repro toolchain install`"),
-            Need::Slurm => format!(
-                "{n} {need} Slurm: REPRO_SLURM_TESTS=1 after `bash ci/slurm/setup.sh`"
-            ),
+            Need::Slurm => {
+                format!("{n} {need} Slurm: REPRO_SLURM_TESTS=1 after `bash ci/slurm/setup.sh`")
+            }
             Need::Network => format!("{n} {need} PyPI: REPRO_TOOLCHAIN_INSTALL_TESTS=1"),
             Need::Other => format!("{n} cannot run on this machine: see their `skipped:` lines"),
         }
@@ -67,8 +67,8 @@ pub fn say_skipped(why: &str) {
 /// Say that the calling test is skipped for lack of `need`, and log it for the summary.
 /// Panics instead when `REPRO_REQUIRE` names `need`.
 pub fn skipped(need: Need, why: &str) {
-    let required = std::env::var("REPRO_REQUIRE")
-        .is_ok_and(|v| v.split(',').any(|n| n.trim() == need.name()));
+    let required =
+        std::env::var("REPRO_REQUIRE").is_ok_and(|v| v.split(',').any(|n| n.trim() == need.name()));
     assert!(
         !required,
         "REPRO_REQUIRE names `{}`, so this test may not be skipped: {why}",

@@ -22,8 +22,8 @@ use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageO
 use crate::gpu::{GpuInfo, NoGpu};
 use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
 use crate::schema::{self, BuildRecord};
-use anyhow::Context;
 use crate::toolchain::{self, NvccSearch, Toolchain};
+use anyhow::Context;
 use compile::{CompileOutput, CompileRequest};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -58,7 +58,9 @@ impl BuildStage {
     }
 
     fn search(&self) -> NvccSearch {
-        self.nvcc_search.clone().unwrap_or_else(NvccSearch::from_env)
+        self.nvcc_search
+            .clone()
+            .unwrap_or_else(NvccSearch::from_env)
     }
 }
 
@@ -375,9 +377,7 @@ impl StageKind for BuildStage {
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
         let opts = options(ctx.spec).map_err(option_error)?;
-        let tc: Toolchain = self
-            .search()
-            .find(ctx.root, toolchain::pin(ctx.pipeline))?;
+        let tc: Toolchain = self.search().find(ctx.root, toolchain::pin(ctx.pipeline))?;
         let gpus = crate::gpu::probe_cached(ctx.root);
         let choice = arch::select(
             ctx.overrides.get("arch").map(String::as_str),
@@ -393,7 +393,8 @@ impl StageKind for BuildStage {
             targets.len(),
             choice.arch,
             choice.from,
-            tc.release().map_or_else(|| tc.version.clone(), |v| v.to_string()),
+            tc.release()
+                .map_or_else(|| tc.version.clone(), |v| v.to_string()),
             tc.source,
             jobs
         ));

@@ -1,9 +1,9 @@
 //! The build stage through its `StageKind` API, with a local test executor.
 
 use super::test_support::{fake_nvcc, fake_nvcc_version, real_nvcc, CountingExecutor};
-use crate::toolchain::NvccSearch;
 use super::*;
 use crate::executor::CancelFlag;
+use crate::toolchain::NvccSearch;
 
 /// A project folder holding `kernels/` (copies of `tests/fixtures/cuda/*.cu`).
 fn project() -> tempfile::TempDir {
@@ -111,28 +111,61 @@ fn a_pinned_nvcc_is_the_only_one_used_and_is_recorded_without_its_path() {
     let unpinned = pipeline(TWO_VARIANTS);
     let pinned = pipeline(&format!("toolchain: {{nvcc: 13.0.88}}\n{TWO_VARIANTS}"));
     let nvcc_input = |p: &Pipeline| {
-        stage.inputs("build", &p.stages["build"], p, dir.path()).unwrap().tools["nvcc"].clone()
+        stage
+            .inputs("build", &p.stages["build"], p, dir.path())
+            .unwrap()
+            .tools["nvcc"]
+            .clone()
     };
-    assert_eq!(nvcc_input(&unpinned), "Cuda compilation tools, release 12.4, V12.4.131");
+    assert_eq!(
+        nvcc_input(&unpinned),
+        "Cuda compilation tools, release 12.4, V12.4.131"
+    );
     assert_eq!(nvcc_input(&pinned), "not found");
-    let (res, _) = run_stage(&stage, &pinned, dir.path(), &[], &CountingExecutor::default());
+    let (res, _) = run_stage(
+        &stage,
+        &pinned,
+        dir.path(),
+        &[],
+        &CountingExecutor::default(),
+    );
     let err = format!("{:#}", res.unwrap_err());
     assert!(err.contains("pipeline.yaml pins nvcc 13.0.88"), "{err}");
-    assert!(err.contains("found instead: nvcc 12.4.131 from PATH"), "{err}");
+    assert!(
+        err.contains("found instead: nvcc 12.4.131 from PATH"),
+        "{err}"
+    );
     assert!(err.contains("help: run `repro toolchain install`"), "{err}");
 
     // The pinned version in CUDA_HOME is used although PATH comes first.
     let system = fake_nvcc_version(&home.join("bin"), "13.0.88");
-    assert_eq!(nvcc_input(&pinned), "Cuda compilation tools, release 13.0, V13.0.88");
+    assert_eq!(
+        nvcc_input(&pinned),
+        "Cuda compilation tools, release 13.0, V13.0.88"
+    );
     let ex = CountingExecutor::default();
     let (res, staging) = run_stage(&stage, &pinned, dir.path(), &[], &ex);
-    assert!(matches!(res.unwrap(), StageOutcome::GateFailed(_) | StageOutcome::Passed));
-    assert!(ex.jobs.lock().unwrap().iter().all(|argv| Path::new(&argv[0]) == system));
+    assert!(matches!(
+        res.unwrap(),
+        StageOutcome::GateFailed(_) | StageOutcome::Passed
+    ));
+    assert!(ex
+        .jobs
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|argv| Path::new(&argv[0]) == system));
     let rec = record(&staging, "double");
-    assert_eq!(rec.nvcc_version, "Cuda compilation tools, release 13.0, V13.0.88");
+    assert_eq!(
+        rec.nvcc_version,
+        "Cuda compilation tools, release 13.0, V13.0.88"
+    );
     assert_eq!(rec.command[0], "nvcc");
     let text = std::fs::read_to_string(staging.join(record_path("double"))).unwrap();
-    assert!(!text.contains(&dir.path().display().to_string()), "no machine path: {text}");
+    assert!(
+        !text.contains(&dir.path().display().to_string()),
+        "no machine path: {text}"
+    );
 }
 
 #[test]

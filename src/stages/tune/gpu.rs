@@ -8,9 +8,9 @@ use crate::gpu::client::{blank_result, exec_job, result_from_outcome, ExecReques
 use crate::pipeline::{KernelSpec, PtxasGates, Shape};
 use crate::schema::BenchResult;
 use crate::stages::build::compile::{self, CompileOutput, CompileRequest};
-use crate::toolchain::Toolchain;
 use crate::stages::build::gates;
 use crate::stages::gpu_nodes::OneGpuModel;
+use crate::toolchain::Toolchain;
 use crate::tune::memo::Evaluation;
 use crate::tune::search::{Candidate, Objective};
 use crate::tune::slots::run_on_slots;
