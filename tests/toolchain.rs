@@ -63,17 +63,26 @@ fn project(pipeline: &str) -> tempfile::TempDir {
 fn repro(dir: &Path, path: &[&Path]) -> Command {
     let mut dirs: Vec<PathBuf> = path.iter().map(|p| p.to_path_buf()).collect();
     dirs.extend([PathBuf::from("/usr/bin"), PathBuf::from("/bin")]);
+    repro_with_path(dir, std::env::join_paths(dirs).unwrap())
+}
+
+/// `repro` in `dir` with this `PATH`, no CUDA variables, and the toolchain cache in `dir`.
+fn repro_with_path(dir: &Path, path: std::ffi::OsString) -> Command {
     let mut cmd = Command::new(common::repro_bin());
     cmd.current_dir(dir)
-        .env("PATH", std::env::join_paths(dirs).unwrap())
+        .env("PATH", path)
         .env("XDG_CACHE_HOME", dir.join("cache"))
         .env_remove("CUDA_HOME")
         .env_remove("CUDA_PATH");
     cmd
 }
 
-fn text(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+/// Run `cmd`: its exit code, and its stdout then stderr.
+fn output(cmd: &mut Command) -> (Option<i32>, String) {
+    let out = cmd.output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
 }
 
 /// Whether a system toolkit sits at the fixed location, which no variable can hide.
@@ -87,13 +96,12 @@ fn toolchain_shows_the_pin_what_is_used_and_where_it_came_from() {
     let old = fake_nvcc(&dir.path().join("old"), "12.4.131");
     let home = dir.path().join("cuda");
     let pinned = fake_nvcc(&home.join("bin"), "13.0.88");
-    let out = repro(dir.path(), &[&dir.path().join("old")])
-        .env("CUDA_HOME", &home)
-        .arg("toolchain")
-        .output()
-        .unwrap();
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{t}");
+    let (code, t) = output(
+        repro(dir.path(), &[&dir.path().join("old")])
+            .env("CUDA_HOME", &home)
+            .arg("toolchain"),
+    );
+    assert_eq!(code, Some(0), "{t}");
     assert!(
         t.contains("pinned:     nvcc 13.0.88 (`toolchain:` in pipeline.yaml)"),
         "{t}"
@@ -120,12 +128,8 @@ fn toolchain_shows_the_pin_what_is_used_and_where_it_came_from() {
         );
         return;
     }
-    let out = repro(dir.path(), &[&dir.path().join("old")])
-        .arg("toolchain")
-        .output()
-        .unwrap();
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{t}");
+    let (code, t) = output(repro(dir.path(), &[&dir.path().join("old")]).arg("toolchain"));
+    assert_eq!(code, Some(1), "{t}");
     assert!(t.contains("in use:     none"), "{t}");
     assert!(t.contains("found instead: nvcc 12.4.131 from PATH"), "{t}");
     assert!(t.contains("help: run `repro toolchain install`"), "{t}");
@@ -138,11 +142,8 @@ fn the_lock_records_the_toolchain_and_another_nvcc_makes_the_build_stale() {
     let second = dir.path().join("v2");
     fake_nvcc(&first, "13.0.88");
     fake_nvcc(&second, "13.1.80");
-    let out = repro(dir.path(), &[&first])
-        .args(["run", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (code, t) = output(repro(dir.path(), &[&first]).args(["run", "-q"]));
+    assert_eq!(code, Some(0), "{t}");
     let lock = std::fs::read_to_string(dir.path().join("artifacts/repro.lock")).unwrap();
     assert!(
         lock.contains("nvcc: Cuda compilation tools, release 13.0, V13.0.88"),
@@ -159,17 +160,9 @@ fn the_lock_records_the_toolchain_and_another_nvcc_makes_the_build_stale() {
         "no machine path: {record}"
     );
 
-    let out = repro(dir.path(), &[&first]).arg("status").output().unwrap();
-    assert!(
-        text(&out).starts_with("build  up-to-date"),
-        "{}",
-        text(&out)
-    );
-    let out = repro(dir.path(), &[&second])
-        .arg("status")
-        .output()
-        .unwrap();
-    let t = text(&out);
+    let (_, t) = output(repro(dir.path(), &[&first]).arg("status"));
+    assert!(t.starts_with("build  up-to-date"), "{t}");
+    let (_, t) = output(repro(dir.path(), &[&second]).arg("status"));
     assert!(t.starts_with("build  stale"), "{t}");
     assert!(
         t.contains("tool `nvcc` changed: Cuda compilation tools, release 13.0, V13.0.88 → Cuda compilation tools, release 13.1, V13.1.80"),
@@ -180,35 +173,23 @@ fn the_lock_records_the_toolchain_and_another_nvcc_makes_the_build_stale() {
 #[test]
 fn install_refuses_what_it_cannot_install() {
     let dir = project(&PINNED.replace("toolchain: {nvcc: 13.0.88}\n", ""));
-    let out = repro(dir.path(), &[])
-        .args(["toolchain", "install"])
-        .output()
-        .unwrap();
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{t}");
+    let (code, t) = output(repro(dir.path(), &[]).args(["toolchain", "install"]));
+    assert_eq!(code, Some(2), "{t}");
     assert!(
         t.contains("pins no nvcc, so there is nothing to install"),
         "{t}"
     );
     assert!(t.contains("`repro toolchain install 13.0.88`"), "{t}");
 
-    let out = repro(dir.path(), &[])
-        .args(["toolchain", "install", "13.0"])
-        .output()
-        .unwrap();
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{t}");
+    let (code, t) = output(repro(dir.path(), &[]).args(["toolchain", "install", "13.0"]));
+    assert_eq!(code, Some(2), "{t}");
     assert!(
         t.contains("`13.0` is not an nvcc version; expected major.minor.patch"),
         "{t}"
     );
 
-    let out = repro(dir.path(), &[])
-        .args(["toolchain", "install", "12.4.131"])
-        .output()
-        .unwrap();
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{t}");
+    let (code, t) = output(repro(dir.path(), &[]).args(["toolchain", "install", "12.4.131"]));
+    assert_eq!(code, Some(1), "{t}");
     assert!(t.contains("no NVIDIA wheel set for nvcc 12.4.131"), "{t}");
     assert!(!dir
         .path()
@@ -253,18 +234,7 @@ fn a_pinned_run_installs_the_wheels_into_the_cache_and_builds_with_them() {
     )
     .unwrap();
     let path = std::env::join_paths(path_without_nvcc()).unwrap();
-    let run = |args: &[&str]| {
-        let out = Command::new(common::repro_bin())
-            .current_dir(dir.path())
-            .env("PATH", &path)
-            .env("XDG_CACHE_HOME", dir.path().join("cache"))
-            .env_remove("CUDA_HOME")
-            .env_remove("CUDA_PATH")
-            .args(args)
-            .output()
-            .unwrap();
-        (out.status.code(), text(&out))
-    };
+    let run = |args: &[&str]| output(repro_with_path(dir.path(), path.clone()).args(args));
     let (code, t) = run(&["run"]);
     assert_eq!(code, Some(0), "{t}");
     assert!(

@@ -86,11 +86,16 @@ pub fn find(root: &Path, pin: Option<&NvccVersion>) -> Result<Toolchain, NotFoun
     NvccSearch::from_env().find(root, pin)
 }
 
-/// What a fingerprint records of the toolchain: the release line, or `not found`.
+/// What a fingerprint records of the toolchain: the release line, or why there is none
+/// (which `repro status` shows as the change).
 pub fn fingerprint(root: &Path, search: &NvccSearch, pin: Option<&NvccVersion>) -> String {
-    search
-        .find(root, pin)
-        .map_or_else(|_| "not found".into(), |tc| tc.version)
+    match (search.find(root, pin), pin) {
+        (Ok(tc), _) => tc.version,
+        (Err(_), Some(pin)) => {
+            format!("not found (pipeline.yaml pins nvcc {pin}: run `repro toolchain install`)")
+        }
+        (Err(_), None) => "not found".into(),
+    }
 }
 
 /// Pins whose install failed in this process, with the error: not tried twice in one run

@@ -121,7 +121,10 @@ fn a_pinned_nvcc_is_the_only_one_used_and_is_recorded_without_its_path() {
         nvcc_input(&unpinned),
         "Cuda compilation tools, release 12.4, V12.4.131"
     );
-    assert_eq!(nvcc_input(&pinned), "not found");
+    assert_eq!(
+        nvcc_input(&pinned),
+        "not found (pipeline.yaml pins nvcc 13.0.88: run `repro toolchain install`)"
+    );
     let (res, _) = run_stage(
         &stage,
         &pinned,
