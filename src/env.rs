@@ -109,8 +109,17 @@ pub fn capture(root: &Path, opts: &CaptureOptions) -> Environment {
 /// on PATH, `CUDA_HOME`, `CUDA_PATH` or in repro's cache alike); says so when it is not
 /// the pinned version.
 fn nvcc(root: &Path, opts: &CaptureOptions) -> Option<String> {
+    nvcc_with(root, opts, &crate::toolchain::NvccSearch::from_env())
+}
+
+fn nvcc_with(
+    root: &Path,
+    opts: &CaptureOptions,
+    search: &crate::toolchain::NvccSearch,
+) -> Option<String> {
     let line = opts.nvcc_from_records.clone().or_else(|| {
-        crate::toolchain::find(root, opts.nvcc_pin.as_ref())
+        search
+            .find(root, opts.nvcc_pin.as_ref())
             .ok()
             .map(|tc| tc.version)
     })?;
@@ -236,6 +245,27 @@ mod tests {
         assert_eq!(
             nvcc(dir.path(), &pinned).unwrap(),
             format!("{line} (pipeline.yaml pins 13.0.88)")
+        );
+    }
+
+    #[test]
+    fn nvcc_found_through_cuda_home_is_recorded_like_nvcc_on_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("cuda");
+        std::fs::create_dir_all(home.join("bin")).unwrap();
+        crate::stages::build::test_support::fake_nvcc_version(&home.join("bin"), "13.0.88");
+        let search = crate::toolchain::NvccSearch {
+            path_var: Some(dir.path().join("empty").into_os_string()),
+            cuda_home: Some(home),
+            ..Default::default()
+        };
+        let opts = CaptureOptions {
+            nvcc_pin: Some("13.0.88".parse().unwrap()),
+            ..CaptureOptions::default()
+        };
+        assert_eq!(
+            nvcc_with(dir.path(), &opts, &search).as_deref(),
+            Some("Cuda compilation tools, release 13.0, V13.0.88")
         );
     }
 

@@ -129,17 +129,25 @@ impl NvccSearch {
                 found: others,
             });
         }
-        let first = self.all(root).into_iter().next();
-        match first {
-            Some(Found {
-                nvcc,
-                source,
-                version: Ok(line),
-            }) => Ok(Toolchain::new(nvcc, line, source)),
+        let newest_cached = self
+            .cache
+            .as_deref()
+            .and_then(|c| cache::installed(c).into_iter().next())
+            .map(|(_, p)| (Source::Cache, p));
+        let first = self.system(root).into_iter().next().or(newest_cached);
+        match first.map(|(source, nvcc)| (release_line(root, &nvcc), source, nvcc)) {
+            Some((Ok(line), source, nvcc)) => Ok(Toolchain::new(nvcc, line, source)),
             other => Err(NotFound {
                 pin: None,
                 looked: self.looked(),
-                found: other.into_iter().collect(),
+                found: other
+                    .map(|(version, source, nvcc)| Found {
+                        nvcc,
+                        source,
+                        version,
+                    })
+                    .into_iter()
+                    .collect(),
             }),
         }
     }
