@@ -37,6 +37,15 @@ pub fn record_path(variant: &str) -> PathBuf {
     PathBuf::from(format!("artifacts/build/{variant}.json"))
 }
 
+/// The `nvcc_version` of `variant`'s build record under `root`, if it has one: what built
+/// the cubin that later stages measure.
+pub fn recorded_nvcc(root: &Path, variant: &str) -> Option<String> {
+    let bytes = std::fs::read(root.join(record_path(variant))).ok()?;
+    serde_json::from_slice::<BuildRecord>(&bytes)
+        .ok()
+        .map(|r| r.nvcc_version)
+}
+
 /// `.repro/cubins/<name>.cubin` (a variant, or [`REFERENCE`]).
 pub fn cubin_path(name: &str) -> PathBuf {
     PathBuf::from(format!(".repro/cubins/{name}.cubin"))

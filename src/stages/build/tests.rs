@@ -512,3 +512,27 @@ stages:
         "{why}"
     );
 }
+
+#[test]
+fn later_stages_read_which_nvcc_built_a_variant_from_its_record() {
+    let dir = project();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    fake_nvcc_version(&bin, "13.0.88");
+    let stage = BuildStage::with_nvcc_search(NvccSearch {
+        path_var: Some(bin.into_os_string()),
+        ..NvccSearch::default()
+    });
+    let (_, staging) = run_stage(
+        &stage,
+        &pipeline(TWO_VARIANTS),
+        dir.path(),
+        &[],
+        &CountingExecutor::default(),
+    );
+    assert_eq!(
+        recorded_nvcc(&staging, "double").as_deref(),
+        Some("Cuda compilation tools, release 13.0, V13.0.88")
+    );
+    assert_eq!(recorded_nvcc(&staging, "no-such-variant"), None);
+}

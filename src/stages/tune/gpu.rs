@@ -203,6 +203,10 @@ impl Objective for GpuBackend<'_> {
 }
 
 impl Backend for GpuBackend<'_> {
+    fn nvcc_version(&self) -> Option<String> {
+        Some(self.tc.version.clone())
+    }
+
     fn cubins(&mut self, configs: &[Config]) -> anyhow::Result<Vec<PathBuf>> {
         let refs: Vec<&Config> = configs.iter().collect();
         self.compile(&refs)?
