@@ -197,6 +197,80 @@ fn install_refuses_what_it_cannot_install() {
         .exists());
 }
 
+/// A stand-in for python3 whose `-m venv` copies itself and whose `-m pip install` puts
+/// `nvcc` (a copy of `template`) where NVIDIA's wheels put it.
+fn fake_python(dir: &Path, template: &Path) -> PathBuf {
+    let path = dir.join("python3");
+    std::fs::write(
+        &path,
+        format!(
+            r#"#!/bin/sh
+if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && exit 0; fi
+echo "Collecting nvidia-cuda-nvcc==13.0.88"
+bin="$(dirname "$0")/../lib/python3.11/site-packages/nvidia/cu13/bin"
+mkdir -p "$bin" && cp "{}" "$bin/nvcc"
+"#,
+            template.display()
+        ),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&path, perm).unwrap();
+    path
+}
+
+#[test]
+fn a_run_installs_the_pinned_nvcc_before_fingerprinting_and_status_never_installs() {
+    if fixed_location_has_nvcc() {
+        skipped(
+            Need::Other,
+            "/usr/local/cuda/bin/nvcc exists, so 'no nvcc here' cannot be staged",
+        );
+        return;
+    }
+    let dir = project(PINNED);
+    let template = fake_nvcc(&dir.path().join("template"), "13.0.88");
+    let python = fake_python(dir.path(), &template);
+    let slot = dir.path().join("cache/repro/toolchains/nvcc-13.0.88");
+    let repro = || {
+        let mut cmd = repro(dir.path(), &[]);
+        cmd.env("REPRO_PYTHON", &python);
+        cmd
+    };
+
+    let (_, t) = output(repro().arg("status"));
+    assert!(t.starts_with("build  never-run"), "{t}");
+    let (code, t) = output(repro().args(["run", "--dry-run"]));
+    assert_eq!(code, Some(0), "{t}");
+    assert!(!slot.exists(), "status and dry runs never install: {t}");
+
+    let (code, t) = output(repro().arg("run"));
+    assert_eq!(code, Some(0), "{t}");
+    assert!(
+        t.contains("installing nvcc 13.0.88 (NVIDIA's CUDA 13.0.2 wheels) into"),
+        "{t}"
+    );
+    assert!(
+        t.contains("pip: Collecting nvidia-cuda-nvcc==13.0.88"),
+        "{t}"
+    );
+    assert!(slot.join("repro-toolchain.json").is_file());
+    let lock = std::fs::read_to_string(dir.path().join("artifacts/repro.lock")).unwrap();
+    assert!(
+        lock.contains("nvcc: Cuda compilation tools, release 13.0, V13.0.88"),
+        "{lock}"
+    );
+    // The fingerprint was taken after the install: nothing is stale now.
+    let (_, t) = output(repro().arg("status"));
+    assert!(t.starts_with("build  up-to-date"), "{t}");
+    let (_, t) = output(repro().arg("toolchain"));
+    assert!(
+        t.contains("in use:     nvcc 13.0.88 from repro's toolchain cache"),
+        "{t}"
+    );
+}
+
 /// PATH without any folder that holds an nvcc.
 fn path_without_nvcc() -> Vec<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
