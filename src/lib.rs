@@ -27,3 +27,8 @@ pub mod tune;
 #[cfg(test)]
 #[path = "../tests/support/skip.rs"]
 pub(crate) mod test_skip;
+
+/// Shared with the integration tests: see `tests/support/fake_python.rs`.
+#[cfg(test)]
+#[path = "../tests/support/fake_python.rs"]
+pub(crate) mod test_fake_python;

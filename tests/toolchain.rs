@@ -5,6 +5,8 @@
 //! machine without nvcc installs NVIDIA's wheels into a temporary cache and builds with them.
 
 mod common;
+#[path = "support/fake_python.rs"]
+mod fake_python;
 
 use assert_cmd::Command;
 use common::{skipped, Need};
@@ -197,29 +199,6 @@ fn install_refuses_what_it_cannot_install() {
         .exists());
 }
 
-/// A stand-in for python3 whose `-m venv` copies itself and whose `-m pip install` puts
-/// `nvcc` (a copy of `template`) where NVIDIA's wheels put it.
-fn fake_python(dir: &Path, template: &Path) -> PathBuf {
-    let path = dir.join("python3");
-    std::fs::write(
-        &path,
-        format!(
-            r#"#!/bin/sh
-if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && exit 0; fi
-echo "Collecting nvidia-cuda-nvcc==13.0.88"
-bin="$(dirname "$0")/../lib/python3.11/site-packages/nvidia/cu13/bin"
-mkdir -p "$bin" && cp "{}" "$bin/nvcc"
-"#,
-            template.display()
-        ),
-    )
-    .unwrap();
-    let mut perm = std::fs::metadata(&path).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(&path, perm).unwrap();
-    path
-}
-
 #[test]
 fn a_run_installs_the_pinned_nvcc_before_fingerprinting_and_status_never_installs() {
     if fixed_location_has_nvcc() {
@@ -231,7 +210,7 @@ fn a_run_installs_the_pinned_nvcc_before_fingerprinting_and_status_never_install
     }
     let dir = project(PINNED);
     let template = fake_nvcc(&dir.path().join("template"), "13.0.88");
-    let python = fake_python(dir.path(), &template);
+    let python = fake_python::fake_python(dir.path(), &template);
     let slot = dir.path().join("cache/repro/toolchains/nvcc-13.0.88");
     let repro = || {
         let mut cmd = repro(dir.path(), &[]);

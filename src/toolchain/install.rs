@@ -228,41 +228,16 @@ fn remove_abandoned(dir: &Path, v: &NvccVersion) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::build::test_support::make_executable;
+    use crate::stages::build::test_support::fake_nvcc_version;
 
-    /// A stand-in for python3: `-m venv DIR` copies itself to DIR/bin/python; `-m pip
-    /// install` prints pip-like lines and writes an nvcc reporting `nvcc_version`, or fails
-    /// when a file `FAIL_PIP` exists in `dir`.
-    fn fake_python(dir: &Path, nvcc_version: &str) -> PathBuf {
-        let path = dir.join("python3");
-        std::fs::write(
-            &path,
-            format!(
-                r#"#!/bin/sh
-if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && exit 0; fi
-root="$(cd "$(dirname "$0")/.." && pwd)"
-for r in "$@"; do echo "Collecting $r"; done
-echo "  Downloading nvidia_cuda_nvcc-13.0.88-py3-none-manylinux.whl (40.1 MB)"
-[ -e "{dir}/FAIL_PIP" ] && {{ echo "ERROR: No matching distribution found" ; exit 1; }}
-echo "Installing collected packages: nvidia-cuda-nvcc"
-bin="$root/lib/python3.11/site-packages/nvidia/cu13/bin"
-mkdir -p "$bin"
-printf '#!/bin/sh\necho "Cuda compilation tools, release 13.0, V{nvcc_version}"\n' > "$bin/nvcc"
-chmod +x "$bin/nvcc"
-echo "Successfully installed"
-"#,
-                dir = dir.display()
-            ),
-        )
-        .unwrap();
-        make_executable(&path);
-        path
-    }
-
+    /// An installer whose python "installs" an nvcc reporting `nvcc_version`.
     fn installer(dir: &Path, nvcc_version: &str) -> Installer {
+        let template = dir.join("template");
+        std::fs::create_dir_all(&template).unwrap();
+        let nvcc = fake_nvcc_version(&template, nvcc_version);
         Installer {
             dir: dir.join("toolchains"),
-            python: fake_python(dir, nvcc_version),
+            python: crate::test_fake_python::fake_python(dir, &nvcc),
         }
     }
 
