@@ -90,6 +90,8 @@ pub enum Command {
     /// history whose sources are those the results were made from. The machine a stage ran
     /// on (GPU, driver, tool versions) is not compared. Exit 0, or 1 with the list.
     Verify,
+    /// Show the nvcc in use and where it came from; `install` fetches the pinned one.
+    Toolchain(ToolchainArgs),
 }
 
 /// Options shared by every command that runs stages.
@@ -223,6 +225,22 @@ pub struct CommitArgs {
     pub allow_other_gpu: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct ToolchainArgs {
+    #[command(subcommand)]
+    pub action: Option<ToolchainAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolchainAction {
+    /// Install nvcc from NVIDIA's wheels (pip) into the per-user cache, as `repro run` does
+    /// for a pinned toolchain this machine lacks.
+    Install {
+        /// e.g. 13.0.88; default: the version pipeline.yaml pins (`toolchain: {nvcc: ...}`).
+        version: Option<String>,
+    },
+}
+
 /// Parse the command line, run, and return the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
@@ -263,6 +281,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Diff(args) => crate::report::diff::main(&cli.global, &args),
         Command::Commit(args) => crate::report::commit::main(&cli.global, &args),
         Command::Verify => verify(&cli.global),
+        Command::Toolchain(ToolchainArgs { action: None }) => {
+            crate::toolchain::command::show(&cli.global.file)
+        }
+        Command::Toolchain(ToolchainArgs {
+            action: Some(ToolchainAction::Install { version }),
+        }) => crate::toolchain::command::install(
+            &cli.global.file,
+            version.as_deref(),
+            cli.global.quiet,
+        ),
     }
 }
 

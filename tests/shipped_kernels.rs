@@ -26,12 +26,28 @@ fn copy_project(to: &Path) {
     }
 }
 
+/// The nvcc version the shipped pipeline pins, when this machine has it (as `repro`
+/// finds it: PATH, CUDA_HOME, ..., repro's toolchain cache); else says the test is skipped.
+fn pinned_nvcc(test: &str) -> Option<String> {
+    let root = Path::new(SOURCE_ROOT);
+    let project = repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
+    let pin = repro::toolchain::pin(&project.pipeline).copied();
+    match repro::toolchain::find(root, pin.as_ref()) {
+        Ok(tc) => Some(tc.version),
+        Err(e) => {
+            let first = e.to_string().lines().next().unwrap_or_default().to_string();
+            skip::skipped(skip::Need::Nvcc, &format!("{test} needs nvcc: {first}"));
+            None
+        }
+    }
+}
+
 #[test]
 fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90() {
-    if which::which("nvcc").is_err() {
-        skip::say_skipped("shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90 needs nvcc on PATH (the CUDA toolkit)");
+    let Some(nvcc) = pinned_nvcc("shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90")
+    else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     copy_project(dir.path());
     for arch in ["sm_80", "sm_89", "sm_90"] {
@@ -52,6 +68,8 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90() {
             let path = dir.path().join(format!("artifacts/build/{variant}.json"));
             let rec: BuildRecord = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
             assert_eq!((rec.arch.as_str(), rec.status.as_str()), (arch, "ok"));
+            assert_eq!(rec.nvcc_version, nvcc, "built by the pinned toolchain");
+            assert_eq!(rec.command[0], "nvcc", "no machine path in the record");
             assert!(
                 !rec.gates.is_empty() && rec.gates.iter().all(|g| g.pass),
                 "{arch} {variant}: {:?}",
@@ -65,8 +83,7 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90() {
 /// its record keeps nvcc's error, the others are built, and the run is recorded as such.
 #[test]
 fn a_variant_that_does_not_compile_fails_alone() {
-    if which::which("nvcc").is_err() {
-        skip::say_skipped("a_variant_that_does_not_compile_fails_alone needs nvcc on PATH");
+    if pinned_nvcc("a_variant_that_does_not_compile_fails_alone").is_none() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

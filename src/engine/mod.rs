@@ -117,6 +117,14 @@ pub trait StageKind: Send + Sync {
         let _ = overrides;
         self.inputs(name, spec, pipeline, root)
     }
+    /// Fetch what the stage's inputs depend on before they are fingerprinted (the build and
+    /// tune kinds install a pinned nvcc this machine lacks). A run calls it for each selected
+    /// stage before deciding what is stale; `repro status` and dry runs never do. `say`
+    /// shows progress.
+    fn prepare(&self, pipeline: &Pipeline, root: &Path, say: &dyn Fn(&str)) -> anyhow::Result<()> {
+        let _ = (pipeline, root, say);
+        Ok(())
+    }
     /// Does the work, writing outputs under `ctx.staging`.
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome>;
     /// The kind's own option keys, if it wants the loader to reject unknown ones with a

@@ -159,6 +159,9 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<i32> {
         }
         Some(lock)
     };
+    if !req.dry_run {
+        prepare(project, &selected, &progress);
+    }
     let mut lock = LockFile::load(&project.root)?;
     let records = run_record::load(
         &project.root,
@@ -197,6 +200,24 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<i32> {
         let _ = cache.save();
     }
     Ok(run.report(&selected))
+}
+
+/// Let each selected stage's kind fetch what its inputs depend on (a pinned toolchain). A
+/// failure is shown once; the stage then fails with its own message when it runs.
+fn prepare(project: &Project, selected: &[usize], progress: &Progress) {
+    let mut shown = BTreeSet::new();
+    for &i in selected {
+        let say = |line: &str| progress.info(line);
+        if let Err(e) = project.stages[i]
+            .kind
+            .prepare(&project.pipeline, &project.root, &say)
+        {
+            let message = format!("warning: {e:#}");
+            if shown.insert(message.clone()) {
+                progress.error(&message);
+            }
+        }
+    }
 }
 
 /// The chosen stages and the forced ones, as indices.

@@ -300,7 +300,10 @@ pub fn commit(project: &Project, message: Option<&str>, allow: Allow) -> anyhow:
     let pipeline = &project.pipeline;
     let artifacts = Artifacts::load(root)?;
     let state = RunState::load(root, pipeline.stages.keys().map(String::as_str))?;
-    let env = crate::env::capture(root, &crate::stages::summarize::capture_options(&artifacts));
+    let env = crate::env::capture(
+        root,
+        &crate::stages::summarize::capture_options(pipeline, &artifacts),
+    );
     let report = Builder {
         pipeline,
         artifacts: &artifacts,

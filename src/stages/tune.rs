@@ -14,7 +14,6 @@
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::gpu::GpuInfo;
 use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
-use crate::stages::build::compile;
 use crate::stages::build::{arch, cubin_path, sources};
 use crate::stages::gpu_nodes::{self, OneGpuModel};
 use crate::tune::memo::Memo;
@@ -151,7 +150,11 @@ impl StageKind for TuneStage {
             ),
             ("gates".to_string(), serde_json::to_string(&pipeline.gates)?),
         ]);
-        let nvcc = compile::find_nvcc(root).map_or_else(|_| "not found".into(), |tc| tc.version);
+        let nvcc = crate::toolchain::fingerprint(
+            root,
+            &crate::toolchain::NvccSearch::from_env(),
+            crate::toolchain::pin(pipeline),
+        );
         Ok(StageInputs {
             files,
             code,
@@ -159,6 +162,14 @@ impl StageKind for TuneStage {
             tools: BTreeMap::from([("nvcc".to_string(), nvcc)]),
             hardware: Some(gpu_nodes::hardware(pipeline, spec, root)),
         })
+    }
+
+    /// Install the pinned nvcc when this machine has none of that version.
+    fn prepare(&self, pipeline: &Pipeline, root: &Path, say: &dyn Fn(&str)) -> anyhow::Result<()> {
+        match crate::toolchain::pin(pipeline) {
+            Some(pin) => crate::toolchain::ensure(root, pin, say).map(drop),
+            None => Ok(()),
+        }
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
@@ -185,7 +196,7 @@ impl StageKind for TuneStage {
             ctx.pipeline.arch.as_deref(),
         )?
         .arch;
-        let tc = compile::find_nvcc(ctx.root)?;
+        let tc = crate::toolchain::find(ctx.root, crate::toolchain::pin(ctx.pipeline))?;
         let workload = ctx.pipeline.workload.as_ref().context("no workload")?;
         let kernel = ctx.pipeline.kernels[&o.kernel].clone();
         let seed = workload.seeds.first().copied().unwrap_or(0);

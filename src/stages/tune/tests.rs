@@ -517,7 +517,7 @@ fn fake_backend<'a>(
     root: &'a Path,
     exe: &'a Path,
     log: &'a Path,
-    tc: crate::stages::build::compile::Toolchain,
+    tc: crate::toolchain::Toolchain,
     one_model: OneGpuModel,
 ) -> GpuBackend<'a> {
     let shapes = BTreeMap::from([
