@@ -341,7 +341,9 @@ struct Run<'a> {
     records: BTreeMap<String, run_record::Record>,
     forced: BTreeSet<usize>,
     ended: BTreeMap<usize, Ended>,
-    /// Stages that ran (or would run) in this run: their dependants are re-evaluated.
+    /// Stages that ran (or would run), or were evaluated again, in this run: what they hand
+    /// their dependants may differ from what the first evaluation assumed (a rerun that
+    /// wrote byte-identical outputs), so those are evaluated again too.
     executed: BTreeSet<usize>,
     times: BTreeMap<usize, Duration>,
     repro_exe: PathBuf,
@@ -402,6 +404,7 @@ impl<'a> Run<'a> {
                             self.fail(i, format!("{e:#}"));
                             continue;
                         }
+                        self.executed.insert(i);
                     }
                     let status = &self.statuses[i];
                     let reason = if self.forced.contains(&i) {

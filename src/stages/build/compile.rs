@@ -82,8 +82,11 @@ impl CompileOutput {
 
 /// A request resolved to its command line and cache slot.
 struct Prepared {
-    /// As recorded: `nvcc` first.
+    /// As recorded: `nvcc` first, and the cubin by its file name — where the cache slot
+    /// is (a digest of the source) would make a comment-only edit change the record.
     command: Vec<String>,
+    /// As run: writes into the cache slot.
+    argv: Vec<String>,
     /// The nvcc to run.
     nvcc: PathBuf,
     key: String,
@@ -214,7 +217,8 @@ fn prepare(tc: &Toolchain, root: &Path, req: &CompileRequest) -> anyhow::Result<
     let rel_dir = Path::new(CACHE_DIR).join(&key);
     let rel_cubin = rel_dir.join(format!("{stem}.cubin"));
     Ok(Prepared {
-        command: command_line(req, &rel_cubin),
+        command: command_line(req, Path::new(&format!("{stem}.cubin"))),
+        argv: command_line(req, &rel_cubin),
         nvcc: tc.nvcc.clone(),
         key,
         dir: root.join(&rel_dir),
@@ -273,7 +277,7 @@ fn run_nvcc(
             Err(e) => return Err(format!("cannot remove {}: {e}", stale.display())),
         }
     }
-    let mut argv = p.command.clone();
+    let mut argv = p.argv.clone();
     argv[0] = p.nvcc.to_string_lossy().into_owned();
     let mut job = Job::new(
         format!("build:{}", p.key.get(..12).unwrap_or(&p.key)),
@@ -384,11 +388,14 @@ mod tests {
         assert_eq!(cmd[0], "nvcc", "no machine path in the record");
         let ran = &ex.jobs.lock().unwrap()[0];
         assert_eq!(ran[0], tc.nvcc.to_string_lossy(), "the found nvcc runs");
-        assert_eq!(ran[1..], cmd[1..]);
+        assert_eq!(ran[1..10], cmd[1..10]);
         assert_eq!(cmd[1..6], ["-cubin", "-O3", "-arch=sm_90", "-Xptxas", "-v"]);
         assert_eq!(cmd[6..9], ["-DA=1", "-DFLAG", "-lineinfo"]);
         assert_eq!(cmd[9], "-o");
-        assert!(cmd[10].starts_with(".repro/cache/build/") && cmd[10].ends_with("/k.cubin"));
+        // It runs into its cache slot; the record names only the file, so that a new slot
+        // (a comment-only edit of the source) leaves the record as it was.
+        assert!(ran[10].starts_with(".repro/cache/build/") && ran[10].ends_with("/k.cubin"));
+        assert_eq!(cmd[10], "k.cubin");
         assert_eq!(cmd[11], "kernels/k.cu");
         assert!(outs[0].ok, "{:?}", outs[0].error);
         assert_eq!(outs[0].entries[0].registers, Some(10));
@@ -428,7 +435,11 @@ mod tests {
         let ex = CountingExecutor::default();
         let edited = compile_many(&ex, &CancelFlag::default(), &tc, root, &reqs, 2);
         assert_eq!(ex.count(), 2);
-        assert_ne!(edited[0].command, first[0].command, "a new cache slot");
+        assert_ne!(edited[0].cubin, first[0].cubin, "a new cache slot");
+        assert_eq!(
+            edited[0].command, first[0].command,
+            "the same recorded command"
+        );
     }
 
     #[test]
