@@ -13,6 +13,7 @@ pub mod runner;
 pub mod staging;
 pub mod statcache;
 pub mod status;
+pub mod value_diff;
 
 use crate::executor::{CancelFlag, Executor};
 use crate::pipeline::{Pipeline, StageSpec};

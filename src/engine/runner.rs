@@ -5,7 +5,7 @@
 //! their outputs and exits 130.
 
 use super::lockfile::{LockEntry, LockFile};
-use super::progress::{Line, Progress};
+use super::progress::{self, Line, Progress};
 use super::statcache::StatCache;
 use super::status::{self, EvalCtx, StageStatus, State};
 use super::{project_lock, run_record, staging, RunCtx, StageOutcome};
@@ -462,9 +462,14 @@ impl<'a> Run<'a> {
                 self.times.insert(i, finished.elapsed);
                 let ended = self.finish(i, finished.result, &guard, lock, cache);
                 self.record_run(i, &ended, finished.elapsed);
+                // The warning above gave a skip's reason and fix; the line only marks it.
+                let outcome = match &ended {
+                    Ended::Skipped(_) => "skipped".to_string(),
+                    other => other.label(),
+                };
                 line.finish(
                     &project.stages[i].name,
-                    &ended.label(),
+                    &outcome,
                     finished.elapsed,
                     self.progress.is_quiet(),
                 );
@@ -583,7 +588,7 @@ impl<'a> Run<'a> {
         if let Err(e) =
             run_record::record(&self.project.root, &self.project.stages[i].name, &record)
         {
-            self.progress.error(&format!(
+            self.progress.warn(&format!(
                 "warning: cannot record the run under .repro/state: {e}"
             ));
         }
@@ -748,7 +753,7 @@ impl<'a> Run<'a> {
             StageOutcome::Passed => Ended::Passed,
             StageOutcome::GateFailed(g) => Ended::GateFailed(g),
             StageOutcome::Skipped { reason, fix } => {
-                self.progress.error(&format!(
+                self.progress.warn(&format!(
                     "warning: stage `{}` skipped: {reason}\n  help: {fix}",
                     stage.name
                 ));
@@ -836,7 +841,11 @@ impl<'a> Run<'a> {
                 .get(&i)
                 .map(|t| format!("{:.1}s", t.as_secs_f64()))
                 .unwrap_or_else(|| "-".into());
-            out.push_str(&format!("{name:width$}  {time:10}  {}\n", ended.label()));
+            let label = ended.label();
+            out.push_str(&format!(
+                "{name:width$}  {time:10}  {} {label}\n",
+                progress::mark(&label)
+            ));
         }
         print!("{out}");
         let interrupted = self.interrupted.load(Ordering::SeqCst);

@@ -5,6 +5,7 @@
 pub mod blocker;
 pub mod check;
 pub mod client;
+pub mod compare;
 pub mod discover;
 pub mod driver;
 pub mod e4m3;

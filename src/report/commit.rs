@@ -304,13 +304,7 @@ pub fn commit(project: &Project, message: Option<&str>, allow: Allow) -> anyhow:
         root,
         &crate::stages::summarize::capture_options(pipeline, &artifacts),
     );
-    let report = Builder {
-        pipeline,
-        artifacts: &artifacts,
-        state: &state,
-        env: &env,
-    }
-    .build();
+    let report = Builder::new(pipeline, &artifacts, &state, &env).build();
     let problems = problems(project, &state, &report)?;
     let refused: Vec<&Problem> = problems.iter().filter(|p| !p.allowed(allow)).collect();
     if !refused.is_empty() {

@@ -8,7 +8,8 @@
 //!
 //! Outputs: `artifacts/tune/tune_log.csv` (one row per trial), `artifacts/tune/topk.json`
 //! (the elite with their bench records and parents), the elite cubins
-//! `.repro/cubins/tune-top<k>.cubin`; with `repro tune --exhaustive` also
+//! `.repro/cubins/tune-top<k>.cubin` (optional outputs: a rank no passing configuration
+//! filled, or a skipped run, leaves none, and the engine removes an older one); with `repro tune --exhaustive` also
 //! `artifacts/tune/exhaustive.csv` and `artifacts/tune/comparison.json`.
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
@@ -107,6 +108,12 @@ impl StageKind for TuneStage {
             .collect()
     }
 
+    /// The elite cubins: a skipped run or an unfilled rank writes none.
+    fn optional_outputs(&self, _name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
+        let k = TuneOptions::parse(spec, pipeline).map_or(3, |o| o.elite);
+        (1..=k).map(elite_cubin_path).collect()
+    }
+
     fn inputs(
         &self,
         name: &str,
@@ -183,7 +190,7 @@ impl StageKind for TuneStage {
                     Err(no) => no.0.clone(),
                     Ok(_) => "no GPU is visible".into(),
                 };
-                write_skipped(ctx.staging, o.elite)?;
+                write_skipped(ctx.staging)?;
                 return Ok(StageOutcome::Skipped {
                     reason: format!("the tune stage times kernels on a GPU: {reason}"),
                     fix: gpu_nodes::no_gpu_fix(ctx.executor, "run `repro tune`"),

@@ -92,6 +92,32 @@ pub fn source_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
+/// The defines of pipeline.yaml's stage2-baseline and stage5-ws-p1 variants, for
+/// compiling them in GPU tests.
+pub const STAGE2_BASELINE: [&str; 3] = [
+    "USE_CP_ASYNC=1",
+    "USE_WMMA_PV=1",
+    "USE_WARP_SPECIALIZATION=0",
+];
+pub const STAGE5_WS_P1: [&str; 4] = [
+    "USE_CP_ASYNC=1",
+    "USE_WMMA_PV=1",
+    "USE_WARP_SPECIALIZATION=1",
+    "NUM_PRODUCER_WARPS=1",
+];
+/// The mission shape, `B,H,S,D`.
+pub const MISSION: &str = "2,8,512,64";
+
+/// Tests of the no-driver message: false, after saying the test is skipped, on a machine
+/// that has a CUDA driver.
+pub fn no_driver_here() -> bool {
+    if repro::gpu::driver_library_loads().is_ok() {
+        say_skipped("this machine has a CUDA driver, so the no-driver message cannot be shown");
+        return false;
+    }
+    true
+}
+
 /// GPU tests run only with `REPRO_GPU_TESTS=1`; otherwise say so and skip.
 pub fn gpu_tests_enabled(test: &str) -> bool {
     if std::env::var("REPRO_GPU_TESTS").as_deref() == Ok("1") {

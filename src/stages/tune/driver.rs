@@ -1,7 +1,7 @@
 //! One tune from start to outputs: the search (after the exhaustive sweep when asked),
 //! a live line per trial, and every artifact written under the staging folder.
 
-use super::outputs::{write_file, write_json, write_trials, Comparison};
+use super::outputs::{write_json, write_trials, Comparison};
 use super::{elite_cubin_path, OUT_DIR};
 use crate::engine::StageOutcome;
 use crate::schema::EliteEntry;
@@ -95,10 +95,7 @@ pub fn tune_and_write(
             bench: trial.evaluation.bench.clone(),
         });
     }
-    // Ranks no passing configuration filled still exist (declared outputs), empty.
-    for rank in (entries.len() as u32 + 1)..=settings.elite {
-        write_file(&staging.join(elite_cubin_path(rank)), b"")?;
-    }
+    // Ranks no passing configuration filled get no cubin (optional outputs).
     write_json(&out.join("topk.json"), &entries)?;
 
     let summary = summary_line(&outcome, wall, o.space.valid().len());
