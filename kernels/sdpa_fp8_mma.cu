@@ -7,36 +7,34 @@
 //!
 //!  * Each warp owns 16 query rows.  Its Q fragments are loaded once, straight from global
 //!    memory into registers; S = Q·Kᵀ stays in fp32 registers; the online softmax runs on those
-//!    registers (row max / sum across the 4 threads of a quad with __shfl_xor 1, 2); P is
-//!    rounded to fp16 in registers and used directly as the A operand of P·V (the m16n8 C
-//!    fragments of n-tiles 2k and 2k+1 are exactly the m16k16 A fragment of k-block k).
-//!    Nothing but the raw K/V bytes goes through shared memory.
+//!    registers (row max across the 4 threads of a quad with __shfl_xor 1, 2); P is rounded to
+//!    fp16 in registers and used directly as the A operand of P·V (the m16n8 C fragments of
+//!    n-tiles 2k and 2k+1 are exactly the m16k16 A fragment of k-block k).  The row sums come
+//!    from the tensor cores too (P·1, one extra MMA per 16 keys), so they sum exactly the fp16
+//!    P that P·V uses.
 //!  * K/V tiles arrive as raw e4m3 bytes through a NUM_STAGES-deep ring of 16-byte cp.async
-//!    copies into an XOR-swizzled shared tile (conflict-free for the reads below); the load of
-//!    tile j+NUM_STAGES-1 is in flight while tile j is computed; one __syncthreads per tile.
-//!  * Dequantisation happens in registers, after a plain shared load: `cvt.rn.f16x2.e4m3x2`
-//!    (exact; sm_89+), 4 bytes at a time.  No ldmatrix: 8-bit data cannot be transposed by it, and the layouts
-//!    below make every thread's bytes contiguous instead:
-//!      - the head dimension is permuted identically in Q and K (a dot product does not care),
-//!        so the 16 K bytes a thread needs for one 8-key n-tile are one 16-byte shared load;
-//!      - the output columns are permuted in V's B fragments (column d = (D/8)*n + t of the
-//!        n-tile t), so the V bytes a thread needs for a k-block are (D/8)-byte runs of 4 rows,
-//!        transposed in registers with `prmt`, and each thread ends up owning 2*(D/8)
-//!        contiguous output columns of its two rows (two 16-byte stores per row for D = 64).
+//!    copies.  Each thread converts the chunks its own cp.async wrote (so cp.async.wait_group
+//!    suffices, no barrier) with `cvt.rn.f16x2.e4m3x2` (exact; sm_89+) into a double-buffered,
+//!    XOR-swizzled fp16 tile, and the warps read their MMA fragments from it with `ldmatrix`
+//!    (`.trans` for V); Q goes the same way (cp.async, swizzled fp16, ldmatrix).  Tile j+1 is
+//!    converted right after a warp's compute of tile j, while the other warps still compute;
+//!    the loads of tiles j+1 .. j+NUM_STAGES are in flight meanwhile (the ring slot of tile j is
+//!    refilled right after the barrier that follows its conversion): one __syncthreads per tile.
+//!    Converting once per block rather than once per warp matters: the cvt runs on the same
+//!    narrow pipe as exp2 (a first version converted in every warp and was limited by it);
+//!    DEQUANT_INT moves the conversion to integer bit operations instead.
 //!  * k_scale is folded into the softmax scale, v_scale into the final 1/l (both are per head,
 //!    so this is exact); scores are kept in log2 units (exp2).
 //!  * KV_SPLIT = 2 splits every K/V tile between two warp groups that each run their own online
 //!    softmax over the same query rows; the groups merge (m, l, O) through shared memory at the
 //!    end.  Twice the warps per query tile: more latency hiding when the grid is small.
 //!
-//! Requires sm_89 or newer (the e4m3 convert instruction).
+//! Requires sm_89 or newer (the e4m3 convert instruction), softmax_scale > 0 and k_scale >= 0
+//! (the row maximum is taken on unscaled scores, as in FlashAttention-2).
 
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-// ----------------------------------------------------------------------------------------
-// Compile-time configuration (every knob is a -D define with a safe default).
-// ----------------------------------------------------------------------------------------
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
 #endif
@@ -44,7 +42,7 @@
 #define TILE_M 64
 #endif
 #ifndef TILE_N
-#define TILE_N 64
+#define TILE_N 32
 #endif
 #ifndef KV_SPLIT
 #define KV_SPLIT 1
@@ -55,6 +53,13 @@
 // Each warp owns 16 query rows of one KV_SPLIT group.
 #ifndef NUM_WARPS
 #define NUM_WARPS ((TILE_M / 16) * KV_SPLIT)
+#endif
+// E4M3 -> fp16: 0 = cvt.rn.f16x2.e4m3x2 (exact, on the SFU/XU pipe that exp2 also needs);
+// 1 = integer bit moves on the ALU pipe (prmt, shift, and/or), which give the value * 2^-8 (also
+// exact: E4M3 subnormals become fp16 subnormals), the 2^8 folded into the scales.  Decodes the
+// E4M3 NaN code (S.1111.111) as +-480 instead of NaN.
+#ifndef DEQUANT_INT
+#define DEQUANT_INT 0
 #endif
 // Per-thread register cap (__maxnreg__); 0 = no cap beyond __launch_bounds__(block threads).
 #ifndef MAX_REGS
@@ -79,19 +84,26 @@
 #if NUM_WARPS != ((TILE_M / 16) * KV_SPLIT)
 #error "sdpa_fp8_mma: NUM_WARPS must equal (TILE_M / 16) * KV_SPLIT (each warp owns 16 query rows of one KV group)"
 #endif
+#if (DEQUANT_INT != 0) && (DEQUANT_INT != 1)
+#error "sdpa_fp8_mma: DEQUANT_INT must be 0 or 1"
+#endif
 #if (MAX_REGS != 0) && ((MAX_REGS < 64) || (MAX_REGS > 255))
 #error "sdpa_fp8_mma: MAX_REGS must be 0 (no cap) or between 64 and 255"
 #endif
 
 // ---- shared memory (bytes) ---------------------------------------------------------------
-// Ring: NUM_STAGES x {K, V} raw e4m3 tiles of KV_SPLIT*TILE_N rows.  With KV_SPLIT = 2 the
-// ring is reused at the end for the merge: per row of the split-off group, D fp32 partial
-// outputs plus m and l.
-#define MMA_SMEM_RING (NUM_STAGES * 2 * KV_SPLIT * TILE_N * HEAD_DIM)
+// KT = KV_SPLIT * TILE_N keys per tile.  Raw ring: NUM_STAGES x {K, V} e4m3 tiles (KT*D bytes
+// each); fp16 tiles: 2 buffers x {K, V} (KT*D*2 bytes each); the fp16 Q tile (TILE_M*D*2).
+// With KV_SPLIT = 2 the start of shared memory is reused at the end for the merge: per query
+// row, D fp32 outputs plus m and l.
+#define MMA_SMEM_RAW (NUM_STAGES * 2 * KV_SPLIT * TILE_N * HEAD_DIM)
+#define MMA_SMEM_F16 (2 * 2 * KV_SPLIT * TILE_N * HEAD_DIM * 2)
+#define MMA_SMEM_Q (TILE_M * HEAD_DIM * 2)
+#define MMA_SMEM_TILES (MMA_SMEM_RAW + MMA_SMEM_F16 + MMA_SMEM_Q)
 #define MMA_SMEM_MERGE ((KV_SPLIT - 1) * TILE_M * (HEAD_DIM + 2) * 4)
-#define MMA_SMEM_BYTES (MMA_SMEM_RING > MMA_SMEM_MERGE ? MMA_SMEM_RING : MMA_SMEM_MERGE)
+#define MMA_SMEM_BYTES (MMA_SMEM_TILES > MMA_SMEM_MERGE ? MMA_SMEM_TILES : MMA_SMEM_MERGE)
 #if (MMA_SMEM_BYTES > 101376)
-#error "sdpa_fp8_mma: this config needs more than 101376 bytes (99 KiB) of shared memory (the sm_89 limit)"
+#error "sdpa_fp8_mma: this config needs more than 101376 bytes (99 KiB) of shared memory (the sm_89 limit); reduce TILE_N, KV_SPLIT or NUM_STAGES"
 #endif
 
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 890)
@@ -103,31 +115,35 @@ namespace mma_attn {
 constexpr int D = HEAD_DIM;
 constexpr int NT = NUM_WARPS * 32;       // block threads
 constexpr int ROW_WARPS = TILE_M / 16;   // warps per KV group
-constexpr int KT = KV_SPLIT * TILE_N;    // keys per ring slot
-constexpr int NTN = TILE_N / 8;          // 8-key n-tiles of S per warp and tile
-constexpr int KBN = TILE_N / 16;         // 16-key k-blocks of P.V
+constexpr int KT = KV_SPLIT * TILE_N;    // keys per tile (both groups)
+// A warp runs its online softmax over SUB_N keys at a time (a TILE_N tile in TILE_N/SUB_N steps):
+// the S accumulators of 32 keys are what fits beside O in 128 registers, while a larger TILE_N
+// still halves the barriers and conversion rounds per key.
+constexpr int SUB_N = TILE_N < 32 ? TILE_N : 32;
+constexpr int NTN = SUB_N / 8;           // 8-key n-tiles of S per softmax step
+constexpr int KBN = SUB_N / 16;          // 16-key k-blocks of P.V per softmax step
+constexpr int KBD = D / 16;              // 16-wide k-blocks of Q.K^T
 constexpr int NTD = D / 8;               // 8-column n-tiles of O
-constexpr int QW = D / 8;                // 32-bit Q words per thread and row (D/4 halves)
-constexpr int ROW_CHUNKS = D / 16;       // 16-byte chunks per K/V row
-constexpr int TILE_BYTES = KT * D;       // one raw K (or V) tile in the ring
-constexpr int TILE_CHUNKS = TILE_BYTES / 16;
-constexpr int SLOT_BYTES = 2 * TILE_BYTES;
+constexpr int RAW_ROW_CHUNKS = D / 16;   // 16-byte chunks per raw e4m3 row
+constexpr int RAW_TILE = KT * D;         // bytes of one raw K (or V) tile
+constexpr int RAW_CHUNKS = RAW_TILE / 16;
+constexpr int RAW_SLOT = 2 * RAW_TILE;
+constexpr int H_ROW = 2 * D;             // bytes of one fp16 row
+constexpr int H_TILE = KT * H_ROW;       // bytes of one fp16 K (or V) tile
+constexpr int H_BUF = 2 * H_TILE;
+constexpr int OFF_H = MMA_SMEM_RAW;
+constexpr int OFF_Q = OFF_H + MMA_SMEM_F16;
+constexpr int Q_CHUNKS = TILE_M * D / 8;  // 16-byte chunks of the fp16 Q tile
 constexpr int SMEM_BYTES = MMA_SMEM_BYTES;
 constexpr float LOG2E = 1.4426950408889634f;
 
-static_assert(TILE_CHUNKS % NT == 0 || NT % TILE_CHUNKS == 0, "ring copy distribution");
-static_assert(TILE_BYTES % 128 == 0, "ring tiles are whole 128-byte lines");
+static_assert(OFF_H % 128 == 0 && OFF_Q % 128 == 0 && H_TILE % 128 == 0, "fp16 tiles stay 128-byte aligned");
+static_assert(KBD % 2 == 0 && NTD % 2 == 0, "ldmatrix.x4 covers two k-blocks / two n-tiles");
 
-// Swizzled byte offset of 16-byte chunk c of row r in a raw tile.  A 128-byte line holds
-// 128/D rows; its 8 chunks are XOR-permuted by line so that (a) the 16-byte K reads of a
-// quarter-warp (rows 8n+{0,1}, all chunks) and (b) the V reads of a half- or quarter-warp
-// (rows 2t+e, t = 0..3, same chunk columns) hit distinct banks.
-__device__ __forceinline__ int swz(int r, int c) {
-    const int lin = r * ROW_CHUNKS + c;
-    const int line = lin >> 3;
-    const int x = (D == 64) ? ((line & 3) << 1) : (line & 7);
-    return (line << 7) + (((lin & 7) ^ x) << 4);
-}
+// Byte offset of 16-byte chunk c of row r in an fp16 tile: the low 3 bits of the chunk index
+// are XORed with the row, so the 8 rows an ldmatrix phase reads (same logical chunk) and the
+// chunks a quarter-warp stores after conversion fall into distinct banks.
+__device__ __forceinline__ int hswz(int r, int c) { return r * H_ROW + ((c ^ (r & 7)) << 4); }
 
 __device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void* src, bool valid) {
     const int n = valid ? 16 : 0;  // 0 source bytes: the 16 destination bytes become zero
@@ -139,8 +155,20 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Two e4m3 bytes (low 16 bits / high 16 bits of w) -> two half2 words (exact).
+// The value the fp16 tiles hold per unit of E4M3 value (DEQUANT_INT: 2^-8).
+constexpr float DQ_SCALE = DEQUANT_INT ? 256.f : 1.f;  // ... so scores and O are multiplied by this
+
+// Four e4m3 bytes b0..b3 of w -> half2 (b0, b1) in lo and (b2, b3) in hi, element order kept.
 __device__ __forceinline__ void e4m3x4_to_half2x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+#if DEQUANT_INT
+    // Per 16-bit lane, byte b = s.eeee.mmm -> s.0.eeee.mmm.0000000: an fp16 with the same
+    // exponent field and mantissa bits, i.e. the E4M3 value * 2^(7-15) (subnormals included).
+    uint32_t t0, t1;
+    asm("prmt.b32 %0, %1, 0, 0x1404;\n" : "=r"(t0) : "r"(w));  // lanes (b0 << 8, b1 << 8)
+    asm("prmt.b32 %0, %1, 0, 0x3424;\n" : "=r"(t1) : "r"(w));  // lanes (b2 << 8, b3 << 8)
+    lo = ((t0 & 0x7f007f00u) >> 1) | (t0 & 0x80008000u);
+    hi = ((t1 & 0x7f007f00u) >> 1) | (t1 & 0x80008000u);
+#else
     asm("{\n\t.reg .b16 l, h;\n\t"
         "mov.b32 {l, h}, %2;\n\t"
         "cvt.rn.f16x2.e4m3x2 %0, l;\n\t"
@@ -148,6 +176,7 @@ __device__ __forceinline__ void e4m3x4_to_half2x2(uint32_t w, uint32_t& lo, uint
         "}\n"
         : "=r"(lo), "=r"(hi)
         : "r"(w));
+#endif
 }
 
 // 2^x on the SFU (ex2.approx.ftz: relative error ~2^-22; 2^-inf = +0).
@@ -157,41 +186,85 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-    uint32_t d;
-    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-    return d;
-}
-
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
     const __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
+                                                  uint32_t& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
 // c += a * b, m16n8k16, fp16 inputs, fp32 accumulators.
-__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// cp.async one ring slot: the raw K and V rows [k0, k0 + KT) (rows past S are zero-filled, so
-// V has no NaN bytes there: P = 0 times a NaN would poison O).
-__device__ __forceinline__ void issue_tile(const uint8_t* __restrict__ Kbh, const uint8_t* __restrict__ Vbh, int k0,
+// Thread t of the block owns raw chunks t, t + NT, ... of both the K and the V tile, in the
+// copy and in the conversion, so it only ever converts bytes its own cp.async wrote.
+constexpr int OWN = (RAW_CHUNKS + NT - 1) / NT;
+
+// cp.async tile `tile` (rows past S zero-filled: V must hold no NaN bytes there, since
+// P = 0 times NaN would poison O) into ring slot `slot` (shared-window address).
+__device__ __forceinline__ void issue_tile(const uint8_t* __restrict__ Kbh, const uint8_t* __restrict__ Vbh, int tile,
                                            int S, uint32_t slot, int tid) {
 #pragma unroll
-    for (int i = 0; i < (TILE_CHUNKS + NT - 1) / NT; ++i) {
+    for (int i = 0; i < OWN; ++i) {
         const int c = tid + i * NT;
-        if (TILE_CHUNKS % NT == 0 || c < TILE_CHUNKS) {
-            const int r = c / ROW_CHUNKS;
-            const int cc = c % ROW_CHUNKS;
-            const bool valid = k0 + r < S;
-            const size_t g = valid ? (static_cast<size_t>(k0 + r) * D + cc * 16) : 0;
-            const uint32_t off = static_cast<uint32_t>(swz(r, cc));
-            cp_async16_zfill(slot + off, Kbh + g, valid);
-            cp_async16_zfill(slot + TILE_BYTES + off, Vbh + g, valid);
+        if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
+            const int key = tile * KT + c / RAW_ROW_CHUNKS;
+            const bool valid = key < S;
+            const size_t g = valid ? (static_cast<size_t>(key) * D + (c % RAW_ROW_CHUNKS) * 16) : 0;
+            cp_async16_zfill(slot + c * 16, Kbh + g, valid);
+            cp_async16_zfill(slot + RAW_TILE + c * 16, Vbh + g, valid);
+        }
+    }
+}
+
+// cp.async the fp16 Q tile (rows past S zero-filled) into the swizzled tile at `qs`.
+__device__ __forceinline__ void issue_q(const __half* __restrict__ Qbh, int q0, int S, uint32_t qs, int tid) {
+#pragma unroll
+    for (int i = 0; i < (Q_CHUNKS + NT - 1) / NT; ++i) {
+        const int c = tid + i * NT;
+        if (Q_CHUNKS % NT == 0 || c < Q_CHUNKS) {
+            const int r = c / (D / 8);
+            const bool valid = q0 + r < S;
+            const __half* src = valid ? Qbh + static_cast<size_t>(q0 + r) * D + (c % (D / 8)) * 8 : Qbh;
+            cp_async16_zfill(qs + hswz(r, c % (D / 8)), src, valid);
+        }
+    }
+}
+
+// This thread's raw chunks of ring slot `raw` -> fp16 (swizzled) in buffer `hbuf`.
+__device__ __forceinline__ void convert_tile(const unsigned char* raw, unsigned char* hbuf, int tid) {
+#pragma unroll
+    for (int i = 0; i < OWN; ++i) {
+        const int c = tid + i * NT;
+        if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
+            const int r = c / RAW_ROW_CHUNKS;
+            const int hc = 2 * (c % RAW_ROW_CHUNKS);  // first of the two fp16 chunks
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {  // K, V
+                const uint4 x = *reinterpret_cast<const uint4*>(raw + m * RAW_TILE + c * 16);
+                uint4 a, b;
+                e4m3x4_to_half2x2(x.x, a.x, a.y);
+                e4m3x4_to_half2x2(x.y, a.z, a.w);
+                e4m3x4_to_half2x2(x.z, b.x, b.y);
+                e4m3x4_to_half2x2(x.w, b.z, b.w);
+                *reinterpret_cast<uint4*>(hbuf + m * H_TILE + hswz(r, hc)) = a;
+                *reinterpret_cast<uint4*>(hbuf + m * H_TILE + hswz(r, hc + 1)) = b;
+            }
         }
     }
 }
@@ -233,201 +306,153 @@ extern "C" __global__ void MMA_BOUNDS
     const uint8_t* Kbh = K + base;
     const uint8_t* Vbh = V + base;
     const int ntiles = (S + KT - 1) / KT;
-    const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+    const uint32_t smem_s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
-    // ---- prologue: tiles 0 .. NUM_STAGES-2 in flight, one commit group each ----
+    // Convert tile t into fp16 buffer t % 2.  Its raw bytes are this thread's own cp.async copies,
+    // landed once all but the newest NUM_STAGES-1 commit groups are complete (tiles 0..NS-1 in
+    // the prologue, then one refill group per loop iteration, so this is tile t's group).
+    auto convert = [&](int t) {
+        cp_async_wait<NUM_STAGES - 1>();
+        convert_tile(smem + (t % NUM_STAGES) * RAW_SLOT, smem + OFF_H + (t & 1) * H_BUF, tid);
+    };
+
+    // ---- prologue: Q and tiles 0 .. NUM_STAGES-1 in flight, one commit group per tile (Q in
+    // tile 0's); tile 0 is converted below, and the first loop barrier publishes Q and tile 0 ----
+    issue_q(Q + base, q0, S, smem_s + OFF_Q, tid);
 #pragma unroll
-    for (int st = 0; st < NUM_STAGES - 1; ++st) {
-        if (st < ntiles) issue_tile(Kbh, Vbh, st * KT, S, ring + st * SLOT_BYTES, tid);
+    for (int st = 0; st < NUM_STAGES; ++st) {
+        if (st < ntiles) issue_tile(Kbh, Vbh, st, S, smem_s + st * RAW_SLOT, tid);
         cp_async_commit();
     }
 
     const int warp = tid >> 5;
     const int lane = tid & 31;
-    const int gid = lane >> 2;  // row within the 8-row half of the m16 tile; key / column group
+    const int gid = lane >> 2;  // row within the 8-row half of the m16 tile
     const int t4 = lane & 3;    // thread in quad
     const int grp = warp / ROW_WARPS;              // KV_SPLIT group
     const int r0 = (warp % ROW_WARPS) * 16 + gid;  // this thread's rows: r0 and r0 + 8
 
-    // ---- Q fragments, straight from global memory (rows past S read as zero) ----
-    // Head-dim permutation (shared with K): the A fragment of k-block kb holds, for thread t,
-    // d = (D/4)*t + 4*kb + {0,1} (regs 0, 1) and + {2,3} (regs 2, 3).  So thread t needs the
-    // contiguous halves [(D/4)*t, (D/4)*t + D/4) of its two rows: word w covers d pair 2w.
-    uint32_t qf[2][QW];
-    {
-        const __half* Qbh = Q + base;
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            const int row = q0 + r0 + hr * 8;
-#pragma unroll
-            for (int v = 0; v < QW / 4; ++v) {
-                uint4 x = make_uint4(0u, 0u, 0u, 0u);
-                if (row < S)
-                    x = __ldg(reinterpret_cast<const uint4*>(Qbh + static_cast<size_t>(row) * D + (D / 4) * t4) + v);
-                qf[hr][4 * v + 0] = x.x;
-                qf[hr][4 * v + 1] = x.y;
-                qf[hr][4 * v + 2] = x.z;
-                qf[hr][4 * v + 3] = x.w;
-            }
-        }
-    }
+    convert(0);
 
-    const float c = k_scale[bh] * softmax_scale * LOG2E;  // raw score -> log2 units
-    float m_run[2] = {-INFINITY, -INFINITY};              // running max, log2 units
-    float l_run[2] = {0.f, 0.f};                          // this thread's partial row sums
+    // Per-lane ldmatrix offsets inside an fp16 tile.  The 8 rows an ldmatrix phase reads start
+    // at a multiple of 8, so the swizzle term is the lane's (row & 7 = lane & 7), and moving to
+    // the next k-block pair (K) or n-tile pair (V) flips one bit of the chunk index: an XOR.
+    //  K (B of Q.K^T, x4 = k-blocks 2kk, 2kk+1 of one 8-key n-tile): row lane&7, chunk 4kk + lane/8.
+    //  V (B of P.V, x4.trans = n-tiles 2nn, 2nn+1 of one 16-key k-block): row (lane&7) + 8*((lane/8)&1),
+    //  chunk 2nn + lane/16.
+    //  Q (A of Q.K^T, x4 = one 16-wide k-block kb of the warp's 16 rows): as V, chunk 2kb + lane/16.
+    const uint32_t koff = static_cast<uint32_t>(hswz(lane & 7, lane >> 3));  // XOR kk << 6
+    const uint32_t voff = static_cast<uint32_t>(H_TILE + hswz((lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4));  // XOR nn << 5
+    const uint32_t qaddr = smem_s + OFF_Q + (warp % ROW_WARPS) * 16 * H_ROW +
+                           static_cast<uint32_t>(hswz((lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4));  // XOR kb << 5
+
+    // Raw score -> log2 units.  Clamped away from 0 so a masked score (-inf) never meets 0 * inf.
+    const float c = fmaxf(k_scale[bh] * (softmax_scale * LOG2E * DQ_SCALE), 1e-30f);
+    constexpr uint32_t ONES = 0x3c003c00u;  // half2(1, 1): P.1 gives the row sums
+    float m_run[2] = {-INFINITY, -INFINITY};  // running max, log2 units
+    float l_acc[4] = {0.f, 0.f, 0.f, 0.f};    // row sums: [0] row r0, [2] row r0 + 8
     float o[NTD][4];
 #pragma unroll
     for (int n = 0; n < NTD; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
 
     for (int j = 0; j < ntiles; ++j) {
-        cp_async_wait<NUM_STAGES - 2>();  // this thread's copies of tile j have landed
-        __syncthreads();  // everyone's copies of tile j visible; everyone done with tile j-1's slot
-        {
-            const int jn = j + NUM_STAGES - 1;  // refill the slot tile j-1 used
-            if (jn < ntiles) issue_tile(Kbh, Vbh, jn * KT, S, ring + (jn % NUM_STAGES) * SLOT_BYTES, tid);
-            cp_async_commit();
-        }
-        const int k0 = j * KT + grp * TILE_N;  // first key of this group's half of the slot
-        if (k0 >= S) continue;                 // warp-uniform: nothing valid for this group
-        const unsigned char* Ks = smem + (j % NUM_STAGES) * SLOT_BYTES;
-        const unsigned char* Vs = Ks + TILE_BYTES;
-        const int kr0 = grp * TILE_N;  // this group's first row in the slot
+        __syncthreads();  // fp16 tile j complete; every warp is done with tile j-1's buffer
+        // Tile j's ring slot was converted before the barrier: refill it with tile j + NUM_STAGES.
+        if (j + NUM_STAGES < ntiles)
+            issue_tile(Kbh, Vbh, j + NUM_STAGES, S, smem_s + (j % NUM_STAGES) * RAW_SLOT, tid);
+        cp_async_commit();
+#pragma unroll 1
+        for (int sub = 0; sub < TILE_N / SUB_N; ++sub) {
+            // first key of this softmax step (this group's part of the tile, SUB_N keys)
+            const int k0 = j * KT + grp * TILE_N + sub * SUB_N;
+            if (k0 >= S) break;  // warp-uniform: no valid key left in this group's part
+            const uint32_t hb = smem_s + OFF_H + (j & 1) * H_BUF + (grp * TILE_N + sub * SUB_N) * H_ROW;
 
-        // ---- S = Q K^T: n-tile n holds keys k0 + 8n + {0..7}; thread (gid, t) reads K row
-        // 8n + gid, bytes [(D/4)*t, (D/4)*t + D/4): word kb -> the B fragment of k-block kb.
-        float s[NTN][4];
+            // ---- S = Q K^T (Q fragments re-read from shared memory: 16 registers fewer) ----
+            // k-block pairs outermost, so only 8 registers of Q fragments are live at a time.
+            float s[NTN][4];
 #pragma unroll
-        for (int n = 0; n < NTN; ++n) {
-            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-            const int kr = kr0 + 8 * n + gid;
+            for (int n = 0; n < NTN; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 #pragma unroll
-            for (int v = 0; v < D / 64; ++v) {
-                const uint4 raw = *reinterpret_cast<const uint4*>(Ks + swz(kr, (D / 64) * t4 + v));
-                const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+            for (int kk = 0; kk < KBD / 2; ++kk) {
+                uint32_t qa[4], qb[4];
+                ldmatrix_x4(qaddr ^ ((2 * kk) << 5), qa[0], qa[1], qa[2], qa[3]);
+                ldmatrix_x4(qaddr ^ ((2 * kk + 1) << 5), qb[0], qb[1], qb[2], qb[3]);
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int kb = 4 * v + q;
-                    uint32_t b0, b1;
-                    e4m3x4_to_half2x2(w[q], b0, b1);
-                    mma16816(s[n], qf[0][2 * kb], qf[1][2 * kb], qf[0][2 * kb + 1], qf[1][2 * kb + 1], b0, b1);
+                for (int n = 0; n < NTN; ++n) {
+                    uint32_t b0, b1, b2, b3;
+                    ldmatrix_x4(hb + (koff ^ (kk << 6)) + n * 8 * H_ROW, b0, b1, b2, b3);
+                    mma16816(s[n], qa, b0, b1);
+                    mma16816(s[n], qb, b2, b3);
                 }
             }
-        }
 
-        // ---- scores to log2 units, then mask keys past S (only the last tile has any) ----
+            // ---- mask keys past S (only the last tile can have any) ----
+            if (k0 + SUB_N > S) {
 #pragma unroll
-        for (int n = 0; n < NTN; ++n) {
-            s[n][0] *= c;
-            s[n][1] *= c;
-            s[n][2] *= c;
-            s[n][3] *= c;
-        }
-        if (k0 + TILE_N > S) {
+                for (int n = 0; n < NTN; ++n) {
+                    const int key = k0 + 8 * n + 2 * t4;
+                    if (key >= S) s[n][0] = s[n][2] = -INFINITY;
+                    if (key + 1 >= S) s[n][1] = s[n][3] = -INFINITY;
+                }
+            }
+
+            // ---- online softmax (rows r0: elements 0, 1; r0 + 8: elements 2, 3) ----
+            float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
             for (int n = 0; n < NTN; ++n) {
-                const int key = k0 + 8 * n + 2 * t4;
-                if (key >= S) s[n][0] = s[n][2] = -INFINITY;
-                if (key + 1 >= S) s[n][1] = s[n][3] = -INFINITY;
+                mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
+                mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
             }
-        }
+            float alpha[2], mneg[2];
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+                mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+                const float m_new = fmaxf(m_run[hr], mx[hr] * c);  // finite: key k0 is valid
+                alpha[hr] = fast_exp2(m_run[hr] - m_new);         // 0 on the first tile
+                m_run[hr] = m_new;
+                mneg[hr] = -m_new;
+            }
+            l_acc[0] *= alpha[0];  // (elements 1 and 3 are copies of 0 and 2, never read)
+            l_acc[2] *= alpha[1];
+#pragma unroll
+            for (int n = 0; n < NTD; ++n) {
+                o[n][0] *= alpha[0];
+                o[n][1] *= alpha[0];
+                o[n][2] *= alpha[1];
+                o[n][3] *= alpha[1];
+            }
 
-        // ---- online softmax (rows r0: elements 0, 1; r0 + 8: elements 2, 3) ----
-        float mx[2] = {-INFINITY, -INFINITY};
+            // ---- P (fp16, in registers); O += P V and l += P 1, one 16-key k-block at a time ----
 #pragma unroll
-        for (int n = 0; n < NTN; ++n) {
-            mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
-            mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
-        }
-        float alpha[2];
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-            mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-            const float m_new = fmaxf(m_run[hr], mx[hr]);  // finite: key k0 is valid
-            alpha[hr] = fast_exp2(m_run[hr] - m_new);     // 0 on the first tile
-            m_run[hr] = m_new;
-            l_run[hr] *= alpha[hr];
-        }
-#pragma unroll
-        for (int n = 0; n < NTD; ++n) {
-            o[n][0] *= alpha[0];
-            o[n][1] *= alpha[0];
-            o[n][2] *= alpha[1];
-            o[n][3] *= alpha[1];
-        }
-
-        // ---- P (fp16, in registers) and O += P V, one 16-key k-block at a time ----
-#pragma unroll
-        for (int kb = 0; kb < KBN; ++kb) {
-            uint32_t pa[4];
-            {
-                float p[2][4];
+            for (int kb = 0; kb < KBN; ++kb) {
+                uint32_t pa[4];
 #pragma unroll
                 for (int hh = 0; hh < 2; ++hh) {
                     const int n = 2 * kb + hh;
-                    p[hh][0] = fast_exp2(s[n][0] - m_run[0]);
-                    p[hh][1] = fast_exp2(s[n][1] - m_run[0]);
-                    p[hh][2] = fast_exp2(s[n][2] - m_run[1]);
-                    p[hh][3] = fast_exp2(s[n][3] - m_run[1]);
-                    l_run[0] += p[hh][0] + p[hh][1];
-                    l_run[1] += p[hh][2] + p[hh][3];
+                    pa[2 * hh] = pack_half2(fast_exp2(fmaf(s[n][0], c, mneg[0])), fast_exp2(fmaf(s[n][1], c, mneg[0])));
+                    pa[2 * hh + 1] =
+                        pack_half2(fast_exp2(fmaf(s[n][2], c, mneg[1])), fast_exp2(fmaf(s[n][3], c, mneg[1])));
                 }
-                pa[0] = pack_half2(p[0][0], p[0][1]);  // row r0,     keys 16kb + 2t + {0,1}
-                pa[1] = pack_half2(p[0][2], p[0][3]);  // row r0 + 8, keys 16kb + 2t + {0,1}
-                pa[2] = pack_half2(p[1][0], p[1][1]);  // row r0,     keys 16kb + 8 + 2t + {0,1}
-                pa[3] = pack_half2(p[1][2], p[1][3]);  // row r0 + 8, keys 16kb + 8 + 2t + {0,1}
-            }
-            // V B fragments: keys 16kb + 2t + {0, 1, 8, 9}; output column permutation: n-tile
-            // n, fragment column g  <->  d = (D/8)*g + n, so thread gid reads D/8 contiguous
-            // bytes [(D/8)*gid, (D/8)*gid + D/8) of each of its 4 key rows.
-            const int vr = kr0 + 16 * kb + 2 * t4;
-            uint32_t va[4][D / 32];  // [key row 0, 1, 8, 9][word]
+                mma16816(l_acc, pa, ONES, ONES);
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int r = vr + (e & 1) + 8 * (e >> 1);
-                if (D == 64) {
-                    const uint2 x = *reinterpret_cast<const uint2*>(Vs + swz(r, gid >> 1) + 8 * (gid & 1));
-                    va[e][0] = x.x;
-                    va[e][1] = x.y;
-                } else {
-                    const uint4 x = *reinterpret_cast<const uint4*>(Vs + swz(r, gid));
-                    va[e][0] = x.x;
-                    va[e][1] = x.y;
-                    va[e][D / 32 - 2] = x.z;
-                    va[e][D / 32 - 1] = x.w;
+                for (int nn = 0; nn < NTD / 2; ++nn) {
+                    uint32_t b0, b1, b2, b3;
+                    ldmatrix_x4_trans(hb + (voff ^ (nn << 5)) + kb * 16 * H_ROW, b0, b1, b2, b3);
+                    mma16816(o[2 * nn], pa, b0, b1);
+                    mma16816(o[2 * nn + 1], pa, b2, b3);
                 }
-            }
-#pragma unroll
-            for (int wd = 0; wd < D / 32; ++wd) {
-                // bytes: (row 0, row 1) and (row 8, row 9) interleaved per column
-                uint32_t lo01, hi01, lo89, hi89;
-                uint32_t f01[4], f89[4];
-                lo01 = prmt(va[0][wd], va[1][wd], 0x5140u);
-                hi01 = prmt(va[0][wd], va[1][wd], 0x7362u);
-                lo89 = prmt(va[2][wd], va[3][wd], 0x5140u);
-                hi89 = prmt(va[2][wd], va[3][wd], 0x7362u);
-                e4m3x4_to_half2x2(lo01, f01[0], f01[1]);
-                e4m3x4_to_half2x2(hi01, f01[2], f01[3]);
-                e4m3x4_to_half2x2(lo89, f89[0], f89[1]);
-                e4m3x4_to_half2x2(hi89, f89[2], f89[3]);
-#pragma unroll
-                for (int q = 0; q < 4; ++q) mma16816(o[4 * wd + q], pa[0], pa[1], pa[2], pa[3], f01[q], f89[q]);
             }
         }
-    }
-
-    // ---- finish the row sums across the quad ----
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        l_run[hr] += __shfl_xor_sync(0xffffffffu, l_run[hr], 1);
-        l_run[hr] += __shfl_xor_sync(0xffffffffu, l_run[hr], 2);
+        if (j + 1 < ntiles) convert(j + 1);  // while the other warps may still compute tile j
     }
 
 #if KV_SPLIT == 2
     // ---- merge the two KV groups: group 1 publishes (m, l, O), group 0 combines ----
     cp_async_wait<0>();
-    __syncthreads();  // every warp is done with the ring; it becomes the merge buffer
-    float* mrg = reinterpret_cast<float*>(smem);  // [TILE_M][D + 2]: O (permuted columns), m, l
+    __syncthreads();  // every warp is done with the tiles; shared memory becomes the merge buffer
+    float* mrg = reinterpret_cast<float*>(smem);  // [TILE_M][D + 2]: O, m, l
     constexpr int LDM = D + 2;
     if (grp == 1) {
 #pragma unroll
@@ -435,12 +460,12 @@ extern "C" __global__ void MMA_BOUNDS
             float* row = mrg + (r0 + 8 * hr) * LDM;
 #pragma unroll
             for (int n = 0; n < NTD; ++n) {
-                row[2 * t4 * NTD + n] = o[n][2 * hr];
-                row[(2 * t4 + 1) * NTD + n] = o[n][2 * hr + 1];
+                row[8 * n + 2 * t4] = o[n][2 * hr];
+                row[8 * n + 2 * t4 + 1] = o[n][2 * hr + 1];
             }
             if (t4 == 0) {
                 row[D] = m_run[hr];
-                row[D + 1] = l_run[hr];
+                row[D + 1] = l_acc[2 * hr];
             }
         }
     }
@@ -453,32 +478,25 @@ extern "C" __global__ void MMA_BOUNDS
         const float m = fmaxf(m_run[hr], m1);  // finite: group 0 always saw key 0
         const float a0 = fast_exp2(m_run[hr] - m);
         const float a1 = fast_exp2(m1 - m);  // 0 when group 1 saw no key (m1 = -inf)
-        l_run[hr] = l_run[hr] * a0 + row[D + 1] * a1;
+        l_acc[2 * hr] = l_acc[2 * hr] * a0 + row[D + 1] * a1;
 #pragma unroll
         for (int n = 0; n < NTD; ++n) {
-            o[n][2 * hr] = o[n][2 * hr] * a0 + row[2 * t4 * NTD + n] * a1;
-            o[n][2 * hr + 1] = o[n][2 * hr + 1] * a0 + row[(2 * t4 + 1) * NTD + n] * a1;
+            o[n][2 * hr] = o[n][2 * hr] * a0 + row[8 * n + 2 * t4] * a1;
+            o[n][2 * hr + 1] = o[n][2 * hr + 1] * a0 + row[8 * n + 2 * t4 + 1] * a1;
         }
     }
 #endif
 
-    // ---- epilogue: O * v_scale / l -> fp16.  Thread t owns columns [2*(D/8)*t, +2*(D/8)) of
-    // rows r0 and r0 + 8: o[n][0] is column 2*(D/8)*t + n, o[n][1] column (2t+1)*(D/8) + n.
-    const float vsc = v_scale[bh];
+    // ---- epilogue: O * v_scale / l -> fp16; thread t holds columns 8n + 2t + {0,1} ----
+    const float vsc = v_scale[bh] * DQ_SCALE;
     __half* Obh = O + base;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         const int row = q0 + r0 + 8 * hr;
         if (row >= S) continue;
-        const float f = vsc / l_run[hr];
-        uint32_t w[NTD];
+        const float f = vsc / l_acc[2 * hr];
+        uint32_t* dst = reinterpret_cast<uint32_t*>(Obh + static_cast<size_t>(row) * D) + t4;
 #pragma unroll
-        for (int n = 0; n < NTD / 2; ++n) {
-            w[n] = pack_half2(o[2 * n][2 * hr] * f, o[2 * n + 1][2 * hr] * f);
-            w[NTD / 2 + n] = pack_half2(o[2 * n][2 * hr + 1] * f, o[2 * n + 1][2 * hr + 1] * f);
-        }
-        uint4* dst = reinterpret_cast<uint4*>(Obh + static_cast<size_t>(row) * D + 2 * NTD * t4);
-#pragma unroll
-        for (int v = 0; v < NTD / 4; ++v) dst[v] = make_uint4(w[4 * v], w[4 * v + 1], w[4 * v + 2], w[4 * v + 3]);
+        for (int n = 0; n < NTD; ++n) dst[4 * n] = pack_half2(o[n][2 * hr] * f, o[n][2 * hr + 1] * f);
     }
 }

@@ -140,18 +140,20 @@ def canonical(c: dict) -> dict:
 # defines.  `--kernel mma` rebinds the module's config globals to these before anything runs.
 # ---------------------------------------------------------------------------------------------
 MMA_KERNEL = os.path.join(KDIR, "sdpa_fp8_mma.cu")
-MMA_DEFAULTS = dict(HEAD_DIM=64, TILE_M=64, TILE_N=64, KV_SPLIT=1, NUM_STAGES=2, MAX_REGS=None)
+MMA_DEFAULTS = dict(HEAD_DIM=64, TILE_M=64, TILE_N=32, KV_SPLIT=1, NUM_STAGES=2, DEQUANT_INT=0, MAX_REGS=None)
 MMA_SHIPPED = {
     "mma-m64": dict(TILE_M=64, TILE_N=64, KV_SPLIT=1, NUM_STAGES=2),
-    "mma-m64-kv2": dict(TILE_M=64, TILE_N=64, KV_SPLIT=2, NUM_STAGES=2),
+    "mma-m32-kv2": dict(TILE_M=32, TILE_N=32, KV_SPLIT=2, NUM_STAGES=2),
 }
-MMA_SPACE = dict(TILE_M=[16, 32, 64, 128], TILE_N=[16, 32, 64, 128], KV_SPLIT=[1, 2], NUM_STAGES=[2, 3, 4])
+MMA_SPACE = dict(TILE_M=[16, 32, 64, 128], TILE_N=[16, 32, 64, 128], KV_SPLIT=[1, 2], NUM_STAGES=[2, 3, 4],
+                 DEQUANT_INT=[0, 1])
 
 
 def mma_smem_bytes(c: dict) -> int:
-    ring = c["NUM_STAGES"] * 2 * c["KV_SPLIT"] * c["TILE_N"] * c["HEAD_DIM"]
-    merge = (c["KV_SPLIT"] - 1) * c["TILE_M"] * (c["HEAD_DIM"] + 2) * 4
-    return max(ring, merge)
+    kt, d = c["KV_SPLIT"] * c["TILE_N"], c["HEAD_DIM"]
+    tiles = c["NUM_STAGES"] * 2 * kt * d + 2 * 2 * kt * d * 2 + c["TILE_M"] * d * 2  # raw ring, fp16 K/V x2, Q
+    merge = (c["KV_SPLIT"] - 1) * c["TILE_M"] * (d + 2) * 4
+    return max(tiles, merge)
 
 
 def mma_block_threads(c: dict) -> int:
@@ -169,6 +171,8 @@ def mma_accepted(c: dict):
         return False, "KV_SPLIT must be 1 or 2"
     if c["NUM_STAGES"] not in (2, 3, 4):
         return False, "NUM_STAGES must be 2, 3 or 4"
+    if c["DEQUANT_INT"] not in (0, 1):
+        return False, "DEQUANT_INT must be 0 or 1"
     if c["MAX_REGS"] is not None and c["MAX_REGS"] != 0 and not 64 <= c["MAX_REGS"] <= 255:
         return False, "MAX_REGS must be 0 or 64..255"
     if mma_smem_bytes(c) > SMEM_LIMIT:
@@ -177,7 +181,8 @@ def mma_accepted(c: dict):
 
 
 def mma_short_name(c: dict) -> str:
-    return (f"mma-m{c['TILE_M']}n{c['TILE_N']}kv{c['KV_SPLIT']}s{c['NUM_STAGES']}-d{c['HEAD_DIM']}"
+    return (f"mma-m{c['TILE_M']}n{c['TILE_N']}kv{c['KV_SPLIT']}s{c['NUM_STAGES']}"
+            f"{'-int' if c['DEQUANT_INT'] else ''}-d{c['HEAD_DIM']}"
             + ("" if c["MAX_REGS"] is None else f"-r{c['MAX_REGS']}"))
 
 

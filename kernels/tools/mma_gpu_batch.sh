@@ -5,10 +5,12 @@
 #   steps: check sanitize sass bench (default: all four)
 #
 #   check     check_variants.py --kernel mma: the shipped mma variants and candidates, every
-#             shape of the tool (S = 1, 17, 100, 1000, mission, long, D = 128 twins), 3 seeds,
+#             shape of the tool (S = 1, 17, 100, 1000, mission, long; D = 128 shapes for the
+#             HEAD_DIM=128 candidate), 3 seeds,
 #             against float64; CuPy timings (warm L2, back-to-back launches) on mission + long
 #   sanitize  compute-sanitizer memcheck and racecheck over three configs, S = 1, 17, 32, 100, 300
 #   sass      cuobjdump -sass of the default config, with an instruction histogram
+#   ncu       Nsight Compute (speed of light, warp states, pipes) of NCU_DEFINES on the long shape
 #   bench     the pipeline's own harness: `repro stage --with-deps bench` in a scratch copy whose
 #             pipeline.yaml adds MMA_CANDIDATES to the variants (torch baselines included);
 #             prints p50 and the speedup against torch-sdpa-best per variant and shape
@@ -23,15 +25,17 @@ step_timeout() { local left=$(( DEADLINE_S - (SECONDS - START_S) )); if [ $left 
 OUTDIR=$(realpath -m "${1:?usage: mma_gpu_batch.sh OUTDIR REPRO_BINARY [steps...]}")
 REPRO=$(realpath -m "${2:?usage: mma_gpu_batch.sh OUTDIR REPRO_BINARY [steps...]}")
 shift 2
-STEPS=${*:-check sanitize sass bench}
+STEPS=${*:-check sanitize sass ncu bench}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 mkdir -p "$OUTDIR"
 export PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 ROOT=$PWD
 CV="python3 kernels/tools/check_variants.py --kernel mma --build-dir /tmp/mma-check"
-# Candidates beside the shipped mma variants (defaults: TILE_M=64 TILE_N=64 KV_SPLIT=1 NUM_STAGES=2).
-CANDIDATES=("TILE_M=32" "TILE_M=32 KV_SPLIT=2" "TILE_M=128" "TILE_M=16" "TILE_M=16 KV_SPLIT=2"
-            "TILE_N=32" "NUM_STAGES=3" "TILE_M=32 NUM_STAGES=3" "TILE_M=128 TILE_N=32" "TILE_M=64 KV_SPLIT=2 NUM_STAGES=3")
+# Candidates beside the shipped mma variants (defaults: TILE_M=64 TILE_N=32 KV_SPLIT=1 NUM_STAGES=2
+# DEQUANT_INT=0).
+CANDIDATES=("TILE_N=64" "TILE_M=32 TILE_N=64" "TILE_M=128 TILE_N=64" "TILE_N=64 NUM_STAGES=3" "TILE_N=64 DEQUANT_INT=1"
+            "KV_SPLIT=2" "TILE_M=128 KV_SPLIT=2" "TILE_M=16 KV_SPLIT=2" "TILE_M=32 TILE_N=16 KV_SPLIT=2"
+            "TILE_M=16 TILE_N=64" "HEAD_DIM=128")
 rc=0
 
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; nvcc --version | tail -2;
@@ -42,7 +46,7 @@ if want check; then
   defs=(); for d in "${CANDIDATES[@]}"; do defs+=(--defines "$d"); done
   t=$(step_timeout 200)
   if [ "$t" -eq 0 ]; then echo "check SKIPPED (deadline)"; rc=1; else
-    timeout "$t" $CV --set shipped "${defs[@]}" --d128 --time --json "$OUTDIR/check.json" > "$OUTDIR/check.log" 2>&1 || rc=1
+    timeout "$t" $CV --set shipped "${defs[@]}" --time --json "$OUTDIR/check.json" > "$OUTDIR/check.log" 2>&1 || rc=1
     grep -E "worst|FAIL|sm_90 " "$OUTDIR/check.log" | head -60
     sed -n '/p50_us/,$p' "$OUTDIR/check.log" | head -60
   fi
@@ -55,7 +59,8 @@ if want sanitize; then
     if [ "$t" -eq 0 ]; then echo "$tool SKIPPED (deadline)"; rc=1; continue; fi
     extra=""; [ $tool = racecheck ] && extra="--racecheck-report all"
     timeout "$t" compute-sanitizer --tool $tool $extra --error-exitcode 9 \
-      $CV --set shipped --defines "TILE_N=32 NUM_STAGES=3" --defines "TILE_M=16 TILE_N=16 KV_SPLIT=2 NUM_STAGES=4" \
+      $CV --set shipped --defines "TILE_M=16 TILE_N=16 KV_SPLIT=2 NUM_STAGES=4" \
+      --defines "TILE_M=128 TILE_N=64 NUM_STAGES=3 DEQUANT_INT=1" --defines "TILE_M=16 TILE_N=64 KV_SPLIT=2" \
       --shapes sanitize --seeds 0 --no-reference-check > "$OUTDIR/sanitize_$tool.log" 2>&1
     r=$?; bad=""
     [ $r -ne 0 ] && bad="$bad exit=$r"
@@ -77,6 +82,17 @@ if want sass; then
   head -25 "$OUTDIR/sass.txt"
 fi
 
+if want ncu; then
+  echo "=== ncu: ${NCU_DEFINES:=TILE_N=64}, long shape, one launch ==="
+  t=$(step_timeout 90)
+  if [ "$t" -eq 0 ]; then echo "ncu SKIPPED (deadline)"; rc=1; else
+    timeout "$t" ncu --clock-control none -k sdpa_fp8_fwd -c 1 --section SpeedOfLight --section WarpStateStats \
+      --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats \
+      $CV --defines "$NCU_DEFINES" --shapes long --seeds 0 --no-reference-check > "$OUTDIR/ncu.txt" 2>&1 || rc=1
+    grep -E "Duration|Throughput|Pipe|Issue|Eligible|Active Warps|Achieved Occupancy|Theoretical Occupancy|Stall|Block Limit|Registers|No Eligible|One or More" "$OUTDIR/ncu.txt" | head -40
+  fi
+fi
+
 if want bench; then
   echo "=== repro bench in a scratch copy (pipeline harness, isolated launches) ==="
   t=$(step_timeout 240)
@@ -88,9 +104,10 @@ import sys, yaml
 p = sys.argv[1]
 d = yaml.safe_load(open(p))
 extra = {
-    "mma-m32": {"TILE_M": 32}, "mma-m32-kv2": {"TILE_M": 32, "KV_SPLIT": 2}, "mma-m128": {"TILE_M": 128},
-    "mma-m16-kv2": {"TILE_M": 16, "KV_SPLIT": 2}, "mma-m64-s3": {"NUM_STAGES": 3},
-    "mma-m128-n32": {"TILE_M": 128, "TILE_N": 32},
+    "mma-m32-n64": {"TILE_M": 32, "TILE_N": 64}, "mma-m128-n64": {"TILE_M": 128, "TILE_N": 64},
+    "mma-m64-n64-s3": {"TILE_N": 64, "NUM_STAGES": 3}, "mma-m64-n64-int": {"TILE_N": 64, "DEQUANT_INT": 1},
+    "mma-m64-kv2": {"KV_SPLIT": 2}, "mma-m128-kv2": {"TILE_M": 128, "KV_SPLIT": 2},
+    "mma-m16-kv2": {"TILE_M": 16, "KV_SPLIT": 2}, "mma-m16-n64": {"TILE_M": 16, "TILE_N": 64},
 }
 for n, defs in extra.items():
     d["variants"].setdefault(n, {"kernel": "sdpa_fp8_mma", "defines": defs})
