@@ -5,13 +5,12 @@
 //! sdpa_fp8.cu (see kernels/README.md), so the harness, the tune stage and the profile stage
 //! treat it as one more kernel.  What differs is the design:
 //!
-//!  * Each warp owns 16 query rows.  Its Q fragments are loaded once, straight from global
-//!    memory into registers; S = Q·Kᵀ stays in fp32 registers; the online softmax runs on those
-//!    registers (row max across the 4 threads of a quad with __shfl_xor 1, 2); P is rounded to
-//!    fp16 in registers and used directly as the A operand of P·V (the m16n8 C fragments of
-//!    n-tiles 2k and 2k+1 are exactly the m16k16 A fragment of k-block k).  The row sums come
-//!    from the tensor cores too (P·1, one extra MMA per 16 keys), so they sum exactly the fp16
-//!    P that P·V uses.
+//!  * Each warp owns 16 query rows.  S = Q·Kᵀ stays in fp32 registers; the online softmax runs
+//!    on those registers (row max across the 4 threads of a quad with __shfl_xor 1, 2); P is
+//!    rounded to fp16 in registers and used directly as the A operand of P·V (the m16n8 C
+//!    fragments of n-tiles 2k and 2k+1 are exactly the m16k16 A fragment of k-block k).  The row
+//!    sums come from the tensor cores too (P·1, one extra MMA per 16 keys), so they sum exactly
+//!    the fp16 P that P·V uses.
 //!  * K/V tiles arrive as raw e4m3 bytes through a NUM_STAGES-deep ring of 16-byte cp.async
 //!    copies.  Each thread converts the chunks its own cp.async wrote (so cp.async.wait_group
 //!    suffices, no barrier) with `cvt.rn.f16x2.e4m3x2` (exact; sm_89+) into a double-buffered,
@@ -20,17 +19,17 @@
 //!    converted right after a warp's compute of tile j, while the other warps still compute;
 //!    the loads of tiles j+1 .. j+NUM_STAGES are in flight meanwhile (the ring slot of tile j is
 //!    refilled right after the barrier that follows its conversion): one __syncthreads per tile.
-//!    Converting once per block rather than once per warp matters: the cvt runs on the same
-//!    narrow pipe as exp2 (a first version converted in every warp and was limited by it);
-//!    DEQUANT_INT moves the conversion to integer bit operations instead.
+//!    The Q fragments are re-read from shared memory per step (ldmatrix), which keeps 16
+//!    registers free.  DEQUANT_INT converts with integer bit operations instead of the cvt.
 //!  * k_scale is folded into the softmax scale, v_scale into the final 1/l (both are per head,
 //!    so this is exact); scores are kept in log2 units (exp2).
 //!  * KV_SPLIT = 2 splits every K/V tile between two warp groups that each run their own online
 //!    softmax over the same query rows; the groups merge (m, l, O) through shared memory at the
 //!    end.  Twice the warps per query tile: more latency hiding when the grid is small.
 //!
-//! Requires sm_89 or newer (the e4m3 convert instruction), softmax_scale > 0 and k_scale >= 0
-//! (the row maximum is taken on unscaled scores, as in FlashAttention-2).
+//! Needs sm_80 or newer (sm_80 has no e4m3 convert: it always takes the DEQUANT_INT path),
+//! softmax_scale > 0 and k_scale >= 0 (the row maximum is taken on unscaled scores, as in
+//! FlashAttention-2).
 
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -54,7 +53,7 @@
 #ifndef NUM_WARPS
 #define NUM_WARPS ((TILE_M / 16) * KV_SPLIT)
 #endif
-// E4M3 -> fp16: 0 = cvt.rn.f16x2.e4m3x2 (exact, on the SFU/XU pipe that exp2 also needs);
+// E4M3 -> fp16: 0 = cvt.rn.f16x2.e4m3x2 (exact, sm_89+, a conversion-pipe instruction);
 // 1 = integer bit moves on the ALU pipe (prmt, shift, and/or), which give the value * 2^-8 (also
 // exact: E4M3 subnormals become fp16 subnormals), the 2^8 folded into the scales.  Decodes the
 // E4M3 NaN code (S.1111.111) as +-480 instead of NaN.
@@ -106,8 +105,14 @@
 #error "sdpa_fp8_mma: this config needs more than 101376 bytes (99 KiB) of shared memory (the sm_89 limit); reduce TILE_N, KV_SPLIT or NUM_STAGES"
 #endif
 
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 890)
-#error "sdpa_fp8_mma: needs sm_89 or newer (cvt.rn.f16x2.e4m3x2)"
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 800)
+#error "sdpa_fp8_mma: needs sm_80 or newer (cp.async, ldmatrix, mma.sync m16n8k16)"
+#endif
+// The integer conversion: asked for, or the only one there is (cvt ... e4m3x2 needs sm_89).
+#if DEQUANT_INT || (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 890))
+#define MMA_DEQUANT_INT 1
+#else
+#define MMA_DEQUANT_INT 0
 #endif
 
 namespace mma_attn {
@@ -155,12 +160,12 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// The value the fp16 tiles hold per unit of E4M3 value (DEQUANT_INT: 2^-8).
-constexpr float DQ_SCALE = DEQUANT_INT ? 256.f : 1.f;  // ... so scores and O are multiplied by this
+// The fp16 tiles hold the E4M3 value / DQ_SCALE, so scores and O are multiplied by it.
+constexpr float DQ_SCALE = MMA_DEQUANT_INT ? 256.f : 1.f;
 
 // Four e4m3 bytes b0..b3 of w -> half2 (b0, b1) in lo and (b2, b3) in hi, element order kept.
 __device__ __forceinline__ void e4m3x4_to_half2x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
-#if DEQUANT_INT
+#if MMA_DEQUANT_INT
     // Per 16-bit lane, byte b = s.eeee.mmm -> s.0.eeee.mmm.0000000: an fp16 with the same
     // exponent field and mantissa bits, i.e. the E4M3 value * 2^(7-15) (subnormals included).
     uint32_t t0, t1;

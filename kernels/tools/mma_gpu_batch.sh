@@ -2,18 +2,21 @@
 # One GPU call's worth of checks for the register-resident family (kernels/sdpa_fp8_mma.cu).
 #
 #   bash kernels/tools/mma_gpu_batch.sh OUTDIR REPRO_BINARY [steps...]     (from the repo root)
-#   steps: check sanitize sass bench (default: all four)
+#   steps: check sanitize sass ncu bench (default: all five)
 #
 #   check     check_variants.py --kernel mma: the shipped mma variants and candidates, every
 #             shape of the tool (S = 1, 17, 100, 1000, mission, long; D = 128 shapes for the
 #             HEAD_DIM=128 candidate), 3 seeds,
 #             against float64; CuPy timings (warm L2, back-to-back launches) on mission + long
-#   sanitize  compute-sanitizer memcheck and racecheck over three configs, S = 1, 17, 32, 100, 300
+#   sanitize  compute-sanitizer memcheck and racecheck over the shipped mma variants and three odd
+#             configs (KV_SPLIT 2 with sub-steps, TILE_N 16, NUM_STAGES 3/4, DEQUANT_INT), S = 1, 17,
+#             32, 100, 300
 #   sass      cuobjdump -sass of the default config, with an instruction histogram
 #   ncu       Nsight Compute (speed of light, warp states, pipes) of NCU_DEFINES on the long shape
 #   bench     the pipeline's own harness: `repro stage --with-deps bench` in a scratch copy whose
-#             pipeline.yaml adds MMA_CANDIDATES to the variants (torch baselines included);
-#             prints p50 and the speedup against torch-sdpa-best per variant and shape
+#             pipeline.yaml adds the candidate variants named below (`extra`) and keeps only the
+#             build, baselines and bench stages (torch baselines included); prints p50 and the
+#             speedup against torch-sdpa-best per variant and shape; fails if a stage fails
 #
 # Writes at most 8 files into OUTDIR.  Every step has a timeout clipped to DEADLINE_S (default
 # 560 s from the start).  Exit status 0 only if every requested step passed.
