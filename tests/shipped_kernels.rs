@@ -35,7 +35,13 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        for variant in ["stage2-baseline", "stage5-ws-p1", "stage5-ws-p2"] {
+        for variant in [
+            "stage2-baseline",
+            "stage5-ws-p1",
+            "stage5-ws-p2",
+            "mma-m64",
+            "mma-m64-kv2",
+        ] {
             let path = dir.path().join(format!("artifacts/build/{variant}.json"));
             let rec: BuildRecord = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
             assert_eq!((rec.arch.as_str(), rec.status.as_str()), (arch, "ok"));
