@@ -4,7 +4,7 @@
 //! [`artifacts`] loads what the stages wrote, [`state`] what the engine recorded,
 //! [`context`] turns both into the report's template context (each skip reason stated once
 //! by [`notes`]), [`render`] runs minijinja, [`charts`] draws the SVGs, [`manifest`] lists
-//! every artifact; [`diff`] and [`commit`] implement the two subcommands.
+//! every artifact; [`diff`], [`commit`] and [`verify`] implement the pull-request subcommands.
 
 pub mod artifacts;
 pub mod charts;
@@ -15,6 +15,7 @@ pub mod manifest;
 pub mod notes;
 pub mod render;
 pub mod state;
+pub mod verify;
 
 use crate::env::Environment;
 use crate::pipeline::Pipeline;

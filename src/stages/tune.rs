@@ -15,7 +15,6 @@
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::gpu::GpuInfo;
 use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
-use crate::stages::build::compile;
 use crate::stages::build::{arch, cubin_path, sources};
 use crate::stages::gpu_nodes::{self, OneGpuModel};
 use crate::tune::memo::Memo;
@@ -88,6 +87,11 @@ impl StageKind for TuneStage {
         "tune"
     }
 
+    /// The arch follows the GPU present (or `--arch`).
+    fn machine_params(&self) -> &'static [&'static str] {
+        &["arch"]
+    }
+
     fn validate(
         &self,
         _name: &str,
@@ -130,9 +134,10 @@ impl StageKind for TuneStage {
     ) -> anyhow::Result<StageInputs> {
         let o = parse(spec, pipeline)?;
         let kernel = &pipeline.kernels[&o.kernel];
-        let mut files = sources::closure(root, Path::new(&kernel.source), &kernel.flags)
+        // The tuner compiles the kernel itself: its code matters, not its comments.
+        let code = sources::closure(root, Path::new(&kernel.source), &kernel.flags)
             .unwrap_or_else(|_| vec![PathBuf::from(&kernel.source)]);
-        files.push(cubin_path(crate::stages::build::REFERENCE));
+        let files = vec![cubin_path(crate::stages::build::REFERENCE)];
         let gpus = crate::gpu::probe_cached(root);
         let arch = arch::select(
             overrides.get("arch").map(String::as_str),
@@ -152,13 +157,26 @@ impl StageKind for TuneStage {
             ),
             ("gates".to_string(), serde_json::to_string(&pipeline.gates)?),
         ]);
-        let nvcc = compile::find_nvcc(root).map_or_else(|_| "not found".into(), |tc| tc.version);
+        let nvcc = crate::toolchain::fingerprint(
+            root,
+            &crate::toolchain::NvccSearch::from_env(),
+            crate::toolchain::pin(pipeline),
+        );
         Ok(StageInputs {
             files,
+            code,
             params,
             tools: BTreeMap::from([("nvcc".to_string(), nvcc)]),
             hardware: Some(gpu_nodes::hardware(pipeline, spec, root)),
         })
+    }
+
+    /// Install the pinned nvcc when this machine has none of that version.
+    fn prepare(&self, pipeline: &Pipeline, root: &Path, say: &dyn Fn(&str)) -> anyhow::Result<()> {
+        match crate::toolchain::pin(pipeline) {
+            Some(pin) => crate::toolchain::ensure(root, pin, say).map(drop),
+            None => Ok(()),
+        }
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
@@ -185,7 +203,7 @@ impl StageKind for TuneStage {
             ctx.pipeline.arch.as_deref(),
         )?
         .arch;
-        let tc = compile::find_nvcc(ctx.root)?;
+        let tc = crate::toolchain::find(ctx.root, crate::toolchain::pin(ctx.pipeline))?;
         let workload = ctx.pipeline.workload.as_ref().context("no workload")?;
         let kernel = ctx.pipeline.kernels[&o.kernel].clone();
         let seed = workload.seeds.first().copied().unwrap_or(0);

@@ -5,7 +5,8 @@
 use repro::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 #[path = "../support/skip.rs"]
 mod skip;
-pub use skip::say_skipped;
+#[allow(unused_imports)]
+pub use skip::{say_skipped, skipped, Need};
 
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
@@ -122,16 +123,18 @@ pub fn gpu_tests_enabled(test: &str) -> bool {
     if std::env::var("REPRO_GPU_TESTS").as_deref() == Ok("1") {
         return true;
     }
-    say_skipped(&format!(
-        "{test} needs a GPU; set REPRO_GPU_TESTS=1 to run it"
-    ));
+    skipped(
+        Need::Gpu,
+        &format!("{test} needs a GPU; set REPRO_GPU_TESTS=1 to run it"),
+    );
     false
 }
 
 /// Compile `source` (relative to the source root) to `out` for `arch` with nvcc.
 pub fn compile(source: &str, defines: &[&str], arch: &str, out: &Path) {
-    let nvcc = which::which("nvcc").expect("GPU tests need nvcc on PATH");
-    let mut cmd = Command::new(nvcc);
+    let tc = repro::toolchain::find(&source_root(), None)
+        .unwrap_or_else(|e| panic!("GPU tests need nvcc: {e}"));
+    let mut cmd = Command::new(tc.nvcc);
     cmd.args(["-cubin", "-O3", &format!("-arch={arch}"), "-o"])
         .arg(out)
         .arg(source_root().join(source));

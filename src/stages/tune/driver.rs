@@ -21,6 +21,10 @@ pub trait Backend: Objective {
     /// The cubin of each configuration (compiled again if needed; the compile cache makes
     /// that free).
     fn cubins(&mut self, configs: &[Config]) -> anyhow::Result<Vec<PathBuf>>;
+    /// The nvcc that builds the cubins (`nvcc --version`'s release line), if a real one.
+    fn nvcc_version(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Where live lines go: the stage's progress line and its log.
@@ -87,6 +91,7 @@ pub fn tune_and_write(
             config: trial.candidate.config.clone(),
             parents: trial.candidate.parents.clone(),
             p50_us: trial.evaluation.score.unwrap_or(f64::NAN),
+            nvcc_version: backend.nvcc_version(),
             bench: trial.evaluation.bench.clone(),
         });
     }

@@ -435,7 +435,7 @@ fn declared_outputs_and_fingerprint_overrides() {
     .unwrap();
     std::fs::write(dir.path().join("kernels/common.cuh"), "\n").unwrap();
     let plain = TuneStage.inputs("evo-tune", spec, &p, dir.path()).unwrap();
-    assert!(plain.files.contains(&PathBuf::from("kernels/common.cuh")));
+    assert!(plain.code.contains(&PathBuf::from("kernels/common.cuh")));
     assert_eq!(plain.params["budget"], "24");
     assert_eq!(plain.params["exhaustive"], "false");
     let overrides = BTreeMap::from([
@@ -520,7 +520,7 @@ fn fake_backend<'a>(
     root: &'a Path,
     exe: &'a Path,
     log: &'a Path,
-    tc: crate::stages::build::compile::Toolchain,
+    tc: crate::toolchain::Toolchain,
     one_model: OneGpuModel,
 ) -> GpuBackend<'a> {
     let shapes = BTreeMap::from([
