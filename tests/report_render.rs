@@ -456,3 +456,50 @@ fn user_template_with_an_undefined_name_is_reported_with_line_and_name() {
         "{msg}"
     );
 }
+
+/// A report whose bench results were kept from another machine, beside a tune measured on
+/// a second GPU, says so at the top and names each row's machine.
+#[test]
+fn a_report_of_results_from_two_machines_says_so_and_labels_each_row() {
+    let root = fixture("green");
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    let artifacts = Artifacts::load(&root).unwrap();
+    let mut state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
+    let bench = state.stages.get_mut("bench").unwrap();
+    bench.hardware = Some("NVIDIA H100 80GB HBM3 sm_90 driver 580.95.05".into());
+    bench.kept = Some("no CUDA driver (libcuda.so.1) found".into());
+    state.stages.get_mut("evo-tune").unwrap().hardware =
+        Some("NVIDIA L4 sm_89 driver 580.95.05".into());
+    let env = environment(true);
+    let inputs = report::Inputs {
+        pipeline: &pipeline,
+        artifacts: &artifacts,
+        state: &state,
+        env: &env,
+    };
+    let template = report::load_template(&root, report::SUMMARY_TEMPLATE).unwrap();
+    let md = report::render_report(&inputs, &template).unwrap().markdown;
+    assert!(
+        md.contains("These results come from more than one run or machine"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- M1: NVIDIA H100 80GB HBM3 sm_90 driver 580.95.05 — bench; kept, not re-run by the latest run: `bench` (not re-run here: no CUDA driver (libcuda.so.1) found)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- M2: NVIDIA L4 sm_89 driver 580.95.05 — evo-tune"),
+        "{md}"
+    );
+    assert!(md.contains("| Status | Measured on |"), "{md}");
+    let row = |name: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {name}")) || l.starts_with(&format!("| **{name}")))
+            .unwrap_or_else(|| panic!("no row {name}:\n{md}"))
+            .to_string()
+    };
+    assert!(row("stage2-baseline").ends_with("| M1 |"), "{md}");
+    assert!(row("tune-top1").ends_with("| M2 |"), "{md}");
+}
