@@ -217,17 +217,14 @@ fn a_second_interrupt_ends_a_run_stuck_in_a_blocking_read() {
 
 #[test]
 fn a_timeout_too_long_for_the_clock_is_refused_at_load_time() {
-    for (timeout, col) in [
-        ("\"99999999999999999999\"", 44),
-        ("9223372036854775000", 44),
-    ] {
+    for timeout in ["\"99999999999999999999\"", "9223372036854775000"] {
         let p = Project::new(&format!(
             "version: 1\nstages:\n  s: {{uses: cmd, run: [touch, o], timeout: {timeout}, outs: [o]}}\n"
         ));
         for command in ["dag", "run"] {
             let out = p.expect(&[command], 2);
             assert!(
-                out.contains(&format!("pipeline.yaml:3:{col}: error: invalid timeout"))
+                out.contains("pipeline.yaml:3:44: error: invalid timeout")
                     && out.contains("longer than the maximum of 30 days"),
                 "{out}"
             );

@@ -166,7 +166,7 @@ impl StatCache {
                     let is_loop = target.as_ref().is_some_and(|t| {
                         t.is_dir()
                             && std::fs::canonicalize(&child_full)
-                                .is_ok_and(|real| walking.iter().any(|w| *w == real))
+                                .is_ok_and(|real| walking.contains(&real))
                     });
                     match target {
                         Some(t) if !is_loop => t,
