@@ -8,6 +8,12 @@ mod project;
 use project::{assert_gone, send_signal, Project};
 use std::time::{Duration, Instant};
 
+fn mkfifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
 /// `s1` writes its six lines itself; `s2` from a background subshell, which is not its
 /// process group's leader and so outlives a `repro` killed with SIGKILL unless the next
 /// run kills it.
@@ -160,9 +166,7 @@ fn special_files_among_the_deps_never_hang_a_run() {
         "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"cat d/a > o\"], deps: [d, zero], outs: [o]}\n",
     );
     p.write("d/a", "one\n");
-    let fifo = std::ffi::CString::new(p.root().join("d/pipe").to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    mkfifo(&p.root().join("d/pipe"));
     let socket = std::os::unix::net::UnixListener::bind(p.root().join("d/sock")).unwrap();
     std::os::unix::fs::symlink("/dev/zero", p.root().join("zero")).unwrap();
     let started = Instant::now();
@@ -194,10 +198,7 @@ fn a_second_interrupt_ends_a_run_stuck_in_a_blocking_read() {
     let p = Project::new("version: 1\nstages:\n  s: {uses: cmd, run: [touch, o], outs: [o]}\n");
     std::fs::create_dir_all(p.root().join("artifacts")).unwrap();
     // The lock as a FIFO with no writer: reading it blocks.
-    let fifo =
-        std::ffi::CString::new(p.root().join("artifacts/repro.lock").to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    mkfifo(&p.root().join("artifacts/repro.lock"));
     let mut run = p.spawn(&["run"]);
     p.wait_for(".repro/lock");
     std::thread::sleep(Duration::from_millis(300));
