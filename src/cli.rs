@@ -40,7 +40,7 @@ pub struct GlobalArgs {
         default_value = "pipeline.yaml"
     )]
     pub file: PathBuf,
-    /// Plain output: no spinners, only failures and the final table.
+    /// Quiet: no spinners, notes or warnings; only errors and the final table.
     #[arg(short, long, global = true)]
     pub quiet: bool,
 }
@@ -52,6 +52,9 @@ pub enum Command {
     /// Run only the named stages against the recorded outputs of their upstream.
     Stage(StageArgs),
     /// Say, per stage, up-to-date / stale / never-run / failed, and what changed.
+    ///
+    /// Exits 0 whatever it finds, unless --exit-code: then 1 when anything is stale, never
+    /// run or failed.
     Status(StatusArgs),
     /// Print the stage graph (text, Mermaid or Graphviz dot).
     Dag(DagArgs),
@@ -61,19 +64,48 @@ pub enum Command {
     Tune(TuneArgs),
     /// Internal: load one variant, check it against the reference, time it, print one JSON line.
     Exec(crate::gpu::exec::ExecArgs),
+    /// Is A faster than B? Time two kernels on one GPU, interleaved, and give the ratio of
+    /// their medians with a 95% confidence interval.
+    ///
+    /// A and B are variants of pipeline.yaml (their cubins from the build stage) or paths
+    /// to .cubin files. Both are checked against the reference on the same inputs, then
+    /// timed in one process by the isolated method (one launch per sample, the timer's cost
+    /// subtracted), sample by sample in turn (A B, B A, A B, …) so drifting clocks or
+    /// temperature affect both alike. The answer reads like hyperfine's: "A ran 1.092×
+    /// faster than B (95% CI 1.088–1.097)", the interval from a paired bootstrap of the
+    /// samples. Exits 1 when A or B fails the correctness check.
+    Compare(crate::gpu::compare::CompareArgs),
     /// Nsight Compute helpers.
     #[command(subcommand)]
     Ncu(NcuCommand),
     /// Compare bench and ncu results in the working tree with those committed at REV.
+    ///
+    /// Exit 1 when something is slower, a measurement REV has is missing now, or a gate went
+    /// from pass to fail or from checked to not checked; 2 when REV does not exist. Results
+    /// measured on different GPU models are shown side by side, never called FASTER/SLOWER.
     Diff(DiffArgs),
     /// Commit artifacts/, reports/ and the lock with a message listing gates and headline numbers.
     ///
-    /// Refuses (unless --allow-failed) when there is no lock, a stage has not run or failed
-    /// last time, a gate failed, or an output no longer matches the digest the lock
-    /// recorded. It does not re-check inputs: run `repro status` (or `repro run`) first to
-    /// be sure nothing is stale.
-    /// Only artifacts/ and reports/ are staged; other staged changes stay staged.
+    /// Refuses (exit 1, naming each reason and the flag that overrides it) when a stage is
+    /// stale, never ran, or kept results measured on another machine; when the report is out
+    /// of date with its inputs or an output differs from the lock (--allow-stale); when a
+    /// measurement HEAD has is missing or unmeasured here (--allow-lost); when a source the
+    /// results were made from differs from HEAD (--allow-dirty: commit the source first);
+    /// when they replace HEAD's results measured on another GPU model (--allow-other-gpu);
+    /// when a stage or gate failed (--allow-failed). Only artifacts/ and reports/ are
+    /// staged; other staged changes stay staged.
     Commit(CommitArgs),
+    /// Check, without a GPU, that the committed results are what the committed sources made.
+    ///
+    /// Every output under artifacts/ and reports/ matches the lock and no file there is
+    /// unaccounted for; every stage's inputs from the sources (its spec in pipeline.yaml, its
+    /// dep files, the results of the stages it needs) are those the lock recorded, so the
+    /// report and manifest are current; and the manifest names a clean commit in HEAD's
+    /// history whose sources are those the results were made from. The machine a stage ran
+    /// on (GPU, driver, tool versions) is not compared. Exit 0, or 1 with the list.
+    Verify,
+    /// Show the nvcc in use and where it came from; `install` fetches the pinned one.
+    Toolchain(ToolchainArgs),
 }
 
 /// Options shared by every command that runs stages.
@@ -125,9 +157,13 @@ pub struct StageArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Machine-readable output.
+    /// Machine-readable output (every changed value in full).
     #[arg(long)]
     pub json: bool,
+    /// Exit 1 when a stage is stale, never run or failed, 0 when all are up to date (as
+    /// `git diff --exit-code`), so a script or CI can ask "is anything stale?".
+    #[arg(long)]
+    pub exit_code: bool,
 }
 
 #[derive(Debug, Args)]
@@ -180,6 +216,7 @@ pub struct DiffArgs {
     /// The commit to compare against.
     #[arg(default_value = "HEAD")]
     pub rev: String,
+    /// JSON for CI instead of markdown (the markdown is ready to paste as a pull-request comment).
     #[arg(long)]
     pub json: bool,
 }
@@ -189,10 +226,37 @@ pub struct CommitArgs {
     /// Extra first line for the commit message.
     #[arg(short, long)]
     pub message: Option<String>,
-    /// Commit even when a gate or stage failed, a stage has not run, or outputs differ from
-    /// the lock; the message lists why.
+    /// Commit even when a gate or a stage failed; the message lists why.
     #[arg(long)]
     pub allow_failed: bool,
+    /// Commit even when stages are stale, never ran or kept results from another machine.
+    #[arg(long)]
+    pub allow_stale: bool,
+    /// Commit even when measurements HEAD has are missing or unmeasured here.
+    #[arg(long)]
+    pub allow_lost: bool,
+    /// Commit even when sources the results were made from differ from HEAD.
+    #[arg(long)]
+    pub allow_dirty: bool,
+    /// Commit even when these results replace HEAD's measured on another GPU model.
+    #[arg(long)]
+    pub allow_other_gpu: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ToolchainArgs {
+    #[command(subcommand)]
+    pub action: Option<ToolchainAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolchainAction {
+    /// Install nvcc from NVIDIA's wheels (pip) into the per-user cache, as `repro run` does
+    /// for a pinned toolchain this machine lacks.
+    Install {
+        /// e.g. 13.0.88; default: the version pipeline.yaml pins (`toolchain: {nvcc: ...}`).
+        version: Option<String>,
+    },
 }
 
 /// Parse the command line, run, and return the process exit code.
@@ -224,6 +288,7 @@ pub fn main() -> i32 {
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Exec(args) => crate::gpu::exec::main(&cli.global, &args),
+        Command::Compare(args) => crate::gpu::compare::main(&cli.global, &args),
         Command::Ncu(NcuCommand::Parse(args)) => crate::ncu::parse_command(&args),
         Command::Build(a) if a.list => crate::stages::build::list::main(&cli.global, &a),
         Command::Run(args) => crate::engine::commands::run(&cli.global, &args),
@@ -234,5 +299,42 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Tune(args) => crate::engine::commands::tune(&cli.global, &args),
         Command::Diff(args) => crate::report::diff::main(&cli.global, &args),
         Command::Commit(args) => crate::report::commit::main(&cli.global, &args),
+        Command::Verify => verify(&cli.global),
+        Command::Toolchain(ToolchainArgs { action: None }) => {
+            crate::toolchain::command::show(&cli.global.file)
+        }
+        Command::Toolchain(ToolchainArgs {
+            action: Some(ToolchainAction::Install { version }),
+        }) => crate::toolchain::command::install(
+            &cli.global.file,
+            version.as_deref(),
+            cli.global.quiet,
+        ),
     }
+}
+
+/// `repro verify`: print the verdict; exit 1 when anything is inconsistent.
+fn verify(global: &GlobalArgs) -> anyhow::Result<i32> {
+    let project = crate::pipeline::load(&global.file)?;
+    let verdict = crate::report::verify::verify(&project)?;
+    if verdict.problems.is_empty() {
+        let at = verdict
+            .commit
+            .as_deref()
+            .map(|c| format!(" made at commit {}", &c[..c.len().min(10)]))
+            .unwrap_or_default();
+        println!(
+            "verified: {} stages and {} committed outputs{at} are consistent with the sources",
+            verdict.stages, verdict.outputs
+        );
+        return Ok(exit::OK);
+    }
+    println!(
+        "repro verify: the committed results are not consistent ({} problems):",
+        verdict.problems.len()
+    );
+    for p in &verdict.problems {
+        println!("  - {p}");
+    }
+    Ok(exit::FAILED)
 }

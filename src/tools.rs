@@ -1,7 +1,9 @@
 //! Versions of the external tools stages call (nvcc, ncu, python, ...), for fingerprints
 //! and the manifest. A probe runs `<tool> --version` once and caches the answer under
-//! `.repro/cache/tools/`, keyed by the binary's path, size and modification time, so
-//! `repro status` does not start compilers.
+//! `.repro/cache/tools/`, keyed by the binary's path, size and modification time (and those
+//! of any argument that is a file), so `repro status` does not start compilers. A version
+//! that changes without its binary changing (a package installed into the same python)
+//! is seen once `.repro/cache/tools/` is removed.
 
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -32,9 +34,16 @@ pub fn probe(
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_nanos())
         .unwrap_or(0);
+    // Arguments that are files (a script the tool runs) are part of the key too.
+    let arg_files: String = args
+        .iter()
+        .filter_map(|a| std::fs::metadata(root.join(a)).ok().map(|m| (a, m)))
+        .filter(|(_, m)| m.is_file())
+        .map(|(a, m)| format!("{a}:{}:{:?}\0", m.len(), m.modified().ok()))
+        .collect();
     let key = hex(&Sha256::digest(
         format!(
-            "{}\0{}\0{}\0{}",
+            "{}\0{}\0{}\0{}\0{arg_files}",
             path.display(),
             meta.len(),
             mtime,
@@ -46,7 +55,11 @@ pub fn probe(
     if let Ok(version) = std::fs::read_to_string(&cache) {
         return Some(Tool { path, version });
     }
-    let out = Command::new(&path).args(args).output().ok()?;
+    let out = Command::new(&path)
+        .args(args)
+        .current_dir(root)
+        .output()
+        .ok()?;
     if !out.status.success() {
         return None;
     }

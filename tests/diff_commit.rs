@@ -205,8 +205,10 @@ fn commit_takes_only_artifacts_and_reports_and_leaves_other_staged_changes() {
     index.write().unwrap();
     std::fs::write(root.join("notes.txt"), "untracked\n").unwrap();
 
+    // The fixture's lock is not one this machine's inputs reproduce: only the folders are
+    // under test here.
     repro(root)
-        .args(["commit", "-m", "ws-p1: faster mission"])
+        .args(["commit", "-m", "ws-p1: faster mission", "--allow-stale"])
         .assert()
         .success();
 
@@ -248,8 +250,81 @@ fn commit_takes_only_artifacts_and_reports_and_leaves_other_staged_changes() {
         .contains(git2::Status::WT_NEW));
     // Nothing left to commit in our folders.
     repro(root)
-        .arg("commit")
+        .args(["commit", "--allow-stale"])
         .assert()
         .success()
         .stdout(predicates::str::contains("nothing to commit"));
+}
+
+/// Rewrite every result of `variant` (all shapes) with `edit`.
+fn edit_results(root: &Path, variant: &str, edit: impl Fn(&mut serde_json::Value)) {
+    let path = root.join(format!("artifacts/bench/{variant}.json"));
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for r in v["results"].as_array_mut().unwrap() {
+        edit(r);
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn diff_calls_a_measurement_missing_now_lost_and_fails() {
+    let (dir, _repo) = repo_with_fixture();
+    edit_results(dir.path(), "stage5-ws-p2", |r| {
+        r["status"] = serde_json::json!("skipped");
+        r["p50_us"] = serde_json::Value::Null;
+        r["correctness_pass"] = serde_json::Value::Null;
+    });
+    let report = diff_json(dir.path(), "HEAD");
+    assert_eq!(verdict(&report, "stage5-ws-p2", "mission"), "LOST");
+    let flipped = report["flipped_gates"].as_array().unwrap();
+    assert!(
+        flipped
+            .iter()
+            .any(|g| g["gate"] == "correctness stage5-ws-p2 mission/seed0" && g["after"].is_null()),
+        "a gate that is no longer checked is reported: {flipped:?}"
+    );
+    let out = repro(dir.path()).arg("diff").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let md = String::from_utf8(out.stdout).unwrap();
+    assert!(md.contains("✅ → not checked"), "{md}");
+    // `repro commit` refuses the loss and names the flag.
+    repro(dir.path())
+        .args(["commit", "--allow-stale"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains(
+            "measured at HEAD and not measured now",
+        ))
+        .stderr(predicates::str::contains("stage5-ws-p2 on `small`"))
+        .stderr(predicates::str::contains("--allow-lost"));
+}
+
+#[test]
+fn diff_does_not_compare_speed_across_gpu_models() {
+    let (dir, _repo) = repo_with_fixture();
+    for v in ["stage2-baseline", "stage5-ws-p1", "stage5-ws-p2"] {
+        edit_results(dir.path(), v, |r| {
+            r["device_name"] = serde_json::json!("NVIDIA L4");
+        });
+    }
+    edit_bench(dir.path(), "stage5-ws-p1", "mission", 0.5, 0.1); // twice as fast, on an L4
+    let report = diff_json(dir.path(), "HEAD");
+    assert_eq!(verdict(&report, "stage5-ws-p1", "mission"), "OTHER GPU");
+    assert_eq!(
+        verdict(&report, "torch_sdpa", "mission"),
+        "SAME",
+        "same GPU: compared"
+    );
+    let after = report["gpus_after"].as_array().unwrap();
+    assert!(after.contains(&serde_json::json!("NVIDIA L4")), "{after:?}");
+    let before = report["gpus_before"].as_array().unwrap();
+    assert!(!before.is_empty() && !before.contains(&serde_json::json!("NVIDIA L4")));
+    let out = repro(dir.path()).arg("diff").output().unwrap();
+    let md = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        md.contains("GPU after: ") && md.contains("NVIDIA L4"),
+        "{md}"
+    );
+    assert!(!md.contains("FASTER |"), "{md}");
 }

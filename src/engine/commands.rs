@@ -1,11 +1,8 @@
 //! The engine's subcommands (`run`, `stage`, `status`, `dag`, `build`, `tune`): turn
 //! parsed arguments into a [`runner::Request`] or a report. `cli::dispatch` calls these.
 
-use super::lockfile::LockFile;
-use super::run_record;
 use super::runner::{self, Request, Selection};
-use super::statcache::StatCache;
-use super::status::{self, EvalCtx};
+use super::status;
 use crate::cli::{
     exit, BuildArgs, DagArgs, GlobalArgs, RunArgs, RunOpts, StageArgs, StatusArgs, TuneArgs,
 };
@@ -89,29 +86,20 @@ pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
     )
 }
 
-/// `repro status [--json]`.
+/// `repro status [--json] [--exit-code]`.
 pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
     let project = crate::pipeline::load(&global.file)?;
-    let lock = LockFile::load(&project.root)?;
-    let records = run_record::load(
-        &project.root,
-        project.stages.iter().map(|s| s.name.as_str()),
-    );
-    let overrides = BTreeMap::new();
-    let mut ctx = EvalCtx {
-        lock: &lock,
-        records: &records,
-        overrides: &overrides,
-        cache: StatCache::load(&project.root),
-    };
-    let statuses = status::evaluate_all(&project, &mut ctx)?;
-    let _ = ctx.cache.save();
+    let statuses = status::evaluate_project(&project)?;
     if args.json {
         print!("{}", status::render_json(&project, &statuses));
     } else {
         print!("{}", status::render_text(&project, &statuses));
     }
-    Ok(exit::OK)
+    Ok(if args.exit_code && !status::all_up_to_date(&statuses) {
+        exit::FAILED
+    } else {
+        exit::OK
+    })
 }
 
 /// `repro dag [--mermaid | --dot]`.

@@ -113,6 +113,22 @@ pub fn compute(
             )
         })?;
     }
+    for file in &extra.code {
+        let digest = match std::fs::read(project.root.join(file)) {
+            Ok(bytes) => super::code_digest::code_digest(&bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => MISSING.to_string(),
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "cannot read source `{}` of stage `{}`",
+                        file.display(),
+                        stage.name
+                    )
+                })
+            }
+        };
+        deps.insert(file.to_string_lossy().into_owned(), digest);
+    }
     let mut params: BTreeMap<String, String> = spec
         .params
         .iter()

@@ -2,6 +2,7 @@
 //! parallel where the graph allows) through an executor, moves outputs into place only on
 //! success, and records `artifacts/repro.lock`. Knows nothing about GPUs.
 
+pub mod code_digest;
 pub mod commands;
 pub mod fingerprint;
 pub mod lockfile;
@@ -12,6 +13,7 @@ pub mod runner;
 pub mod staging;
 pub mod statcache;
 pub mod status;
+pub mod value_diff;
 
 use crate::executor::{CancelFlag, Executor};
 use crate::pipeline::{Pipeline, StageSpec};
@@ -24,6 +26,9 @@ use std::path::{Path, PathBuf};
 pub struct StageInputs {
     /// Files (relative to the project root) whose contents matter.
     pub files: Vec<PathBuf>,
+    /// Sources the stage compiles itself, whose code matters but not their comments or
+    /// layout (see [`code_digest`]).
+    pub code: Vec<PathBuf>,
     /// Named values that matter (resolved parameters, the chosen arch, ...).
     pub params: BTreeMap<String, String>,
     /// Tool name → version string (nvcc, ncu, python, torch, ...).
@@ -113,12 +118,31 @@ pub trait StageKind: Send + Sync {
         let _ = overrides;
         self.inputs(name, spec, pipeline, root)
     }
+    /// Fetch what the stage's inputs depend on before they are fingerprinted (the build and
+    /// tune kinds install a pinned nvcc this machine lacks). A run calls it for each selected
+    /// stage before deciding what is stale; `repro status` and dry runs never do. `say`
+    /// shows progress.
+    fn prepare(&self, pipeline: &Pipeline, root: &Path, say: &dyn Fn(&str)) -> anyhow::Result<()> {
+        let _ = (pipeline, root, say);
+        Ok(())
+    }
     /// Does the work, writing outputs under `ctx.staging`.
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome>;
     /// The kind's own option keys, if it wants the loader to reject unknown ones with a
     /// "did you mean" (checked before [`StageKind::validate`]). `None`: the kind checks.
     fn known_options(&self) -> Option<&'static [&'static str]> {
         None
+    }
+    /// Whether the stage depends only on the content of what its upstream wrote (early
+    /// cutoff). Kinds that record where results came from (the summary's manifest names the
+    /// sources' commit) return false, and rerun whenever an upstream stage does.
+    fn early_cutoff(&self) -> bool {
+        true
+    }
+    /// Params (of [`StageInputs::params`]) that this machine decides, not the sources (the
+    /// arch chosen for the GPU that is present): `repro verify` does not compare them.
+    fn machine_params(&self) -> &'static [&'static str] {
+        &[]
     }
     /// True for kinds whose processes write outputs where they belong (`cmd`): the engine
     /// then sets `ctx.staging` to the project root and protects the previous outputs with

@@ -14,6 +14,9 @@ pub enum Outcome {
     Passed,
     GateFailed,
     Skipped,
+    /// It could not run here (no GPU, no ncu, no torch), and the results of an earlier run,
+    /// measured elsewhere, were kept as they were: outputs and lock entry untouched.
+    Kept,
     Failed,
 }
 
@@ -24,6 +27,7 @@ impl Outcome {
             Outcome::Passed => "passed",
             Outcome::GateFailed => "gate failed",
             Outcome::Skipped => "skipped",
+            Outcome::Kept => "kept",
             Outcome::Failed => "failed",
         }
     }
@@ -46,6 +50,14 @@ impl Record {
     pub fn failure(&self) -> Option<&str> {
         match self.outcome {
             Outcome::Failed => Some(self.message.as_deref().unwrap_or("")),
+            _ => None,
+        }
+    }
+
+    /// Why the stage could not re-run here, when it kept earlier results on these inputs.
+    pub fn kept(&self) -> Option<&str> {
+        match self.outcome {
+            Outcome::Kept => Some(self.message.as_deref().unwrap_or("")),
             _ => None,
         }
     }

@@ -5,7 +5,7 @@
 //! their outputs and exits 130.
 
 use super::lockfile::{LockEntry, LockFile};
-use super::progress::{Line, Progress};
+use super::progress::{self, Line, Progress};
 use super::statcache::StatCache;
 use super::status::{self, EvalCtx, StageStatus, State};
 use super::{project_lock, run_record, staging, RunCtx, StageOutcome};
@@ -64,6 +64,12 @@ enum Ended {
     Passed,
     GateFailed(String),
     Skipped(String),
+    /// Could not run here; the earlier results (measured on the machine named) stay.
+    Kept {
+        reason: String,
+        /// The GPU the results were measured on, when the stage records its hardware.
+        measured_on: Option<String>,
+    },
     Failed(String),
     NotRun(String),
     Interrupted,
@@ -79,6 +85,7 @@ impl Ended {
                 | Ended::Passed
                 | Ended::GateFailed(_)
                 | Ended::Skipped(_)
+                | Ended::Kept { .. }
         )
     }
 
@@ -89,6 +96,13 @@ impl Ended {
             Ended::Passed => "passed".into(),
             Ended::GateFailed(g) => format!("gate failed: {g}"),
             Ended::Skipped(why) => format!("skipped: {why}"),
+            Ended::Kept {
+                reason,
+                measured_on: Some(machine),
+            } => format!("kept: measured on {machine}; not re-run here: {reason}"),
+            Ended::Kept { reason, .. } => {
+                format!("kept: earlier results; not re-run here: {reason}")
+            }
             Ended::Failed(_) => "FAILED".into(),
             Ended::NotRun(why) => format!("not run: {why}"),
             Ended::Interrupted => "interrupted".into(),
@@ -168,6 +182,9 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<i32> {
         }
         Some(lock)
     };
+    if !req.dry_run {
+        prepare(project, &selected, &progress);
+    }
     let mut lock = LockFile::load(&project.root)?;
     let records = run_record::load(
         &project.root,
@@ -206,6 +223,24 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<i32> {
         let _ = cache.save();
     }
     Ok(run.report(&selected))
+}
+
+/// Let each selected stage's kind fetch what its inputs depend on (a pinned toolchain). A
+/// failure is shown once; the stage then fails with its own message when it runs.
+fn prepare(project: &Project, selected: &[usize], progress: &Progress) {
+    let mut shown = BTreeSet::new();
+    for &i in selected {
+        let say = |line: &str| progress.info(line);
+        if let Err(e) = project.stages[i]
+            .kind
+            .prepare(&project.pipeline, &project.root, &say)
+        {
+            let message = format!("warning: {e:#}");
+            if shown.insert(message.clone()) {
+                progress.error(&message);
+            }
+        }
+    }
 }
 
 /// The chosen stages and the forced ones, as indices.
@@ -284,7 +319,7 @@ fn check_upstream(
                 continue;
             }
             let why = match &statuses[j].state {
-                State::UpToDate => continue,
+                State::UpToDate | State::Kept { .. } => continue,
                 State::Stale(changes) => format!(
                     "is stale ({})",
                     changes
@@ -329,7 +364,9 @@ struct Run<'a> {
     records: BTreeMap<String, run_record::Record>,
     forced: BTreeSet<usize>,
     ended: BTreeMap<usize, Ended>,
-    /// Stages that ran (or would run) in this run: their dependants are re-evaluated.
+    /// Stages that ran (or would run), or were evaluated again, in this run: what they hand
+    /// their dependants may differ from what the first evaluation assumed (a rerun that
+    /// wrote byte-identical outputs), so those are evaluated again too.
     executed: BTreeSet<usize>,
     times: BTreeMap<usize, Duration>,
     repro_exe: PathBuf,
@@ -390,13 +427,15 @@ impl<'a> Run<'a> {
                             self.fail(i, format!("{e:#}"));
                             continue;
                         }
+                        self.executed.insert(i);
                     }
                     let status = &self.statuses[i];
                     let reason = if self.forced.contains(&i) {
                         Some("forced".to_string())
                     } else {
                         match &status.state {
-                            State::UpToDate => None,
+                            // Kept: this machine already found it cannot run these inputs.
+                            State::UpToDate | State::Kept { .. } => None,
                             State::Stale(c) => Some(
                                 c.iter()
                                     .map(|c| c.to_string())
@@ -410,7 +449,7 @@ impl<'a> Run<'a> {
                     match reason {
                         None => {
                             pending.remove(k);
-                            self.settle_up_to_date(i);
+                            self.settle_up_to_date(i, lock);
                         }
                         Some(why) if self.req.dry_run => {
                             pending.remove(k);
@@ -446,9 +485,14 @@ impl<'a> Run<'a> {
                 self.times.insert(i, finished.elapsed);
                 let ended = self.finish(i, finished.result, &guard, lock, cache);
                 self.record_run(i, &ended, finished.elapsed);
+                // The warning above gave a skip's reason and fix; the line only marks it.
+                let outcome = match &ended {
+                    Ended::Skipped(_) => "skipped".to_string(),
+                    other => other.label(),
+                };
                 line.finish(
                     &project.stages[i].name,
-                    &ended.label(),
+                    &outcome,
                     finished.elapsed,
                     self.progress.is_quiet(),
                 );
@@ -484,7 +528,7 @@ impl<'a> Run<'a> {
         cache: &mut StatCache,
     ) -> anyhow::Result<()> {
         let upstream = status::upstream_fingerprints(self.project, i, lock, |j| {
-            Some(self.statuses[j].fingerprint.clone())
+            Some(self.statuses[j].current())
         });
         let mut eval = EvalCtx {
             lock,
@@ -498,8 +542,23 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    fn settle_up_to_date(&mut self, i: usize) {
+    fn settle_up_to_date(&mut self, i: usize, lock: &LockFile) {
         let status = &self.statuses[i];
+        if let State::Kept { reason, .. } = &status.state {
+            let ended = Ended::Kept {
+                reason: reason.clone(),
+                measured_on: measured_on(lock, &self.project.stages[i].name),
+            };
+            if !self.req.dry_run {
+                self.progress.info(&format!(
+                    "· {} {}",
+                    self.project.stages[i].name,
+                    ended.label()
+                ));
+            }
+            self.ended.insert(i, ended);
+            return;
+        }
         let mut text = format!(
             "· {} up-to-date (fingerprint {} unchanged)",
             self.project.stages[i].name,
@@ -539,6 +598,7 @@ impl<'a> Run<'a> {
             Ended::Passed => (run_record::Outcome::Passed, None),
             Ended::GateFailed(g) => (run_record::Outcome::GateFailed, Some(g)),
             Ended::Skipped(r) => (run_record::Outcome::Skipped, Some(r)),
+            Ended::Kept { reason, .. } => (run_record::Outcome::Kept, Some(reason)),
             Ended::Failed(m) => (run_record::Outcome::Failed, Some(m)),
             Ended::UpToDate | Ended::WouldRun(_) | Ended::NotRun(_) | Ended::Interrupted => return,
         };
@@ -551,7 +611,7 @@ impl<'a> Run<'a> {
         if let Err(e) =
             run_record::record(&self.project.root, &self.project.stages[i].name, &record)
         {
-            self.progress.error(&format!(
+            self.progress.warn(&format!(
                 "warning: cannot record the run under .repro/state: {e}"
             ));
         }
@@ -667,6 +727,43 @@ impl<'a> Run<'a> {
             }
             Err(e) => return rollback(Ended::Failed(format!("{e:#}"))),
         };
+        if let StageOutcome::Skipped { reason, fix } = &outcome {
+            if let Some(measured_on) = kept_results(lock, &stage.name) {
+                // A stage that cannot run here never touches results measured elsewhere.
+                let ended = rollback(Ended::Kept {
+                    reason: reason.clone(),
+                    measured_on,
+                });
+                self.progress.error(&format!(
+                    "warning: stage `{}` {}\n  help: {fix}",
+                    stage.name,
+                    ended.label()
+                ));
+                let changes = match &self.statuses[i].state {
+                    State::Stale(c) => c.clone(),
+                    _ => Vec::new(),
+                };
+                self.statuses[i].state = State::Kept {
+                    reason: reason.clone(),
+                    changes,
+                };
+                return ended;
+            }
+            let written = guard.write_root(&project.root);
+            if !stage.outputs.iter().any(|o| written.join(o).exists()) {
+                // Nothing to keep and nothing written: the lock records the skip, with no
+                // outputs, so it is not retried until an input changes.
+                self.progress.error(&format!(
+                    "warning: stage `{}` skipped: {reason}\n  help: {fix}",
+                    stage.name
+                ));
+                let ended = rollback(Ended::Skipped(reason.clone()));
+                if let Err(e) = self.record_success(i, &outcome, lock, cache) {
+                    return Ended::Failed(format!("{e:#}"));
+                }
+                return ended;
+            }
+        }
         if let Err(e) = guard.commit(&project.root, &stage.outputs, &stage.optional_outputs) {
             return rollback(Ended::Failed(format!("{e:#}")));
         }
@@ -679,7 +776,7 @@ impl<'a> Run<'a> {
             StageOutcome::Passed => Ended::Passed,
             StageOutcome::GateFailed(g) => Ended::GateFailed(g),
             StageOutcome::Skipped { reason, fix } => {
-                self.progress.error(&format!(
+                self.progress.warn(&format!(
                     "warning: stage `{}` skipped: {reason}\n  help: {fix}",
                     stage.name
                 ));
@@ -698,8 +795,10 @@ impl<'a> Run<'a> {
         let project = self.project;
         let stage = &project.stages[i];
         let mut outputs = BTreeMap::new();
+        let skipped = matches!(outcome, StageOutcome::Skipped { .. });
         for out in &stage.outputs {
-            if stage.optional_outputs.contains(out) && !project.root.join(out).exists() {
+            let optional = skipped || stage.optional_outputs.contains(out);
+            if optional && !project.root.join(out).exists() {
                 continue;
             }
             outputs.extend(cache.digest_tree(&project.root, out)?);
@@ -765,7 +864,11 @@ impl<'a> Run<'a> {
                 .get(&i)
                 .map(|t| format!("{:.1}s", t.as_secs_f64()))
                 .unwrap_or_else(|| "-".into());
-            out.push_str(&format!("{name:width$}  {time:10}  {}\n", ended.label()));
+            let label = ended.label();
+            out.push_str(&format!(
+                "{name:width$}  {time:10}  {} {label}\n",
+                progress::mark(&label)
+            ));
         }
         print!("{out}");
         let interrupted = self.interrupted.load(Ordering::SeqCst);
@@ -787,6 +890,22 @@ impl<'a> Run<'a> {
             exit::OK
         }
     }
+}
+
+/// When a stage's recorded results are measurements worth keeping (not themselves a skip):
+/// the machine they were measured on, if the stage records it.
+fn kept_results(lock: &LockFile, stage: &str) -> Option<Option<String>> {
+    lock.stages
+        .get(stage)
+        .filter(|entry| entry.skipped.is_none())
+        .map(|_| measured_on(lock, stage))
+}
+
+/// The GPU a stage's recorded results came from, as its lock entry names it.
+fn measured_on(lock: &LockFile, stage: &str) -> Option<String> {
+    lock.stages
+        .get(stage)
+        .and_then(|e| e.inputs.hardware.clone())
 }
 
 #[cfg(test)]

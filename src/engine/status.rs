@@ -5,6 +5,7 @@ use super::fingerprint::{self, Inputs, MISSING};
 use super::lockfile::{LockEntry, LockFile};
 use super::run_record::Record;
 use super::statcache::StatCache;
+use super::value_diff;
 use crate::pipeline::Project;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -25,11 +26,14 @@ pub struct Change {
     pub to: Option<String>,
 }
 
-impl fmt::Display for Change {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Change {
+    /// The change in at most `max` columns: a long value (a metric list, a JSON option)
+    /// reads as what changed in it ([`value_diff::summarize`]); `repro status --json` keeps
+    /// both values in full.
+    pub fn line(&self, max: usize) -> String {
         let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
         match self.what {
-            "command" => write!(f, "command changed (run, shell or outs)"),
+            "command" => "command changed (run, shell or outs)".into(),
             "dep" | "output" => {
                 let state = match (&self.from, &self.to) {
                     (None, _) => "added",
@@ -38,29 +42,34 @@ impl fmt::Display for Change {
                     _ if self.what == "output" => "modified",
                     _ => "changed",
                 };
-                write!(f, "{} `{}` {state}", self.what, self.name)
+                format!("{} `{}` {state}", self.what, self.name)
             }
             "upstream" => match (&self.from, &self.to) {
-                (None, _) => write!(f, "now needs `{}`", self.name),
-                (_, None) => write!(f, "no longer needs `{}`", self.name),
-                _ => write!(f, "upstream `{}` changed", self.name),
+                (None, _) => format!("now needs `{}`", self.name),
+                (_, None) => format!("no longer needs `{}`", self.name),
+                _ => format!("upstream `{}` changed", self.name),
             },
-            "kind" | "hardware" => write!(
-                f,
-                "{} changed: {} → {}",
-                self.what,
-                shown(&self.from),
-                shown(&self.to)
-            ),
-            _ => write!(
-                f,
-                "{} `{}` changed: {} → {}",
-                self.what,
-                self.name,
-                shown(&self.from),
-                shown(&self.to)
-            ),
+            _ => {
+                let head = match self.what {
+                    "kind" | "hardware" => format!("{} changed: ", self.what),
+                    _ => format!("{} `{}` changed: ", self.what, self.name),
+                };
+                let budget = max.saturating_sub(value_diff::width(&head));
+                let body = value_diff::summarize(&shown(&self.from), &shown(&self.to), budget);
+                head + &body
+            }
         }
+    }
+}
+
+/// Columns a change takes where no terminal width is known (a run's plan lines).
+const DEFAULT_COLUMNS: usize = 96;
+/// The terminal width `repro status` fits its lines in.
+const STATUS_COLUMNS: usize = 100;
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.line(DEFAULT_COLUMNS))
     }
 }
 
@@ -72,6 +81,13 @@ pub enum State {
     NeverRun,
     /// Its last run failed (the message); it has not succeeded since on these inputs.
     Failed(String),
+    /// Its inputs changed, but on these inputs it cannot run on this machine (the reason:
+    /// no GPU, no ncu, no torch), so the outputs of its last run — measured elsewhere —
+    /// were kept. They are not up to date: the changes say against what.
+    Kept {
+        reason: String,
+        changes: Vec<Change>,
+    },
 }
 
 impl State {
@@ -81,6 +97,7 @@ impl State {
             State::Stale(_) => "stale",
             State::NeverRun => "never-run",
             State::Failed(_) => "failed",
+            State::Kept { .. } => "kept",
         }
     }
 }
@@ -96,6 +113,16 @@ pub struct StageStatus {
     pub gate_failed: Option<String>,
     /// From the lock: the stage's last run was skipped, and why.
     pub skipped: Option<String>,
+}
+
+impl StageStatus {
+    /// Its fingerprint now, and whether the outputs in place are kept earlier results.
+    pub fn current(&self) -> (String, bool) {
+        (
+            self.fingerprint.clone(),
+            matches!(self.state, State::Kept { .. }),
+        )
+    }
 }
 
 /// Compare a stage's current inputs (and its outputs on disk) with its lock entry.
@@ -220,15 +247,22 @@ pub fn evaluate_one(
     })
 }
 
-/// `failed` when the last run, with these very inputs, failed; after an edit the stage is
-/// plainly stale (the edit may be the fix).
+/// `failed` when the last run, with these very inputs, failed, and `kept` when it could not
+/// run here and kept the earlier results; after an edit the stage is plainly stale (the
+/// edit may be the fix, or the tool may be installed now).
 fn failed_or(record: Option<&Record>, fingerprint: &str, otherwise: State) -> State {
-    match record.filter(|r| r.fingerprint == fingerprint) {
-        Some(r) => match r.failure() {
-            Some(message) => State::Failed(message.to_string()),
-            None => otherwise,
+    let Some(r) = record.filter(|r| r.fingerprint == fingerprint) else {
+        return otherwise;
+    };
+    if let Some(message) = r.failure() {
+        return State::Failed(message.to_string());
+    }
+    match (r.kept(), otherwise) {
+        (Some(reason), State::Stale(changes)) => State::Kept {
+            reason: reason.to_string(),
+            changes,
         },
-        None => otherwise,
+        (_, otherwise) => otherwise,
     }
 }
 
@@ -240,12 +274,32 @@ pub struct EvalCtx<'a> {
     pub cache: StatCache,
 }
 
+/// Every stage's status as `repro status` shows it: the lock, the last-run records and the
+/// digest cache read from under `project.root` (the cache is saved for next time).
+pub fn evaluate_project(project: &Project) -> anyhow::Result<Vec<StageStatus>> {
+    let lock = LockFile::load(&project.root)?;
+    let records = super::run_record::load(
+        &project.root,
+        project.stages.iter().map(|s| s.name.as_str()),
+    );
+    let overrides = BTreeMap::new();
+    let mut ctx = EvalCtx {
+        lock: &lock,
+        records: &records,
+        overrides: &overrides,
+        cache: StatCache::load(&project.root),
+    };
+    let statuses = evaluate_all(project, &mut ctx)?;
+    let _ = ctx.cache.save();
+    Ok(statuses)
+}
+
 /// Every stage's status, indexed like `project.stages`.
 pub fn evaluate_all(project: &Project, ctx: &mut EvalCtx) -> anyhow::Result<Vec<StageStatus>> {
     let mut done: Vec<Option<StageStatus>> = vec![None; project.stages.len()];
     for &i in project.dag.topo_order() {
         let upstream = upstream_fingerprints(project, i, ctx.lock, |j| {
-            done[j].as_ref().map(|s| s.fingerprint.clone())
+            done[j].as_ref().map(StageStatus::current)
         });
         done[i] = Some(evaluate_one(project, i, upstream, ctx)?);
     }
@@ -255,32 +309,36 @@ pub fn evaluate_all(project: &Project, ctx: &mut EvalCtx) -> anyhow::Result<Vec<
         .collect())
 }
 
-/// Needed stage name → what stage `i` depends on of it: its fingerprint and, when the lock
-/// holds a run with that fingerprint, the digests of that run's outputs. A rerun
-/// (`--force`) that writes different results (new timings) thus makes what needs it stale,
-/// and one that writes the same bytes does not.
+/// Needed stage name → what stage `i` depends on of it. When the lock holds the outputs
+/// that are in place for that stage (a run with its current fingerprint, or earlier results
+/// it kept because it cannot run here), that is the digest of those outputs alone: a rerun
+/// that writes byte-identical results (a comment-only kernel edit gives the same cubins)
+/// leaves what needs it up to date, and one that writes new results (new timings) makes it
+/// stale — early cutoff, as DVC and Bazel do. Kinds that record provenance (the summary's
+/// manifest names the sources' commit, and says which results were kept from another
+/// machine) opt out: they also see the upstream's fingerprint.
+/// When the lock holds no such run, the stage is about to run, and its fingerprint stands
+/// in for outputs not yet written.
+///
+/// `current(j)` gives stage `j`'s fingerprint now and whether it kept earlier results.
 pub fn upstream_fingerprints(
     project: &Project,
     i: usize,
     lock: &LockFile,
-    fp: impl Fn(usize) -> Option<String>,
+    current: impl Fn(usize) -> Option<(String, bool)>,
 ) -> BTreeMap<String, String> {
+    let early_cutoff = project.stages[i].kind.early_cutoff();
     project
         .dag
         .needs(i)
         .iter()
         .map(|&j| {
             let name = &project.stages[j].name;
-            let fingerprint = fp(j).unwrap_or_default();
+            let (fingerprint, kept) = current(j).unwrap_or_default();
             let value = match lock.stages.get(name) {
-                Some(run) if run.fingerprint == fingerprint => {
-                    let mut h = Sha256::new();
-                    h.update(fingerprint.as_bytes());
-                    for (path, digest) in &run.outputs {
-                        h.update(format!("\n{path}\t{digest}").as_bytes());
-                    }
-                    crate::tools::hex(&h.finalize())
-                }
+                Some(run) if run.fingerprint == fingerprint => recorded_upstream(run, early_cutoff),
+                // Kept results are what is in place, but a summary must say they are kept.
+                Some(run) if kept && early_cutoff => recorded_upstream(run, true),
                 _ => fingerprint,
             };
             (name.clone(), value)
@@ -288,7 +346,61 @@ pub fn upstream_fingerprints(
         .collect()
 }
 
-/// `repro status` as text: one line per stage, then what changed.
+/// What a stage that needs the recorded run `run` sees of it: the digest of its outputs,
+/// and of its fingerprint too for kinds without early cutoff.
+pub fn recorded_upstream(run: &LockEntry, early_cutoff: bool) -> String {
+    let mut h = Sha256::new();
+    if early_cutoff {
+        h.update(b"outputs");
+    } else {
+        h.update(run.fingerprint.as_bytes());
+    }
+    for (path, digest) in &run.outputs {
+        h.update(format!("\n{path}\t{digest}").as_bytes());
+    }
+    crate::tools::hex(&h.finalize())
+}
+
+/// `kept: measured on <GPU> on <date> at <commit>`: where a kept stage's results came from,
+/// from its lock entry and the manifest of the run that made them.
+pub fn kept_from(project: &Project, i: usize) -> String {
+    let lock = LockFile::load(&project.root).unwrap_or_default();
+    let machine = lock
+        .stages
+        .get(&project.stages[i].name)
+        .and_then(|e| e.inputs.hardware.clone())
+        .unwrap_or_else(|| "another machine".into());
+    let manifest: Option<serde_yaml::Value> =
+        std::fs::read_to_string(project.root.join(crate::pipeline::paths::MANIFEST_FILE))
+            .ok()
+            .and_then(|t| serde_yaml::from_str(&t).ok());
+    let when = manifest.as_ref().and_then(|m| {
+        m["created_utc"]
+            .as_str()
+            .map(|d| d.get(..10).unwrap_or(d).to_string())
+    });
+    let commit = manifest.as_ref().and_then(|m| {
+        m["git"]["sha"]
+            .as_str()
+            .map(|c| c.get(..10).unwrap_or(c).to_string())
+    });
+    let mut text = format!("kept: measured on {machine}");
+    if let Some(d) = when {
+        text.push_str(&format!(" on {d}"));
+    }
+    if let Some(c) = commit {
+        text.push_str(&format!(" at {c}"));
+    }
+    text
+}
+
+/// Whether every stage is up to date (`repro status --exit-code` exits 0 only then).
+pub fn all_up_to_date(statuses: &[StageStatus]) -> bool {
+    statuses.iter().all(|s| s.state == State::UpToDate)
+}
+
+/// `repro status` as text: one line per stage, then what changed, each in at most
+/// 100 columns.
 pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
     let width = project
         .stages
@@ -311,6 +423,17 @@ pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
         out.push('\n');
         match &s.state {
             State::Stale(changes) => {
+                let room = STATUS_COLUMNS.saturating_sub(width + 4).max(40);
+                for c in changes {
+                    out.push_str(&format!("{:width$}    {}\n", "", c.line(room)));
+                }
+            }
+            State::Kept { reason, changes } => {
+                out.push_str(&format!(
+                    "{:width$}    {}; not re-run here: {reason}\n",
+                    "",
+                    kept_from(project, s.index)
+                ));
                 for c in changes {
                     out.push_str(&format!("{:width$}    {c}\n", ""));
                 }
@@ -335,6 +458,9 @@ struct JsonStatus<'a> {
     changes: &'a [Change],
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
+    /// Why it could not re-run here, when it kept earlier results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kept: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gate_failed: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -355,11 +481,15 @@ pub fn render_json(project: &Project, statuses: &[StageStatus]) -> String {
                 state: s.state.label(),
                 fingerprint: &s.fingerprint,
                 changes: match &s.state {
-                    State::Stale(c) => c,
+                    State::Stale(c) | State::Kept { changes: c, .. } => c,
                     _ => &[],
                 },
                 error: match &s.state {
                     State::Failed(m) => Some(m),
+                    _ => None,
+                },
+                kept: match &s.state {
+                    State::Kept { reason, .. } => Some(reason),
                     _ => None,
                 },
                 gate_failed: s.gate_failed.as_deref(),

@@ -8,6 +8,8 @@ use std::path::{Component, Path, PathBuf};
 
 /// Where repro keeps its lock of stage fingerprints (committed).
 pub const LOCK_FILE: &str = "artifacts/repro.lock";
+/// The summary's manifest: the environment and commit the results were made in.
+pub const MANIFEST_FILE: &str = "artifacts/manifest.yaml";
 /// The folders that hold a run's results, committed by `repro commit`.
 pub const RESULT_DIRS: [&str; 2] = ["artifacts", "reports"];
 

@@ -4,17 +4,20 @@
 //! The new commit's tree is HEAD's tree with only those two folders replaced by their
 //! working-tree contents, so other changes already staged stay staged and uncommitted.
 //!
-//! It refuses, unless `--allow-failed`, when the run is not one to commit: there is no
-//! lock (nothing ran), a pipeline stage has no entry in the lock (never ran), the engine
-//! recorded a stage as failed, an output no longer matches the hash the lock recorded
-//! (artifacts edited or left from another run), or a gate failed. Which inputs changed
-//! since the run is the engine's `repro status`; this check reads only the lock and state
-//! files (see [`super::state`]).
+//! It refuses (exit 1, each reason with the flag that overrides it) when the results are
+//! not ones to commit: a stage is stale, never ran, or kept results from another machine
+//! because it could not run here, or the report is out of date with its inputs
+//! (`--allow-stale`, judged as `repro status` judges); a measurement HEAD has is missing
+//! or unmeasured here (`--allow-lost`); a source file the results were made from differs
+//! from HEAD (`--allow-dirty`: commit the source first, so the manifest names that
+//! commit); HEAD's results were measured on a GPU model these replace
+//! (`--allow-other-gpu`); a stage or gate failed (`--allow-failed`).
 
 use super::artifacts::Artifacts;
 use super::context::{Builder, ReportContext};
 use super::state::{RunState, LOCK};
-use crate::pipeline::Pipeline;
+use crate::engine::status::State;
+use crate::pipeline::Project;
 use anyhow::Context;
 use std::path::Path;
 
@@ -32,12 +35,14 @@ pub enum Committed {
 
 pub fn main(global: &crate::cli::GlobalArgs, args: &crate::cli::CommitArgs) -> anyhow::Result<i32> {
     let project = crate::pipeline::load(&global.file)?;
-    match commit(
-        &project.root,
-        &project.pipeline,
-        args.message.as_deref(),
-        args.allow_failed,
-    )? {
+    let allow = Allow {
+        failed: args.allow_failed,
+        stale: args.allow_stale,
+        lost: args.allow_lost,
+        dirty: args.allow_dirty,
+        other_gpu: args.allow_other_gpu,
+    };
+    match commit(&project, args.message.as_deref(), allow)? {
         Committed::Commit { id, message } => {
             let first = message.lines().next().unwrap_or_default();
             println!("committed {} {first}", &id.to_string()[..10]);
@@ -49,74 +54,275 @@ pub fn main(global: &crate::cli::GlobalArgs, args: &crate::cli::CommitArgs) -> a
     Ok(crate::cli::exit::OK)
 }
 
+/// Which refusals the user overrides.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Allow {
+    /// `--allow-failed`: a gate or stage failed.
+    pub failed: bool,
+    /// `--allow-stale`: a stage is stale, kept from another machine or never ran; the
+    /// report is out of date with its inputs; outputs differ from the lock.
+    pub stale: bool,
+    /// `--allow-lost`: a measurement HEAD has is missing or unmeasured here.
+    pub lost: bool,
+    /// `--allow-dirty`: sources the results were made from differ from HEAD.
+    pub dirty: bool,
+    /// `--allow-other-gpu`: HEAD's results were measured on other GPU models.
+    pub other_gpu: bool,
+}
+
+/// One reason not to commit, and the flag that overrides it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub text: String,
+    pub flag: &'static str,
+}
+
+impl Problem {
+    fn new(flag: &'static str, text: String) -> Problem {
+        Problem { text, flag }
+    }
+
+    fn allowed(&self, allow: Allow) -> bool {
+        match self.flag {
+            "--allow-failed" => allow.failed,
+            "--allow-stale" => allow.stale,
+            "--allow-lost" => allow.lost,
+            "--allow-other-gpu" => allow.other_gpu,
+            _ => allow.dirty,
+        }
+    }
+}
+
 /// Why the current results should not be committed (empty: fine to commit).
 pub fn problems(
-    root: &Path,
-    pipeline: &Pipeline,
+    project: &Project,
     state: &RunState,
     report: &ReportContext,
-) -> Vec<String> {
+) -> anyhow::Result<Vec<Problem>> {
+    let root = &project.root;
     let mut out = Vec::new();
+    let stale = |text: String| Problem::new("--allow-stale", text);
     if !state.lock_found {
-        out.push(format!(
+        out.push(stale(format!(
             "there is no {LOCK}: nothing has run here; run `repro run` first"
-        ));
-    } else {
-        for name in pipeline.stages.keys() {
-            match state.stages.get(name) {
-                None => out.push(format!(
-                    "stage `{name}` has not run (no entry in {LOCK}); run `repro run`"
-                )),
-                Some(s) if s.failed() => out.push(format!(
-                    "stage `{name}` {}{}; fix it and rerun `repro run`",
-                    s.status.as_deref().unwrap_or("failed"),
+        )));
+        return Ok(out);
+    }
+    for (name, s) in &state.stages {
+        if s.failed() {
+            out.push(Problem::new(
+                "--allow-failed",
+                format!(
+                    "stage `{name}` failed{}; fix it and rerun `repro run`",
                     s.reason
                         .as_ref()
                         .map(|r| format!(": {r}"))
                         .unwrap_or_default()
-                )),
-                Some(_) => {}
-            }
-        }
-        let changed = state.changed_outputs(root);
-        if !changed.is_empty() {
-            out.push(format!(
-                "outputs differ from what {LOCK} recorded (stale or edited): {}; rerun `repro run`",
-                changed.join(", ")
+                ),
             ));
         }
     }
+    for s in crate::engine::status::evaluate_project(project)? {
+        let name = &project.stages[s.index].name;
+        let what = match &s.state {
+            // Failures are reported above, from the engine's records.
+            State::UpToDate | State::Failed(_) => continue,
+            State::NeverRun => "has not run (no entry in the lock)".to_string(),
+            State::Kept { reason, .. } => format!(
+                "was not re-run on this machine ({reason}): its results are {}",
+                crate::engine::status::kept_from(project, s.index)
+            ),
+            State::Stale(changes) => format!("is stale ({})", what_changed(changes)),
+        };
+        let text = if s.inputs.kind == "summarize" {
+            format!("the report is out of date with its inputs: stage `{name}` {what}")
+        } else {
+            format!("stage `{name}` {what}")
+        };
+        out.push(stale(format!(
+            "{text}; run `repro run` on a machine that can measure it (`repro status` says more)"
+        )));
+    }
+    let changed = state.changed_outputs(root);
+    if !changed.is_empty() {
+        out.push(stale(format!(
+            "outputs differ from what {LOCK} recorded (stale or edited): {}; rerun `repro run`",
+            changed.join(", ")
+        )));
+    }
+    out.extend(head_comparison(root));
+    out.extend(
+        dirty_sources(root)?
+            .into_iter()
+            .map(|t| Problem::new("--allow-dirty", t)),
+    );
     for g in &report.failed_gates {
-        out.push(format!("gate failed: {g}"));
+        out.push(Problem::new("--allow-failed", format!("gate failed: {g}")));
+    }
+    Ok(out)
+}
+
+/// The first few items, then how many more.
+fn listed(items: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let mut text = items[..items.len().min(SHOWN)].join(", ");
+    if items.len() > SHOWN {
+        text.push_str(&format!(" and {} more", items.len() - SHOWN));
+    }
+    text
+}
+
+/// What changed, by name only (`repro status` gives the values), at most five.
+fn what_changed(changes: &[crate::engine::status::Change]) -> String {
+    let mut names: Vec<String> = changes
+        .iter()
+        .map(|c| {
+            if c.name.is_empty() {
+                c.what.to_string()
+            } else {
+                format!("{} `{}`", c.what, c.name)
+            }
+        })
+        .collect();
+    names.dedup();
+    format!("{} changed", listed(&names))
+}
+
+/// What committing would do to the results HEAD holds: measurements lost (or no longer
+/// checked), and results of another GPU model replaced.
+fn head_comparison(root: &Path) -> Vec<Problem> {
+    let Ok(d) = super::diff::diff(root, "HEAD") else {
+        // No HEAD, or HEAD has no results: nothing can be lost.
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let rows: Vec<String> = d
+        .rows
+        .iter()
+        .filter(|r| r.verdict == super::diff::Verdict::Lost)
+        .map(|r| {
+            format!(
+                "{} on `{}` ({} µs)",
+                r.name,
+                r.shape,
+                super::context::num(r.before.map(|m| m.p50_us), 2)
+            )
+        })
+        .collect();
+    let gates: Vec<String> = d
+        .flipped_gates
+        .iter()
+        .filter(|g| g.after.is_none())
+        .map(|g| format!("`{}`", g.gate))
+        .collect();
+    for (items, what) in [
+        (rows, "measured at HEAD and not measured now"),
+        (gates, "checked at HEAD and not checked now"),
+        (
+            d.lost_profiles.clone(),
+            "profiled at HEAD and not profiled now",
+        ),
+    ] {
+        if !items.is_empty() {
+            out.push(Problem::new(
+                "--allow-lost",
+                format!("{} {what}: {}", items.len(), listed(&items)),
+            ));
+        }
+    }
+    let replaced: Vec<&String> = d
+        .gpus_before
+        .iter()
+        .filter(|g| !d.gpus_after.is_empty() && !d.gpus_after.contains(g))
+        .collect();
+    if !replaced.is_empty() {
+        out.push(Problem::new(
+            "--allow-other-gpu",
+            format!(
+                "HEAD's results were measured on {}, these on {}: keep each machine's results on a branch of its own (docs/guide/results.md)",
+                replaced.iter().map(|g| g.as_str()).collect::<Vec<_>>().join(", "),
+                d.gpus_after.join(", ")
+            ),
+        ));
     }
     out
 }
 
+/// Sources the results were made from (dep files in the lock, outside the result folders
+/// and `.repro/`) that differ from HEAD, and a manifest that says they were dirty.
+fn dirty_sources(root: &Path) -> anyhow::Result<Vec<String>> {
+    let lock = crate::engine::lockfile::LockFile::load(root)?;
+    let Ok(repo) = git2::Repository::discover(root) else {
+        return Ok(Vec::new());
+    };
+    let prefix = super::diff::repo_prefix(&repo, root)?;
+    let mut dirty = std::collections::BTreeSet::new();
+    for entry in lock.stages.values() {
+        for path in entry.inputs.deps.keys() {
+            if path.starts_with(".repro/")
+                || COMMITTED.iter().any(|d| Path::new(path).starts_with(d))
+            {
+                continue;
+            }
+            let in_repo = if prefix.is_empty() {
+                path.clone()
+            } else {
+                format!("{prefix}/{path}")
+            };
+            let clean = match repo.status_file(Path::new(&in_repo)) {
+                Ok(s) => s.is_empty() || s == git2::Status::CURRENT,
+                // In neither HEAD nor the working tree: as recorded only if recorded missing.
+                Err(_) => entry.inputs.deps[path] == crate::engine::fingerprint::MISSING,
+            };
+            if !clean {
+                dirty.insert(path.clone());
+            }
+        }
+    }
+    let mut out: Vec<String> = dirty
+        .into_iter()
+        .map(|p| format!("`{p}`, an input of the results, differs from HEAD: commit the source first, rerun `repro run`, then `repro commit` (the manifest then names that commit)"))
+        .collect();
+    let manifest =
+        std::fs::read_to_string(root.join(super::manifest::MANIFEST)).unwrap_or_default();
+    if out.is_empty() && manifest.contains("dirty: True") {
+        out.push(format!(
+            "{} says the run was made from uncommitted sources (git dirty): commit them, rerun `repro run`, then `repro commit`",
+            super::manifest::MANIFEST
+        ));
+    }
+    Ok(out)
+}
+
 /// Check, then commit the results of the project at `root`.
-pub fn commit(
-    root: &Path,
-    pipeline: &Pipeline,
-    message: Option<&str>,
-    allow_failed: bool,
-) -> anyhow::Result<Committed> {
+pub fn commit(project: &Project, message: Option<&str>, allow: Allow) -> anyhow::Result<Committed> {
+    let root = &project.root;
+    let pipeline = &project.pipeline;
     let artifacts = Artifacts::load(root)?;
     let state = RunState::load(root, pipeline.stages.keys().map(String::as_str))?;
-    let env = crate::env::capture(root, &crate::stages::summarize::capture_options(&artifacts));
-    let report = Builder {
-        pipeline,
-        artifacts: &artifacts,
-        state: &state,
-        env: &env,
-    }
-    .build();
-    let problems = problems(root, pipeline, &state, &report);
-    if !problems.is_empty() && !allow_failed {
+    let env = crate::env::capture(
+        root,
+        &crate::stages::summarize::capture_options(pipeline, &artifacts),
+    );
+    let report = Builder::new(pipeline, &artifacts, &state, &env).build();
+    let problems = problems(project, &state, &report)?;
+    let refused: Vec<&Problem> = problems.iter().filter(|p| !p.allowed(allow)).collect();
+    if !refused.is_empty() {
+        let mut flags: Vec<&str> = refused.iter().map(|p| p.flag).collect();
+        flags.sort();
+        flags.dedup();
         anyhow::bail!(
-            "refusing to commit these results:\n  - {}\nFix them and rerun, or pass --allow-failed to commit them anyway",
-            problems.join("\n  - ")
+            "refusing to commit these results:\n  - {}\nFix them and rerun, or pass {} to commit them anyway",
+            refused
+                .iter()
+                .map(|p| format!("{} (override: {})", p.text, p.flag))
+                .collect::<Vec<_>>()
+                .join("\n  - "),
+            flags.join(" ")
         );
     }
-    let text = commit_message(message, &report, &problems);
+    let overridden: Vec<String> = problems.iter().map(|p| p.text.clone()).collect();
+    let text = commit_message(message, &report, &overridden);
     let repo = git2::Repository::discover(root).map_err(|e| {
         anyhow::anyhow!(
             "{} is not inside a git repository: {}",
@@ -269,7 +475,7 @@ pub fn commit_message(user: Option<&str>, r: &ReportContext, problems: &[String]
         }
     }
     if !problems.is_empty() {
-        s += "\nCommitted with --allow-failed despite:\n";
+        s += "\nCommitted despite (overridden with --allow-* flags):\n";
         for p in problems {
             s += &format!("  - {p}\n");
         }

@@ -8,9 +8,13 @@
 //! - `Δ = after − before`; the change matters when `|Δ| ≥ 2 %` of before
 //!   ([`MIN_REL_CHANGE`]) and is significant when `|Δ|` exceeds the combined noise;
 //! - FASTER / SLOWER: matters and significant; SAME: does not matter (below 2 %);
-//!   UNCLEAR: matters but within the noise, or a side has no p50 or no spread.
+//!   UNCLEAR: matters but within the noise, or a side has no p50 or no spread;
+//! - LOST: measured before, not measured now (a skipped stage, a machine without a GPU);
+//! - OTHER GPU: the two sides were measured on different GPU models, which are not
+//!   compared for speed (the numbers are shown, the verdict is not given).
 //!
-//! Exit status: 1 when a row is SLOWER or a gate went from pass to fail, else 0.
+//! Exit status: 1 when a row is SLOWER or LOST, or a gate went from pass to fail or from
+//! checked to not checked; 0 otherwise. A revision that does not exist is bad usage (2).
 
 use super::artifacts::{parse_json, Artifacts};
 use super::context::{num, shape_p50, shapes_in_order};
@@ -30,6 +34,9 @@ pub enum Verdict {
     Slower,
     Same,
     Unclear,
+    Lost,
+    #[serde(rename = "OTHER GPU")]
+    OtherGpu,
 }
 
 impl Verdict {
@@ -39,6 +46,8 @@ impl Verdict {
             Verdict::Slower => "SLOWER",
             Verdict::Same => "SAME",
             Verdict::Unclear => "UNCLEAR",
+            Verdict::Lost => "LOST",
+            Verdict::OtherGpu => "OTHER GPU",
         }
     }
 }
@@ -112,11 +121,13 @@ pub struct Row {
     pub verdict: Verdict,
 }
 
+/// A gate's result on one side: checked (pass or fail) or absent.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlippedGate {
     pub gate: String,
     pub before: bool,
-    pub after: bool,
+    /// `None`: the gate is no longer checked (its measurement is missing).
+    pub after: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -132,17 +143,29 @@ pub struct MetricChange {
 pub struct DiffReport {
     pub rev: String,
     pub commit: String,
+    /// The GPU models each side's bench records name (sorted; empty: none measured).
+    pub gpus_before: Vec<String>,
+    pub gpus_after: Vec<String>,
     pub min_rel_change: f64,
     pub rows: Vec<Row>,
     pub flipped_gates: Vec<FlippedGate>,
     pub ncu: Vec<MetricChange>,
+    /// ncu targets profiled at REV and not profiled now.
+    pub lost_profiles: Vec<String>,
 }
 
 impl DiffReport {
-    /// Something got slower or a gate went from pass to fail.
+    /// Something got slower, a measurement was lost, or a gate went from pass to fail or
+    /// from checked to not checked.
     pub fn regressed(&self) -> bool {
-        self.rows.iter().any(|r| r.verdict == Verdict::Slower)
-            || self.flipped_gates.iter().any(|g| g.before && !g.after)
+        self.rows
+            .iter()
+            .any(|r| matches!(r.verdict, Verdict::Slower | Verdict::Lost))
+            || !self.lost_profiles.is_empty()
+            || self
+                .flipped_gates
+                .iter()
+                .any(|g| g.after.is_none() || (g.before && g.after == Some(false)))
     }
 }
 
@@ -184,10 +207,10 @@ pub fn diff(root: &Path, rev: &str) -> anyhow::Result<DiffReport> {
         .revparse_single(rev)
         .and_then(|o| o.peel_to_commit())
         .map_err(|e| {
-            anyhow::anyhow!(
-                "revision `{rev}` not found: {}; pick one from `git log --oneline`",
+            crate::engine::runner::UsageError(format!(
+                "revision `{rev}` not found: {}\n  help: pick one from `git log --oneline`",
                 e.message()
-            )
+            ))
         })?;
     let short = commit.id().to_string()[..10].to_string();
     let before = artifacts_at(&repo, &commit.tree()?, &prefix)?;
@@ -204,6 +227,8 @@ pub fn diff(root: &Path, rev: &str) -> anyhow::Result<DiffReport> {
             root.join("artifacts/bench/*.json").display()
         );
     };
+    let gpus_before = gpu_models(&before);
+    let gpus_after = gpu_models(&after);
     let mut rows = compare(
         before.baselines.as_deref().unwrap_or_default(),
         after.baselines.as_deref().unwrap_or_default(),
@@ -213,10 +238,13 @@ pub fn diff(root: &Path, rev: &str) -> anyhow::Result<DiffReport> {
     Ok(DiffReport {
         rev: rev.to_string(),
         commit: short,
+        gpus_before,
+        gpus_after,
         min_rel_change: MIN_REL_CHANGE,
         rows,
         flipped_gates: flipped(&gate_states(&before), &gate_states(&after)),
         ncu: ncu_changes(before.ncu.as_ref(), after.ncu.as_ref()),
+        lost_profiles: lost_profiles(before.ncu.as_ref(), after.ncu.as_ref()),
     })
 }
 
@@ -323,6 +351,44 @@ fn json_files<T: serde::de::DeserializeOwned>(
         .map(Some)
 }
 
+/// The GPU models a side's bench and baseline records were measured on.
+fn gpu_models(a: &Artifacts) -> Vec<String> {
+    let mut models: Vec<String> = a
+        .benches
+        .iter()
+        .chain(&a.baselines)
+        .flatten()
+        .flat_map(|f| &f.results)
+        .filter(|r| r.status == "ok")
+        .filter_map(|r| r.device_name.clone())
+        .collect();
+    models.sort();
+    models.dedup();
+    models
+}
+
+/// The GPU model one side's records of `shape` were measured on.
+fn gpu_of(results: &[BenchResult], shape: &str) -> Option<String> {
+    results
+        .iter()
+        .filter(|r| r.shape == shape && r.status == "ok")
+        .find_map(|r| r.device_name.clone())
+}
+
+/// The verdict of one row: LOST when only the old side measured it, OTHER GPU when the
+/// sides ran on different GPU models, else the noise rule.
+fn row_verdict(
+    before: Option<Measure>,
+    after: Option<Measure>,
+    gpus: (Option<String>, Option<String>),
+) -> Verdict {
+    match (before, after, gpus) {
+        (Some(_), None, _) => Verdict::Lost,
+        (Some(_), Some(_), (Some(b), Some(a))) if a != b => Verdict::OtherGpu,
+        _ => verdict(before, after),
+    }
+}
+
 fn compare(before: &[BenchFile], after: &[BenchFile], kind: &str) -> Vec<Row> {
     let mut names: Vec<&str> = before
         .iter()
@@ -358,7 +424,7 @@ fn compare(before: &[BenchFile], after: &[BenchFile], kind: &str) -> Vec<Row> {
                     .zip(ma)
                     .filter(|(b, _)| b.p50_us > 0.0)
                     .map(|(b, a)| (a.p50_us - b.p50_us) / b.p50_us * 100.0),
-                verdict: verdict(mb, ma),
+                verdict: row_verdict(mb, ma, (gpu_of(&b, &shape), gpu_of(&a, &shape))),
             });
         }
     }
@@ -400,17 +466,37 @@ fn gate_states(a: &Artifacts) -> BTreeMap<String, bool> {
     out
 }
 
+/// Gates whose result changed, including gates checked before and not checked now.
 fn flipped(before: &BTreeMap<String, bool>, after: &BTreeMap<String, bool>) -> Vec<FlippedGate> {
     before
         .iter()
-        .filter_map(|(k, b)| match after.get(k) {
-            Some(a) if a != b => Some(FlippedGate {
+        .filter_map(|(k, b)| {
+            let a = after.get(k).copied();
+            (a != Some(*b)).then(|| FlippedGate {
                 gate: k.clone(),
                 before: *b,
-                after: *a,
-            }),
-            _ => None,
+                after: a,
+            })
         })
+        .collect()
+}
+
+/// Targets with a kernel time before and none after.
+fn lost_profiles(before: Option<&NcuSummary>, after: Option<&NcuSummary>) -> Vec<String> {
+    let measured = |s: Option<&NcuSummary>| -> Vec<String> {
+        s.map(|s| {
+            s.targets
+                .iter()
+                .filter(|t| t.kernel_time_us.is_some())
+                .map(|t| t.target.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let now = measured(after);
+    measured(before)
+        .into_iter()
+        .filter(|t| !now.contains(t))
         .collect()
 }
 
@@ -475,9 +561,19 @@ fn pass_mark(pass: bool) -> &'static str {
 
 /// The comparison as markdown (a pull-request comment).
 pub fn markdown(r: &DiffReport) -> String {
+    let side = |gpus: &[String]| {
+        if gpus.is_empty() {
+            "not measured".to_string()
+        } else {
+            gpus.join(", ")
+        }
+    };
     let mut s = format!(
-        "### repro diff: working tree vs `{}` ({})\n\n| Variant | Shape | Before p50 (µs) | After p50 (µs) | Change | Noise ± (µs, before / after) | Verdict |\n|---|---|---:|---:|---:|---:|---|\n",
-        r.rev, r.commit
+        "### repro diff: working tree vs `{}` ({})\n\nGPU before: {}; GPU after: {}.\n\n| Variant | Shape | Before p50 (µs) | After p50 (µs) | Change | Noise ± (µs, before / after) | Verdict |\n|---|---|---:|---:|---:|---:|---|\n",
+        r.rev,
+        r.commit,
+        side(&r.gpus_before),
+        side(&r.gpus_after),
     );
     for row in &r.rows {
         let label = if row.kind == "baseline" {
@@ -498,7 +594,7 @@ pub fn markdown(r: &DiffReport) -> String {
         );
     }
     s += &format!(
-        "\nFASTER/SLOWER: the change is at least {:.0}% and larger than the combined noise of both sides; SAME: below {:.0}%; UNCLEAR: within the noise or not measured on both sides.\n",
+        "\nFASTER/SLOWER: the change is at least {:.0}% and larger than the combined noise of both sides; SAME: below {:.0}%; UNCLEAR: within the noise or not measured on both sides; LOST: measured before, not now; OTHER GPU: measured on different GPU models, not compared.\n",
         r.min_rel_change * 100.0,
         r.min_rel_change * 100.0
     );
@@ -512,9 +608,15 @@ pub fn markdown(r: &DiffReport) -> String {
                 "- {}: {} → {}\n",
                 g.gate,
                 pass_mark(g.before),
-                pass_mark(g.after)
+                g.after.map_or("not checked", pass_mark)
             );
         }
+    }
+    if !r.lost_profiles.is_empty() {
+        s += &format!(
+            "\n**Profiled before, not now:** {}.\n",
+            r.lost_profiles.join(", ")
+        );
     }
     s += "\n**Nsight Compute metrics that changed:**";
     if r.ncu.is_empty() {

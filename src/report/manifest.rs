@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub const MANIFEST: &str = "artifacts/manifest.yaml";
+pub use crate::pipeline::paths::MANIFEST_FILE as MANIFEST;
 /// Folders whose files the manifest lists.
 pub const LISTED_DIRS: [&str; 2] = ["artifacts", "reports"];
 /// Files the manifest does not list (see the module doc).

@@ -25,6 +25,12 @@ pub struct StageState {
     pub reason: Option<String>,
     /// Output path (relative to the root) → recorded sha256.
     pub outputs: BTreeMap<String, String>,
+    /// Set when the last run could not re-run the stage on this machine and kept the
+    /// results of an earlier run (measured elsewhere): why it could not run.
+    pub kept: Option<String>,
+    /// The machine its recorded results were made on, as its lock entry names it (GPU
+    /// model, arch, driver), for stages that record one.
+    pub hardware: Option<String>,
 }
 
 impl StageState {
@@ -69,7 +75,9 @@ impl RunState {
                     status: Some(outcome.label().to_string()),
                     elapsed_s: None,
                     reason,
+                    hardware: entry.inputs.hardware.clone(),
                     outputs: entry.outputs,
+                    kept: None,
                 },
             );
         }
@@ -77,6 +85,10 @@ impl RunState {
             let s = state.stages.entry(name).or_default();
             // A record of the run the lock describes, or of a later failed one.
             let current = s.fingerprint.as_deref() == Some(record.fingerprint.as_str());
+            if let Some(why) = record.kept() {
+                s.kept = Some(why.to_string());
+                continue;
+            }
             if current || record.outcome == Outcome::Failed {
                 s.status = Some(record.outcome.label().to_string());
                 s.reason = record.message;

@@ -27,7 +27,8 @@ use std::time::Duration;
 
 pub struct BenchStage;
 
-const BASELINE_DIR: &str = "artifacts/bench/baselines";
+/// Where baseline records are read from (the shipped `baselines` stage writes them).
+pub const BASELINE_DIR: &str = "artifacts/bench/baselines";
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The stage's resolved options.
@@ -238,8 +239,8 @@ impl StageKind for BenchStage {
         Ok(StageInputs {
             files,
             params,
-            tools: BTreeMap::new(),
             hardware,
+            ..StageInputs::default()
         })
     }
 
@@ -258,6 +259,7 @@ impl StageKind for BenchStage {
                         status: "skipped".into(),
                         reason: Some(no.0.clone()),
                         defines: defines_of(&spec.defines),
+                        nvcc_version: None,
                         results: vec![],
                         gates: vec![],
                     };
@@ -286,6 +288,7 @@ impl StageKind for BenchStage {
                     cubin_path(name).display()
                 )),
                 defines: defines_of(&ctx.pipeline.variants[name].defines),
+                nvcc_version: None,
                 results: vec![],
                 gates: vec![],
             };
@@ -366,6 +369,7 @@ impl StageKind for BenchStage {
                     "failed"
                 }
                 .into(),
+                nvcc_version: crate::stages::build::recorded_nvcc(ctx.root, &name),
                 name,
                 kind: "variant".into(),
                 reason: None,
@@ -904,6 +908,7 @@ stages:
             status: "ok".into(),
             reason: None,
             defines: BTreeMap::new(),
+            nvcc_version: None,
             results: vec![
                 rec("mission", 0, 20.0, 0.001),
                 rec("mission", 1, 20.0, 0.001),
@@ -970,6 +975,7 @@ stages:
             status: "ok".into(),
             reason: None,
             defines: BTreeMap::from([("X".into(), "1".into())]),
+            nvcc_version: None,
             results: vec![r],
             gates: correctness_gates(&[rec("mission", 0, 10.0, 0.01)], &Default::default()),
         };

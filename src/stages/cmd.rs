@@ -3,14 +3,89 @@
 //! engine backs up the previous ones). Its environment has the stage's `env`, each param
 //! as `REPRO_PARAM_<name>`, `REPRO_BIN` (this repro, so scripts can call back into it),
 //! `REPRO_ROOT` and `REPRO_STAGE`.
+//!
+//! A `cmd` stage may say what of the machine its results depend on: `gpu: true` puts this
+//! machine's GPUs (model, arch, driver) into its fingerprint, and `tools: {name: [argv]}`
+//! the version each command prints (`torch: [python3, -c, "import torch; print(torch.__version__)"]`).
+//! Without a GPU, or with a tool missing, the stage cannot measure here: it is skipped
+//! before its command starts, and results it measured elsewhere are kept.
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::executor::{ExitKind, Job};
 use crate::pipeline::{Command, Pipeline, StageSpec};
 use anyhow::bail;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub struct CmdKind;
+
+/// The option that puts the machine's GPUs into the fingerprint.
+const GPU: &str = "gpu";
+/// The option naming the tools whose versions the results depend on.
+const TOOLS: &str = "tools";
+/// The version recorded for a declared tool that is not there.
+const MISSING_TOOL: &str = "missing";
+
+/// What of the machine a `cmd` stage declared its results depend on.
+#[derive(Debug, Default, PartialEq)]
+struct MachineNeeds {
+    gpu: bool,
+    /// Tool name → the command that prints its version.
+    tools: BTreeMap<String, Vec<String>>,
+}
+
+fn machine_needs(spec: &StageSpec) -> Result<MachineNeeds, OptionError> {
+    let mut needs = MachineNeeds::default();
+    if let Some(v) = spec.options.get(GPU) {
+        needs.gpu = v.as_bool().ok_or_else(|| {
+            option_error(
+                &[GPU],
+                "`gpu` must be true or false\nhelp: `gpu: true` when the command measures on this machine's GPU".into(),
+            )
+        })?;
+    }
+    if let Some(v) = spec.options.get(TOOLS) {
+        let map = v.as_mapping().ok_or_else(|| {
+            option_error(
+                &[TOOLS],
+                "`tools` must map a name to the command that prints its version\nhelp: e.g. `tools: {torch: [python3, -c, \"import torch; print(torch.__version__)\"]}`".into(),
+            )
+        })?;
+        for (name, argv) in map {
+            let name = name.as_str().unwrap_or_default().to_string();
+            let argv: Option<Vec<String>> = argv
+                .as_sequence()
+                .and_then(|seq| seq.iter().map(|a| a.as_str().map(String::from)).collect());
+            match argv {
+                Some(argv) if !argv.is_empty() && !name.is_empty() => {
+                    needs.tools.insert(name, argv);
+                }
+                _ => {
+                    return Err(option_error(
+                        &[TOOLS, &name],
+                        format!("tool `{name}` needs the command that prints its version, as a list\nhelp: e.g. `{name}: [{name}, --version]`"),
+                    ))
+                }
+            }
+        }
+    }
+    Ok(needs)
+}
+
+/// Each declared tool's version on this machine (cached per binary), or `missing`.
+fn tool_versions(root: &Path, needs: &MachineNeeds) -> BTreeMap<String, String> {
+    needs
+        .tools
+        .iter()
+        .map(|(name, argv)| {
+            let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
+            let version = crate::tools::probe(root, &argv[0], &args, |_| true)
+                .map(|t| t.version)
+                .unwrap_or_else(|| MISSING_TOOL.to_string());
+            (name.clone(), version)
+        })
+        .collect()
+}
 
 fn option_error(path: &[&str], message: String) -> OptionError {
     OptionError {
@@ -34,7 +109,7 @@ impl StageKind for CmdKind {
     }
 
     fn known_options(&self) -> Option<&'static [&'static str]> {
-        Some(&[])
+        Some(&[GPU, TOOLS])
     }
 
     fn writes_in_place(&self) -> bool {
@@ -47,6 +122,7 @@ impl StageKind for CmdKind {
         spec: &StageSpec,
         _pipeline: &Pipeline,
     ) -> Result<(), OptionError> {
+        machine_needs(spec)?;
         match (&spec.run, spec.shell) {
             (None, _) => Err(option_error(
                 &[],
@@ -75,12 +151,20 @@ impl StageKind for CmdKind {
     fn inputs(
         &self,
         _name: &str,
-        _spec: &StageSpec,
-        _pipeline: &Pipeline,
-        _root: &Path,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+        root: &Path,
     ) -> anyhow::Result<StageInputs> {
-        // Deps, params and env are fingerprinted by the engine from the spec.
-        Ok(StageInputs::default())
+        // Deps, params and env are fingerprinted by the engine from the spec; the machine
+        // parts the stage declared are added here.
+        let needs = machine_needs(spec).map_err(|e| anyhow::anyhow!(e.message))?;
+        Ok(StageInputs {
+            tools: tool_versions(root, &needs),
+            hardware: needs
+                .gpu
+                .then(|| crate::stages::gpu_nodes::hardware(pipeline, spec, root)),
+            ..StageInputs::default()
+        })
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
@@ -88,6 +172,9 @@ impl StageKind for CmdKind {
         let Some(argv) = argv(spec) else {
             bail!("stage `{}` has no valid `run` command", ctx.name);
         };
+        if let Some(skip) = cannot_run_here(ctx)? {
+            return Ok(skip);
+        }
         let mut job = Job::new(format!("cmd:{}", ctx.name), argv.clone(), ctx.root);
         job.env = spec.env.clone();
         for (k, v) in &spec.params {
@@ -129,4 +216,29 @@ impl StageKind for CmdKind {
             indented.join("\n")
         )
     }
+}
+
+/// The skip for a stage whose declared GPU or tools this machine lacks; `None` when it can run.
+fn cannot_run_here(ctx: &RunCtx) -> anyhow::Result<Option<StageOutcome>> {
+    let needs = machine_needs(ctx.spec).map_err(|e| anyhow::anyhow!(e.message))?;
+    if needs.gpu {
+        if let Err(no) = crate::stages::gpu_nodes::stage_gpus(ctx) {
+            return Ok(Some(StageOutcome::Skipped {
+                reason: no.0,
+                fix: crate::stages::gpu_nodes::no_gpu_fix(ctx.executor, "run this stage"),
+            }));
+        }
+    }
+    let missing: Vec<String> = tool_versions(ctx.root, &needs)
+        .into_iter()
+        .filter(|(_, version)| version == MISSING_TOOL)
+        .map(|(name, _)| format!("`{name}` (`{}` failed)", needs.tools[&name].join(" ")))
+        .collect();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(StageOutcome::Skipped {
+        reason: format!("needs {} on this machine", missing.join(", ")),
+        fix: "install the tools named, or run the stage on a machine that has them".into(),
+    }))
 }

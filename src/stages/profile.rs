@@ -405,6 +405,11 @@ impl StageKind for Profile {
         "profile"
     }
 
+    /// The metric names follow the architecture of the GPU present.
+    fn machine_params(&self) -> &'static [&'static str] {
+        &["metrics"]
+    }
+
     fn validate(
         &self,
         _name: &str,

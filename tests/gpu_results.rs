@@ -1,0 +1,123 @@
+//! GPU test (`REPRO_GPU_TESTS=1`; otherwise it prints a "skipped:" line): on real kernels
+//! and a real GPU, the GPU stages record the GPU as an input, and a comment-only kernel edit
+//! rebuilds byte-identical cubins and leaves bench, tune and profile up to date.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+/// The shipped kernel on one small shape, a tiny tune and a profile of the control: every
+/// GPU stage kind, in about half a minute on an H100.
+const PIPELINE: &str = r#"
+version: 1
+workload:
+  op: sdpa_fp8
+  shapes:
+    small: {B: 1, H: 2, S: 128, D: 64}
+  primary: small
+  seeds: [0]
+  reference: {source: kernels/reference.cu, entry: sdpa_reference_f32}
+kernels:
+  sdpa_fp8: {source: kernels/sdpa_fp8.cu, entry: sdpa_fp8_fwd}
+variants:
+  stage2-baseline: {kernel: sdpa_fp8, defines: {USE_CP_ASYNC: 1, USE_WMMA_PV: 1, USE_WARP_SPECIALIZATION: 0}}
+control: stage2-baseline
+stages:
+  build: {uses: build}
+  gpu-info:
+    uses: cmd
+    run: [sh, -c, "nvidia-smi --query-gpu=name --format=csv,noheader > gpu.txt"]
+    outs: [gpu.txt]
+    gpu: true
+  bench: {uses: bench, needs: [build], warmup: 5, iters: 20}
+  evo-tune:
+    uses: tune
+    needs: [build]
+    base: stage2-baseline
+    budget: 4
+    population: 4
+    elite: 1
+    seed: 0
+    warmup: 5
+    iters: 20
+    space: {TILE_N: [32, 64], NUM_WARPS: [4, 8]}
+  ncu-profile: {uses: profile, needs: [bench, evo-tune], targets: [control]}
+"#;
+
+fn run(root: &Path, args: &[&str]) -> String {
+    let out = Command::new(repro_bin())
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "repro {args:?}:\n{text}"
+    );
+    text
+}
+
+fn stage_line<'a>(table: &'a str, stage: &str) -> &'a str {
+    table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(stage))
+        .unwrap_or_else(|| panic!("no line for {stage}:\n{table}"))
+}
+
+#[test]
+fn gpu_stages_record_the_gpu_and_a_comment_only_edit_cuts_off_early() {
+    if !gpu_tests_enabled("gpu_stages_record_the_gpu_and_a_comment_only_edit_cuts_off_early") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("kernels")).unwrap();
+    for f in ["kernels/sdpa_fp8.cu", "kernels/reference.cu"] {
+        std::fs::copy(source_root().join(f), root.join(f)).unwrap();
+    }
+    std::fs::write(root.join("pipeline.yaml"), PIPELINE).unwrap();
+    let first = run(root, &["run", "-q"]);
+    for stage in ["build", "gpu-info", "bench", "evo-tune", "ncu-profile"] {
+        let line = stage_line(&first, stage);
+        assert!(
+            line.contains("passed") || line.contains("gate failed"),
+            "{line}\n{first}"
+        );
+    }
+    let gpu = std::fs::read_to_string(root.join("gpu.txt")).unwrap();
+    let model = gpu.lines().next().unwrap().trim().to_string();
+    let lock = std::fs::read_to_string(root.join("artifacts/repro.lock")).unwrap();
+    let hardware_lines = lock
+        .lines()
+        .filter(|l| l.trim_start().starts_with("hardware:") && l.contains(&model))
+        .count();
+    assert_eq!(
+        hardware_lines, 4,
+        "bench, evo-tune, ncu-profile and gpu-info name the {model}:\n{lock}"
+    );
+    let cubin = std::fs::read(root.join(".repro/cubins/stage2-baseline.cubin")).unwrap();
+
+    let kernel = root.join("kernels/sdpa_fp8.cu");
+    let text = std::fs::read_to_string(&kernel).unwrap();
+    std::fs::write(&kernel, format!("// A comment-only edit.\n{text}")).unwrap();
+    let second = run(root, &["run", "-q"]);
+    assert!(stage_line(&second, "build").contains("passed"), "{second}");
+    assert_eq!(
+        std::fs::read(root.join(".repro/cubins/stage2-baseline.cubin")).unwrap(),
+        cubin,
+        "the edit leaves the cubin byte-identical"
+    );
+    for stage in ["bench", "evo-tune", "ncu-profile"] {
+        assert!(
+            stage_line(&second, stage).contains("up-to-date"),
+            "{stage} must be up to date after a comment-only edit:\n{second}"
+        );
+    }
+}

@@ -1,0 +1,397 @@
+//! Results you can commit: a stage that cannot run here keeps what was measured elsewhere,
+//! the machine is an input, early cutoff, `repro verify`, `repro commit`'s refusals and
+//! `repro diff`'s exit codes — through the real binary, on `cmd` pipelines in temporary git
+//! repositories (no GPU needed: a declared tool that fails stands in for a missing one),
+//! and early cutoff on the shipped kernels (needs nvcc).
+
+#[path = "support/shipped.rs"]
+mod shipped;
+#[path = "support/skip.rs"]
+mod skip;
+
+use assert_cmd::Command;
+use git2::{Repository, Signature};
+use std::path::Path;
+use std::time::Duration;
+
+struct Repo {
+    dir: tempfile::TempDir,
+    git: Repository,
+}
+
+impl Repo {
+    fn new(pipeline: &str) -> Repo {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pipeline.yaml"), pipeline).unwrap();
+        std::fs::write(dir.path().join(".gitignore"), ".repro/\n").unwrap();
+        let git = Repository::init(dir.path()).unwrap();
+        let mut cfg = git.config().unwrap();
+        cfg.set_str("user.name", "Test").unwrap();
+        cfg.set_str("user.email", "test@example.com").unwrap();
+        Repo { dir, git }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let path = self.root().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn read(&self, rel: &str) -> Vec<u8> {
+        std::fs::read(self.root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    fn commit_all(&self, msg: &str) {
+        let mut index = self.git.index().unwrap();
+        index
+            .add_all(["*"].iter(), git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
+        index.write().unwrap();
+        let tree = self.git.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = Signature::now("Test", "test@example.com").unwrap();
+        let parent = self.git.head().ok().and_then(|h| h.peel_to_commit().ok());
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        self.git
+            .commit(Some("HEAD"), &sig, &sig, msg, &tree, &parents)
+            .unwrap();
+    }
+
+    /// Run and expect exit code `code`; return stdout + stderr.
+    fn expect(&self, args: &[&str], code: i32) -> String {
+        let out = Command::cargo_bin("repro")
+            .unwrap()
+            .args(args)
+            .current_dir(self.root())
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(code), "repro {args:?}:\n{text}");
+        text
+    }
+}
+
+/// A "measuring" stage that needs a tool (its version command is `tool.sh`, which the test
+/// makes succeed or fail) and a report stage that needs it.
+const MEASURED: &str = r#"version: 1
+stages:
+  measure:
+    uses: cmd
+    run: [sh, -c, "cat src/kernel.txt | grep -v '^#' > artifacts/m.txt"]
+    deps: [src/kernel.txt]
+    outs: [artifacts/m.txt]
+    tools:
+      probe: [sh, tool.sh]
+  report:
+    uses: cmd
+    needs: [measure]
+    run: [sh, -c, "wc -l < artifacts/m.txt > reports/r.txt"]
+    deps: [artifacts/m.txt]
+    outs: [reports/r.txt]
+"#;
+
+fn measured_repo() -> Repo {
+    let repo = Repo::new(MEASURED);
+    repo.write("src/kernel.txt", "# header\nline one\n");
+    repo.write("tool.sh", "echo probe 1.0\n");
+    std::fs::create_dir_all(repo.root().join("reports")).unwrap();
+    repo
+}
+
+#[test]
+fn a_stage_that_cannot_run_here_keeps_the_results_measured_elsewhere() {
+    let repo = measured_repo();
+    repo.expect(&["run"], 0);
+    let before = (
+        repo.read("artifacts/m.txt"),
+        repo.read("artifacts/repro.lock"),
+    );
+    // The tool disappears and the input changes: the stage cannot measure here.
+    repo.write("tool.sh", "exit 3\n");
+    repo.write("src/kernel.txt", "# header\nline one\nline two\n");
+    let out = repo.expect(&["run"], 0);
+    assert!(out.contains("kept: earlier results"), "{out}");
+    assert!(out.contains("not re-run here: needs `probe`"), "{out}");
+    assert_eq!(repo.read("artifacts/m.txt"), before.0, "output untouched");
+    assert_eq!(
+        repo.read("artifacts/repro.lock"),
+        before.1,
+        "lock untouched"
+    );
+    let status = repo.expect(&["status"], 0);
+    assert!(status.contains("measure  kept"), "{status}");
+    assert!(status.contains("dep `src/kernel.txt` changed"), "{status}");
+    // A second run does not retry what this machine already found it cannot run.
+    let again = repo.expect(&["run"], 0);
+    assert!(again.contains("kept: earlier results"), "{again}");
+    // Once the tool is back the stage is stale again and runs.
+    repo.write("tool.sh", "echo probe 1.0\n");
+    repo.expect(&["run"], 0);
+    assert_eq!(repo.read("artifacts/m.txt"), b"line one\nline two\n");
+}
+
+#[test]
+fn a_stage_that_never_measured_records_its_skip_and_is_not_retried() {
+    let repo = measured_repo();
+    let only_measure = MEASURED.split("  report:").next().unwrap();
+    repo.write("pipeline.yaml", only_measure);
+    repo.write("tool.sh", "exit 3\n");
+    let out = repo.expect(&["run"], 0);
+    assert!(out.contains("skipped: needs `probe`"), "{out}");
+    assert!(!repo.root().join("artifacts/m.txt").exists());
+    let lock = String::from_utf8(repo.read("artifacts/repro.lock")).unwrap();
+    assert!(lock.contains("skipped: needs `probe`"), "{lock}");
+    let again = repo.expect(&["run"], 0);
+    assert!(
+        again
+            .lines()
+            .any(|l| l.starts_with("measure") && l.contains("up-to-date")),
+        "{again}"
+    );
+}
+
+#[test]
+fn tool_versions_and_the_gpu_are_inputs_of_the_stages_that_declare_them() {
+    let repo = measured_repo();
+    repo.expect(&["run"], 0);
+    let lock = String::from_utf8(repo.read("artifacts/repro.lock")).unwrap();
+    assert!(lock.contains("probe: probe 1.0"), "{lock}");
+    // A new version (a new binary, so the cached answer does not apply) makes it stale.
+    repo.write("tool.sh", "echo probe 2.0 # new\n");
+    let status = repo.expect(&["status"], 0);
+    assert!(
+        status.contains("tool `probe` changed: probe 1.0 → probe 2.0"),
+        "{status}"
+    );
+    // `gpu: true` records this machine's GPUs (here: that there is none) as the hardware.
+    let gpu = Repo::new(
+        "version: 1\nstages:\n  g:\n    uses: cmd\n    run: [sh, -c, \"echo x > o\"]\n    outs: [o]\n    gpu: true\n",
+    );
+    let out = gpu.expect(&["status", "--json"], 0);
+    assert!(out.contains("never-run"), "{out}");
+    let bad = Repo::new(
+        "version: 1\nstages:\n  g:\n    uses: cmd\n    run: [sh, -c, \"echo x > o\"]\n    outs: [o]\n    gpu: maybe\n",
+    );
+    let err = bad.expect(&["status"], 2);
+    assert!(err.contains("`gpu` must be true or false"), "{err}");
+}
+
+#[test]
+fn a_rerun_with_byte_identical_outputs_leaves_what_needs_it_up_to_date() {
+    let repo = measured_repo();
+    repo.expect(&["run"], 0);
+    // A comment-only edit: `measure` reruns, writes the same bytes; `report` does not rerun.
+    repo.write("src/kernel.txt", "# a new comment\nline one\n");
+    let out = repo.expect(&["run"], 0);
+    assert!(out.contains("measure  "), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("report") && l.contains("up-to-date")),
+        "report must be up to date:\n{out}"
+    );
+    // A real change reaches it.
+    repo.write("src/kernel.txt", "# a new comment\nline one\nline two\n");
+    let out = repo.expect(&["run"], 0);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("report") && l.contains("passed")),
+        "{out}"
+    );
+}
+
+/// [`MEASURED`] plus a stage that writes the manifest as the summarize stage does: the
+/// commit checked out, and whether the sources differ from it.
+fn with_manifest() -> Repo {
+    let repo = measured_repo();
+    repo.write(
+        "pipeline.yaml",
+        &(MEASURED.to_string()
+            + "  manifest:\n    uses: cmd\n    needs: [report]\n    run: [sh, manifest.sh]\n    deps: [manifest.sh]\n    outs: [artifacts/manifest.yaml]\n"),
+    );
+    repo.write(
+        "manifest.sh",
+        "sha=$(git rev-parse HEAD)\ndirty=False\n[ -n \"$(git status --porcelain -- src)\" ] && dirty=True\nprintf 'created_utc: \"2026-11-23T10:00:00Z\"\\ngit:\\n  sha: \"%s\"\\n  dirty: %s\\n' \"$sha\" \"$dirty\" > artifacts/manifest.yaml\n",
+    );
+    repo
+}
+
+fn reset_hard(repo: &Repo) {
+    repo.git
+        .checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
+        .unwrap();
+    let _ = std::fs::remove_file(repo.root().join("artifacts/extra.json"));
+}
+
+#[test]
+fn verify_accepts_consistent_results_and_names_each_inconsistency() {
+    let repo = with_manifest();
+    repo.commit_all("sources");
+    repo.expect(&["run"], 0);
+    repo.commit_all("results");
+    let ok = repo.expect(&["verify"], 0);
+    assert!(ok.contains("verified: 3 stages"), "{ok}");
+
+    // A hand-edited result.
+    repo.write("reports/r.txt", "99\n");
+    let out = repo.expect(&["verify"], 1);
+    assert!(
+        out.contains("`reports/r.txt` is not the file the run wrote"),
+        "{out}"
+    );
+    reset_hard(&repo);
+    // A source edited after the results were made.
+    repo.write("src/kernel.txt", "# header\nline one\nline three\n");
+    let out = repo.expect(&["verify"], 1);
+    assert!(
+        out.contains("stage `measure`: `src/kernel.txt` changed since its results were made"),
+        "{out}"
+    );
+    reset_hard(&repo);
+    // A stray file in the results.
+    repo.write("artifacts/extra.json", "{}");
+    let out = repo.expect(&["verify"], 1);
+    assert!(
+        out.contains("`artifacts/extra.json` is in the results"),
+        "{out}"
+    );
+    reset_hard(&repo);
+    // The lock edited by hand: what `report` recorded of `measure` no longer matches.
+    let lock = String::from_utf8(repo.read("artifacts/repro.lock")).unwrap();
+    let (head, tail) = lock.split_once("upstream:\n        measure: ").unwrap();
+    let edited = format!("{head}upstream:\n        measure: 0{}", &tail[1..]);
+    repo.write("artifacts/repro.lock", &edited);
+    let out = repo.expect(&["verify"], 1);
+    assert!(
+        out.contains("stage `report` was made from other results of `measure`"),
+        "{out}"
+    );
+    reset_hard(&repo);
+    repo.expect(&["verify"], 0);
+}
+
+#[test]
+fn verify_checks_the_commit_the_manifest_names() {
+    let repo = with_manifest();
+    repo.commit_all("sources");
+    repo.expect(&["run"], 0);
+    // New sources measured without committing them first, then committed afterwards.
+    repo.write("src/kernel.txt", "# header\nline one\nline two\n");
+    repo.expect(&["run"], 0);
+    repo.commit_all("kernel and results");
+    let out = repo.expect(&["verify"], 1);
+    assert!(out.contains("made from uncommitted sources"), "{out}");
+    assert!(
+        out.contains("there `src/kernel.txt` is not the file the results were made from"),
+        "{out}"
+    );
+}
+
+#[test]
+fn commit_refuses_stale_results_and_dirty_sources_and_names_the_flag() {
+    let repo = measured_repo();
+    repo.commit_all("sources");
+    repo.expect(&["run"], 0);
+    // A source edited and not rerun: stale, and dirty against HEAD.
+    repo.write("src/kernel.txt", "# header\nline one\nline two\n");
+    let out = repo.expect(&["commit"], 1);
+    assert!(out.contains("stage `measure` is stale"), "{out}");
+    assert!(out.contains("(override: --allow-stale)"), "{out}");
+    assert!(
+        out.contains("`src/kernel.txt`, an input of the results, differs from HEAD"),
+        "{out}"
+    );
+    assert!(out.contains("(override: --allow-dirty)"), "{out}");
+    // Rerun: no longer stale, but the source is still uncommitted.
+    repo.expect(&["run"], 0);
+    let out = repo.expect(&["commit"], 1);
+    assert!(!out.contains("--allow-stale"), "{out}");
+    assert!(out.contains("--allow-dirty"), "{out}");
+    // Commit the source first: then the results go in.
+    let mut index = repo.git.index().unwrap();
+    index.add_path(Path::new("src/kernel.txt")).unwrap();
+    index.write().unwrap();
+    let tree = repo.git.find_tree(index.write_tree().unwrap()).unwrap();
+    let sig = Signature::now("Test", "test@example.com").unwrap();
+    let head = repo.git.head().unwrap().peel_to_commit().unwrap();
+    repo.git
+        .commit(Some("HEAD"), &sig, &sig, "kernel", &tree, &[&head])
+        .unwrap();
+    repo.expect(&["commit", "-m", "results"], 0);
+}
+
+#[test]
+fn commit_refuses_results_kept_from_another_machine() {
+    let repo = measured_repo();
+    repo.commit_all("sources");
+    repo.expect(&["run"], 0);
+    repo.expect(&["commit", "-m", "measured"], 0);
+    repo.write("tool.sh", "exit 3\n");
+    repo.write("src/kernel.txt", "# header\nline one\nline two\n");
+    repo.commit_all("new kernel");
+    repo.expect(&["run"], 0);
+    let out = repo.expect(&["commit"], 1);
+    assert!(
+        out.contains("stage `measure` was not re-run on this machine"),
+        "{out}"
+    );
+    assert!(out.contains("--allow-stale"), "{out}");
+}
+
+#[test]
+fn diff_of_a_revision_that_does_not_exist_is_bad_usage() {
+    let repo = measured_repo();
+    repo.commit_all("sources");
+    let out = repo.expect(&["diff", "no-such-rev"], 2);
+    assert!(out.contains("revision `no-such-rev` not found"), "{out}");
+}
+
+#[test]
+fn a_comment_only_kernel_edit_rebuilds_and_leaves_bench_tune_and_profile_up_to_date() {
+    let test = "a_comment_only_kernel_edit_rebuilds_and_leaves_bench_tune_and_profile_up_to_date";
+    if shipped::pinned_nvcc(test).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    shipped::copy_project(root);
+    let run = |args: &[&str]| -> String {
+        let out = Command::cargo_bin("repro")
+            .unwrap()
+            .args(args)
+            .current_dir(root)
+            .timeout(Duration::from_secs(600))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.code().is_some_and(|c| c <= 1),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    run(&["run", "-q"]);
+    let kernel = root.join("kernels/sdpa_fp8.cu");
+    let text = std::fs::read_to_string(&kernel).unwrap();
+    std::fs::write(&kernel, format!("// A comment-only edit.\n{text}")).unwrap();
+    let table = run(&["run", "-q"]);
+    let line = |stage: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(stage))
+            .unwrap_or_else(|| panic!("no {stage} in\n{table}"))
+            .to_string()
+    };
+    assert!(line("build").contains("passed"), "{table}");
+    for stage in ["bench", "evo-tune", "ncu-profile"] {
+        assert!(line(stage).contains("up-to-date"), "{stage}:\n{table}");
+    }
+}
