@@ -6,7 +6,7 @@
 //! missing one fails the register gate (measured as NaN: nothing to vouch for).
 
 use crate::pipeline::PtxasGates;
-use crate::schema::{EntryResources, GateResult};
+use crate::schema::{BuildRecord, EntryResources, GateResult};
 
 /// One result per (entry, configured gate): `ptxas.max_registers`, `ptxas.max_smem_bytes`,
 /// `ptxas.max_spill_bytes` (spill stores + loads), with the entry name as subject.
@@ -42,6 +42,18 @@ pub fn ptxas_gates(entries: &[EntryResources], gates: &PtxasGates) -> Vec<GateRe
         }
     }
     results
+}
+
+/// The gates of a build record as the build stage writes them: the declared entry's shared
+/// memory is static plus dynamic (what a block needs at launch).
+pub fn record_gates(record: &BuildRecord, gates: &PtxasGates) -> Vec<GateResult> {
+    let mut entries = record.entries.clone();
+    if let Some(dynamic) = record.dynamic_smem_bytes {
+        for e in entries.iter_mut().filter(|e| e.name == record.entry) {
+            e.smem_bytes = Some(e.smem_bytes.unwrap_or(0) + dynamic);
+        }
+    }
+    ptxas_gates(&entries, gates)
 }
 
 /// A one-line summary of the failed gates, e.g.
