@@ -8,6 +8,7 @@
 //! [`report`]. [`schema`] fixes the artifact records that stages hand each other.
 
 pub mod cli;
+pub mod doctables;
 pub mod engine;
 pub mod env;
 pub mod executor;
