@@ -17,13 +17,24 @@ pub struct Sources<'a> {
     pub primary: Option<&'a str>,
 }
 
-/// The names `<!-- repro:table NAME -->` accepts, besides `results/FILE`.
-pub const NAMES: &[&str] = &["variants", "perf-gates", "resources", "ncu", "tune"];
+/// The names `<!-- repro:table NAME -->` accepts, besides `results/FILE` and
+/// `report:SECTION;SECTION…`.
+pub const NAMES: &[&str] = &[
+    "variants",
+    "perf-gates",
+    "resources",
+    "ncu",
+    "tune",
+    "exec-example",
+];
 
 /// Render table `name`; `Err` names what is wrong with the marker.
 pub fn render(name: &str, s: &Sources) -> Result<String, String> {
     if let Some(file) = name.strip_prefix("results/") {
         return Ok(results_file(s.root, file));
+    }
+    if let Some(sections) = name.strip_prefix("report:") {
+        return report_excerpt(s.root, sections);
     }
     Ok(match name {
         "variants" => variants(s),
@@ -31,12 +42,11 @@ pub fn render(name: &str, s: &Sources) -> Result<String, String> {
         "resources" => resources(s.artifacts),
         "ncu" => ncu(s.artifacts),
         "tune" => tune(s.artifacts, s.primary),
-        _ => {
-            return Err(format!(
-                "unknown table {name:?}: expected one of {} or results/FILE",
-                NAMES.join(", ")
-            ))
-        }
+        "exec-example" => exec_example(s),
+        _ => return Err(format!(
+            "unknown table {name:?}: expected one of {}, results/FILE or report:SECTION;SECTION",
+            NAMES.join(", ")
+        )),
     })
 }
 
@@ -319,6 +329,32 @@ fn tune(a: &Artifacts, primary: Option<&str>) -> String {
     out
 }
 
+/// The control's first record on the primary shape, as `repro exec` printed it.
+fn exec_example(s: &Sources) -> String {
+    let record = s.control.zip(s.primary).and_then(|(control, primary)| {
+        let file = s
+            .artifacts
+            .benches
+            .as_ref()?
+            .iter()
+            .find(|b| b.name == control)?;
+        let r = file.results.iter().find(|r| r.shape == primary)?;
+        Some((control, primary, r))
+    });
+    let Some((control, primary, r)) = record else {
+        return not_committed("bench record of the control on the primary shape");
+    };
+    // The speedups are the bench stage's, added after `repro exec` printed the line.
+    let mut r = r.clone();
+    r.speedups.clear();
+    let line = serde_json::to_string(&r).expect("bench records always serialize");
+    format!(
+        "```console\n$ repro exec --variant {control} --shape {primary} --seed {}\n{line}\n```\n\n\
+         (The committed run's record, from `artifacts/bench/{control}.json`.)\n",
+        r.seed
+    )
+}
+
 /// A committed result file under `benches/results/`, inlined (its header names the
 /// command, device, date and commit), or a note saying it is not there yet.
 fn results_file(root: &Path, file: &str) -> String {
@@ -330,4 +366,40 @@ fn results_file(root: &Path, file: &str) -> String {
              on a GPU machine (see its header).*\n"
         ),
     }
+}
+
+/// The committed `reports/summary.md`, cut to its title and verdict and the named sections
+/// (`;`-separated heading texts, each kept down to the next heading of its level or
+/// above), fenced as markdown. A section the report does not have is an error, so a
+/// renamed section fails `--check` instead of silently vanishing.
+fn report_excerpt(root: &Path, sections: &str) -> Result<String, String> {
+    let rel = crate::report::SUMMARY;
+    let Ok(text) = std::fs::read_to_string(root.join(rel)) else {
+        return Ok(format!(
+            "*No committed `{rel}`: run the pipeline and `repro commit`.*\n"
+        ));
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let level = |l: &str| {
+        let n = l.chars().take_while(|c| *c == '#').count();
+        (n > 0 && l[n..].starts_with(' ')).then_some(n)
+    };
+    let first = lines
+        .iter()
+        .position(|l| level(l) == Some(2))
+        .unwrap_or(lines.len());
+    let mut parts = vec![lines[..first].join("\n").trim_end().to_string()];
+    for want in sections.split(';').map(str::trim) {
+        let start = lines
+            .iter()
+            .position(|l| level(l).is_some_and(|n| l[n..].trim() == want))
+            .ok_or_else(|| format!("{rel} has no section {want:?}"))?;
+        let depth = level(lines[start]).unwrap_or(2);
+        let end = lines[start + 1..]
+            .iter()
+            .position(|l| level(l).is_some_and(|n| n <= depth))
+            .map_or(lines.len(), |i| start + 1 + i);
+        parts.push(lines[start..end].join("\n").trim_end().to_string());
+    }
+    Ok(format!("````markdown\n{}\n````\n", parts.join("\n\n…\n\n")))
 }
