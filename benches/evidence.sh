@@ -54,7 +54,8 @@ constraints() { # the constraint mirror against nvcc -E → benches/results/kern
     results_header "python3 kernels/tools/check_variants.py --verify-constraints --compile-only"
     echo '```text'; tail -n 20 "$log"; echo '```'
     [ "$rc" -eq 0 ] || echo "exit status $rc"
-  } > benches/results/kernel_constraints.md
+  } > benches/results/kernel_constraints.md.tmp
+  mv benches/results/kernel_constraints.md.tmp benches/results/kernel_constraints.md
   cat "$log"
   return "$rc"
 }

@@ -98,6 +98,7 @@ PY
 {
   results_header "REPRO=repro CLOCK_CONTROL=$CLOCK_CONTROL bash benches/ncu_check.sh"
   cat "$CHECK_DIR/comparison.md"
-} > benches/results/ncu_check.md
+} > benches/results/ncu_check.md.tmp
+mv benches/results/ncu_check.md.tmp benches/results/ncu_check.md
 cat benches/results/ncu_check.md
 [ "$stage_rc" -eq 0 ] && [ "$compare_rc" -eq 0 ]

@@ -16,7 +16,7 @@ trap 'rm -f "$log"' EXIT
 cargo test --locked "${profile[@]}" --test tune_search tune_synthetic -- --nocapture --test-threads 1 > "$log" 2>&1 \
   || { cat "$log"; exit 1; }
 {
-  results_header "benches/tune_synthetic.sh ${1:-} (cargo test --test tune_search tune_synthetic -- --nocapture --test-threads 1)"
+  results_header "benches/tune_synthetic.sh${1:+ $1} (cargo test --test tune_search tune_synthetic -- --nocapture --test-threads 1)"
   echo "Population 8, elite 3, seeds 0–9. \"Trials to target\" counts every trial, failed ones included, until one is within 2% of the landscape's optimum; a run that never gets there counts as budget + 1. Random sampling draws valid configurations without replacement (seeded)."
   echo
   # libtest prints "test NAME ... " before a test's own output: keep what follows it.
@@ -38,5 +38,6 @@ print("\n".join(header + sorted(rows)))
 print()
 print(gap)
 PY
-} > "$out"
+} > "$out.tmp"
+mv "$out.tmp" "$out"
 cat "$out"

@@ -35,7 +35,8 @@ evidence() {
     echo '```text'
     if [ -n "${4:-}" ]; then sed -n "/$4/,\$p" "$3"; else cat "$3"; fi
     echo '```'
-  } > "benches/results/$1.md"
+  } > "benches/results/$1.md.tmp"
+  mv "benches/results/$1.md.tmp" "benches/results/$1.md"
 }
 export PYTHONUNBUFFERED=1
 export PATH=$PATH:/usr/local/cuda/bin
