@@ -72,7 +72,7 @@ pub fn regenerate(
         for (_, l) in lines.by_ref() {
             if l.trim().starts_with(CLOSE) {
                 let body = render(name).map_err(|e| format!("{file}:{}: {e}", i + 1))?;
-                let body = format!("\n{}\n", body.trim_end());
+                let body = format!("\n{}\n\n", body.trim_end());
                 if body != old {
                     changed.push(name.to_string());
                 }
