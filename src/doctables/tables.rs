@@ -43,10 +43,12 @@ pub fn render(name: &str, s: &Sources) -> Result<String, String> {
         "ncu" => ncu(s.artifacts),
         "tune" => tune(s.artifacts, s.primary),
         "exec-example" => exec_example(s),
-        _ => return Err(format!(
+        _ => {
+            return Err(format!(
             "unknown table {name:?}: expected one of {}, results/FILE or report:SECTION;SECTION",
             NAMES.join(", ")
-        )),
+        ))
+        }
     })
 }
 

@@ -430,7 +430,8 @@ impl StageKind for BuildStage {
             }
             let mut record = new_record(t, &tc, &choice.arch, out);
             if out.ok {
-                record.dynamic_smem_bytes = out.cubin.as_deref().and_then(dynamic_smem);
+                record.dynamic_smem_bytes =
+                    out.cubin.as_deref().and_then(cubin::dynamic_smem_bytes);
                 if let Some(g) = ptxas_gates {
                     record.gates = gates::record_gates(&record, g);
                     gate_failures.extend(gates::describe_failures(&t.name, &record.gates));
@@ -481,13 +482,6 @@ fn check_with_driver(ctx: &RunCtx, out: &CompileOutput, record: &mut BuildRecord
         entry,
     )
     .unwrap_or_else(|e| format!("skipped: could not read the driver's attributes: {e:#}"))
-}
-
-/// The kernel's dynamic shared memory per block, from its cubin.
-fn dynamic_smem(cubin: &Path) -> Option<u64> {
-    let elf = std::fs::read(cubin).ok()?;
-    let n = cubin::read_i32_global(&elf, cubin::DYNAMIC_SMEM_SYMBOL)?;
-    u64::try_from(n).ok()
 }
 
 fn new_record(t: &Target, tc: &Toolchain, arch: &str, out: &CompileOutput) -> BuildRecord {
