@@ -370,23 +370,12 @@ fn check_project(root: &Path, counts: &mut Counts, problems: &mut Vec<String>) {
         counts.builds += 1;
         check_build(&format!("{name} build/{}", r.variant), r, &gates, problems);
     }
-    for f in a.benches.iter().flatten() {
+    let benches = a.benches.iter().flatten().map(|f| ("bench", f));
+    let baselines = a.baselines.iter().flatten().map(|f| ("baseline", f));
+    for (kind, f) in benches.chain(baselines) {
         counts.benches += 1;
-        check_bench(
-            &format!("{name} bench/{}", f.name),
-            f,
-            &correctness,
-            problems,
-        );
-    }
-    for f in a.baselines.iter().flatten() {
-        counts.benches += 1;
-        check_bench(
-            &format!("{name} baseline/{}", f.name),
-            f,
-            &correctness,
-            problems,
-        );
+        let at = format!("{name} {kind}/{}", f.name);
+        check_bench(&at, f, &correctness, problems);
     }
     if let Some(t) = &a.tune {
         counts.trials += t.trials.len();
