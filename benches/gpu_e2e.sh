@@ -162,6 +162,7 @@ pack
 tar czf "$OUT/drill.tgz" -C /tmp/drill artifacts/build artifacts/bench 2>/dev/null || true
 {
   echo "$HEADER"
+  echo
   echo "| step | want exit | got | wall s | verdict |"
   echo "|---|---|---:|---:|---|"
   cat "$ROWS"

@@ -3,6 +3,7 @@
 # benches/results/ starts with (the command, the device, the date and the git commit), so a
 # figure quoted in the docs can always be traced to what produced it.
 #   REPRO_COMMIT  the commit to name when the tree has no .git (a copy sent to a GPU machine)
+mkdir -p "$(dirname "${BASH_SOURCE[0]}")/results"
 results_device() {
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader \

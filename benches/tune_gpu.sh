@@ -60,6 +60,7 @@ cat "$out/wall.txt"
 if [ -f "$out/comparison.json" ]; then
   {
     echo "$header"
+    echo
     python3 - "$out/comparison.json" "$out/wall.txt" "$out/gpu_util.csv" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
