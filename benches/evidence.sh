@@ -15,6 +15,9 @@
 #   constraints  kernels/tools/check_variants.py --verify-constraints --compile-only (nvcc -E
 #             over the 3072-point space against the Python mirror; no GPU needed)
 #                                            → results/kernel_constraints.md (~1–3 min)
+#   resources kernels/tools/check_variants.py --compile-only over the shipped variants and
+#             their HEAD_DIM=128 twins for sm_80, sm_89, sm_90 (ptxas -v; no GPU needed)
+#                                            → results/kernel_resources.md (~30 s)
 #   tune      benches/tune_gpu.sh (search, then --exhaustive) → results/tune_vs_exhaustive.md
 #             (~1 min search + 2.5–5 min sweep)
 # All of them take more than one 10-minute device call: pick steps per call, e.g.
@@ -28,8 +31,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=$(realpath -m "${1:?usage: benches/evidence.sh OUTDIR [STEP...]}"); shift
-STEPS=${*:-e2e harness compile constraints sanitize kernels tune}
-REPRO=$(realpath "${REPRO:?set REPRO to the repro binary}")
+STEPS=${*:-e2e harness compile constraints resources sanitize kernels tune}
+# The repro binary: only the steps that run it need it.
+repro() { realpath "${REPRO:?set REPRO to the repro binary}"; }
 read -r -a TEST_BINS <<< "${TEST_BINS:-}"
 WORK=$(mktemp -d)
 mkdir -p "$OUT" benches/results
@@ -47,29 +51,39 @@ run_step() { # run_step NAME CMD...: run, log its verdict and wall time
   echo "=== $name: $verdict in $((SECONDS - t0)) s" | tee -a "$LOG"
 }
 
-constraints() { # the constraint mirror against nvcc -E → benches/results/kernel_constraints.md
-  local log=$WORK/constraints.out rc=0
-  python3 kernels/tools/check_variants.py --verify-constraints --compile-only > "$log" 2>&1 || rc=$?
-  { . benches/results_header.sh
-    results_header "python3 kernels/tools/check_variants.py --verify-constraints --compile-only"
-    echo '```text'; tail -n 20 "$log"; echo '```'
+. benches/results_header.sh
+# check_variants NAME ARGS...: kernels/tools/check_variants.py ARGS → benches/results/NAME.md
+# (the last 40 lines of its output behind the header); its exit status.
+check_variants() {
+  local name=$1 log=$WORK/$1.out rc=0; shift
+  python3 kernels/tools/check_variants.py "$@" > "$log" 2>&1 || rc=$?
+  { results_header "python3 kernels/tools/check_variants.py $*"
+    echo "nvcc: $(nvcc --version | tail -1)"; echo
+    echo '```text'; tail -n 40 "$log"; echo '```'
     [ "$rc" -eq 0 ] || echo "exit status $rc"
-  } > benches/results/kernel_constraints.md.tmp
-  mv benches/results/kernel_constraints.md.tmp benches/results/kernel_constraints.md
+  } > "benches/results/$name.md.tmp"
+  mv "benches/results/$name.md.tmp" "benches/results/$name.md"
   cat "$log"
   return "$rc"
+}
+# The constraint mirror against nvcc -E, over the whole space.
+constraints() { check_variants kernel_constraints --verify-constraints --compile-only; }
+# ptxas -v of the shipped variants and their D=128 twins on three architectures.
+resources() {
+  check_variants kernel_resources --compile-only --arch sm_80 sm_89 sm_90 --set shipped --d128
 }
 
 for step in $STEPS; do
   case $step in
-    e2e) run_step e2e bash benches/gpu_e2e.sh "$REPRO" "$WORK/e2e" "${TEST_BINS[@]}" ;;
-    harness) run_step harness env REPRO_BIN="$REPRO" bash benches/gpu_harness_vs_ncu.sh ;;
+    e2e) run_step e2e bash benches/gpu_e2e.sh "$(repro)" "$WORK/e2e" "${TEST_BINS[@]}" ;;
+    harness) run_step harness env REPRO_BIN="$(repro)" bash benches/gpu_harness_vs_ncu.sh ;;
     compile) run_step compile bash benches/build_compile_times.sh 5 ;;
     sanitize) run_step sanitize env DEADLINE_S=${SANITIZE_DEADLINE_S:-450} bash kernels/tools/gpu_check.sh "$WORK/sanitize" sanitize ;;
     kernels) run_step kernels env DEADLINE_S=${KERNELS_DEADLINE_S:-210} bash kernels/tools/gpu_check.sh "$WORK/kernels" shipped ;;
     constraints) run_step constraints constraints ;;
-    tune) run_step tune bash benches/tune_gpu.sh "$REPRO" kernels "$WORK/tune" ;;
-    *) echo "unknown step $step (e2e harness compile constraints sanitize kernels tune)" >&2; exit 2 ;;
+    resources) run_step resources resources ;;
+    tune) run_step tune bash benches/tune_gpu.sh "$(repro)" kernels "$WORK/tune" ;;
+    *) echo "unknown step $step (e2e harness compile constraints resources sanitize kernels tune)" >&2; exit 2 ;;
   esac
 done
 
