@@ -15,7 +15,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 {
   results_header "benches/build_compile_times.sh $runs"
-  echo "nvcc: $(nvcc --version | tail -1). Wall time of one nvcc (one at a time), median of $runs runs after 1 warm-up."
+  echo "nvcc: $(nvcc --version | grep -m1 release). Wall time of one nvcc (one at a time), median of $runs runs after 1 warm-up."
   echo
   python3 - "$runs" "$tmp" <<'PY'
 import glob, json, statistics, subprocess, sys, time

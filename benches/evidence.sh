@@ -58,7 +58,7 @@ check_variants() {
   local name=$1 log=$WORK/$1.out rc=0; shift
   python3 kernels/tools/check_variants.py "$@" > "$log" 2>&1 || rc=$?
   { results_header "python3 kernels/tools/check_variants.py $*"
-    echo "nvcc: $(nvcc --version | tail -1)"; echo
+    echo "nvcc: $(nvcc --version | grep -m1 release)"; echo
     echo '```text'; tail -n 40 "$log"; echo '```'
     [ "$rc" -eq 0 ] || echo "exit status $rc"
   } > "benches/results/$name.md.tmp"
