@@ -40,7 +40,7 @@ pub struct GlobalArgs {
         default_value = "pipeline.yaml"
     )]
     pub file: PathBuf,
-    /// Plain output: no spinners, only failures and the final table.
+    /// Quiet: no spinners, notes or warnings; only errors and the final table.
     #[arg(short, long, global = true)]
     pub quiet: bool,
 }
@@ -52,6 +52,9 @@ pub enum Command {
     /// Run only the named stages against the recorded outputs of their upstream.
     Stage(StageArgs),
     /// Say, per stage, up-to-date / stale / never-run / failed, and what changed.
+    ///
+    /// Exits 0 whatever it finds, unless --exit-code: then 1 when anything is stale, never
+    /// run or failed.
     Status(StatusArgs),
     /// Print the stage graph (text, Mermaid or Graphviz dot).
     Dag(DagArgs),
@@ -61,6 +64,17 @@ pub enum Command {
     Tune(TuneArgs),
     /// Internal: load one variant, check it against the reference, time it, print one JSON line.
     Exec(crate::gpu::exec::ExecArgs),
+    /// Is A faster than B? Time two kernels on one GPU, interleaved, and give the ratio of
+    /// their medians with a 95% confidence interval.
+    ///
+    /// A and B are variants of pipeline.yaml (their cubins from the build stage) or paths
+    /// to .cubin files. Both are checked against the reference on the same inputs, then
+    /// timed in one process by the isolated method (one launch per sample, the timer's cost
+    /// subtracted), sample by sample in turn (A B, B A, A B, …) so drifting clocks or
+    /// temperature affect both alike. The answer reads like hyperfine's: "A ran 1.092×
+    /// faster than B (95% CI 1.088–1.097)", the interval from a paired bootstrap of the
+    /// samples. Exits 1 when A or B fails the correctness check.
+    Compare(crate::gpu::compare::CompareArgs),
     /// Nsight Compute helpers.
     #[command(subcommand)]
     Ncu(NcuCommand),
@@ -97,6 +111,8 @@ pub enum Command {
     /// resources, ncu, tune (from artifacts/) or results/FILE (benches/results/FILE).
     /// With --check, changes nothing and exits 1 naming each table that is not current.
     Docs(DocsArgs),
+    /// Show the nvcc in use and where it came from; `install` fetches the pinned one.
+    Toolchain(ToolchainArgs),
 }
 
 #[derive(Debug, Args)]
@@ -155,9 +171,13 @@ pub struct StageArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Machine-readable output.
+    /// Machine-readable output (every changed value in full).
     #[arg(long)]
     pub json: bool,
+    /// Exit 1 when a stage is stale, never run or failed, 0 when all are up to date (as
+    /// `git diff --exit-code`), so a script or CI can ask "is anything stale?".
+    #[arg(long)]
+    pub exit_code: bool,
 }
 
 #[derive(Debug, Args)]
@@ -237,6 +257,22 @@ pub struct CommitArgs {
     pub allow_other_gpu: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct ToolchainArgs {
+    #[command(subcommand)]
+    pub action: Option<ToolchainAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolchainAction {
+    /// Install nvcc from NVIDIA's wheels (pip) into the per-user cache, as `repro run` does
+    /// for a pinned toolchain this machine lacks.
+    Install {
+        /// e.g. 13.0.88; default: the version pipeline.yaml pins (`toolchain: {nvcc: ...}`).
+        version: Option<String>,
+    },
+}
+
 /// Parse the command line, run, and return the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
@@ -266,6 +302,7 @@ pub fn main() -> i32 {
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Exec(args) => crate::gpu::exec::main(&cli.global, &args),
+        Command::Compare(args) => crate::gpu::compare::main(&cli.global, &args),
         Command::Ncu(NcuCommand::Parse(args)) => crate::ncu::parse_command(&args),
         Command::Build(a) if a.list => crate::stages::build::list::main(&cli.global, &a),
         Command::Run(args) => crate::engine::commands::run(&cli.global, &args),
@@ -278,6 +315,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Commit(args) => crate::report::commit::main(&cli.global, &args),
         Command::Verify => verify(&cli.global),
         Command::Docs(args) => crate::doctables::main(&cli.global, args.check),
+        Command::Toolchain(ToolchainArgs { action: None }) => {
+            crate::toolchain::command::show(&cli.global.file)
+        }
+        Command::Toolchain(ToolchainArgs {
+            action: Some(ToolchainAction::Install { version }),
+        }) => crate::toolchain::command::install(
+            &cli.global.file,
+            version.as_deref(),
+            cli.global.quiet,
+        ),
     }
 }
 

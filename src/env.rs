@@ -1,6 +1,7 @@
 //! Environment capture for the manifest and the report: git state (git2), the GPU (through
-//! [`crate::gpu::probe_cached`]), tool versions (through [`crate::tools::probe`], cached),
-//! the host, repro's version and the creation time.
+//! [`crate::gpu::probe_cached`]), tool versions (through [`crate::tools::probe`], cached;
+//! nvcc through [`crate::toolchain`], as the build finds it), the host, repro's version and
+//! the creation time.
 //!
 //! Every field is optional where the machine may lack it: a missing tool or GPU is recorded
 //! as absent (`null` in the manifest, "n/a" in the report), never as an error.
@@ -55,6 +56,11 @@ pub struct CaptureOptions {
     pub baselines_ran: bool,
     /// The torch version as the baseline records carry it (asked of python only if absent).
     pub torch_from_records: Option<String>,
+    /// The nvcc version(s) the build records name: what built the cubins the results
+    /// measured (the toolchain found here is asked only if absent).
+    pub nvcc_from_records: Option<String>,
+    /// The nvcc version pipeline.yaml pins.
+    pub nvcc_pin: Option<crate::toolchain::NvccVersion>,
 }
 
 /// Capture the environment of the project at `root`.
@@ -89,7 +95,7 @@ pub fn capture(root: &Path, opts: &CaptureOptions) -> Environment {
         git: git_state(root),
         gpu,
         gpu_note,
-        nvcc: version("nvcc", &["--version"], "release"),
+        nvcc: nvcc(root, opts),
         ncu: version("ncu", &["--version"], "Version"),
         python,
         torch,
@@ -97,6 +103,31 @@ pub fn capture(root: &Path, opts: &CaptureOptions) -> Environment {
         repro_version: env!("CARGO_PKG_VERSION").to_string(),
         created_utc: chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
     }
+}
+
+/// The nvcc the results were built with, else the one the build would use here (found
+/// on PATH, `CUDA_HOME`, `CUDA_PATH` or in repro's cache alike); says so when it is not
+/// the pinned version.
+fn nvcc(root: &Path, opts: &CaptureOptions) -> Option<String> {
+    nvcc_with(root, opts, &crate::toolchain::NvccSearch::from_env())
+}
+
+fn nvcc_with(
+    root: &Path,
+    opts: &CaptureOptions,
+    search: &crate::toolchain::NvccSearch,
+) -> Option<String> {
+    let line = opts.nvcc_from_records.clone().or_else(|| {
+        search
+            .find(root, opts.nvcc_pin.as_ref())
+            .ok()
+            .map(|tc| tc.version)
+    })?;
+    let found = crate::toolchain::NvccVersion::from_release_line(&line);
+    Some(match opts.nvcc_pin {
+        Some(pin) if found != Some(pin) => format!("{line} (pipeline.yaml pins {pin})"),
+        _ => line,
+    })
 }
 
 fn snapshot(g: &crate::gpu::GpuInfo) -> GpuSnapshot {
@@ -196,6 +227,46 @@ mod tests {
         assert!(!git_state(dir.path()).unwrap().dirty);
         std::fs::write(dir.path().join("a.txt"), "y").unwrap();
         assert!(git_state(dir.path()).unwrap().dirty);
+    }
+
+    #[test]
+    fn nvcc_is_what_built_the_cubins_and_a_version_off_the_pin_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = "Cuda compilation tools, release 12.4, V12.4.131";
+        let opts = CaptureOptions {
+            nvcc_from_records: Some(line.into()),
+            ..CaptureOptions::default()
+        };
+        assert_eq!(nvcc(dir.path(), &opts).as_deref(), Some(line));
+        let pinned = CaptureOptions {
+            nvcc_pin: Some("13.0.88".parse().unwrap()),
+            ..opts
+        };
+        assert_eq!(
+            nvcc(dir.path(), &pinned).unwrap(),
+            format!("{line} (pipeline.yaml pins 13.0.88)")
+        );
+    }
+
+    #[test]
+    fn nvcc_found_through_cuda_home_is_recorded_like_nvcc_on_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("cuda");
+        std::fs::create_dir_all(home.join("bin")).unwrap();
+        crate::stages::build::test_support::fake_nvcc_version(&home.join("bin"), "13.0.88");
+        let search = crate::toolchain::NvccSearch {
+            path_var: Some(dir.path().join("empty").into_os_string()),
+            cuda_home: Some(home),
+            ..Default::default()
+        };
+        let opts = CaptureOptions {
+            nvcc_pin: Some("13.0.88".parse().unwrap()),
+            ..CaptureOptions::default()
+        };
+        assert_eq!(
+            nvcc_with(dir.path(), &opts, &search).as_deref(),
+            Some("Cuda compilation tools, release 13.0, V13.0.88")
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! `pipeline.yaml`; [`engine`] decides what is stale and runs stages through an
 //! [`executor`]; [`stages`] holds one module per built-in stage kind. GPU code stays
 //! behind [`gpu`]; Nsight Compute behind [`ncu`]; the autotuner in [`tune`]; reports in
-//! [`report`]. [`schema`] fixes the artifact records that stages hand each other.
+//! [`report`]. [`schema`] fixes the artifact records that stages hand each other;
+//! [`toolchain`] picks (and, when pinned, installs) the nvcc every compile uses.
 
 pub mod cli;
 pub mod doctables;
@@ -19,6 +20,7 @@ pub mod report;
 pub mod schema;
 pub mod stages;
 pub mod stats;
+pub mod toolchain;
 pub mod tools;
 pub mod tune;
 
@@ -26,3 +28,8 @@ pub mod tune;
 #[cfg(test)]
 #[path = "../tests/support/skip.rs"]
 pub(crate) mod test_skip;
+
+/// Shared with the integration tests: see `tests/support/fake_python.rs`.
+#[cfg(test)]
+#[path = "../tests/support/fake_python.rs"]
+pub(crate) mod test_fake_python;

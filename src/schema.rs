@@ -235,6 +235,10 @@ pub struct BenchFile {
     pub reason: Option<String>,
     #[serde(default)]
     pub defines: BTreeMap<String, String>,
+    /// The nvcc that built the measured cubin (its build record's `nvcc_version`), so a
+    /// result built by another toolchain says so. Absent for baselines and unmeasured files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvcc_version: Option<String>,
     pub results: Vec<BenchResult>,
     pub gates: Vec<GateResult>,
 }
@@ -269,6 +273,9 @@ pub struct EliteEntry {
     pub parents: Vec<u32>,
     #[serde(serialize_with = "float::f4")]
     pub p50_us: f64,
+    /// The nvcc that built this configuration's cubin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvcc_version: Option<String>,
     pub bench: Vec<BenchResult>,
 }
 

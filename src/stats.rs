@@ -8,6 +8,10 @@
 //! - The 95% CI of the median is distribution-free, from order statistics: the ranks
 //!   `j = ⌊n/2 - 1.96·√n/2⌋` and `k = ⌈n/2 + 1.96·√n/2⌉` (1-based, clamped to `1..=n`)
 //!   of the binomial(n, ½) normal approximation; `ci95_half_width = (x_k - x_j) / 2`.
+//!
+//! [`ratio`] compares two kernels: the ratio of their medians with a bootstrap interval.
+
+pub mod ratio;
 
 use serde::Serialize;
 

@@ -294,8 +294,9 @@ fn diff_calls_a_measurement_missing_now_lost_and_fails() {
         .assert()
         .failure()
         .stderr(predicates::str::contains(
-            "stage5-ws-p2 on `mission` was measured at HEAD",
+            "measured at HEAD and not measured now",
         ))
+        .stderr(predicates::str::contains("stage5-ws-p2 on `small`"))
         .stderr(predicates::str::contains("--allow-lost"));
 }
 

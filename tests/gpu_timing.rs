@@ -10,15 +10,6 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// stage5-ws-p1 of pipeline.yaml.
-const WS_P1: [&str; 4] = [
-    "USE_CP_ASYNC=1",
-    "USE_WMMA_PV=1",
-    "USE_WARP_SPECIALIZATION=1",
-    "NUM_PRODUCER_WARPS=1",
-];
-const MISSION: &str = "2,8,512,64";
-
 fn ncu() -> Option<PathBuf> {
     which::which("ncu")
         .ok()
@@ -93,7 +84,7 @@ fn isolated_timing_agrees_with_nsight_compute_on_the_mission_shape() {
     let dir = tempfile::tempdir().unwrap();
     let arch = repro::gpu::probe().expect("a GPU")[0].arch();
     let (cubin, reference) = (dir.path().join("ws.cubin"), dir.path().join("ref.cubin"));
-    compile("kernels/sdpa_fp8.cu", &WS_P1, &arch, &cubin);
+    compile("kernels/sdpa_fp8.cu", &STAGE5_WS_P1, &arch, &cubin);
     compile("kernels/reference.cu", &[], &arch, &reference);
 
     let runs: Vec<f64> = (0..3)

@@ -353,7 +353,10 @@ fn tensor_pipe_names_differ_between_ada_and_hopper() {
 #[test]
 fn gpu_real_ncu_reads_every_field_on_this_gpu() {
     if std::env::var("REPRO_GPU_TESTS").as_deref() != Ok("1") {
-        skip::say_skipped("set REPRO_GPU_TESTS=1 to profile a real kernel with ncu");
+        skip::skipped(
+            skip::Need::Gpu,
+            "set REPRO_GPU_TESTS=1 to profile a real kernel with ncu",
+        );
         return;
     }
     let ncu = repro::ncu::find_ncu().expect("REPRO_GPU_TESTS=1 but no ncu found");

@@ -1,8 +1,9 @@
 //! The report and manifest rendered from fixture artifacts (tests/fixtures/report/<scenario>,
-//! written by its generate.py following src/schema.rs), as insta snapshots; determinism;
-//! template errors.
+//! written by its generate.py following src/schema.rs), as insta snapshots; what the charts
+//! show, as data snapshots; determinism; template errors.
 
 use repro::env::{Environment, GitState, GpuSnapshot};
+use repro::report::charts::{self, BarKind};
 use repro::report::{self, artifacts::Artifacts, manifest, render, state::RunState};
 use std::path::{Path, PathBuf};
 
@@ -147,11 +148,18 @@ fn gates_failing() {
 fn stages_skipped_no_ncu_no_torch() {
     let r = render_fixture("skipped", &environment(false));
     let md = &r.report.markdown;
+    assert!(md.contains("| ⏭ skipped [^1] |"), "{md}");
     assert!(
-        md.contains("⏭ skipped: python3 cannot import torch"),
+        md.contains(
+            "[^1]: python3 cannot import torch (ModuleNotFoundError); fix: pip install torch"
+        ),
         "{md}"
     );
-    assert!(md.contains("ncu not found on PATH"), "{md}");
+    assert!(md.contains("[^2]: ncu not found on PATH"), "{md}");
+    stated_once(
+        md,
+        &["python3 cannot import torch", "ncu not found on PATH"],
+    );
     insta::assert_snapshot!("skipped_summary", r.report.markdown);
     insta::assert_snapshot!("skipped_manifest", redact(&r.manifest));
 }
@@ -159,7 +167,18 @@ fn stages_skipped_no_ncu_no_torch() {
 /// Real outputs of `repro run --arch sm_89` on a machine with nvcc but no GPU, ncu or torch.
 #[test]
 fn nothing_measured_is_not_all_gates_passed() {
-    let r = render_fixture("no-gpu", &environment(false));
+    // As the summarize stage captures it on that machine: no GPU, and why.
+    let env = Environment {
+        gpu: None,
+        gpu_note: Some(
+            "no CUDA driver (libcuda.so.1) found: libcuda.so.1: cannot open shared object file: \
+             No such file or directory. Install the NVIDIA driver, or run on a machine with an \
+             NVIDIA GPU"
+                .into(),
+        ),
+        ..environment(false)
+    };
+    let r = render_fixture("no-gpu", &env);
     let ctx = &r.report.context;
     assert!(ctx.failed_gates.is_empty(), "{:?}", ctx.failed_gates);
     let unchecked: Vec<&str> = ctx
@@ -177,10 +196,49 @@ fn nothing_measured_is_not_all_gates_passed() {
         !md.contains("All gates passed") && !md.contains("0 of 0"),
         "{md}"
     );
+    assert!(md.contains("not checked: bench skipped [^1]"), "{md}");
+    assert!(md.contains("| GPU | n/a: no GPU [^1] |"), "{md}");
     assert!(
-        md.contains("not checked: bench skipped: no CUDA driver"),
+        md.contains("[^1]: no CUDA driver (libcuda.so.1) found"),
         "{md}"
     );
+    stated_once(
+        md,
+        &[
+            "no CUDA driver (libcuda.so.1) found",
+            "PyTorch is not installed",
+            "Nsight Compute (ncu) was not found",
+        ],
+    );
+    // Sections whose stage did not run say so, with no empty table.
+    assert!(!md.contains("0 trials"), "{md}");
+    for section in [&ctx.tune.note, &ctx.profile.note, &ctx.gates.baseline.note] {
+        assert!(
+            section.as_deref().unwrap().starts_with("not run: "),
+            "{section:?}"
+        );
+    }
+    assert!(md.contains(
+        "## Tune\n\nnot run: stage `evo-tune` skipped: the tune stage times kernels on a GPU [^1]\n"
+    ));
+    assert!(
+        md.contains("## Profile (Nsight Compute)\n\nnot run: stage `ncu-profile` skipped [^3]\n")
+    );
+    // Nothing measured: the p50 chart is not linked, and says why.
+    assert_eq!(ctx.charts.p50, None);
+    assert!(!md.contains("p50_by_shape.svg"), "{md}");
+    assert!(r.report.charts[0].1.contains("nothing measured"));
+    assert!(r.report.charts[1]
+        .1
+        .contains("tune: not run (the report says why)"));
+    insta::assert_snapshot!("no_gpu_summary", r.report.markdown);
+}
+
+/// Each of `reasons` appears exactly once in `md` (in its footnote).
+fn stated_once(md: &str, reasons: &[&str]) {
+    for reason in reasons {
+        assert_eq!(md.matches(reason).count(), 1, "`{reason}` in:\n{md}");
+    }
 }
 
 #[test]
@@ -253,6 +311,101 @@ fn charts_are_svg_with_every_series() {
         assert!(p50.contains(name), "{name} missing from the p50 chart");
     }
     assert!(r.report.charts[1].1.contains("best so far"));
+}
+
+fn loaded(name: &str) -> (repro::pipeline::Pipeline, Artifacts) {
+    let root = fixture(name);
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    (pipeline, Artifacts::load(&root).unwrap())
+}
+
+/// The p50 chart's data: on every panel the "fastest" colour goes to the fastest variant
+/// correct on that shape (never to a slower one), the report's ★ is marked on every panel,
+/// whiskers span min to p90 around the median, and what has no p50 says "not measured".
+#[test]
+fn p50_chart_data() {
+    for (name, best) in [("green", "stage5-ws-p1"), ("failing", "stage5-ws-p1")] {
+        let (pipeline, artifacts) = loaded(name);
+        let panels = charts::p50_panels(&artifacts, pipeline.control.as_deref(), Some(best));
+        for p in &panels {
+            let fastest: Vec<&charts::Bar> = p
+                .bars
+                .iter()
+                .filter(|b| b.kind == BarKind::Fastest)
+                .collect();
+            assert_eq!(fastest.len(), 1, "{name} {}", p.title);
+            let f = fastest[0];
+            for b in p
+                .bars
+                .iter()
+                .filter(|b| b.kind == BarKind::Variant && b.correct)
+            {
+                assert!(
+                    f.p50 <= b.p50,
+                    "{name} {}: {} is faster than {}",
+                    p.title,
+                    b.name,
+                    f.name
+                );
+            }
+            assert!(p.bars.iter().any(|b| b.star && b.name == best));
+            for b in &p.bars {
+                match (b.p50, b.spread) {
+                    (Some(v), Some((lo, hi))) => assert!(lo <= v && v <= hi, "{b:?}"),
+                    (None, _) => assert!(b.missing.as_deref().unwrap().starts_with("not measured")),
+                    _ => {}
+                }
+            }
+        }
+        insta::assert_debug_snapshot!(format!("{name}_p50_panels"), panels);
+    }
+}
+
+/// The tune chart's data and drawing: invalid trials are listed apart and drawn in the
+/// strip below the latency plot, never on its axis.
+#[test]
+fn tune_chart_keeps_invalid_trials_off_the_latency_axis() {
+    let (_, artifacts) = loaded("skipped");
+    let tune = artifacts.tune.as_ref().unwrap();
+    let series = charts::tune_series(tune);
+    assert_eq!(series.invalid.len(), 5);
+    assert!(series
+        .valid
+        .iter()
+        .all(|(t, _)| !series.invalid.iter().any(|(i, _)| i == t)));
+    insta::assert_debug_snapshot!("skipped_tune_series", series);
+    let svg = charts::tune_chart(tune, Some(("stage2-baseline", 41.28))).unwrap();
+    // The crosses are the only red strokes; each is two lines.
+    let red: Vec<&str> = svg
+        .lines()
+        .filter(|l| l.contains("stroke=\"#C82828\""))
+        .collect();
+    assert_eq!(red.len(), 2 * series.invalid.len(), "{svg}");
+    for line in red {
+        for attr in ["y1=\"", "y2=\""] {
+            let y: u32 = line
+                .split(attr)
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(
+                y > charts::TUNE_PLOT_HEIGHT,
+                "a cross on the latency plot: {line}"
+            );
+        }
+    }
+    assert!(
+        svg.contains(
+            "invalid trials, no p50 (5): compile_error 1, ptxas_gate 2, incorrect 1, failed 1"
+        ),
+        "the strip says what it holds"
+    );
 }
 
 #[test]

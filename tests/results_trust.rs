@@ -1,7 +1,13 @@
 //! Results you can commit: a stage that cannot run here keeps what was measured elsewhere,
 //! the machine is an input, early cutoff, `repro verify`, `repro commit`'s refusals and
 //! `repro diff`'s exit codes — through the real binary, on `cmd` pipelines in temporary git
-//! repositories (no GPU needed: a declared tool that fails stands in for a missing one).
+//! repositories (no GPU needed: a declared tool that fails stands in for a missing one),
+//! and early cutoff on the shipped kernels (needs nvcc).
+
+#[path = "support/shipped.rs"]
+mod shipped;
+#[path = "support/skip.rs"]
+mod skip;
 
 use assert_cmd::Command;
 use git2::{Repository, Signature};
@@ -130,6 +136,26 @@ fn a_stage_that_cannot_run_here_keeps_the_results_measured_elsewhere() {
     repo.write("tool.sh", "echo probe 1.0\n");
     repo.expect(&["run"], 0);
     assert_eq!(repo.read("artifacts/m.txt"), b"line one\nline two\n");
+}
+
+#[test]
+fn a_stage_that_never_measured_records_its_skip_and_is_not_retried() {
+    let repo = measured_repo();
+    let only_measure = MEASURED.split("  report:").next().unwrap();
+    repo.write("pipeline.yaml", only_measure);
+    repo.write("tool.sh", "exit 3\n");
+    let out = repo.expect(&["run"], 0);
+    assert!(out.contains("skipped: needs `probe`"), "{out}");
+    assert!(!repo.root().join("artifacts/m.txt").exists());
+    let lock = String::from_utf8(repo.read("artifacts/repro.lock")).unwrap();
+    assert!(lock.contains("skipped: needs `probe`"), "{lock}");
+    let again = repo.expect(&["run"], 0);
+    assert!(
+        again
+            .lines()
+            .any(|l| l.starts_with("measure") && l.contains("up-to-date")),
+        "{again}"
+    );
 }
 
 #[test]
@@ -325,4 +351,47 @@ fn diff_of_a_revision_that_does_not_exist_is_bad_usage() {
     repo.commit_all("sources");
     let out = repo.expect(&["diff", "no-such-rev"], 2);
     assert!(out.contains("revision `no-such-rev` not found"), "{out}");
+}
+
+#[test]
+fn a_comment_only_kernel_edit_rebuilds_and_leaves_bench_tune_and_profile_up_to_date() {
+    let test = "a_comment_only_kernel_edit_rebuilds_and_leaves_bench_tune_and_profile_up_to_date";
+    if shipped::pinned_nvcc(test).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    shipped::copy_project(root);
+    let run = |args: &[&str]| -> String {
+        let out = Command::cargo_bin("repro")
+            .unwrap()
+            .args(args)
+            .current_dir(root)
+            .timeout(Duration::from_secs(600))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.code().is_some_and(|c| c <= 1),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    run(&["run", "-q"]);
+    let kernel = root.join("kernels/sdpa_fp8.cu");
+    let text = std::fs::read_to_string(&kernel).unwrap();
+    std::fs::write(&kernel, format!("// A comment-only edit.\n{text}")).unwrap();
+    let table = run(&["run", "-q"]);
+    let line = |stage: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(stage))
+            .unwrap_or_else(|| panic!("no {stage} in\n{table}"))
+            .to_string()
+    };
+    assert!(line("build").contains("passed"), "{table}");
+    for stage in ["bench", "evo-tune", "ncu-profile"] {
+        assert!(line(stage).contains("up-to-date"), "{stage}:\n{table}");
+    }
 }

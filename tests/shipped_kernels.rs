@@ -7,31 +7,18 @@ use assert_cmd::Command;
 use repro::schema::BuildRecord;
 use std::path::Path;
 
+#[path = "support/shipped.rs"]
+mod shipped;
 #[path = "support/skip.rs"]
 mod skip;
-
-const SOURCE_ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-fn copy_project(to: &Path) {
-    let from = Path::new(SOURCE_ROOT);
-    std::fs::copy(from.join("pipeline.yaml"), to.join("pipeline.yaml")).unwrap();
-    for dir in ["kernels", "kernels/baselines"] {
-        std::fs::create_dir_all(to.join(dir)).unwrap();
-        for entry in std::fs::read_dir(from.join(dir)).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_file() {
-                std::fs::copy(&path, to.join(dir).join(path.file_name().unwrap())).unwrap();
-            }
-        }
-    }
-}
+use shipped::{copy_project, pinned_nvcc};
 
 #[test]
 fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90() {
-    if which::which("nvcc").is_err() {
-        skip::say_skipped("shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90 needs nvcc on PATH (the CUDA toolkit)");
+    let Some(nvcc) = pinned_nvcc("shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90")
+    else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     copy_project(dir.path());
     for arch in ["sm_80", "sm_89", "sm_90"] {
@@ -48,10 +35,18 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        for variant in ["stage2-baseline", "stage5-ws-p1", "stage5-ws-p2"] {
+        for variant in [
+            "stage2-baseline",
+            "stage5-ws-p1",
+            "stage5-ws-p2",
+            "mma-m64",
+            "mma-m64-kv2",
+        ] {
             let path = dir.path().join(format!("artifacts/build/{variant}.json"));
             let rec: BuildRecord = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
             assert_eq!((rec.arch.as_str(), rec.status.as_str()), (arch, "ok"));
+            assert_eq!(rec.nvcc_version, nvcc, "built by the pinned toolchain");
+            assert_eq!(rec.command[0], "nvcc", "no machine path in the record");
             assert!(
                 !rec.gates.is_empty() && rec.gates.iter().all(|g| g.pass),
                 "{arch} {variant}: {:?}",
@@ -65,8 +60,7 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90() {
 /// its record keeps nvcc's error, the others are built, and the run is recorded as such.
 #[test]
 fn a_variant_that_does_not_compile_fails_alone() {
-    if which::which("nvcc").is_err() {
-        skip::say_skipped("a_variant_that_does_not_compile_fails_alone needs nvcc on PATH");
+    if pinned_nvcc("a_variant_that_does_not_compile_fails_alone").is_none() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -89,7 +89,7 @@ fn a_zero_budget_is_refused() {
 }
 
 #[test]
-fn without_a_gpu_the_stage_is_skipped_and_writes_empty_outputs() {
+fn without_a_gpu_the_stage_is_skipped_and_writes_empty_outputs_and_no_cubins() {
     let dir = project(PIPELINE);
     if repro::gpu::probe_cached(dir.path()).is_ok_and(|g| !g.is_empty()) {
         skip::say_skipped("a GPU is visible; this test checks the GPU-less path");
@@ -112,6 +112,37 @@ fn without_a_gpu_the_stage_is_skipped_and_writes_empty_outputs() {
     );
     for k in 1..=3 {
         let cubin = root.join(format!(".repro/cubins/tune-top{k}.cubin"));
-        assert_eq!(std::fs::metadata(cubin).unwrap().len(), 0);
+        assert!(!cubin.exists(), "{} left behind", cubin.display());
     }
+}
+
+#[test]
+fn quiet_hides_the_warning_and_the_table_marks_the_skip_with_its_own_glyph() {
+    let dir = project(PIPELINE);
+    if repro::gpu::probe_cached(dir.path()).is_ok_and(|g| !g.is_empty()) {
+        skip::say_skipped("a GPU is visible; this test checks the GPU-less path");
+        return;
+    }
+    let loud = repro(dir.path()).arg("tune").assert().success();
+    let err = String::from_utf8_lossy(&loud.get_output().stderr).into_owned();
+    assert!(
+        err.contains("warning: stage `evo-tune` skipped: the tune stage times kernels on a GPU"),
+        "{err}"
+    );
+    assert!(err.contains("⏭ evo-tune skipped ("), "{err}");
+    assert!(!err.contains("✓"), "a skip is not a pass: {err}");
+    let quiet = repro(dir.path())
+        .args(["-q", "tune", "--force"])
+        .assert()
+        .success();
+    let (out, err) = (
+        String::from_utf8_lossy(&quiet.get_output().stdout).into_owned(),
+        String::from_utf8_lossy(&quiet.get_output().stderr).into_owned(),
+    );
+    assert_eq!(err, "", "-q prints no warning");
+    assert!(
+        out.lines().any(|l| l.starts_with("evo-tune")
+            && l.contains("⏭ skipped: the tune stage times kernels on a GPU")),
+        "{out}"
+    );
 }

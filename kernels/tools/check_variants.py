@@ -135,6 +135,67 @@ def canonical(c: dict) -> dict:
     return d
 
 
+# ---------------------------------------------------------------------------------------------
+# The register-resident family (kernels/sdpa_fp8_mma.cu): same ABI, entry and globals, its own
+# defines.  `--kernel mma` rebinds the module's config globals to these before anything runs.
+# ---------------------------------------------------------------------------------------------
+MMA_KERNEL = os.path.join(KDIR, "sdpa_fp8_mma.cu")
+MMA_DEFAULTS = dict(HEAD_DIM=64, TILE_M=64, TILE_N=32, KV_SPLIT=1, NUM_STAGES=2, DEQUANT_INT=0, MAX_REGS=None)
+MMA_SHIPPED = {
+    "mma-m64": dict(TILE_M=64, TILE_N=64, KV_SPLIT=1, NUM_STAGES=2),
+    "mma-m64-kv2": dict(TILE_M=64, TILE_N=32, KV_SPLIT=2, NUM_STAGES=2),
+}
+MMA_SPACE = dict(TILE_M=[16, 32, 64, 128], TILE_N=[16, 32, 64, 128], KV_SPLIT=[1, 2], NUM_STAGES=[2, 3, 4],
+                 DEQUANT_INT=[0, 1])
+
+
+def mma_smem_bytes(c: dict) -> int:
+    kt, d = c["KV_SPLIT"] * c["TILE_N"], c["HEAD_DIM"]
+    tiles = c["NUM_STAGES"] * 2 * kt * d + 2 * 2 * kt * d * 2 + c["TILE_M"] * d * 2  # raw ring, fp16 K/V x2, Q
+    merge = (c["KV_SPLIT"] - 1) * c["TILE_M"] * (d + 2) * 4
+    return max(tiles, merge)
+
+
+def mma_block_threads(c: dict) -> int:
+    return 32 * (c["TILE_M"] // 16) * c["KV_SPLIT"]
+
+
+def mma_accepted(c: dict):
+    """(ok, reason): the same rules as the #error lines of sdpa_fp8_mma.cu."""
+    if c["HEAD_DIM"] not in (64, 128):
+        return False, "HEAD_DIM must be 64 or 128"
+    for k in ("TILE_M", "TILE_N"):
+        if c[k] not in (16, 32, 64, 128):
+            return False, f"{k} must be 16, 32, 64 or 128"
+    if c["KV_SPLIT"] not in (1, 2):
+        return False, "KV_SPLIT must be 1 or 2"
+    if c["NUM_STAGES"] not in (2, 3, 4):
+        return False, "NUM_STAGES must be 2, 3 or 4"
+    if c["DEQUANT_INT"] not in (0, 1):
+        return False, "DEQUANT_INT must be 0 or 1"
+    if c["MAX_REGS"] is not None and c["MAX_REGS"] != 0 and not 64 <= c["MAX_REGS"] <= 255:
+        return False, "MAX_REGS must be 0 or 64..255"
+    if mma_smem_bytes(c) > SMEM_LIMIT:
+        return False, f"smem {mma_smem_bytes(c)} > {SMEM_LIMIT}"
+    return True, ""
+
+
+def mma_short_name(c: dict) -> str:
+    return (f"mma-m{c['TILE_M']}n{c['TILE_N']}kv{c['KV_SPLIT']}s{c['NUM_STAGES']}"
+            f"{'-int' if c['DEQUANT_INT'] else ''}-d{c['HEAD_DIM']}"
+            + ("" if c["MAX_REGS"] is None else f"-r{c['MAX_REGS']}"))
+
+
+def use_mma_family():
+    """Point the tool at kernels/sdpa_fp8_mma.cu: its source, defines, shipped set and rules."""
+    global KERNEL, DEFAULTS, KEYS, SHIPPED, SPACE, smem_bytes, block_threads, accepted, canonical, short_name
+    KERNEL, DEFAULTS, KEYS = MMA_KERNEL, MMA_DEFAULTS, list(MMA_DEFAULTS)
+    SHIPPED, SPACE = MMA_SHIPPED, MMA_SPACE
+    smem_bytes, block_threads, accepted = mma_smem_bytes, mma_block_threads, mma_accepted
+    canonical, short_name = dict, mma_short_name
+
+
+
 def space_configs():
     keys = list(SPACE)
     for vals in itertools.product(*(SPACE[k] for k in keys)):
@@ -191,8 +252,9 @@ def src_hash(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()[:12]
 
 
-def compile_one(cfg: dict, arch: str, build_dir: str, kernel=KERNEL, entry="sdpa_fp8_fwd", extra=(),
+def compile_one(cfg: dict, arch: str, build_dir: str, kernel=None, entry="sdpa_fp8_fwd", extra=(),
                 werror=True, reuse=True):
+    kernel = kernel or KERNEL
     defs = [f"-D{k}={cfg[k]}" for k in KEYS if cfg[k] is not None] if cfg is not None else []
     h = hashlib.sha256((src_hash(kernel) + arch + " ".join(defs) + " ".join(extra)).encode()).hexdigest()[:16]
     base = os.path.splitext(os.path.basename(kernel))[0]
@@ -454,7 +516,11 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--build-dir", default=os.path.join(KDIR, "..", ".repro", "kernels-check"))
     ap.add_argument("--json", default=None, help="write all results here")
+    ap.add_argument("--kernel", choices=["sdpa_fp8", "mma"], default="sdpa_fp8",
+                    help="kernel family: kernels/sdpa_fp8.cu (default) or kernels/sdpa_fp8_mma.cu")
     args = ap.parse_args()
+    if args.kernel == "mma":
+        use_mma_family()
     os.makedirs(args.build_dir, exist_ok=True)
     failures = []
 

@@ -86,7 +86,7 @@ pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
     )
 }
 
-/// `repro status [--json]`.
+/// `repro status [--json] [--exit-code]`.
 pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
     let project = crate::pipeline::load(&global.file)?;
     let statuses = status::evaluate_project(&project)?;
@@ -95,7 +95,11 @@ pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
     } else {
         print!("{}", status::render_text(&project, &statuses));
     }
-    Ok(exit::OK)
+    Ok(if args.exit_code && !status::all_up_to_date(&statuses) {
+        exit::FAILED
+    } else {
+        exit::OK
+    })
 }
 
 /// `repro dag [--mermaid | --dot]`.

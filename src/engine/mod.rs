@@ -13,6 +13,7 @@ pub mod runner;
 pub mod staging;
 pub mod statcache;
 pub mod status;
+pub mod value_diff;
 
 use crate::executor::{CancelFlag, Executor};
 use crate::pipeline::{Pipeline, StageSpec};
@@ -116,6 +117,14 @@ pub trait StageKind: Send + Sync {
     ) -> anyhow::Result<StageInputs> {
         let _ = overrides;
         self.inputs(name, spec, pipeline, root)
+    }
+    /// Fetch what the stage's inputs depend on before they are fingerprinted (the build and
+    /// tune kinds install a pinned nvcc this machine lacks). A run calls it for each selected
+    /// stage before deciding what is stale; `repro status` and dry runs never do. `say`
+    /// shows progress.
+    fn prepare(&self, pipeline: &Pipeline, root: &Path, say: &dyn Fn(&str)) -> anyhow::Result<()> {
+        let _ = (pipeline, root, say);
+        Ok(())
     }
     /// Does the work, writing outputs under `ctx.staging`.
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome>;

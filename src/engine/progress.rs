@@ -1,6 +1,7 @@
 //! What a run shows while it works: on a terminal, one line per running stage with a
-//! spinner, its latest message and elapsed time (indicatif); otherwise, or with
-//! `--quiet`, plain lines. The final table is printed by the runner.
+//! spinner, its latest message and elapsed time (indicatif); otherwise plain lines. With
+//! `--quiet`, only errors: no progress, notes or `warning:` lines. The final table is
+//! printed by the runner.
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -64,7 +65,15 @@ impl Progress {
         }
     }
 
-    /// A failure or warning; always shown.
+    /// A warning (a stage skipped for a missing tool, a record not written); hidden with
+    /// `--quiet`, like the notes: the final table still says what was skipped and why.
+    pub fn warn(&self, text: &str) {
+        if !self.quiet {
+            self.error(text);
+        }
+    }
+
+    /// A failure; always shown.
     pub fn error(&self, text: &str) {
         match &self.multi {
             Some(multi) => {
@@ -101,9 +110,16 @@ impl Line {
     }
 }
 
-fn mark(outcome: &str) -> &'static str {
-    if outcome.starts_with("passed") || outcome.starts_with("skipped") {
+/// The glyph of a stage's outcome label (`passed`, `skipped: …`, `gate failed: …`).
+pub fn mark(outcome: &str) -> &'static str {
+    if outcome.starts_with("passed") {
         "✓"
+    } else if outcome.starts_with("skipped") {
+        "⏭"
+    } else if outcome.starts_with("up-to-date") {
+        "·"
+    } else if outcome.starts_with("not run") {
+        "–"
     } else {
         "✗"
     }
@@ -112,5 +128,20 @@ fn mark(outcome: &str) -> &'static str {
 impl Progress {
     pub fn is_quiet(&self) -> bool {
         self.quiet
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mark;
+
+    #[test]
+    fn skipped_has_its_own_glyph() {
+        assert_eq!(mark("passed"), "✓");
+        assert_eq!(mark("skipped: ncu not found"), "⏭");
+        assert_eq!(mark("gate failed: ptxas"), "✗");
+        assert_eq!(mark("FAILED"), "✗");
+        assert_eq!(mark("up-to-date"), "·");
+        assert_eq!(mark("not run: stopped by --fail-fast"), "–");
     }
 }

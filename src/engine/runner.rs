@@ -5,7 +5,7 @@
 //! their outputs and exits 130.
 
 use super::lockfile::{LockEntry, LockFile};
-use super::progress::{Line, Progress};
+use super::progress::{self, Line, Progress};
 use super::statcache::StatCache;
 use super::status::{self, EvalCtx, StageStatus, State};
 use super::{project_lock, run_record, staging, RunCtx, StageOutcome};
@@ -159,6 +159,9 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<i32> {
         }
         Some(lock)
     };
+    if !req.dry_run {
+        prepare(project, &selected, &progress);
+    }
     let mut lock = LockFile::load(&project.root)?;
     let records = run_record::load(
         &project.root,
@@ -197,6 +200,24 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<i32> {
         let _ = cache.save();
     }
     Ok(run.report(&selected))
+}
+
+/// Let each selected stage's kind fetch what its inputs depend on (a pinned toolchain). A
+/// failure is shown once; the stage then fails with its own message when it runs.
+fn prepare(project: &Project, selected: &[usize], progress: &Progress) {
+    let mut shown = BTreeSet::new();
+    for &i in selected {
+        let say = |line: &str| progress.info(line);
+        if let Err(e) = project.stages[i]
+            .kind
+            .prepare(&project.pipeline, &project.root, &say)
+        {
+            let message = format!("warning: {e:#}");
+            if shown.insert(message.clone()) {
+                progress.error(&message);
+            }
+        }
+    }
 }
 
 /// The chosen stages and the forced ones, as indices.
@@ -320,7 +341,9 @@ struct Run<'a> {
     records: BTreeMap<String, run_record::Record>,
     forced: BTreeSet<usize>,
     ended: BTreeMap<usize, Ended>,
-    /// Stages that ran (or would run) in this run: their dependants are re-evaluated.
+    /// Stages that ran (or would run), or were evaluated again, in this run: what they hand
+    /// their dependants may differ from what the first evaluation assumed (a rerun that
+    /// wrote byte-identical outputs), so those are evaluated again too.
     executed: BTreeSet<usize>,
     times: BTreeMap<usize, Duration>,
     repro_exe: PathBuf,
@@ -381,6 +404,7 @@ impl<'a> Run<'a> {
                             self.fail(i, format!("{e:#}"));
                             continue;
                         }
+                        self.executed.insert(i);
                     }
                     let status = &self.statuses[i];
                     let reason = if self.forced.contains(&i) {
@@ -438,9 +462,14 @@ impl<'a> Run<'a> {
                 self.times.insert(i, finished.elapsed);
                 let ended = self.finish(i, finished.result, &guard, lock, cache);
                 self.record_run(i, &ended, finished.elapsed);
+                // The warning above gave a skip's reason and fix; the line only marks it.
+                let outcome = match &ended {
+                    Ended::Skipped(_) => "skipped".to_string(),
+                    other => other.label(),
+                };
                 line.finish(
                     &project.stages[i].name,
-                    &ended.label(),
+                    &outcome,
                     finished.elapsed,
                     self.progress.is_quiet(),
                 );
@@ -559,7 +588,7 @@ impl<'a> Run<'a> {
         if let Err(e) =
             run_record::record(&self.project.root, &self.project.stages[i].name, &record)
         {
-            self.progress.error(&format!(
+            self.progress.warn(&format!(
                 "warning: cannot record the run under .repro/state: {e}"
             ));
         }
@@ -699,12 +728,17 @@ impl<'a> Run<'a> {
             }
             let written = guard.write_root(&project.root);
             if !stage.outputs.iter().any(|o| written.join(o).exists()) {
-                // Nothing to keep and nothing written: no results, and no lock entry.
+                // Nothing to keep and nothing written: the lock records the skip, with no
+                // outputs, so it is not retried until an input changes.
                 self.progress.error(&format!(
                     "warning: stage `{}` skipped: {reason}\n  help: {fix}",
                     stage.name
                 ));
-                return rollback(Ended::Skipped(reason.clone()));
+                let ended = rollback(Ended::Skipped(reason.clone()));
+                if let Err(e) = self.record_success(i, &outcome, lock, cache) {
+                    return Ended::Failed(format!("{e:#}"));
+                }
+                return ended;
             }
         }
         if let Err(e) = guard.commit(&project.root, &stage.outputs, &stage.optional_outputs) {
@@ -719,7 +753,7 @@ impl<'a> Run<'a> {
             StageOutcome::Passed => Ended::Passed,
             StageOutcome::GateFailed(g) => Ended::GateFailed(g),
             StageOutcome::Skipped { reason, fix } => {
-                self.progress.error(&format!(
+                self.progress.warn(&format!(
                     "warning: stage `{}` skipped: {reason}\n  help: {fix}",
                     stage.name
                 ));
@@ -738,8 +772,10 @@ impl<'a> Run<'a> {
         let project = self.project;
         let stage = &project.stages[i];
         let mut outputs = BTreeMap::new();
+        let skipped = matches!(outcome, StageOutcome::Skipped { .. });
         for out in &stage.outputs {
-            if stage.optional_outputs.contains(out) && !project.root.join(out).exists() {
+            let optional = skipped || stage.optional_outputs.contains(out);
+            if optional && !project.root.join(out).exists() {
                 continue;
             }
             outputs.extend(cache.digest_tree(&project.root, out)?);
@@ -805,7 +841,11 @@ impl<'a> Run<'a> {
                 .get(&i)
                 .map(|t| format!("{:.1}s", t.as_secs_f64()))
                 .unwrap_or_else(|| "-".into());
-            out.push_str(&format!("{name:width$}  {time:10}  {}\n", ended.label()));
+            let label = ended.label();
+            out.push_str(&format!(
+                "{name:width$}  {time:10}  {} {label}\n",
+                progress::mark(&label)
+            ));
         }
         print!("{out}");
         let interrupted = self.interrupted.load(Ordering::SeqCst);

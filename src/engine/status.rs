@@ -5,6 +5,7 @@ use super::fingerprint::{self, Inputs, MISSING};
 use super::lockfile::{LockEntry, LockFile};
 use super::run_record::Record;
 use super::statcache::StatCache;
+use super::value_diff;
 use crate::pipeline::Project;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -25,11 +26,14 @@ pub struct Change {
     pub to: Option<String>,
 }
 
-impl fmt::Display for Change {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Change {
+    /// The change in at most `max` columns: a long value (a metric list, a JSON option)
+    /// reads as what changed in it ([`value_diff::summarize`]); `repro status --json` keeps
+    /// both values in full.
+    pub fn line(&self, max: usize) -> String {
         let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
         match self.what {
-            "command" => write!(f, "command changed (run, shell or outs)"),
+            "command" => "command changed (run, shell or outs)".into(),
             "dep" | "output" => {
                 let state = match (&self.from, &self.to) {
                     (None, _) => "added",
@@ -38,29 +42,34 @@ impl fmt::Display for Change {
                     _ if self.what == "output" => "modified",
                     _ => "changed",
                 };
-                write!(f, "{} `{}` {state}", self.what, self.name)
+                format!("{} `{}` {state}", self.what, self.name)
             }
             "upstream" => match (&self.from, &self.to) {
-                (None, _) => write!(f, "now needs `{}`", self.name),
-                (_, None) => write!(f, "no longer needs `{}`", self.name),
-                _ => write!(f, "upstream `{}` changed", self.name),
+                (None, _) => format!("now needs `{}`", self.name),
+                (_, None) => format!("no longer needs `{}`", self.name),
+                _ => format!("upstream `{}` changed", self.name),
             },
-            "kind" | "hardware" => write!(
-                f,
-                "{} changed: {} → {}",
-                self.what,
-                shown(&self.from),
-                shown(&self.to)
-            ),
-            _ => write!(
-                f,
-                "{} `{}` changed: {} → {}",
-                self.what,
-                self.name,
-                shown(&self.from),
-                shown(&self.to)
-            ),
+            _ => {
+                let head = match self.what {
+                    "kind" | "hardware" => format!("{} changed: ", self.what),
+                    _ => format!("{} `{}` changed: ", self.what, self.name),
+                };
+                let budget = max.saturating_sub(value_diff::width(&head));
+                let body = value_diff::summarize(&shown(&self.from), &shown(&self.to), budget);
+                head + &body
+            }
         }
+    }
+}
+
+/// Columns a change takes where no terminal width is known (a run's plan lines).
+const DEFAULT_COLUMNS: usize = 96;
+/// The terminal width `repro status` fits its lines in.
+const STATUS_COLUMNS: usize = 100;
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.line(DEFAULT_COLUMNS))
     }
 }
 
@@ -385,7 +394,13 @@ pub fn kept_from(project: &Project, i: usize) -> String {
     text
 }
 
-/// `repro status` as text: one line per stage, then what changed.
+/// Whether every stage is up to date (`repro status --exit-code` exits 0 only then).
+pub fn all_up_to_date(statuses: &[StageStatus]) -> bool {
+    statuses.iter().all(|s| s.state == State::UpToDate)
+}
+
+/// `repro status` as text: one line per stage, then what changed, each in at most
+/// 100 columns.
 pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
     let width = project
         .stages
@@ -408,8 +423,9 @@ pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
         out.push('\n');
         match &s.state {
             State::Stale(changes) => {
+                let room = STATUS_COLUMNS.saturating_sub(width + 4).max(40);
                 for c in changes {
-                    out.push_str(&format!("{:width$}    {c}\n", ""));
+                    out.push_str(&format!("{:width$}    {}\n", "", c.line(room)));
                 }
             }
             State::Kept { reason, changes } => {

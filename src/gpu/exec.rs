@@ -81,7 +81,7 @@ pub struct ExecArgs {
     pub query_devices: bool,
 }
 
-fn parse_dims(s: &str) -> Result<Shape, String> {
+pub(super) fn parse_dims(s: &str) -> Result<Shape, String> {
     let v: Vec<u32> = s
         .split(',')
         .map(|p| p.trim().parse::<u32>())
@@ -101,14 +101,14 @@ fn parse_dims(s: &str) -> Result<Shape, String> {
 }
 
 /// Read pipeline.yaml (serde's message carries the line and column).
-fn load_pipeline(file: &Path) -> anyhow::Result<Pipeline> {
+pub(super) fn load_pipeline(file: &Path) -> anyhow::Result<Pipeline> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     serde_yaml::from_str(&text).with_context(|| format!("{}: invalid pipeline", file.display()))
 }
 
 /// The project root: the pipeline file's folder.
-fn root_of(file: &Path) -> PathBuf {
+pub(super) fn root_of(file: &Path) -> PathBuf {
     match file.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -159,26 +159,7 @@ pub fn main(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
     }
     super::driver_library_loads()?;
     let (cubin, entry) = match (&args.variant, &args.cubin, &args.entry) {
-        (Some(v), _, _) => {
-            let p = need_pipeline()?;
-            let spec = p.variants.get(v).with_context(|| {
-                format!(
-                    "no variant `{v}` in {} (variants: {})",
-                    global.file.display(),
-                    p.variants.keys().cloned().collect::<Vec<_>>().join(", ")
-                )
-            })?;
-            let kernel = p.kernels.get(&spec.kernel).with_context(|| {
-                format!(
-                    "variant `{v}` names kernel `{}`, which is not under `kernels:`",
-                    spec.kernel
-                )
-            })?;
-            (
-                root.join(".repro/cubins").join(format!("{v}.cubin")),
-                kernel.entry.clone(),
-            )
-        }
+        (Some(v), _, _) => variant_cubin(need_pipeline()?, &global.file, v)?,
         (None, Some(c), Some(e)) => (c.clone(), e.clone()),
         _ => bail!("say what to run: --variant NAME, or --cubin PATH --entry NAME"),
     };
@@ -191,15 +172,8 @@ pub fn main(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
         .as_ref()
         .and_then(|p| p.gates.correctness.clone())
         .unwrap_or_default();
-    let reference_entry = pipeline
-        .as_ref()
-        .and_then(|p| p.workload.as_ref())
-        .and_then(|w| w.reference.as_ref())
-        .map_or("sdpa_reference_f32".to_string(), |r| r.entry.clone());
-    let reference_cubin = args
-        .reference
-        .clone()
-        .unwrap_or_else(|| root.join(".repro/cubins/reference.cubin"));
+    let (reference_cubin, reference_entry) =
+        reference(pipeline.as_ref(), &root, args.reference.as_deref());
     let result = run(&Run {
         cubin: &cubin,
         entry: &entry,
@@ -214,7 +188,51 @@ pub fn main(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn lookup_shape(p: &Pipeline, name: &str) -> anyhow::Result<Shape> {
+/// A variant's cubin (`.repro/cubins/<VARIANT>.cubin` beside `file`) and entry point.
+pub(super) fn variant_cubin(
+    p: &Pipeline,
+    file: &Path,
+    v: &str,
+) -> anyhow::Result<(PathBuf, String)> {
+    let spec = p.variants.get(v).with_context(|| {
+        format!(
+            "no variant `{v}` in {} (variants: {})",
+            file.display(),
+            p.variants.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    let kernel = p.kernels.get(&spec.kernel).with_context(|| {
+        format!(
+            "variant `{v}` names kernel `{}`, which is not under `kernels:`",
+            spec.kernel
+        )
+    })?;
+    Ok((
+        root_of(file)
+            .join(".repro/cubins")
+            .join(format!("{v}.cubin")),
+        kernel.entry.clone(),
+    ))
+}
+
+/// The reference kernel's cubin (`chosen`, else `.repro/cubins/reference.cubin`) and entry.
+pub(super) fn reference(
+    pipeline: Option<&Pipeline>,
+    root: &Path,
+    chosen: Option<&Path>,
+) -> (PathBuf, String) {
+    let entry = pipeline
+        .and_then(|p| p.workload.as_ref())
+        .and_then(|w| w.reference.as_ref())
+        .map_or("sdpa_reference_f32".to_string(), |r| r.entry.clone());
+    let cubin = chosen.map_or_else(
+        || root.join(".repro/cubins/reference.cubin"),
+        Path::to_path_buf,
+    );
+    (cubin, entry)
+}
+
+pub(super) fn lookup_shape(p: &Pipeline, name: &str) -> anyhow::Result<Shape> {
     let w = p
         .workload
         .as_ref()

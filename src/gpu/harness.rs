@@ -11,7 +11,7 @@
 
 use super::check::Accuracy;
 use super::driver::{Context, DeviceBuffer, Function, LaunchDims, Module, Stream};
-use super::timing::{self, Timing, TimingConfig};
+use super::timing::{self, PairTiming, Timing, TimingConfig};
 use super::workload::Inputs;
 use anyhow::{bail, Context as _};
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
@@ -328,6 +328,20 @@ impl Session {
     ) -> anyhow::Result<Timing> {
         let launch = |s: &Stream| Self::launch(kernel, io, s);
         timing::time_kernel(&self.stream, &launch, cfg, self.l2_bytes).context("timing the kernel")
+    }
+
+    /// Time `a` and `b` on the same inputs, interleaved ([`timing::time_interleaved`]).
+    pub fn time_pair(
+        &self,
+        a: &Kernel,
+        b: &Kernel,
+        io: &DeviceInputs,
+        cfg: &TimingConfig,
+    ) -> anyhow::Result<PairTiming> {
+        let launch_a = |s: &Stream| Self::launch(a, io, s);
+        let launch_b = |s: &Stream| Self::launch(b, io, s);
+        timing::time_interleaved(&self.stream, &launch_a, &launch_b, cfg, self.l2_bytes)
+            .context("timing the two kernels")
     }
 }
 

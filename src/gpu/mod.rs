@@ -5,6 +5,7 @@
 pub mod blocker;
 pub mod check;
 pub mod client;
+pub mod compare;
 pub mod discover;
 pub mod driver;
 pub mod e4m3;
@@ -184,8 +185,8 @@ mod tests {
     #[test]
     fn no_driver_is_a_clear_message_not_a_panic() {
         if driver_library_loads().is_ok() {
-            eprintln!(
-                "skipped: this machine has a CUDA driver; the no-driver path cannot be shown here"
+            crate::test_skip::say_skipped(
+                "this machine has a CUDA driver; the no-driver path cannot be shown here",
             );
             return;
         }

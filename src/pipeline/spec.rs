@@ -27,8 +27,18 @@ pub struct Pipeline {
     /// Where stage processes run (`local` when absent).
     #[serde(default)]
     pub executor: Option<ExecutorSpec>,
+    /// The pinned CUDA toolchain; absent: the first nvcc found (see `crate::toolchain`).
+    #[serde(default)]
+    pub toolchain: Option<ToolchainSpec>,
     /// Stages in declaration order.
     pub stages: IndexMap<String, StageSpec>,
+}
+
+/// `toolchain: {nvcc: 13.0.88}`: the nvcc every compile must use.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolchainSpec {
+    pub nvcc: crate::toolchain::NvccVersion,
 }
 
 /// The built-in workload: inputs, reference and launch geometry.

@@ -1,6 +1,7 @@
 //! The report's SVG charts, drawn with plotters: p50 per variant and shape (baselines
 //! included), and the tune's best-so-far against trials. Fixed sizes, fonts and colours,
-//! and inputs in a fixed order, so the same artifacts give byte-identical SVGs.
+//! and inputs in a fixed order, so the same artifacts give byte-identical SVGs. What a
+//! chart shows is computed first ([`p50_panels`], [`tune_series`]) and tested as data.
 
 use super::artifacts::{Artifacts, TuneData};
 use super::context::{best_so_far, shape_p50, shapes_in_order};
@@ -16,6 +17,11 @@ const BEST: RGBColor = RGBColor(46, 139, 87);
 const TUNED: RGBColor = RGBColor(224, 138, 46);
 const FAIL: RGBColor = RGBColor(200, 40, 40);
 const CONTROL: RGBColor = RGBColor(110, 60, 150);
+const MUTED: RGBColor = RGBColor(110, 110, 110);
+
+/// The tune chart: the latency plot above, the strip of invalid trials below it.
+pub const TUNE_PLOT_HEIGHT: u32 = 380;
+const TUNE_STRIP_HEIGHT: u32 = 84;
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -24,7 +30,8 @@ type DrawResult = Result<(), Box<dyn std::error::Error>>;
 pub enum BarKind {
     Baseline,
     Variant,
-    Best,
+    /// The fastest variant on this panel's shape among those correct on it.
+    Fastest,
     Tuned,
 }
 
@@ -33,9 +40,16 @@ pub enum BarKind {
 pub struct Bar {
     pub name: String,
     pub kind: BarKind,
+    /// The report's ★ variant (best on the primary shape): marked on every panel.
+    pub star: bool,
+    /// Median over seeds of the per-seed p50.
     pub p50: Option<f64>,
-    /// Widest ci95 half-width over the seeds.
-    pub ci95: Option<f64>,
+    /// Whiskers: the lowest per-seed min and the highest per-seed p90.
+    pub spread: Option<(f64, f64)>,
+    /// Every run on this shape passed the correctness check.
+    pub correct: bool,
+    /// Why there is no bar: `not measured`, with `(skipped)` or `(run failed)`.
+    pub missing: Option<String>,
 }
 
 /// The bars of one shape.
@@ -45,8 +59,47 @@ pub struct ShapePanel {
     pub bars: Vec<Bar>,
 }
 
+impl ShapePanel {
+    fn measured(&self) -> bool {
+        self.bars.iter().any(|b| b.p50.is_some())
+    }
+}
+
+/// A bar from the results of one shape.
+fn bar(name: &str, kind: BarKind, results: &[BenchResult], shape: &str) -> Bar {
+    let here: Vec<&BenchResult> = results.iter().filter(|r| r.shape == shape).collect();
+    let ok = || here.iter().filter(|r| r.status == "ok");
+    let lo = ok().filter_map(|r| r.min_us).min_by(f64::total_cmp);
+    let hi = ok().filter_map(|r| r.p90_us).max_by(f64::total_cmp);
+    let p50 = shape_p50(results, shape);
+    let missing = p50.is_none().then(|| {
+        if here.iter().any(|r| r.status == "failed") {
+            "not measured (run failed)".to_string()
+        } else if !here.is_empty() && here.iter().all(|r| r.status == "skipped") {
+            "not measured (skipped)".to_string()
+        } else {
+            "not measured".to_string()
+        }
+    });
+    Bar {
+        name: name.to_string(),
+        kind,
+        star: false,
+        p50,
+        spread: lo.zip(hi),
+        correct: !here.is_empty()
+            && here
+                .iter()
+                .filter(|r| r.status != "skipped")
+                .all(|r| r.status == "ok" && r.correctness_pass == Some(true)),
+        missing,
+    }
+}
+
 /// One panel per shape (in the order the results list them), bars in headline order:
-/// baselines, then variants (the control first), then the tune's best.
+/// baselines, then variants (the control first), then the tune's best. On each panel the
+/// fastest variant correct on that shape is [`BarKind::Fastest`]; `best` (the report's ★,
+/// judged on the primary shape) is starred on every panel.
 pub fn p50_panels(a: &Artifacts, control: Option<&str>, best: Option<&str>) -> Vec<ShapePanel> {
     let baselines = a.baselines.as_deref().unwrap_or_default();
     let mut variants: Vec<&BenchFile> = a.benches.as_deref().unwrap_or_default().iter().collect();
@@ -55,27 +108,24 @@ pub fn p50_panels(a: &Artifacts, control: Option<&str>, best: Option<&str>) -> V
     shapes_in_order(baselines.iter().chain(variants.iter().copied()))
         .into_iter()
         .map(|shape| {
-            let bar = |name: &str, kind, results: &[BenchResult]| Bar {
-                name: name.to_string(),
-                kind,
-                p50: shape_p50(results, &shape),
-                ci95: results
-                    .iter()
-                    .filter(|r| r.shape == shape)
-                    .filter_map(|r| r.ci95_us)
-                    .max_by(f64::total_cmp),
-            };
             let mut bars: Vec<Bar> = baselines
                 .iter()
-                .map(|b| bar(&b.name, BarKind::Baseline, &b.results))
+                .map(|b| bar(&b.name, BarKind::Baseline, &b.results, &shape))
                 .collect();
             for v in &variants {
-                let kind = if Some(v.name.as_str()) == best {
-                    BarKind::Best
-                } else {
-                    BarKind::Variant
-                };
-                bars.push(bar(&v.name, kind, &v.results));
+                let mut b = bar(&v.name, BarKind::Variant, &v.results, &shape);
+                b.star = Some(v.name.as_str()) == best;
+                bars.push(b);
+            }
+            let fastest = bars
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.kind == BarKind::Variant && b.correct)
+                .filter_map(|(i, b)| b.p50.map(|p| (i, p)))
+                .min_by(|x, y| x.1.total_cmp(&y.1))
+                .map(|(i, _)| i);
+            if let Some(i) = fastest {
+                bars[i].kind = BarKind::Fastest;
             }
             // The tuner times the primary shape only; elsewhere its records check correctness.
             let timed_here = |e: &&crate::schema::EliteEntry| {
@@ -88,6 +138,7 @@ pub fn p50_panels(a: &Artifacts, control: Option<&str>, best: Option<&str>) -> V
                     &format!("tune-top{}", e.rank),
                     BarKind::Tuned,
                     &e.bench,
+                    &shape,
                 ));
             }
             let dims = variants
@@ -107,18 +158,21 @@ pub fn p50_panels(a: &Artifacts, control: Option<&str>, best: Option<&str>) -> V
 }
 
 /// Horizontal bars of p50 per shape, one panel per shape stacked vertically.
-pub fn p50_chart(panels: &[ShapePanel]) -> anyhow::Result<String> {
-    if panels.is_empty() {
-        return Ok(message_chart("p50 per shape", "no bench results"));
+pub fn p50_chart(panels: &[ShapePanel], primary: &str) -> anyhow::Result<String> {
+    if !panels.iter().any(ShapePanel::measured) {
+        return Ok(message_chart(
+            "p50 per shape",
+            "nothing measured (the report says why)",
+        ));
     }
     let heights: Vec<u32> = panels
         .iter()
-        .map(|p| 70 + 26 * p.bars.len() as u32)
+        .map(|p| 62 + 26 * p.bars.len() as u32)
         .collect();
-    let legend_h = 56;
+    let legend_h = 78;
     let total = legend_h + heights.iter().sum::<u32>();
     let mut svg = String::new();
-    draw_p50(&mut svg, panels, &heights, legend_h, total)
+    draw_p50(&mut svg, panels, primary, &heights, legend_h, total)
         .map_err(|e| anyhow::anyhow!("drawing the p50 chart: {e}"))?;
     Ok(svg)
 }
@@ -126,6 +180,7 @@ pub fn p50_chart(panels: &[ShapePanel]) -> anyhow::Result<String> {
 fn draw_p50(
     svg: &mut String,
     panels: &[ShapePanel],
+    primary: &str,
     heights: &[u32],
     legend_h: u32,
     total: u32,
@@ -134,25 +189,32 @@ fn draw_p50(
     root.fill(&WHITE)?;
     let (head, mut rest) = root.split_vertically(legend_h);
     head.draw(&Text::new(
-        "p50 latency per shape (µs, lower is better; whiskers: widest ci95 over seeds)",
+        "p50 latency per shape (µs, lower is better): bar = median over seeds, \
+         whiskers = lowest min to highest p90 over seeds",
         (12, 8),
-        (FONT, 16).into_font().color(&BLACK),
+        (FONT, 14).into_font().color(&BLACK),
     ))?;
     let legend = [
         ("baseline", BASELINE),
         ("variant", VARIANT),
-        ("best variant", BEST),
+        ("fastest correct variant on this shape", BEST),
         ("tune best", TUNED),
     ];
-    for (i, (label, color)) in legend.iter().enumerate() {
-        let x = 12 + 150 * i as i32;
-        head.draw(&Rectangle::new([(x, 34), (x + 14, 46)], color.filled()))?;
+    let mut x = 12;
+    for (label, color) in legend {
+        head.draw(&Rectangle::new([(x, 32), (x + 14, 44)], color.filled()))?;
         head.draw(&Text::new(
-            *label,
-            (x + 20, 34),
+            label,
+            (x + 20, 32),
             (FONT, 13).into_font().color(&BLACK),
         ))?;
+        x += 34 + 7 * label.len() as i32;
     }
+    head.draw(&Text::new(
+        format!("★ = the report's best variant (fastest correct on the primary shape, {primary})"),
+        (12, 54),
+        (FONT, 13).into_font().color(&BLACK),
+    ))?;
     for (panel, h) in panels.iter().zip(heights) {
         let (area, below) = rest.split_vertically(*h);
         rest = below;
@@ -160,6 +222,22 @@ fn draw_p50(
     }
     root.present()?;
     Ok(())
+}
+
+fn bar_color(kind: BarKind) -> RGBColor {
+    match kind {
+        BarKind::Baseline => BASELINE,
+        BarKind::Variant => VARIANT,
+        BarKind::Fastest => BEST,
+        BarKind::Tuned => TUNED,
+    }
+}
+
+/// The discrete y range of a panel of `n` bars. A discrete range `0..k` holds k + 1
+/// values, each a row: `0..n-1` gives one row per bar and no empty slot (a single bar
+/// gets two rows, one empty, rather than a range of zero width).
+fn rows(n: i32) -> std::ops::Range<i32> {
+    0..(n - 1).max(1)
 }
 
 fn draw_panel<DB: DrawingBackend>(
@@ -173,19 +251,29 @@ where
     let xmax = p
         .bars
         .iter()
-        .filter_map(|b| b.p50.map(|v| v + b.ci95.unwrap_or(0.0)))
+        .filter_map(|b| b.spread.map(|s| s.1).or(b.p50))
         .fold(0.0f64, f64::max)
         .max(1e-3)
-        * 1.18;
-    let names: Vec<String> = p.bars.iter().map(|b| b.name.clone()).collect();
+        * 1.22;
+    let names: Vec<String> = p
+        .bars
+        .iter()
+        .map(|b| {
+            if b.star {
+                format!("{} ★", b.name)
+            } else {
+                b.name.clone()
+            }
+        })
+        .collect();
     let mut chart = ChartBuilder::on(area)
         .caption(&p.title, (FONT, 14))
         .margin_left(12)
         .margin_right(24)
         .margin_bottom(6)
         .x_label_area_size(28)
-        .y_label_area_size(150)
-        .build_cartesian_2d(0.0..xmax, (0..n).into_segmented())?;
+        .y_label_area_size(170)
+        .build_cartesian_2d(0.0..xmax, rows(n).into_segmented())?;
     // Row i of the panel sits at segment n-1-i, so the first bar is on top.
     let row = |i: usize| n - 1 - i as i32;
     chart
@@ -203,19 +291,14 @@ where
         .draw()?;
     for (i, b) in p.bars.iter().enumerate() {
         let y = row(i);
-        let color = match b.kind {
-            BarKind::Baseline => BASELINE,
-            BarKind::Variant => VARIANT,
-            BarKind::Best => BEST,
-            BarKind::Tuned => TUNED,
-        };
         let Some(v) = b.p50 else {
+            let why = b.missing.as_deref().unwrap_or("not measured");
             chart.draw_series(std::iter::once(
                 EmptyElement::at((0.0, SegmentValue::CenterOf(y)))
                     + Text::new(
-                        "n/a (no valid result)",
+                        why.to_string(),
                         (4, -6),
-                        (FONT, 12).into_font().color(&FAIL),
+                        (FONT, 12).into_font().color(&MUTED),
                     ),
             ))?;
             continue;
@@ -225,80 +308,131 @@ where
                 (0.0, SegmentValue::Exact(y)),
                 (v, SegmentValue::Exact(y + 1)),
             ],
-            color.filled(),
+            bar_color(b.kind).filled(),
         );
         rect.set_margin(4, 4, 0, 0);
         chart.draw_series(std::iter::once(rect))?;
-        let ci = b.ci95.unwrap_or(0.0);
-        if ci > 0.0 {
+        let mut end = v;
+        if let Some((lo, hi)) = b.spread {
+            end = hi.max(v);
+            let whisker = BLACK.stroke_width(2);
+            let cap = |x: f64| {
+                EmptyElement::at((x, SegmentValue::CenterOf(y)))
+                    + PathElement::new(vec![(0, -6), (0, 6)], whisker)
+            };
             chart.draw_series(std::iter::once(PathElement::new(
                 vec![
-                    (v - ci, SegmentValue::CenterOf(y)),
-                    (v + ci, SegmentValue::CenterOf(y)),
+                    (lo, SegmentValue::CenterOf(y)),
+                    (hi, SegmentValue::CenterOf(y)),
                 ],
-                BLACK.stroke_width(1),
+                whisker,
             )))?;
+            chart.draw_series([cap(lo), cap(hi)])?;
         }
+        let label = if b.correct {
+            format!("{v:.2}")
+        } else {
+            format!("{v:.2} (incorrect)")
+        };
+        let color = if b.correct { BLACK } else { FAIL };
         chart.draw_series(std::iter::once(
-            EmptyElement::at((v + ci, SegmentValue::CenterOf(y)))
-                + Text::new(
-                    format!("{v:.2}"),
-                    (6, -6),
-                    (FONT, 12).into_font().color(&BLACK),
-                ),
+            EmptyElement::at((end, SegmentValue::CenterOf(y)))
+                + Text::new(label, (6, -6), (FONT, 12).into_font().color(&color)),
         ))?;
     }
     Ok(())
 }
 
-/// Valid trials as points, the best-so-far as a step line, invalid trials as red crosses
-/// along the bottom, and the control's p50 as a reference line.
+/// What the tune chart plots.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuneSeries {
+    /// `(trial, p50)` of every trial that ran and was timed.
+    pub valid: Vec<(u32, f64)>,
+    /// `(trial, status)` of every trial without a p50: drawn in the strip below the plot,
+    /// never on the latency axis.
+    pub invalid: Vec<(u32, String)>,
+    /// The best-so-far line, as steps: `(trial, p50)` corners, to the last trial.
+    pub best_steps: Vec<(u32, f64)>,
+    /// The last trial number.
+    pub last: u32,
+}
+
+/// The tune chart's data.
+pub fn tune_series(tune: &TuneData) -> TuneSeries {
+    let timed =
+        |t: &&crate::schema::TuneTrial| t.status == "ok" && t.p50_us.is_some_and(|p| p.is_finite());
+    let mut best_steps: Vec<(u32, f64)> = Vec::new();
+    for (trial, best) in best_so_far(tune) {
+        if let Some(b) = best {
+            if let Some(&(_, prev)) = best_steps.last() {
+                best_steps.push((trial, prev));
+            }
+            best_steps.push((trial, b));
+        }
+    }
+    let last = tune.trials.iter().map(|t| t.trial).max().unwrap_or(0);
+    // The best so far holds until the last trial.
+    if let Some(&(t, b)) = best_steps.last() {
+        if t < last {
+            best_steps.push((last, b));
+        }
+    }
+    TuneSeries {
+        valid: tune
+            .trials
+            .iter()
+            .filter(timed)
+            .map(|t| (t.trial, t.p50_us.unwrap_or_default()))
+            .collect(),
+        invalid: tune
+            .trials
+            .iter()
+            .filter(|t| !timed(t))
+            .map(|t| (t.trial, t.status.clone()))
+            .collect(),
+        best_steps,
+        last,
+    }
+}
+
+/// Valid trials as points with the best-so-far as a step line and the control's p50 as a
+/// reference line; below, in a strip of its own, a red cross per invalid trial (no p50).
 pub fn tune_chart(tune: &TuneData, control: Option<(&str, f64)>) -> anyhow::Result<String> {
-    let valid: Vec<(f64, f64)> = tune
-        .trials
-        .iter()
-        .filter(|t| t.status == "ok")
-        .filter_map(|t| {
-            t.p50_us
-                .filter(|p| p.is_finite())
-                .map(|p| (f64::from(t.trial), p))
-        })
-        .collect();
-    if valid.is_empty() {
+    let series = tune_series(tune);
+    if series.valid.is_empty() {
         return Ok(message_chart("tune: best p50 so far", "no valid trial"));
     }
     let mut svg = String::new();
-    draw_tune(&mut svg, tune, &valid, control)
+    draw_tune(&mut svg, &series, control)
         .map_err(|e| anyhow::anyhow!("drawing the tune chart: {e}"))?;
     Ok(svg)
 }
 
-fn draw_tune(
-    svg: &mut String,
-    tune: &TuneData,
-    valid: &[(f64, f64)],
-    control: Option<(&str, f64)>,
-) -> DrawResult {
-    let root = SVGBackend::with_string(svg, (WIDTH, 420)).into_drawing_area();
+fn draw_tune(svg: &mut String, series: &TuneSeries, control: Option<(&str, f64)>) -> DrawResult {
+    let height = TUNE_PLOT_HEIGHT + TUNE_STRIP_HEIGHT;
+    let root = SVGBackend::with_string(svg, (WIDTH, height)).into_drawing_area();
     root.fill(&WHITE)?;
-    let last = tune.trials.iter().map(|t| t.trial).max().unwrap_or(0);
-    let ys = valid.iter().map(|p| p.1).chain(control.map(|c| c.1));
+    let (plot, strip) = root.split_vertically(TUNE_PLOT_HEIGHT);
+    let x_range = -0.5..(f64::from(series.last) + 0.5);
+    let ys = series.valid.iter().map(|p| p.1).chain(control.map(|c| c.1));
     let (lo, hi) = ys.fold((f64::INFINITY, 0.0f64), |(l, h), y| (l.min(y), h.max(y)));
     let pad = ((hi - lo) * 0.08).max(hi * 0.02);
     let y0 = (lo - pad * 2.0).max(0.0);
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(&plot)
         .caption(
             format!(
-                "tune: p50 per trial and best so far ({} trials)",
-                tune.trials.len()
+                "tune: p50 per trial and best so far ({} trials, {} invalid)",
+                series.valid.len() + series.invalid.len(),
+                series.invalid.len()
             ),
             (FONT, 16),
         )
         .margin(12)
+        .margin_bottom(4)
         .x_label_area_size(36)
         .y_label_area_size(56)
         // Head room above the highest point for the legend.
-        .build_cartesian_2d(-0.5..(f64::from(last) + 0.5), y0..(hi + pad * 4.0))?;
+        .build_cartesian_2d(x_range.clone(), y0..(hi + pad * 4.0))?;
     chart
         .configure_mesh()
         .x_desc("trial")
@@ -310,46 +444,24 @@ fn draw_tune(
         .draw()?;
     chart
         .draw_series(
-            valid
+            series
+                .valid
                 .iter()
-                .map(|&(x, y)| Circle::new((x, y), 3, VARIANT.mix(0.6).filled())),
+                .map(|&(x, y)| Circle::new((f64::from(x), y), 3, VARIANT.mix(0.6).filled())),
         )?
         .label("valid trial")
         .legend(|(x, y)| Circle::new((x + 8, y), 3, VARIANT.filled()));
-    let invalid: Vec<f64> = tune
-        .trials
-        .iter()
-        .filter(|t| t.status != "ok")
-        .map(|t| f64::from(t.trial))
-        .collect();
-    if !invalid.is_empty() {
-        let y = y0 + pad * 0.6;
-        chart
-            .draw_series(
-                invalid
-                    .iter()
-                    .map(|&x| Cross::new((x, y), 4, FAIL.stroke_width(2))),
-            )?
-            .label("invalid trial")
-            .legend(|(x, y)| Cross::new((x + 8, y), 4, FAIL.stroke_width(2)));
-    }
-    let mut steps: Vec<(f64, f64)> = Vec::new();
-    for (trial, best) in best_so_far(tune) {
-        if let Some(b) = best {
-            if let Some(&(_, prev)) = steps.last() {
-                steps.push((f64::from(trial), prev));
-            }
-            steps.push((f64::from(trial), b));
-        }
-    }
     chart
-        .draw_series(LineSeries::new(steps, BEST.stroke_width(2)))?
+        .draw_series(LineSeries::new(
+            series.best_steps.iter().map(|&(x, y)| (f64::from(x), y)),
+            BEST.stroke_width(2),
+        ))?
         .label("best so far")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BEST.stroke_width(2)));
     if let Some((name, c)) = control {
         chart
             .draw_series(LineSeries::new(
-                vec![(-0.5, c), (f64::from(last) + 0.5, c)],
+                vec![(x_range.start, c), (x_range.end, c)],
                 CONTROL.stroke_width(2),
             ))?
             .label(format!("control {name} ({c:.2} µs)"))
@@ -362,7 +474,62 @@ fn draw_tune(
         .border_style(BLACK.mix(0.3))
         .label_font((FONT, 12))
         .draw()?;
+    draw_invalid_strip(&strip, series, x_range)?;
     root.present()?;
+    Ok(())
+}
+
+/// The strip under the tune plot: invalid trials on the same trial axis, off the latency
+/// axis, so none reads as a fast configuration.
+fn draw_invalid_strip<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    series: &TuneSeries,
+    x_range: std::ops::Range<f64>,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    // `invalid trials, no p50 (5): ptxas_gate 2, compile_error 1, …`, statuses in the order
+    // they first occur.
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for (_, status) in &series.invalid {
+        match counts.iter_mut().find(|(s, _)| s == status) {
+            Some(c) => c.1 += 1,
+            None => counts.push((status, 1)),
+        }
+    }
+    let by_status: Vec<String> = counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    let title = if counts.is_empty() {
+        "invalid trials, no p50: none".to_string()
+    } else {
+        format!(
+            "invalid trials, no p50 ({}): {}",
+            series.invalid.len(),
+            by_status.join(", ")
+        )
+    };
+    let mut strip = ChartBuilder::on(area)
+        .caption(title, (FONT, 13))
+        .margin_left(12)
+        .margin_right(12)
+        .margin_bottom(8)
+        .x_label_area_size(20)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x_range, 0.0..1.0)?;
+    strip
+        .configure_mesh()
+        .disable_y_mesh()
+        .disable_x_mesh()
+        .y_labels(0)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .label_style((FONT, 11))
+        .draw()?;
+    strip.draw_series(
+        series
+            .invalid
+            .iter()
+            .map(|(x, _)| Cross::new((f64::from(*x), 0.5), 5, FAIL.stroke_width(2))),
+    )?;
     Ok(())
 }
 
@@ -381,4 +548,26 @@ pub fn message_chart(title: &str, message: &str) -> String {
         let _ = root.present();
     }
     svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panel_has_one_row_slot_per_bar() {
+        // Rows 0..n-1 from bottom to top: the top of the last row is the top of the axis.
+        for n in 2..9 {
+            let y = rows(n).into_segmented();
+            assert_eq!(y.map(&SegmentValue::Exact(0), (0, 1000)), 0);
+            let top = y.map(&SegmentValue::Exact(n), (0, 1000));
+            assert!(
+                (999..=1000).contains(&top),
+                "{n} bars: the last row ends at {top}"
+            );
+        }
+        // The old range, 0..n, left an empty slot on top.
+        let old = (0..5).into_segmented();
+        assert!(old.map(&SegmentValue::Exact(5), (0, 1000)) < 900);
+    }
 }

@@ -162,6 +162,16 @@ pub fn problems(
     Ok(out)
 }
 
+/// The first few items, then how many more.
+fn listed(items: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let mut text = items[..items.len().min(SHOWN)].join(", ");
+    if items.len() > SHOWN {
+        text.push_str(&format!(" and {} more", items.len() - SHOWN));
+    }
+    text
+}
+
 /// What changed, by name only (`repro status` gives the values), at most five.
 fn what_changed(changes: &[crate::engine::status::Change]) -> String {
     let mut names: Vec<String> = changes
@@ -175,12 +185,7 @@ fn what_changed(changes: &[crate::engine::status::Change]) -> String {
         })
         .collect();
     names.dedup();
-    if names.len() > 5 {
-        let more = names.len() - 4;
-        names.truncate(4);
-        names.push(format!("{more} more"));
-    }
-    format!("{} changed", names.join(", "))
+    format!("{} changed", listed(&names))
 }
 
 /// What committing would do to the results HEAD holds: measurements lost (or no longer
@@ -190,36 +195,41 @@ fn head_comparison(root: &Path) -> Vec<Problem> {
         // No HEAD, or HEAD has no results: nothing can be lost.
         return Vec::new();
     };
-    let lost = |text: String| Problem::new("--allow-lost", text);
-    let mut out: Vec<Problem> = d
+    let mut out = Vec::new();
+    let rows: Vec<String> = d
         .rows
         .iter()
         .filter(|r| r.verdict == super::diff::Verdict::Lost)
         .map(|r| {
-            lost(format!(
-                "{} on `{}` was measured at HEAD ({} µs) and is not measured now",
+            format!(
+                "{} on `{}` ({} µs)",
                 r.name,
                 r.shape,
                 super::context::num(r.before.map(|m| m.p50_us), 2)
-            ))
+            )
         })
         .collect();
-    out.extend(
-        d.flipped_gates
-            .iter()
-            .filter(|g| g.after.is_none())
-            .map(|g| {
-                lost(format!(
-                    "gate `{}` was checked at HEAD and is not checked now",
-                    g.gate
-                ))
-            }),
-    );
-    out.extend(d.lost_profiles.iter().map(|t| {
-        lost(format!(
-            "ncu target `{t}` was profiled at HEAD and is not profiled now"
-        ))
-    }));
+    let gates: Vec<String> = d
+        .flipped_gates
+        .iter()
+        .filter(|g| g.after.is_none())
+        .map(|g| format!("`{}`", g.gate))
+        .collect();
+    for (items, what) in [
+        (rows, "measured at HEAD and not measured now"),
+        (gates, "checked at HEAD and not checked now"),
+        (
+            d.lost_profiles.clone(),
+            "profiled at HEAD and not profiled now",
+        ),
+    ] {
+        if !items.is_empty() {
+            out.push(Problem::new(
+                "--allow-lost",
+                format!("{} {what}: {}", items.len(), listed(&items)),
+            ));
+        }
+    }
     let replaced: Vec<&String> = d
         .gpus_before
         .iter()
@@ -290,14 +300,11 @@ pub fn commit(project: &Project, message: Option<&str>, allow: Allow) -> anyhow:
     let pipeline = &project.pipeline;
     let artifacts = Artifacts::load(root)?;
     let state = RunState::load(root, pipeline.stages.keys().map(String::as_str))?;
-    let env = crate::env::capture(root, &crate::stages::summarize::capture_options(&artifacts));
-    let report = Builder {
-        pipeline,
-        artifacts: &artifacts,
-        state: &state,
-        env: &env,
-    }
-    .build();
+    let env = crate::env::capture(
+        root,
+        &crate::stages::summarize::capture_options(pipeline, &artifacts),
+    );
+    let report = Builder::new(pipeline, &artifacts, &state, &env).build();
     let problems = problems(project, &state, &report)?;
     let refused: Vec<&Problem> = problems.iter().filter(|p| !p.allowed(allow)).collect();
     if !refused.is_empty() {

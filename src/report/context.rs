@@ -1,8 +1,10 @@
 //! Turns the loaded artifacts into the template context of `summary.md.j2`: every figure
 //! already formatted (fixed decimals, "n/a" for missing values), rows in a stable order,
-//! and every gap explained ("not run: …"), so templates only lay text out.
+//! and every gap explained ("not run: …"), so templates only lay text out. Each skip
+//! reason is stated once, as a footnote ([`super::notes`]) the rows cite.
 
 use super::artifacts::{Artifacts, TuneData};
+use super::notes::{Footnote, Notes};
 use super::state::RunState;
 use crate::env::Environment;
 use crate::pipeline::Pipeline;
@@ -29,6 +31,8 @@ pub struct ReportContext {
     pub env: EnvBrief,
     pub stages: Vec<StageRow>,
     pub skipped: Vec<Skip>,
+    /// Each skip reason once, cited as `[^label]` by the rows it applies to.
+    pub notes: Vec<Footnote>,
     pub charts: Charts,
     /// Every failed gate, one line each (empty when all passed).
     pub failed_gates: Vec<String>,
@@ -302,6 +306,84 @@ pub struct Builder<'a> {
     pub artifacts: &'a Artifacts,
     pub state: &'a RunState,
     pub env: &'a Environment,
+    notes: Notes,
+}
+
+impl<'a> Builder<'a> {
+    pub fn new(
+        pipeline: &'a Pipeline,
+        artifacts: &'a Artifacts,
+        state: &'a RunState,
+        env: &'a Environment,
+    ) -> Builder<'a> {
+        let mut b = Builder {
+            pipeline,
+            artifacts,
+            state,
+            env,
+            notes: Notes::default(),
+        };
+        b.notes = Notes::new(b.skip_reasons());
+        b
+    }
+
+    /// Every reason something was skipped, for [`Notes`].
+    fn skip_reasons(&self) -> Vec<String> {
+        let stages = self.state.stages.values().filter(|s| s.skipped());
+        let files = self.benches().iter().chain(self.baselines());
+        let results = self.benches().iter().flat_map(|f| &f.results);
+        let targets = self.artifacts.ncu.iter().flat_map(|n| &n.targets);
+        stages
+            .filter_map(|s| s.reason.clone())
+            .chain(
+                files
+                    .filter(|f| f.status == "skipped")
+                    .filter_map(|f| f.reason.clone()),
+            )
+            .chain(
+                results
+                    .filter(|r| r.status == "skipped")
+                    .filter_map(|r| r.error.clone()),
+            )
+            .chain(
+                targets
+                    .filter(|t| t.status == "skipped")
+                    .filter_map(|t| t.reason.clone()),
+            )
+            .collect()
+    }
+
+    /// `skipped [^1]` (or `skipped: <its own words> [^1]`): the reason as a footnote
+    /// citation.
+    fn skipped_because(&self, reason: Option<&str>) -> String {
+        let Some(r) = reason else {
+            return "skipped (no reason recorded)".into();
+        };
+        let cited = self.notes.cite(r);
+        if cited.starts_with("[^") {
+            format!("skipped {cited}")
+        } else {
+            format!("skipped: {cited}")
+        }
+    }
+
+    /// `not run: stage `x` skipped [^1]` when the stage of `kind` was skipped.
+    fn stage_skipped(&self, kind: &str) -> Option<String> {
+        let name = self.stage_of(kind)?;
+        let st = self.state.stages.get(name).filter(|s| s.skipped())?;
+        Some(format!(
+            "not run: stage `{name}` {}",
+            self.skipped_because(st.reason.as_deref())
+        ))
+    }
+
+    /// `<status>: <reason>` of a record, a skip's reason cited as a footnote.
+    fn status_because(&self, status: &str, reason: Option<&str>) -> String {
+        if status == "skipped" {
+            return self.skipped_because(reason);
+        }
+        format!("{status}: {}", reason.unwrap_or("no reason given"))
+    }
 }
 
 impl Builder<'_> {
@@ -329,10 +411,13 @@ impl Builder<'_> {
             primary_shape: primary,
             control: self.pipeline.control.clone(),
             charts: Charts {
+                // Linked only when it shows a measurement.
                 p50: self
-                    .artifacts
-                    .benches
-                    .is_some()
+                    .benches()
+                    .iter()
+                    .chain(self.baselines())
+                    .flat_map(|f| &f.results)
+                    .any(|r| r.status == "ok" && r.p50_us.is_some())
                     .then(|| P50_CHART.to_string()),
                 tune: tune.ran.then(|| TUNE_CHART.to_string()),
             },
@@ -343,6 +428,7 @@ impl Builder<'_> {
             env: self.env_brief(),
             stages: self.stage_rows(),
             skipped: self.skipped(),
+            notes: self.notes.footnotes(),
             failed_gates,
             unchecked_gates,
         }
@@ -360,8 +446,8 @@ impl Builder<'_> {
             return None;
         }
         Some(format!(
-            "not checked: bench skipped: {}",
-            files[0].reason.as_deref().unwrap_or("no reason recorded")
+            "not checked: bench {}",
+            self.skipped_because(files[0].reason.as_deref())
         ))
     }
 
@@ -387,24 +473,43 @@ impl Builder<'_> {
             .map(|(n, _)| n.as_str())
     }
 
-    /// Why the outputs of a stage kind are absent.
+    /// [`file_status`], a skip's reason cited.
+    fn file_status(&self, f: &BenchFile, build_failures: &[String]) -> String {
+        let skipped = match f.status.as_str() {
+            "skipped" => self.skipped_because(f.reason.as_deref()),
+            _ => String::new(),
+        };
+        file_status(f, build_failures, &skipped)
+    }
+
+    /// Why the outputs of a stage kind are absent (or empty: `missing` names them).
     fn not_run(&self, kind: &str, missing: &str) -> String {
         match self.stage_of(kind) {
             None => format!("not run: the pipeline has no `{kind}` stage"),
-            Some(name) => match self.state.stages.get(name).and_then(|s| s.status.clone()) {
-                Some(status) => {
-                    let reason = self.state.stages[name]
-                        .reason
-                        .as_ref()
-                        .map(|r| format!(": {r}"))
-                        .unwrap_or_default();
-                    format!("not run: stage `{name}` {status}{reason} (no {missing})")
-                }
-                None => format!(
-                    "not run: stage `{name}` has not produced {missing}; see `repro status`"
-                ),
-            },
+            Some(name) => self.stage_not_run(name, missing),
         }
+    }
+
+    /// `not run: stage `x` skipped [^1]`, or what else its record says.
+    fn stage_not_run(&self, name: &str, missing: &str) -> String {
+        let Some(st) = self.state.stages.get(name).filter(|s| s.status.is_some()) else {
+            return format!(
+                "not run: stage `{name}` has not produced {missing}; see `repro status`"
+            );
+        };
+        if st.skipped() {
+            return format!(
+                "not run: stage `{name}` {}",
+                self.skipped_because(st.reason.as_deref())
+            );
+        }
+        let status = st.status.as_deref().unwrap_or_default();
+        let reason = st
+            .reason
+            .as_ref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        format!("not run: stage `{name}` {status}{reason} (no {missing})")
     }
 
     /// The variant with the lowest primary-shape p50 among those whose results are all correct.
@@ -460,7 +565,7 @@ impl Builder<'_> {
                 tc_util: tc,
                 occupancy: occ,
                 dram,
-                status: file_status(b, &[]),
+                status: self.file_status(b, &[]),
             });
         }
         let mut variants: Vec<&BenchFile> = self.benches().iter().collect();
@@ -479,7 +584,7 @@ impl Builder<'_> {
                 tc_util: tc,
                 occupancy: occ,
                 dram,
-                status: file_status(v, &self.build_failures(&v.name)),
+                status: self.file_status(v, &self.build_failures(&v.name)),
             });
         }
         if let Some(top) = self.artifacts.tune.as_ref().and_then(|t| t.elite.first()) {
@@ -526,6 +631,9 @@ impl Builder<'_> {
         let Some(ncu) = &self.artifacts.ncu else {
             return Some(self.not_run("profile", "artifacts/ncu/summary.json"));
         };
+        if let Some(why) = self.stage_skipped("profile") {
+            return Some(why.replacen("not run", "not profiled", 1));
+        }
         let profiled: Vec<&str> = ncu
             .targets
             .iter()
@@ -533,7 +641,7 @@ impl Builder<'_> {
             .map(|t| t.variant.as_str())
             .collect();
         Some(
-            match (profiled.is_empty(), all_skipped_reason(&ncu.targets)) {
+            match (profiled.is_empty(), self.all_skipped_reason(&ncu.targets)) {
                 (true, Some(reason)) => format!("not profiled: {reason}"),
                 (true, None) => "not profiled: no target of the profile stage succeeded".into(),
                 (false, _) => format!("profiled only: {} (others n/a)", profiled.join(", ")),
@@ -554,22 +662,7 @@ impl Builder<'_> {
             .map(|(n, _)| n.clone());
         match stage {
             None => "not run: the pipeline has no stage writing artifacts/bench/baselines".into(),
-            Some(name) => {
-                let s = self.state.stages.get(&name);
-                let how = s
-                    .and_then(|s| s.status.clone())
-                    .map(|st| {
-                        let r = s
-                            .and_then(|s| s.reason.clone())
-                            .map(|r| format!(": {r}"))
-                            .unwrap_or_default();
-                        format!("stage `{name}` {st}{r}")
-                    })
-                    .unwrap_or_else(|| {
-                        format!("stage `{name}` has not produced artifacts/bench/baselines/")
-                    });
-                format!("not run: {how}")
-            }
+            Some(name) => self.stage_not_run(&name, "artifacts/bench/baselines/"),
         }
     }
 
@@ -684,7 +777,12 @@ impl Builder<'_> {
             for r in &f.results {
                 let subject = format!("{} {}/seed{}", f.name, r.shape, r.seed);
                 if r.status != "ok" {
-                    let why = r.error.clone().unwrap_or_else(|| r.status.clone());
+                    let why = if r.status == "skipped" {
+                        self.skipped_because(r.error.as_deref())
+                    } else {
+                        let error = r.error.clone().unwrap_or_else(|| r.status.clone());
+                        format!("{}: {error}", r.status)
+                    };
                     let mark = if r.status == "skipped" { "⏭" } else { "❌" };
                     if r.status != "skipped" {
                         failed.push(format!("correctness {subject}: {}", r.status));
@@ -696,7 +794,7 @@ impl Builder<'_> {
                         max_abs_err: NA.into(),
                         mean_abs_err: NA.into(),
                         pct_bad: NA.into(),
-                        result: format!("{mark} {}: {why}", r.status),
+                        result: format!("{mark} {why}"),
                     });
                     continue;
                 }
@@ -796,6 +894,17 @@ impl Builder<'_> {
                 None => self.not_run_cmd_baselines(),
             });
         }
+        let first = &self.baselines()[0];
+        if self
+            .baselines()
+            .iter()
+            .all(|b| b.status == "skipped" && b.reason == first.reason)
+        {
+            return Section::not_run(format!(
+                "not run: every baseline {}",
+                self.skipped_because(first.reason.as_deref())
+            ));
+        }
         let best_p50 = best.and_then(|b| {
             self.benches()
                 .iter()
@@ -829,10 +938,7 @@ impl Builder<'_> {
                             .get(&b.name)
                             .map(|t| format!("≥ {t:.2}×"))
                             .unwrap_or_else(|| "none".into()),
-                        result: format!(
-                            "⏭ baseline skipped: {}",
-                            b.reason.as_deref().unwrap_or("no reason given")
-                        ),
+                        result: format!("⏭ baseline {}", self.skipped_because(b.reason.as_deref())),
                     };
                 }
                 perf_row(
@@ -851,6 +957,10 @@ impl Builder<'_> {
         let Some(tune) = &self.artifacts.tune else {
             return Section::not_run(self.not_run("tune", "artifacts/tune/tune_log.csv"));
         };
+        // A skipped tune writes an empty log: not "0 trials".
+        if tune.trials.is_empty() {
+            return Section::not_run(self.not_run("tune", "trials in artifacts/tune/tune_log.csv"));
+        }
         let control_p50 = self.pipeline.control.as_deref().and_then(|c| {
             self.benches()
                 .iter()
@@ -864,7 +974,10 @@ impl Builder<'_> {
         let Some(ncu) = &self.artifacts.ncu else {
             return Section::not_run(self.not_run("profile", "artifacts/ncu/summary.json"));
         };
-        if let Some(reason) = all_skipped_reason(&ncu.targets) {
+        if let Some(why) = self.stage_skipped("profile") {
+            return Section::not_run(why);
+        }
+        if let Some(reason) = self.all_skipped_reason(&ncu.targets) {
             return Section::not_run(format!("not run: every target {reason}"));
         }
         let mut names: BTreeMap<String, String> = BTreeMap::new();
@@ -888,9 +1001,9 @@ impl Builder<'_> {
                     status: match t.status.as_str() {
                         "ok" => "✅ ok".into(),
                         other => format!(
-                            "{} {other}: {}",
+                            "{} {}",
                             if other == "skipped" { "⏭" } else { "❌" },
-                            t.reason.as_deref().unwrap_or("no reason given")
+                            self.status_because(other, t.reason.as_deref())
                         ),
                     },
                     kernel_time: num(t.kernel_time_us, 2),
@@ -934,7 +1047,12 @@ impl Builder<'_> {
                 g.memory_bytes / (1 << 30)
             ),
             (None, Some(name)) => format!("{name} (from the bench records)"),
-            (None, None) => format!("{NA} ({})", e.gpu_note.as_deref().unwrap_or("no GPU")),
+            // The probe's message is usually a skip reason already stated: cite it.
+            (None, None) => match e.gpu_note.as_deref().map(|n| self.notes.cite(n)) {
+                Some(c) if c.starts_with("[^") => format!("{NA}: no GPU {c}"),
+                Some(c) => format!("{NA}: {c}"),
+                None => format!("{NA}: no GPU"),
+            },
         };
         let driver = e
             .gpu
@@ -1005,11 +1123,18 @@ impl Builder<'_> {
             .map(|(name, spec)| {
                 let st = self.state.stages.get(name);
                 let status = match st.and_then(|s| s.status.clone()) {
-                    Some(s) => match st.and_then(|s| s.reason.clone()) {
-                        Some(r) => format!("{s}: {r}"),
-                        None => s,
-                    },
-                    None => "not run".into(),
+                    Some(s) => {
+                        let glyph = match s.as_str() {
+                            "passed" => "✅",
+                            "skipped" => "⏭",
+                            _ => "❌",
+                        };
+                        match st.and_then(|s| s.reason.clone()) {
+                            Some(r) => format!("{glyph} {}", self.status_because(&s, Some(&r))),
+                            None => format!("{glyph} {s}"),
+                        }
+                    }
+                    None => "– not run".into(),
                 };
                 StageRow {
                     name: name.clone(),
@@ -1033,11 +1158,8 @@ impl Builder<'_> {
             match self.state.stages.get(name) {
                 Some(s) if s.skipped() || s.failed() => out.push(Skip {
                     what: format!("stage `{name}`"),
-                    reason: format!(
-                        "{}: {}",
-                        s.status.as_deref().unwrap_or(""),
-                        s.reason.as_deref().unwrap_or("no reason recorded")
-                    ),
+                    reason: self
+                        .status_because(s.status.as_deref().unwrap_or(""), s.reason.as_deref()),
                 }),
                 None if !self.produced(spec.uses.as_str(), spec) => out.push(Skip {
                     what: format!("stage `{name}`"),
@@ -1049,36 +1171,34 @@ impl Builder<'_> {
         for b in self.baselines().iter().filter(|b| b.status != "ok") {
             out.push(Skip {
                 what: format!("baseline `{}`", b.name),
-                reason: format!(
-                    "{}: {}",
-                    b.status,
-                    b.reason.as_deref().unwrap_or("no reason given")
-                ),
+                reason: self.status_because(&b.status, b.reason.as_deref()),
             });
         }
         for f in self.benches().iter().filter(|f| f.status != "ok") {
             out.push(Skip {
                 what: format!("bench `{}`", f.name),
-                reason: format!(
-                    "{}: {}",
-                    f.status,
-                    f.reason.as_deref().unwrap_or("no reason given")
-                ),
+                reason: self.status_because(&f.status, f.reason.as_deref()),
             });
         }
         if let Some(ncu) = &self.artifacts.ncu {
             for t in ncu.targets.iter().filter(|t| t.status != "ok") {
                 out.push(Skip {
                     what: format!("profile target `{}`", t.target),
-                    reason: format!(
-                        "{}: {}",
-                        t.status,
-                        t.reason.as_deref().unwrap_or("no reason given")
-                    ),
+                    reason: self.status_because(&t.status, t.reason.as_deref()),
                 });
             }
         }
         group_by_reason(out)
+    }
+
+    /// When every target failed or was skipped for one same reason: `<status>: <reason>`
+    /// (a skip's reason cited).
+    fn all_skipped_reason(&self, targets: &[NcuTarget]) -> Option<String> {
+        let first = targets.first()?;
+        let same = targets
+            .iter()
+            .all(|t| t.status != "ok" && t.status == first.status && t.reason == first.reason);
+        same.then(|| self.status_because(&first.status, first.reason.as_deref()))
     }
 
     /// Whether the outputs a stage kind writes are present.
@@ -1099,21 +1219,6 @@ impl Builder<'_> {
             _ => true,
         }
     }
-}
-
-/// When every target failed or was skipped for one same reason: `<status>: <reason>`.
-fn all_skipped_reason(targets: &[NcuTarget]) -> Option<String> {
-    let first = targets.first()?;
-    let same = targets
-        .iter()
-        .all(|t| t.status != "ok" && t.status == first.status && t.reason == first.reason);
-    same.then(|| {
-        format!(
-            "{}: {}",
-            first.status,
-            first.reason.as_deref().unwrap_or("no reason given")
-        )
-    })
 }
 
 /// Merge skip entries with the same reason into one line, in order of first appearance.
@@ -1188,13 +1293,11 @@ fn variant_correct(f: &BenchFile) -> bool {
         .all(|r| r.status == "ok" && r.correctness_pass == Some(true))
 }
 
-/// The headline status of a bench file: what failed, or that all passed.
-fn file_status(f: &BenchFile, build_failures: &[String]) -> String {
+/// The headline status of a bench file: what failed, or that all passed (a skip cites
+/// its reason, `skipped` the footnote it was given).
+fn file_status(f: &BenchFile, build_failures: &[String], skipped: &str) -> String {
     match f.status.as_str() {
-        "skipped" => format!(
-            "⏭ skipped: {}",
-            f.reason.as_deref().unwrap_or("no reason given")
-        ),
+        "skipped" => format!("⏭ {skipped}"),
         "failed" => format!(
             "❌ failed: {}",
             f.reason.as_deref().unwrap_or("no reason given")

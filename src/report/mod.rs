@@ -2,9 +2,9 @@
 //! pull-request workflow (`repro diff`, `repro commit`).
 //!
 //! [`artifacts`] loads what the stages wrote, [`state`] what the engine recorded,
-//! [`context`] turns both into the report's template context, [`render`] runs minijinja,
-//! [`charts`] draws the SVGs, [`manifest`] lists every artifact; [`diff`], [`commit`] and
-//! [`verify`] implement the pull-request subcommands.
+//! [`context`] turns both into the report's template context (each skip reason stated once
+//! by [`notes`]), [`render`] runs minijinja, [`charts`] draws the SVGs, [`manifest`] lists
+//! every artifact; [`diff`], [`commit`] and [`verify`] implement the pull-request subcommands.
 
 pub mod artifacts;
 pub mod charts;
@@ -12,6 +12,7 @@ pub mod commit;
 pub mod context;
 pub mod diff;
 pub mod manifest;
+pub mod notes;
 pub mod render;
 pub mod state;
 pub mod verify;
@@ -54,20 +55,17 @@ pub struct Inputs<'a> {
 /// tune data, and when the pipeline has a tune stage (it is then a declared output, written
 /// even when the tune did not run, saying so, though the report does not link it).
 pub fn render_report(inputs: &Inputs, template: &Template) -> anyhow::Result<Report> {
-    let context = context::Builder {
-        pipeline: inputs.pipeline,
-        artifacts: inputs.artifacts,
-        state: inputs.state,
-        env: inputs.env,
-    }
-    .build();
+    let context =
+        context::Builder::new(inputs.pipeline, inputs.artifacts, inputs.state, inputs.env).build();
     let markdown = render::render(template, &context)?;
     let control = inputs.pipeline.control.as_deref();
     let panels = charts::p50_panels(inputs.artifacts, control, context.best.as_deref());
-    let mut out = vec![(context::P50_CHART.to_string(), charts::p50_chart(&panels)?)];
+    let p50 = charts::p50_chart(&panels, &context.primary_shape)?;
+    let mut out = vec![(context::P50_CHART.to_string(), p50)];
     if has_tune_stage(inputs.pipeline) || inputs.artifacts.tune.is_some() {
+        // The section's note may cite a footnote, which means nothing in an SVG.
         let svg = match &inputs.artifacts.tune {
-            Some(tune) => {
+            Some(tune) if context.tune.ran => {
                 let control_p50 = control.and_then(|c| {
                     let f = inputs
                         .artifacts
@@ -79,9 +77,7 @@ pub fn render_report(inputs: &Inputs, template: &Template) -> anyhow::Result<Rep
                 });
                 charts::tune_chart(tune, control_p50)?
             }
-            None => {
-                charts::message_chart("tune", context.tune.note.as_deref().unwrap_or("not run"))
-            }
+            _ => charts::message_chart("tune", "not run (the report says why)"),
         };
         out.push((context::TUNE_CHART.to_string(), svg));
     }

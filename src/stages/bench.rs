@@ -258,6 +258,7 @@ impl StageKind for BenchStage {
                         status: "skipped".into(),
                         reason: Some(no.0.clone()),
                         defines: defines_of(&spec.defines),
+                        nvcc_version: None,
                         results: vec![],
                         gates: vec![],
                     };
@@ -286,6 +287,7 @@ impl StageKind for BenchStage {
                     cubin_path(name).display()
                 )),
                 defines: defines_of(&ctx.pipeline.variants[name].defines),
+                nvcc_version: None,
                 results: vec![],
                 gates: vec![],
             };
@@ -366,6 +368,7 @@ impl StageKind for BenchStage {
                     "failed"
                 }
                 .into(),
+                nvcc_version: crate::stages::build::recorded_nvcc(ctx.root, &name),
                 name,
                 kind: "variant".into(),
                 reason: None,
@@ -904,6 +907,7 @@ stages:
             status: "ok".into(),
             reason: None,
             defines: BTreeMap::new(),
+            nvcc_version: None,
             results: vec![
                 rec("mission", 0, 20.0, 0.001),
                 rec("mission", 1, 20.0, 0.001),
@@ -970,6 +974,7 @@ stages:
             status: "ok".into(),
             reason: None,
             defines: BTreeMap::from([("X".into(), "1".into())]),
+            nvcc_version: None,
             results: vec![r],
             gates: correctness_gates(&[rec("mission", 0, 10.0, 0.01)], &Default::default()),
         };

@@ -121,7 +121,7 @@ impl StageKind for Summarize {
         (ctx.progress)("reading artifacts");
         let artifacts = Artifacts::load(ctx.root)?;
         let state = RunState::load(ctx.root, ctx.pipeline.stages.keys().map(String::as_str))?;
-        let env = crate::env::capture(ctx.root, &capture_options(&artifacts));
+        let env = crate::env::capture(ctx.root, &capture_options(ctx.pipeline, &artifacts));
         let (summary_tpl, manifest_tpl) = templates(ctx.spec);
         (ctx.progress)("rendering the report");
         let inputs = report::Inputs {
@@ -153,10 +153,23 @@ impl StageKind for Summarize {
 }
 
 /// Python/torch are recorded only when a baseline ran; the torch version comes from the
-/// baseline records (`defines: {torch: ...}`) when they carry it.
-pub fn capture_options(artifacts: &Artifacts) -> crate::env::CaptureOptions {
+/// baseline records (`defines: {torch: ...}`) when they carry it, nvcc's from the build
+/// records.
+pub fn capture_options(
+    pipeline: &crate::pipeline::Pipeline,
+    artifacts: &Artifacts,
+) -> crate::env::CaptureOptions {
     let baselines = artifacts.baselines.as_deref().unwrap_or_default();
+    let nvcc: std::collections::BTreeSet<&str> = artifacts
+        .builds
+        .iter()
+        .flatten()
+        .map(|b| b.nvcc_version.as_str())
+        .collect();
     crate::env::CaptureOptions {
+        nvcc_from_records: (!nvcc.is_empty())
+            .then(|| nvcc.into_iter().collect::<Vec<_>>().join("; ")),
+        nvcc_pin: crate::toolchain::pin(pipeline).copied(),
         baselines_ran: baselines.iter().any(|b| b.status == "ok"),
         torch_from_records: baselines.iter().find_map(|b| {
             b.defines

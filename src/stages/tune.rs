@@ -8,13 +8,13 @@
 //!
 //! Outputs: `artifacts/tune/tune_log.csv` (one row per trial), `artifacts/tune/topk.json`
 //! (the elite with their bench records and parents), the elite cubins
-//! `.repro/cubins/tune-top<k>.cubin`; with `repro tune --exhaustive` also
+//! `.repro/cubins/tune-top<k>.cubin` (optional outputs: a rank no passing configuration
+//! filled, or a skipped run, leaves none, and the engine removes an older one); with `repro tune --exhaustive` also
 //! `artifacts/tune/exhaustive.csv` and `artifacts/tune/comparison.json`.
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::gpu::GpuInfo;
 use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
-use crate::stages::build::compile;
 use crate::stages::build::{arch, cubin_path, sources};
 use crate::stages::gpu_nodes::{self, OneGpuModel};
 use crate::tune::memo::Memo;
@@ -108,6 +108,12 @@ impl StageKind for TuneStage {
             .collect()
     }
 
+    /// The elite cubins: a skipped run or an unfilled rank writes none.
+    fn optional_outputs(&self, _name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
+        let k = TuneOptions::parse(spec, pipeline).map_or(3, |o| o.elite);
+        (1..=k).map(elite_cubin_path).collect()
+    }
+
     fn inputs(
         &self,
         name: &str,
@@ -151,7 +157,11 @@ impl StageKind for TuneStage {
             ),
             ("gates".to_string(), serde_json::to_string(&pipeline.gates)?),
         ]);
-        let nvcc = compile::find_nvcc(root).map_or_else(|_| "not found".into(), |tc| tc.version);
+        let nvcc = crate::toolchain::fingerprint(
+            root,
+            &crate::toolchain::NvccSearch::from_env(),
+            crate::toolchain::pin(pipeline),
+        );
         Ok(StageInputs {
             files,
             code,
@@ -159,6 +169,14 @@ impl StageKind for TuneStage {
             tools: BTreeMap::from([("nvcc".to_string(), nvcc)]),
             hardware: Some(gpu_nodes::hardware(pipeline, spec, root)),
         })
+    }
+
+    /// Install the pinned nvcc when this machine has none of that version.
+    fn prepare(&self, pipeline: &Pipeline, root: &Path, say: &dyn Fn(&str)) -> anyhow::Result<()> {
+        match crate::toolchain::pin(pipeline) {
+            Some(pin) => crate::toolchain::ensure(root, pin, say).map(drop),
+            None => Ok(()),
+        }
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
@@ -172,7 +190,7 @@ impl StageKind for TuneStage {
                     Err(no) => no.0.clone(),
                     Ok(_) => "no GPU is visible".into(),
                 };
-                write_skipped(ctx.staging, o.elite)?;
+                write_skipped(ctx.staging)?;
                 return Ok(StageOutcome::Skipped {
                     reason: format!("the tune stage times kernels on a GPU: {reason}"),
                     fix: gpu_nodes::no_gpu_fix(ctx.executor, "run `repro tune`"),
@@ -185,7 +203,7 @@ impl StageKind for TuneStage {
             ctx.pipeline.arch.as_deref(),
         )?
         .arch;
-        let tc = compile::find_nvcc(ctx.root)?;
+        let tc = crate::toolchain::find(ctx.root, crate::toolchain::pin(ctx.pipeline))?;
         let workload = ctx.pipeline.workload.as_ref().context("no workload")?;
         let kernel = ctx.pipeline.kernels[&o.kernel].clone();
         let seed = workload.seeds.first().copied().unwrap_or(0);

@@ -5,7 +5,8 @@
 use repro::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 #[path = "../support/skip.rs"]
 mod skip;
-pub use skip::say_skipped;
+#[allow(unused_imports)]
+pub use skip::{say_skipped, skipped, Need};
 
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
@@ -91,21 +92,49 @@ pub fn source_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
+/// The defines of pipeline.yaml's stage2-baseline and stage5-ws-p1 variants, for
+/// compiling them in GPU tests.
+pub const STAGE2_BASELINE: [&str; 3] = [
+    "USE_CP_ASYNC=1",
+    "USE_WMMA_PV=1",
+    "USE_WARP_SPECIALIZATION=0",
+];
+pub const STAGE5_WS_P1: [&str; 4] = [
+    "USE_CP_ASYNC=1",
+    "USE_WMMA_PV=1",
+    "USE_WARP_SPECIALIZATION=1",
+    "NUM_PRODUCER_WARPS=1",
+];
+/// The mission shape, `B,H,S,D`.
+pub const MISSION: &str = "2,8,512,64";
+
+/// Tests of the no-driver message: false, after saying the test is skipped, on a machine
+/// that has a CUDA driver.
+pub fn no_driver_here() -> bool {
+    if repro::gpu::driver_library_loads().is_ok() {
+        say_skipped("this machine has a CUDA driver, so the no-driver message cannot be shown");
+        return false;
+    }
+    true
+}
+
 /// GPU tests run only with `REPRO_GPU_TESTS=1`; otherwise say so and skip.
 pub fn gpu_tests_enabled(test: &str) -> bool {
     if std::env::var("REPRO_GPU_TESTS").as_deref() == Ok("1") {
         return true;
     }
-    say_skipped(&format!(
-        "{test} needs a GPU; set REPRO_GPU_TESTS=1 to run it"
-    ));
+    skipped(
+        Need::Gpu,
+        &format!("{test} needs a GPU; set REPRO_GPU_TESTS=1 to run it"),
+    );
     false
 }
 
 /// Compile `source` (relative to the source root) to `out` for `arch` with nvcc.
 pub fn compile(source: &str, defines: &[&str], arch: &str, out: &Path) {
-    let nvcc = which::which("nvcc").expect("GPU tests need nvcc on PATH");
-    let mut cmd = Command::new(nvcc);
+    let tc = repro::toolchain::find(&source_root(), None)
+        .unwrap_or_else(|e| panic!("GPU tests need nvcc: {e}"));
+    let mut cmd = Command::new(tc.nvcc);
     cmd.args(["-cubin", "-O3", &format!("-arch={arch}"), "-o"])
         .arg(out)
         .arg(source_root().join(source));

@@ -13,7 +13,10 @@ pub fn enabled() -> bool {
     if std::env::var("REPRO_SLURM_TESTS").as_deref() == Ok("1") {
         return true;
     }
-    skip::say_skipped("set REPRO_SLURM_TESTS=1 (ci/slurm/setup.sh starts a one-node cluster)");
+    skip::skipped(
+        skip::Need::Slurm,
+        "set REPRO_SLURM_TESTS=1 (ci/slurm/setup.sh starts a one-node cluster)",
+    );
     false
 }
 

@@ -11,7 +11,7 @@
 //! subtracts the cost of spawning its shell). `timer_overhead_us` records what was
 //! subtracted.
 
-use super::{sample_adaptively, L2Flush, Launch, Timing, TimingConfig};
+use super::{sample_adaptively, L2Flush, Launch, PairTiming, Timing, TimingConfig};
 use crate::gpu::blocker::Blocker;
 use crate::gpu::driver::{Event, Stream};
 use crate::stats::summarize;
@@ -42,11 +42,7 @@ pub(super) fn time(
     cfg: &TimingConfig,
     flush: &L2Flush,
 ) -> anyhow::Result<Timing> {
-    let mut region = Region {
-        blocker: Blocker::new()?,
-        start: Event::new()?,
-        end: Event::new()?,
-    };
+    let mut region = Region::new()?;
     let mut readings = Readings::default();
     sample_adaptively(
         cfg,
@@ -69,6 +65,40 @@ pub(super) fn time(
     })
 }
 
+/// Two kernels, interleaved: `cfg.iters` pairs, each one sample of A and one of B back to
+/// back, A first in even pairs and B first in odd ones (so neither always runs right after
+/// the other). Every sample is taken as [`time`] takes one, with its own empty region; the
+/// median empty region is subtracted from both sides.
+pub(super) fn time_pair(
+    stream: &Stream,
+    launches: [&Launch; 2],
+    cfg: &TimingConfig,
+    flush: &L2Flush,
+) -> anyhow::Result<PairTiming> {
+    let mut region = Region::new()?;
+    let mut sides: [Readings; 2] = Default::default();
+    let mut empty = Vec::new();
+    for pair in 0..cfg.iters {
+        let order = if pair % 2 == 0 { [0, 1] } else { [1, 0] };
+        for k in order {
+            empty.push(region.time(stream, None)?);
+            flush.before_sample(2 * pair + k as u32, stream)?;
+            sides[k]
+                .kernel
+                .push(region.time(stream, Some(launches[k]))?);
+        }
+    }
+    for side in &mut sides {
+        side.empty.clone_from(&empty);
+    }
+    let [a, b] = sides;
+    Ok(PairTiming {
+        timer_overhead_us: a.timer_overhead(),
+        a: a.samples(),
+        b: b.samples(),
+    })
+}
+
 /// A start and an end event around one launch, or around nothing, behind a hold.
 struct Region {
     blocker: Blocker,
@@ -77,6 +107,14 @@ struct Region {
 }
 
 impl Region {
+    fn new() -> anyhow::Result<Region> {
+        Ok(Region {
+            blocker: Blocker::new()?,
+            start: Event::new()?,
+            end: Event::new()?,
+        })
+    }
+
     /// Enqueue `hold · start · [launch] · end · release` and wait for it: µs from start to
     /// end. Waiting leaves the GPU idle before the next hold, so every launch starts from
     /// an idle, fully queued stream, as under Nsight Compute (back-to-back samples, not

@@ -13,6 +13,9 @@
 //! Both warm up, optionally flush L2 before each sample (outside the timed region), and are
 //! adaptive like nvbench's noise criterion: after `iters` samples, while the CV exceeds
 //! `max_cv` and the time limit allows, take `iters` more (at most [`MAX_ROUNDS`] rounds).
+//!
+//! [`time_interleaved`] times two kernels the isolated way, sample by sample in turn, for
+//! `repro compare`.
 
 mod graph;
 mod isolated;
@@ -91,6 +94,15 @@ pub struct Timing {
     pub timer_overhead_us: Option<f64>,
 }
 
+/// Two kernels timed in turn ([`time_interleaved`]): `a[i]` and `b[i]` were taken back to
+/// back, µs per launch, the timer's cost subtracted.
+#[derive(Debug, Clone)]
+pub struct PairTiming {
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+    pub timer_overhead_us: f64,
+}
+
 const MAX_ROUNDS: u32 = 10;
 
 /// Enqueues one launch of the kernel being timed on the stream it is given.
@@ -104,15 +116,42 @@ pub fn time_kernel(
     cfg: &TimingConfig,
     l2_bytes: usize,
 ) -> anyhow::Result<Timing> {
-    for _ in 0..cfg.warmup {
-        launch(stream)?;
-    }
-    stream.synchronize()?;
-    let flush = L2Flush::new(cfg.l2, l2_bytes)?;
+    let flush = warm_up(stream, &[launch], cfg, l2_bytes)?;
     match cfg.method {
         Method::Isolated => isolated::time(stream, launch, cfg, &flush),
         Method::Graph => graph::time(stream, launch, cfg, &flush),
     }
+}
+
+/// Time two kernels on one stream by the isolated method, interleaved: `cfg.iters` pairs
+/// (a fixed count: the comparison's confidence interval says how sure it is), after
+/// `cfg.warmup` launches of each in turn. `cfg.method` is not consulted.
+pub fn time_interleaved(
+    stream: &Stream,
+    a: &Launch,
+    b: &Launch,
+    cfg: &TimingConfig,
+    l2_bytes: usize,
+) -> anyhow::Result<PairTiming> {
+    let flush = warm_up(stream, &[a, b], cfg, l2_bytes)?;
+    isolated::time_pair(stream, [a, b], cfg, &flush)
+}
+
+/// `cfg.warmup` rounds of one launch of each of `launches` in turn, waited for; then the
+/// L2 flush the samples will use.
+fn warm_up(
+    stream: &Stream,
+    launches: &[&Launch],
+    cfg: &TimingConfig,
+    l2_bytes: usize,
+) -> anyhow::Result<L2Flush> {
+    for _ in 0..cfg.warmup {
+        for launch in launches {
+            launch(stream)?;
+        }
+    }
+    stream.synchronize()?;
+    Ok(L2Flush::new(cfg.l2, l2_bytes)?)
 }
 
 /// Overwrites a buffer twice the size of L2 before a sample, or does nothing (L2 warm).

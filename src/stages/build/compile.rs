@@ -1,7 +1,7 @@
 //! Compiling CUDA sources to cubins with nvcc, memoized in a content-addressed cache.
 //!
-//! This is the compile API the build stage and the tuner share. Each nvcc runs as an
-//! executor [`Job`]; the compiler's output (the `ptxas -v` report or its errors) goes to a
+//! This is the compile API the build stage and the tuner share; which nvcc runs is the
+//! [`crate::toolchain`]'s choice. Each nvcc runs as an executor [`Job`]; the compiler's output (the `ptxas -v` report or its errors) goes to a
 //! log next to the cubin, from which [`ptxas::parse`](super::ptxas::parse) reads the
 //! per-entry resources.
 //!
@@ -13,11 +13,11 @@
 use super::{ptxas, sources};
 use crate::executor::{CancelFlag, Executor, ExitKind, Job};
 use crate::schema::EntryResources;
+use crate::toolchain::Toolchain;
 use crate::tools;
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -31,92 +31,6 @@ const COMPILE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Most lines of compiler output kept in an error message.
 const ERROR_LINES: usize = 60;
-
-/// The nvcc in use.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Toolchain {
-    pub nvcc: PathBuf,
-    /// The `release` line of `nvcc --version`, e.g.
-    /// `Cuda compilation tools, release 13.0, V13.0.88`.
-    pub version: String,
-}
-
-/// Where to look for nvcc: `PATH`, then `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, then fixed
-/// install locations.
-#[derive(Debug, Clone, Default)]
-pub struct NvccSearch {
-    pub path_var: Option<OsString>,
-    pub cuda_home: Option<PathBuf>,
-    pub cuda_path: Option<PathBuf>,
-    pub fallbacks: Vec<PathBuf>,
-}
-
-impl NvccSearch {
-    /// This process's environment, with `/usr/local/cuda/bin/nvcc` as the last resort.
-    pub fn from_env() -> Self {
-        NvccSearch {
-            path_var: std::env::var_os("PATH"),
-            cuda_home: std::env::var_os("CUDA_HOME").map(PathBuf::from),
-            cuda_path: std::env::var_os("CUDA_PATH").map(PathBuf::from),
-            fallbacks: vec![PathBuf::from("/usr/local/cuda/bin/nvcc")],
-        }
-    }
-
-    /// The first nvcc found, in search order.
-    fn locate(&self, cwd: &Path) -> Option<PathBuf> {
-        if let Ok(p) = which::which_in("nvcc", self.path_var.as_ref(), cwd) {
-            return Some(p);
-        }
-        [&self.cuda_home, &self.cuda_path]
-            .into_iter()
-            .flatten()
-            .map(|home| home.join("bin/nvcc"))
-            .chain(self.fallbacks.iter().cloned())
-            .find(|p| p.is_file())
-    }
-}
-
-/// Find nvcc in this process's environment (see [`NvccSearch`]) and read its version
-/// (cached under `.repro/cache/tools/`).
-pub fn find_nvcc(root: &Path) -> anyhow::Result<Toolchain> {
-    find_nvcc_with(root, &NvccSearch::from_env())
-}
-
-/// [`find_nvcc`] with an explicit search.
-pub fn find_nvcc_with(root: &Path, search: &NvccSearch) -> anyhow::Result<Toolchain> {
-    let Some(nvcc) = search.locate(root) else {
-        let mut looked = vec!["PATH".to_string()];
-        for (var, val) in [
-            ("CUDA_HOME", &search.cuda_home),
-            ("CUDA_PATH", &search.cuda_path),
-        ] {
-            if let Some(v) = val {
-                looked.push(format!("${var}/bin ({})", v.join("bin").display()));
-            }
-        }
-        looked.extend(search.fallbacks.iter().map(|p| p.display().to_string()));
-        anyhow::bail!(
-            "nvcc (the CUDA compiler) was not found; looked in: {}. \
-             Install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads), then put \
-             its bin/ folder on PATH or set CUDA_HOME to the toolkit folder (e.g. \
-             `export CUDA_HOME=/usr/local/cuda`)",
-            looked.join(", ")
-        );
-    };
-    let program = nvcc.to_string_lossy();
-    let tool = tools::probe(root, &program, &["--version"], |l| l.contains("release"))
-        .with_context(|| {
-            format!(
-                "found nvcc at {} but `{} --version` failed; check the CUDA toolkit install",
-                nvcc.display(),
-                nvcc.display()
-            )
-        })?;
-    Ok(Toolchain {
-        nvcc,
-        version: tool.version,
-    })
-}
 
 /// One cubin to build.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,7 +51,9 @@ pub struct CompileRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompileOutput {
     pub ok: bool,
-    /// The nvcc command line (argv), run with the project root as working folder.
+    /// The nvcc command line (argv), run with the project root as working folder. It
+    /// starts with plain `nvcc`, not the machine's path to it: records stay the same
+    /// wherever the toolchain lives (its version is recorded beside it).
     pub command: Vec<String>,
     /// The cubin in the cache (absolute).
     pub cubin: Option<PathBuf>,
@@ -166,7 +82,13 @@ impl CompileOutput {
 
 /// A request resolved to its command line and cache slot.
 struct Prepared {
+    /// As recorded: `nvcc` first, and the cubin by its file name — where the cache slot
+    /// is (a digest of the source) would make a comment-only edit change the record.
     command: Vec<String>,
+    /// As run: writes into the cache slot.
+    argv: Vec<String>,
+    /// The nvcc to run.
+    nvcc: PathBuf,
     key: String,
     /// The cache folder and the cubin in it, absolute.
     dir: PathBuf,
@@ -243,10 +165,11 @@ pub fn compile_many(
         .collect()
 }
 
-/// The nvcc command line for `req`, writing to `out` (both relative to the root).
-fn command_line(tc: &Toolchain, req: &CompileRequest, out: &Path) -> Vec<String> {
+/// The nvcc command line for `req`, writing to `out` (both relative to the root), as
+/// recorded: with `nvcc` in place of its path.
+fn command_line(req: &CompileRequest, out: &Path) -> Vec<String> {
     let mut argv = vec![
-        tc.nvcc.to_string_lossy().into_owned(),
+        "nvcc".to_string(),
         "-cubin".into(),
         "-O3".into(),
         format!("-arch={}", req.arch),
@@ -275,7 +198,7 @@ fn prepare(tc: &Toolchain, root: &Path, req: &CompileRequest) -> anyhow::Result<
     h.update(b"repro build cache v1\0");
     h.update(tc.version.as_bytes());
     // Everything but the nvcc path and the output: those do not change the cubin.
-    for arg in &command_line(tc, req, Path::new(""))[1..] {
+    for arg in &command_line(req, Path::new(""))[1..] {
         h.update(arg.as_bytes());
         h.update(b"\0");
     }
@@ -294,7 +217,9 @@ fn prepare(tc: &Toolchain, root: &Path, req: &CompileRequest) -> anyhow::Result<
     let rel_dir = Path::new(CACHE_DIR).join(&key);
     let rel_cubin = rel_dir.join(format!("{stem}.cubin"));
     Ok(Prepared {
-        command: command_line(tc, req, &rel_cubin),
+        command: command_line(req, Path::new(&format!("{stem}.cubin"))),
+        argv: command_line(req, &rel_cubin),
+        nvcc: tc.nvcc.clone(),
         key,
         dir: root.join(&rel_dir),
         cubin: root.join(&rel_cubin),
@@ -352,9 +277,11 @@ fn run_nvcc(
             Err(e) => return Err(format!("cannot remove {}: {e}", stale.display())),
         }
     }
+    let mut argv = p.argv.clone();
+    argv[0] = p.nvcc.to_string_lossy().into_owned();
     let mut job = Job::new(
         format!("build:{}", p.key.get(..12).unwrap_or(&p.key)),
-        p.command.clone(),
+        argv,
         root,
     );
     job.timeout = Some(COMPILE_TIMEOUT);
@@ -415,13 +342,6 @@ mod tests {
     use super::super::test_support::{fake_nvcc, CountingExecutor};
     use super::*;
 
-    fn search_in(path_dir: &Path) -> NvccSearch {
-        NvccSearch {
-            path_var: Some(path_dir.as_os_str().to_owned()),
-            ..NvccSearch::default()
-        }
-    }
-
     fn req(defines: &[(&str, &str)]) -> CompileRequest {
         CompileRequest {
             source: PathBuf::from("kernels/k.cu"),
@@ -444,59 +364,20 @@ mod tests {
         std::fs::write(root.join("kernels/k.cu"), "#include \"k.cuh\"\n").unwrap();
         std::fs::write(root.join("kernels/k.cuh"), "// v1\n").unwrap();
         fake_nvcc(&root.join("bin"));
-        let tc = find_nvcc_with(root, &search_in(&root.join("bin"))).unwrap();
+        let search = crate::toolchain::NvccSearch {
+            path_var: Some(root.join("bin").into_os_string()),
+            ..Default::default()
+        };
+        let tc = search.find(root, None).unwrap();
         (dir, tc)
-    }
-
-    #[test]
-    fn missing_nvcc_says_how_to_fix_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let search = NvccSearch {
-            cuda_home: Some(dir.path().join("no-cuda-here")),
-            fallbacks: vec![dir.path().join("also/missing/nvcc")],
-            ..search_in(dir.path())
-        };
-        let err = find_nvcc_with(dir.path(), &search).unwrap_err().to_string();
-        assert!(
-            err.contains("nvcc (the CUDA compiler) was not found"),
-            "{err}"
-        );
-        assert!(err.contains("$CUDA_HOME/bin"), "{err}");
-        assert!(err.contains("Install the CUDA toolkit"), "{err}");
-        assert!(err.contains("set CUDA_HOME"), "{err}");
-    }
-
-    #[test]
-    fn finds_nvcc_in_cuda_home_and_prefers_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("cuda");
-        std::fs::create_dir_all(home.join("bin")).unwrap();
-        let in_home = fake_nvcc(&home.join("bin"));
-        let empty = dir.path().join("empty");
-        std::fs::create_dir_all(&empty).unwrap();
-        let search = NvccSearch {
-            cuda_home: Some(home.clone()),
-            ..search_in(&empty)
-        };
-        let tc = find_nvcc_with(dir.path(), &search).unwrap();
-        assert_eq!(tc.nvcc, in_home);
-        assert_eq!(tc.version, "Cuda compilation tools, release 99.9, V99.9.1");
-
-        let on_path = dir.path().join("path");
-        std::fs::create_dir_all(&on_path).unwrap();
-        let first = fake_nvcc(&on_path);
-        let search = NvccSearch {
-            cuda_home: Some(home),
-            ..search_in(&on_path)
-        };
-        assert_eq!(find_nvcc_with(dir.path(), &search).unwrap().nvcc, first);
     }
 
     #[test]
     fn command_line_records_everything() {
         let (dir, tc) = project();
+        let ex = CountingExecutor::default();
         let outs = compile_many(
-            &CountingExecutor::default(),
+            &ex,
             &CancelFlag::default(),
             &tc,
             dir.path(),
@@ -504,11 +385,17 @@ mod tests {
             1,
         );
         let cmd = &outs[0].command;
-        assert_eq!(cmd[0], tc.nvcc.to_string_lossy());
+        assert_eq!(cmd[0], "nvcc", "no machine path in the record");
+        let ran = &ex.jobs.lock().unwrap()[0];
+        assert_eq!(ran[0], tc.nvcc.to_string_lossy(), "the found nvcc runs");
+        assert_eq!(ran[1..10], cmd[1..10]);
         assert_eq!(cmd[1..6], ["-cubin", "-O3", "-arch=sm_90", "-Xptxas", "-v"]);
         assert_eq!(cmd[6..9], ["-DA=1", "-DFLAG", "-lineinfo"]);
         assert_eq!(cmd[9], "-o");
-        assert!(cmd[10].starts_with(".repro/cache/build/") && cmd[10].ends_with("/k.cubin"));
+        // It runs into its cache slot; the record names only the file, so that a new slot
+        // (a comment-only edit of the source) leaves the record as it was.
+        assert!(ran[10].starts_with(".repro/cache/build/") && ran[10].ends_with("/k.cubin"));
+        assert_eq!(cmd[10], "k.cubin");
         assert_eq!(cmd[11], "kernels/k.cu");
         assert!(outs[0].ok, "{:?}", outs[0].error);
         assert_eq!(outs[0].entries[0].registers, Some(10));
@@ -548,7 +435,11 @@ mod tests {
         let ex = CountingExecutor::default();
         let edited = compile_many(&ex, &CancelFlag::default(), &tc, root, &reqs, 2);
         assert_eq!(ex.count(), 2);
-        assert_ne!(edited[0].command, first[0].command, "a new cache slot");
+        assert_ne!(edited[0].cubin, first[0].cubin, "a new cache slot");
+        assert_eq!(
+            edited[0].command, first[0].command,
+            "the same recorded command"
+        );
     }
 
     #[test]

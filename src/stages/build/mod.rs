@@ -22,8 +22,9 @@ use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageO
 use crate::gpu::{GpuInfo, NoGpu};
 use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
 use crate::schema::{self, BuildRecord};
+use crate::toolchain::{self, NvccSearch, Toolchain};
 use anyhow::Context;
-use compile::{CompileOutput, CompileRequest, NvccSearch, Toolchain};
+use compile::{CompileOutput, CompileRequest};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,15 @@ pub const REFERENCE: &str = "reference";
 /// `artifacts/build/<variant>.json`.
 pub fn record_path(variant: &str) -> PathBuf {
     PathBuf::from(format!("artifacts/build/{variant}.json"))
+}
+
+/// The `nvcc_version` of `variant`'s build record under `root`, if it has one: what built
+/// the cubin that later stages measure.
+pub fn recorded_nvcc(root: &Path, variant: &str) -> Option<String> {
+    let bytes = std::fs::read(root.join(record_path(variant))).ok()?;
+    serde_json::from_slice::<BuildRecord>(&bytes)
+        .ok()
+        .map(|r| r.nvcc_version)
 }
 
 /// `.repro/cubins/<name>.cubin` (a variant, or [`REFERENCE`]).
@@ -56,11 +66,10 @@ impl BuildStage {
         }
     }
 
-    fn toolchain(&self, root: &Path) -> anyhow::Result<Toolchain> {
-        match &self.nvcc_search {
-            Some(s) => compile::find_nvcc_with(root, s),
-            None => compile::find_nvcc(root),
-        }
+    fn search(&self) -> NvccSearch {
+        self.nvcc_search
+            .clone()
+            .unwrap_or_else(NvccSearch::from_env)
     }
 }
 
@@ -342,9 +351,7 @@ impl StageKind for BuildStage {
         };
         // A missing nvcc or an undecidable arch is reported by `run`; here it only has to
         // change the fingerprint once it is fixed.
-        let nvcc = self
-            .toolchain(root)
-            .map_or_else(|_| "not found".to_string(), |tc| tc.version);
+        let nvcc = toolchain::fingerprint(root, &self.search(), toolchain::pin(pipeline));
         inputs.tools.insert("nvcc".into(), nvcc);
         let gpus = crate::gpu::probe_cached(root);
         let arch = arch::select(
@@ -374,9 +381,17 @@ impl StageKind for BuildStage {
         Ok(inputs)
     }
 
+    /// Install the pinned nvcc when this machine has none of that version.
+    fn prepare(&self, pipeline: &Pipeline, root: &Path, say: &dyn Fn(&str)) -> anyhow::Result<()> {
+        match (toolchain::pin(pipeline), &self.nvcc_search) {
+            (Some(pin), None) => toolchain::ensure(root, pin, say).map(drop),
+            _ => Ok(()),
+        }
+    }
+
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
         let opts = options(ctx.spec).map_err(option_error)?;
-        let tc = self.toolchain(ctx.root)?;
+        let tc: Toolchain = self.search().find(ctx.root, toolchain::pin(ctx.pipeline))?;
         let gpus = crate::gpu::probe_cached(ctx.root);
         let choice = arch::select(
             ctx.overrides.get("arch").map(String::as_str),
@@ -388,10 +403,13 @@ impl StageKind for BuildStage {
             .jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         (ctx.progress)(&format!(
-            "compiling {} cubin(s) for {} (from {}), {} at a time",
+            "compiling {} cubin(s) for {} (from {}) with nvcc {} from {}, {} at a time",
             targets.len(),
             choice.arch,
             choice.from,
+            tc.release()
+                .map_or_else(|| tc.version.clone(), |v| v.to_string()),
+            tc.source,
             jobs
         ));
         let reqs: Vec<CompileRequest> = targets.iter().map(|t| t.req.clone()).collect();

@@ -68,11 +68,18 @@ impl Executor for CountingExecutor {
 /// a compile writes a small cubin to `-o`, prints a one-entry ptxas report for entry `k`
 /// (`REGS` define: the register count), and fails when a define `BREAK` is given.
 pub fn fake_nvcc(dir: &Path) -> PathBuf {
+    fake_nvcc_version(dir, "99.9.1")
+}
+
+/// [`fake_nvcc`] reporting version `version` (`13.0.88`).
+pub fn fake_nvcc_version(dir: &Path, version: &str) -> PathBuf {
     let path = dir.join("nvcc");
+    let release = version.rsplit_once('.').map_or(version, |(r, _)| r);
+    let version_line = format!("Cuda compilation tools, release {release}, V{version}");
     std::fs::write(
         &path,
         r#"#!/bin/sh
-if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 99.9, V99.9.1"; exit 0; fi
+if [ "$1" = "--version" ]; then echo "VERSION_LINE"; exit 0; fi
 out=""; prev=""; regs=10
 for a in "$@"; do
   if [ "$prev" = "-o" ]; then out="$a"; fi
@@ -84,7 +91,8 @@ echo "ptxas info    : Compiling entry function 'k' for 'sm_90'" >&2
 echo "ptxas info    : Function properties for k" >&2
 echo "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" >&2
 echo "ptxas info    : Used $regs registers, used 0 barriers" >&2
-"#,
+"#
+        .replace("VERSION_LINE", &version_line),
     )
     .unwrap();
     make_executable(&path);
@@ -98,16 +106,17 @@ pub fn make_executable(path: &Path) {
     std::fs::set_permissions(path, perm).unwrap();
 }
 
-/// The real nvcc on PATH (or in CUDA_HOME, ...), or `None` after printing that the
-/// calling test is skipped.
-pub fn real_nvcc(test: &str) -> Option<super::compile::Toolchain> {
+/// A real nvcc, found as `repro` finds one (PATH, CUDA_HOME, ..., repro's toolchain
+/// cache), or `None` after saying that the calling test is skipped.
+pub fn real_nvcc(test: &str) -> Option<crate::toolchain::Toolchain> {
     let probe_root = tempfile::tempdir().unwrap();
-    match super::compile::find_nvcc(probe_root.path()) {
+    match crate::toolchain::find(probe_root.path(), None) {
         Ok(tc) => Some(tc),
         Err(_) => {
-            crate::test_skip::say_skipped(&format!(
-                "{test} needs nvcc on PATH (the CUDA toolkit); none found"
-            ));
+            crate::test_skip::skipped(
+                crate::test_skip::Need::Nvcc,
+                &format!("{test} needs nvcc; none found"),
+            );
             None
         }
     }

@@ -1,7 +1,7 @@
 //! One tune from start to outputs: the search (after the exhaustive sweep when asked),
 //! a live line per trial, and every artifact written under the staging folder.
 
-use super::outputs::{write_file, write_json, write_trials, Comparison};
+use super::outputs::{write_json, write_trials, Comparison};
 use super::{elite_cubin_path, OUT_DIR};
 use crate::engine::StageOutcome;
 use crate::schema::EliteEntry;
@@ -21,6 +21,10 @@ pub trait Backend: Objective {
     /// The cubin of each configuration (compiled again if needed; the compile cache makes
     /// that free).
     fn cubins(&mut self, configs: &[Config]) -> anyhow::Result<Vec<PathBuf>>;
+    /// The nvcc that builds the cubins (`nvcc --version`'s release line), if a real one.
+    fn nvcc_version(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Where live lines go: the stage's progress line and its log.
@@ -87,13 +91,11 @@ pub fn tune_and_write(
             config: trial.candidate.config.clone(),
             parents: trial.candidate.parents.clone(),
             p50_us: trial.evaluation.score.unwrap_or(f64::NAN),
+            nvcc_version: backend.nvcc_version(),
             bench: trial.evaluation.bench.clone(),
         });
     }
-    // Ranks no passing configuration filled still exist (declared outputs), empty.
-    for rank in (entries.len() as u32 + 1)..=settings.elite {
-        write_file(&staging.join(elite_cubin_path(rank)), b"")?;
-    }
+    // Ranks no passing configuration filled get no cubin (optional outputs).
     write_json(&out.join("topk.json"), &entries)?;
 
     let summary = summary_line(&outcome, wall, o.space.valid().len());

@@ -7,9 +7,10 @@ use crate::executor::{CancelFlag, Executor};
 use crate::gpu::client::{blank_result, exec_job, result_from_outcome, ExecRequest, ExecTarget};
 use crate::pipeline::{KernelSpec, PtxasGates, Shape};
 use crate::schema::BenchResult;
-use crate::stages::build::compile::{self, CompileOutput, CompileRequest, Toolchain};
+use crate::stages::build::compile::{self, CompileOutput, CompileRequest};
 use crate::stages::build::{cubin, gates};
 use crate::stages::gpu_nodes::OneGpuModel;
+use crate::toolchain::Toolchain;
 use crate::tune::memo::Evaluation;
 use crate::tune::search::{Candidate, Objective};
 use crate::tune::slots::run_on_slots;
@@ -202,6 +203,10 @@ impl Objective for GpuBackend<'_> {
 }
 
 impl Backend for GpuBackend<'_> {
+    fn nvcc_version(&self) -> Option<String> {
+        Some(self.tc.version.clone())
+    }
+
     fn cubins(&mut self, configs: &[Config]) -> anyhow::Result<Vec<PathBuf>> {
         let refs: Vec<&Config> = configs.iter().collect();
         self.compile(&refs)?

@@ -1,7 +1,7 @@
 //! The tune stage's files: `tune_log.csv` / `exhaustive.csv` (one `schema::TuneTrial` row
 //! per trial), `topk.json`, `comparison.json`, and the outputs of a skipped run.
 
-use super::{elite_cubin_path, OUT_DIR};
+use super::OUT_DIR;
 use crate::schema::{EliteEntry, TuneTrial};
 use crate::tune::search::{Outcome, Trial};
 use crate::tune::space::{show, Config};
@@ -10,17 +10,14 @@ use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
 
-/// Outputs of a stage that could not run: an empty log, an empty elite, empty cubins.
-pub(super) fn write_skipped(staging: &Path, k: u32) -> anyhow::Result<()> {
+/// Outputs of a stage that could not run: an empty log and an empty elite; no cubins (they
+/// are optional outputs, so no zero-byte file stands in for a kernel).
+pub(super) fn write_skipped(staging: &Path) -> anyhow::Result<()> {
     write_trials(&staging.join(OUT_DIR).join("tune_log.csv"), &[])?;
     write_json(
         &staging.join(OUT_DIR).join("topk.json"),
         &Vec::<EliteEntry>::new(),
-    )?;
-    for rank in 1..=k {
-        write_file(&staging.join(elite_cubin_path(rank)), b"")?;
-    }
-    Ok(())
+    )
 }
 
 /// `artifacts/tune/comparison.json`: the search against the exhaustive sweep on the same

@@ -1,0 +1,507 @@
+//! sdpa_fp8_mma.cu — register-resident SDPA forward (non-causal) for fp16 Q and FP8 E4M3 K/V,
+//! FlashAttention-2 style, on `mma.sync.aligned.m16n8k16` (fp16 in, fp32 accumulate).
+//!
+//! Same operation, ABI, entry name (`sdpa_fp8_fwd`) and launch-geometry globals as
+//! sdpa_fp8.cu (see kernels/README.md), so the harness, the tune stage and the profile stage
+//! treat it as one more kernel.  What differs is the design:
+//!
+//!  * Each warp owns 16 query rows.  S = Q·Kᵀ stays in fp32 registers; the online softmax runs
+//!    on those registers (row max across the 4 threads of a quad with __shfl_xor 1, 2); P is
+//!    rounded to fp16 in registers and used directly as the A operand of P·V (the m16n8 C
+//!    fragments of n-tiles 2k and 2k+1 are exactly the m16k16 A fragment of k-block k).  The row
+//!    sums come from the tensor cores too (P·1, one extra MMA per 16 keys), so they sum exactly
+//!    the fp16 P that P·V uses.
+//!  * K/V tiles arrive as raw e4m3 bytes through a NUM_STAGES-deep ring of 16-byte cp.async
+//!    copies.  Each thread converts the chunks its own cp.async wrote (so cp.async.wait_group
+//!    suffices, no barrier) with `cvt.rn.f16x2.e4m3x2` (exact; sm_89+) into a double-buffered,
+//!    XOR-swizzled fp16 tile, and the warps read their MMA fragments from it with `ldmatrix`
+//!    (`.trans` for V); Q goes the same way (cp.async, swizzled fp16, ldmatrix).  Tile j+1 is
+//!    converted right after a warp's compute of tile j, while the other warps still compute;
+//!    the loads of tiles j+1 .. j+NUM_STAGES are in flight meanwhile (the ring slot of tile j is
+//!    refilled right after the barrier that follows its conversion): one __syncthreads per tile.
+//!    The Q fragments are re-read from shared memory per step (ldmatrix), which keeps 16
+//!    registers free.  DEQUANT_INT converts with integer bit operations instead of the cvt.
+//!  * k_scale is folded into the softmax scale, v_scale into the final 1/l (both are per head,
+//!    so this is exact); scores are kept in log2 units (exp2).
+//!  * KV_SPLIT = 2 splits every K/V tile between two warp groups that each run their own online
+//!    softmax over the same query rows; the groups merge (m, l, O) through shared memory at the
+//!    end.  Twice the warps per query tile: more latency hiding when the grid is small.
+//!
+//! Needs sm_80 or newer (sm_80 has no e4m3 convert: it always takes the DEQUANT_INT path),
+//! softmax_scale > 0 and k_scale >= 0 (the row maximum is taken on unscaled scores, as in
+//! FlashAttention-2).
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#endif
+#ifndef TILE_M
+#define TILE_M 64
+#endif
+#ifndef TILE_N
+#define TILE_N 32
+#endif
+#ifndef KV_SPLIT
+#define KV_SPLIT 1
+#endif
+#ifndef NUM_STAGES
+#define NUM_STAGES 2
+#endif
+// Each warp owns 16 query rows of one KV_SPLIT group.
+#ifndef NUM_WARPS
+#define NUM_WARPS ((TILE_M / 16) * KV_SPLIT)
+#endif
+// E4M3 -> fp16: 0 = cvt.rn.f16x2.e4m3x2 (exact, sm_89+, a conversion-pipe instruction);
+// 1 = integer bit moves on the ALU pipe (prmt, shift, and/or), which give the value * 2^-8 (also
+// exact: E4M3 subnormals become fp16 subnormals), the 2^8 folded into the scales.  Decodes the
+// E4M3 NaN code (S.1111.111) as +-480 instead of NaN.
+#ifndef DEQUANT_INT
+#define DEQUANT_INT 0
+#endif
+// Per-thread register cap (__maxnreg__); 0 = no cap beyond __launch_bounds__(block threads).
+#ifndef MAX_REGS
+#define MAX_REGS 128
+#endif
+
+#if (HEAD_DIM != 64) && (HEAD_DIM != 128)
+#error "sdpa_fp8_mma: HEAD_DIM must be 64 or 128"
+#endif
+#if (TILE_M != 16) && (TILE_M != 32) && (TILE_M != 64) && (TILE_M != 128)
+#error "sdpa_fp8_mma: TILE_M must be one of 16, 32, 64, 128 (16 query rows per warp)"
+#endif
+#if (TILE_N != 16) && (TILE_N != 32) && (TILE_N != 64) && (TILE_N != 128)
+#error "sdpa_fp8_mma: TILE_N must be one of 16, 32, 64, 128"
+#endif
+#if (KV_SPLIT != 1) && (KV_SPLIT != 2)
+#error "sdpa_fp8_mma: KV_SPLIT must be 1 or 2"
+#endif
+#if (NUM_STAGES != 2) && (NUM_STAGES != 3) && (NUM_STAGES != 4)
+#error "sdpa_fp8_mma: NUM_STAGES must be 2, 3 or 4"
+#endif
+#if NUM_WARPS != ((TILE_M / 16) * KV_SPLIT)
+#error "sdpa_fp8_mma: NUM_WARPS must equal (TILE_M / 16) * KV_SPLIT (each warp owns 16 query rows of one KV group)"
+#endif
+#if (DEQUANT_INT != 0) && (DEQUANT_INT != 1)
+#error "sdpa_fp8_mma: DEQUANT_INT must be 0 or 1"
+#endif
+#if (MAX_REGS != 0) && ((MAX_REGS < 64) || (MAX_REGS > 255))
+#error "sdpa_fp8_mma: MAX_REGS must be 0 (no cap) or between 64 and 255"
+#endif
+
+// ---- shared memory (bytes) ---------------------------------------------------------------
+// KT = KV_SPLIT * TILE_N keys per tile.  Raw ring: NUM_STAGES x {K, V} e4m3 tiles (KT*D bytes
+// each); fp16 tiles: 2 buffers x {K, V} (KT*D*2 bytes each); the fp16 Q tile (TILE_M*D*2).
+// With KV_SPLIT = 2 the start of shared memory is reused at the end for the merge: per query
+// row, D fp32 outputs plus m and l.
+#define MMA_SMEM_RAW (NUM_STAGES * 2 * KV_SPLIT * TILE_N * HEAD_DIM)
+#define MMA_SMEM_F16 (2 * 2 * KV_SPLIT * TILE_N * HEAD_DIM * 2)
+#define MMA_SMEM_Q (TILE_M * HEAD_DIM * 2)
+#define MMA_SMEM_TILES (MMA_SMEM_RAW + MMA_SMEM_F16 + MMA_SMEM_Q)
+#define MMA_SMEM_MERGE ((KV_SPLIT - 1) * TILE_M * (HEAD_DIM + 2) * 4)
+#define MMA_SMEM_BYTES (MMA_SMEM_TILES > MMA_SMEM_MERGE ? MMA_SMEM_TILES : MMA_SMEM_MERGE)
+#if (MMA_SMEM_BYTES > 101376)
+#error "sdpa_fp8_mma: this config needs more than 101376 bytes (99 KiB) of shared memory (the sm_89 limit); reduce TILE_N, KV_SPLIT or NUM_STAGES"
+#endif
+
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 800)
+#error "sdpa_fp8_mma: needs sm_80 or newer (cp.async, ldmatrix, mma.sync m16n8k16)"
+#endif
+// The integer conversion: asked for, or the only one there is (cvt ... e4m3x2 needs sm_89).
+#if DEQUANT_INT || (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 890))
+#define MMA_DEQUANT_INT 1
+#else
+#define MMA_DEQUANT_INT 0
+#endif
+
+namespace mma_attn {
+
+constexpr int D = HEAD_DIM;
+constexpr int NT = NUM_WARPS * 32;       // block threads
+constexpr int ROW_WARPS = TILE_M / 16;   // warps per KV group
+constexpr int KT = KV_SPLIT * TILE_N;    // keys per tile (both groups)
+// A warp runs its online softmax over SUB_N keys at a time (a TILE_N tile in TILE_N/SUB_N steps):
+// the S accumulators of 32 keys are what fits beside O in 128 registers, while a larger TILE_N
+// still halves the barriers and conversion rounds per key.
+constexpr int SUB_N = TILE_N < 32 ? TILE_N : 32;
+constexpr int NTN = SUB_N / 8;           // 8-key n-tiles of S per softmax step
+constexpr int KBN = SUB_N / 16;          // 16-key k-blocks of P.V per softmax step
+constexpr int KBD = D / 16;              // 16-wide k-blocks of Q.K^T
+constexpr int NTD = D / 8;               // 8-column n-tiles of O
+constexpr int RAW_ROW_CHUNKS = D / 16;   // 16-byte chunks per raw e4m3 row
+constexpr int RAW_TILE = KT * D;         // bytes of one raw K (or V) tile
+constexpr int RAW_CHUNKS = RAW_TILE / 16;
+constexpr int RAW_SLOT = 2 * RAW_TILE;
+constexpr int H_ROW = 2 * D;             // bytes of one fp16 row
+constexpr int H_TILE = KT * H_ROW;       // bytes of one fp16 K (or V) tile
+constexpr int H_BUF = 2 * H_TILE;
+constexpr int OFF_H = MMA_SMEM_RAW;
+constexpr int OFF_Q = OFF_H + MMA_SMEM_F16;
+constexpr int Q_CHUNKS = TILE_M * D / 8;  // 16-byte chunks of the fp16 Q tile
+constexpr int SMEM_BYTES = MMA_SMEM_BYTES;
+constexpr float LOG2E = 1.4426950408889634f;
+
+static_assert(OFF_H % 128 == 0 && OFF_Q % 128 == 0 && H_TILE % 128 == 0, "fp16 tiles stay 128-byte aligned");
+static_assert(KBD % 2 == 0 && NTD % 2 == 0, "ldmatrix.x4 covers two k-blocks / two n-tiles");
+
+// Byte offset of 16-byte chunk c of row r in an fp16 tile: the low 3 bits of the chunk index
+// are XORed with the row, so the 8 rows an ldmatrix phase reads (same logical chunk) and the
+// chunks a quarter-warp stores after conversion fall into distinct banks.
+__device__ __forceinline__ int hswz(int r, int c) { return r * H_ROW + ((c ^ (r & 7)) << 4); }
+
+__device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void* src, bool valid) {
+    const int n = valid ? 16 : 0;  // 0 source bytes: the 16 destination bytes become zero
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// The fp16 tiles hold the E4M3 value / DQ_SCALE, so scores and O are multiplied by it.
+constexpr float DQ_SCALE = MMA_DEQUANT_INT ? 256.f : 1.f;
+
+// Four e4m3 bytes b0..b3 of w -> half2 (b0, b1) in lo and (b2, b3) in hi, element order kept.
+__device__ __forceinline__ void e4m3x4_to_half2x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+#if MMA_DEQUANT_INT
+    // Per 16-bit lane, byte b = s.eeee.mmm -> s.0.eeee.mmm.0000000: an fp16 with the same
+    // exponent field and mantissa bits, i.e. the E4M3 value * 2^(7-15) (subnormals included).
+    uint32_t t0, t1;
+    asm("prmt.b32 %0, %1, 0, 0x1404;\n" : "=r"(t0) : "r"(w));  // lanes (b0 << 8, b1 << 8)
+    asm("prmt.b32 %0, %1, 0, 0x3424;\n" : "=r"(t1) : "r"(w));  // lanes (b2 << 8, b3 << 8)
+    lo = ((t0 & 0x7f007f00u) >> 1) | (t0 & 0x80008000u);
+    hi = ((t1 & 0x7f007f00u) >> 1) | (t1 & 0x80008000u);
+#else
+    asm("{\n\t.reg .b16 l, h;\n\t"
+        "mov.b32 {l, h}, %2;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %0, l;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %1, h;\n\t"
+        "}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+#endif
+}
+
+// 2^x on the SFU (ex2.approx.ftz: relative error ~2^-22; 2^-inf = +0).
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
+                                                  uint32_t& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+// c += a * b, m16n8k16, fp16 inputs, fp32 accumulators.
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Thread t of the block owns raw chunks t, t + NT, ... of both the K and the V tile, in the
+// copy and in the conversion, so it only ever converts bytes its own cp.async wrote.
+constexpr int OWN = (RAW_CHUNKS + NT - 1) / NT;
+
+// cp.async tile `tile` (rows past S zero-filled: V must hold no NaN bytes there, since
+// P = 0 times NaN would poison O) into ring slot `slot` (shared-window address).
+__device__ __forceinline__ void issue_tile(const uint8_t* __restrict__ Kbh, const uint8_t* __restrict__ Vbh, int tile,
+                                           int S, uint32_t slot, int tid) {
+#pragma unroll
+    for (int i = 0; i < OWN; ++i) {
+        const int c = tid + i * NT;
+        if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
+            const int key = tile * KT + c / RAW_ROW_CHUNKS;
+            const bool valid = key < S;
+            const size_t g = valid ? (static_cast<size_t>(key) * D + (c % RAW_ROW_CHUNKS) * 16) : 0;
+            cp_async16_zfill(slot + c * 16, Kbh + g, valid);
+            cp_async16_zfill(slot + RAW_TILE + c * 16, Vbh + g, valid);
+        }
+    }
+}
+
+// cp.async the fp16 Q tile (rows past S zero-filled) into the swizzled tile at `qs`.
+__device__ __forceinline__ void issue_q(const __half* __restrict__ Qbh, int q0, int S, uint32_t qs, int tid) {
+#pragma unroll
+    for (int i = 0; i < (Q_CHUNKS + NT - 1) / NT; ++i) {
+        const int c = tid + i * NT;
+        if (Q_CHUNKS % NT == 0 || c < Q_CHUNKS) {
+            const int r = c / (D / 8);
+            const bool valid = q0 + r < S;
+            const __half* src = valid ? Qbh + static_cast<size_t>(q0 + r) * D + (c % (D / 8)) * 8 : Qbh;
+            cp_async16_zfill(qs + hswz(r, c % (D / 8)), src, valid);
+        }
+    }
+}
+
+// This thread's raw chunks of ring slot `raw` -> fp16 (swizzled) in buffer `hbuf`.
+__device__ __forceinline__ void convert_tile(const unsigned char* raw, unsigned char* hbuf, int tid) {
+#pragma unroll
+    for (int i = 0; i < OWN; ++i) {
+        const int c = tid + i * NT;
+        if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
+            const int r = c / RAW_ROW_CHUNKS;
+            const int hc = 2 * (c % RAW_ROW_CHUNKS);  // first of the two fp16 chunks
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {  // K, V
+                const uint4 x = *reinterpret_cast<const uint4*>(raw + m * RAW_TILE + c * 16);
+                uint4 a, b;
+                e4m3x4_to_half2x2(x.x, a.x, a.y);
+                e4m3x4_to_half2x2(x.y, a.z, a.w);
+                e4m3x4_to_half2x2(x.z, b.x, b.y);
+                e4m3x4_to_half2x2(x.w, b.z, b.w);
+                *reinterpret_cast<uint4*>(hbuf + m * H_TILE + hswz(r, hc)) = a;
+                *reinterpret_cast<uint4*>(hbuf + m * H_TILE + hswz(r, hc + 1)) = b;
+            }
+        }
+    }
+}
+
+}  // namespace mma_attn
+
+// ---------------------------------------------------------------------------------------
+// Launch geometry, exported for the harness (cuModuleGetGlobal); see kernels/README.md.
+// ---------------------------------------------------------------------------------------
+extern "C" __device__ const int repro_block_threads = mma_attn::NT;
+extern "C" __device__ const int repro_rows_per_block = TILE_M;
+extern "C" __device__ const int repro_dynamic_smem_bytes = mma_attn::SMEM_BYTES;
+extern "C" __device__ const int repro_head_dim = HEAD_DIM;
+
+#if MAX_REGS > 0
+#define MMA_BOUNDS __maxnreg__(MAX_REGS)
+#else
+#define MMA_BOUNDS __launch_bounds__(mma_attn::NT)
+#endif
+
+extern "C" __global__ void MMA_BOUNDS
+    sdpa_fp8_fwd(const __half* __restrict__ Q,       // [B,H,S,D] fp16
+                 const uint8_t* __restrict__ K,      // [B,H,S,D] e4m3 bytes
+                 const uint8_t* __restrict__ V,      // [B,H,S,D] e4m3 bytes
+                 const float* __restrict__ k_scale,  // [B*H]
+                 const float* __restrict__ v_scale,  // [B*H]
+                 __half* __restrict__ O,             // [B,H,S,D] fp16
+                 int B, int H, int S, float softmax_scale) {
+    using namespace mma_attn;
+    extern __shared__ __align__(128) unsigned char smem[];
+
+    const int tid = threadIdx.x;
+    const int q0 = blockIdx.x * TILE_M;
+    const int h = blockIdx.y;
+    const int b = blockIdx.z;
+    if (q0 >= S || h >= H || b >= B) return;  // whole block: uniform, before any barrier
+    const int bh = b * H + h;
+    const size_t base = static_cast<size_t>(bh) * static_cast<size_t>(S) * D;
+    const uint8_t* Kbh = K + base;
+    const uint8_t* Vbh = V + base;
+    const int ntiles = (S + KT - 1) / KT;
+    const uint32_t smem_s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+
+    // Convert tile t into fp16 buffer t % 2.  Its raw bytes are this thread's own cp.async copies,
+    // landed once all but the newest NUM_STAGES-1 commit groups are complete (tiles 0..NS-1 in
+    // the prologue, then one refill group per loop iteration, so this is tile t's group).
+    auto convert = [&](int t) {
+        cp_async_wait<NUM_STAGES - 1>();
+        convert_tile(smem + (t % NUM_STAGES) * RAW_SLOT, smem + OFF_H + (t & 1) * H_BUF, tid);
+    };
+
+    // ---- prologue: Q and tiles 0 .. NUM_STAGES-1 in flight, one commit group per tile (Q in
+    // tile 0's); tile 0 is converted below, and the first loop barrier publishes Q and tile 0 ----
+    issue_q(Q + base, q0, S, smem_s + OFF_Q, tid);
+#pragma unroll
+    for (int st = 0; st < NUM_STAGES; ++st) {
+        if (st < ntiles) issue_tile(Kbh, Vbh, st, S, smem_s + st * RAW_SLOT, tid);
+        cp_async_commit();
+    }
+
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const int gid = lane >> 2;  // row within the 8-row half of the m16 tile
+    const int t4 = lane & 3;    // thread in quad
+    const int grp = warp / ROW_WARPS;              // KV_SPLIT group
+    const int r0 = (warp % ROW_WARPS) * 16 + gid;  // this thread's rows: r0 and r0 + 8
+
+    convert(0);
+
+    // Per-lane ldmatrix offsets inside an fp16 tile.  The 8 rows an ldmatrix phase reads start
+    // at a multiple of 8, so the swizzle term is the lane's (row & 7 = lane & 7), and moving to
+    // the next k-block pair (K) or n-tile pair (V) flips one bit of the chunk index: an XOR.
+    //  K (B of Q.K^T, x4 = k-blocks 2kk, 2kk+1 of one 8-key n-tile): row lane&7, chunk 4kk + lane/8.
+    //  V (B of P.V, x4.trans = n-tiles 2nn, 2nn+1 of one 16-key k-block): row (lane&7) + 8*((lane/8)&1),
+    //  chunk 2nn + lane/16.
+    //  Q (A of Q.K^T, x4 = one 16-wide k-block kb of the warp's 16 rows): as V, chunk 2kb + lane/16.
+    const uint32_t koff = static_cast<uint32_t>(hswz(lane & 7, lane >> 3));  // XOR kk << 6
+    const uint32_t voff = static_cast<uint32_t>(H_TILE + hswz((lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4));  // XOR nn << 5
+    const uint32_t qaddr = smem_s + OFF_Q + (warp % ROW_WARPS) * 16 * H_ROW +
+                           static_cast<uint32_t>(hswz((lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4));  // XOR kb << 5
+
+    // Raw score -> log2 units.  Clamped away from 0 so a masked score (-inf) never meets 0 * inf.
+    const float c = fmaxf(k_scale[bh] * (softmax_scale * LOG2E * DQ_SCALE), 1e-30f);
+    constexpr uint32_t ONES = 0x3c003c00u;  // half2(1, 1): P.1 gives the row sums
+    float m_run[2] = {-INFINITY, -INFINITY};  // running max, log2 units
+    float l_acc[4] = {0.f, 0.f, 0.f, 0.f};    // row sums: [0] row r0, [2] row r0 + 8
+    float o[NTD][4];
+#pragma unroll
+    for (int n = 0; n < NTD; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+
+    for (int j = 0; j < ntiles; ++j) {
+        __syncthreads();  // fp16 tile j complete; every warp is done with tile j-1's buffer
+        // Tile j's ring slot was converted before the barrier: refill it with tile j + NUM_STAGES.
+        if (j + NUM_STAGES < ntiles)
+            issue_tile(Kbh, Vbh, j + NUM_STAGES, S, smem_s + (j % NUM_STAGES) * RAW_SLOT, tid);
+        cp_async_commit();
+#pragma unroll 1
+        for (int sub = 0; sub < TILE_N / SUB_N; ++sub) {
+            // first key of this softmax step (this group's part of the tile, SUB_N keys)
+            const int k0 = j * KT + grp * TILE_N + sub * SUB_N;
+            if (k0 >= S) break;  // warp-uniform: no valid key left in this group's part
+            const uint32_t hb = smem_s + OFF_H + (j & 1) * H_BUF + (grp * TILE_N + sub * SUB_N) * H_ROW;
+
+            // ---- S = Q K^T (Q fragments re-read from shared memory: 16 registers fewer) ----
+            // k-block pairs outermost, so only 8 registers of Q fragments are live at a time.
+            float s[NTN][4];
+#pragma unroll
+            for (int n = 0; n < NTN; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < KBD / 2; ++kk) {
+                uint32_t qa[4], qb[4];
+                ldmatrix_x4(qaddr ^ ((2 * kk) << 5), qa[0], qa[1], qa[2], qa[3]);
+                ldmatrix_x4(qaddr ^ ((2 * kk + 1) << 5), qb[0], qb[1], qb[2], qb[3]);
+#pragma unroll
+                for (int n = 0; n < NTN; ++n) {
+                    uint32_t b0, b1, b2, b3;
+                    ldmatrix_x4(hb + (koff ^ (kk << 6)) + n * 8 * H_ROW, b0, b1, b2, b3);
+                    mma16816(s[n], qa, b0, b1);
+                    mma16816(s[n], qb, b2, b3);
+                }
+            }
+
+            // ---- mask keys past S (only the last tile can have any) ----
+            if (k0 + SUB_N > S) {
+#pragma unroll
+                for (int n = 0; n < NTN; ++n) {
+                    const int key = k0 + 8 * n + 2 * t4;
+                    if (key >= S) s[n][0] = s[n][2] = -INFINITY;
+                    if (key + 1 >= S) s[n][1] = s[n][3] = -INFINITY;
+                }
+            }
+
+            // ---- online softmax (rows r0: elements 0, 1; r0 + 8: elements 2, 3) ----
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int n = 0; n < NTN; ++n) {
+                mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
+                mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
+            }
+            float alpha[2], mneg[2];
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+                mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+                const float m_new = fmaxf(m_run[hr], mx[hr] * c);  // finite: key k0 is valid
+                alpha[hr] = fast_exp2(m_run[hr] - m_new);         // 0 on the first tile
+                m_run[hr] = m_new;
+                mneg[hr] = -m_new;
+            }
+            l_acc[0] *= alpha[0];  // (elements 1 and 3 are copies of 0 and 2, never read)
+            l_acc[2] *= alpha[1];
+#pragma unroll
+            for (int n = 0; n < NTD; ++n) {
+                o[n][0] *= alpha[0];
+                o[n][1] *= alpha[0];
+                o[n][2] *= alpha[1];
+                o[n][3] *= alpha[1];
+            }
+
+            // ---- P (fp16, in registers); O += P V and l += P 1, one 16-key k-block at a time ----
+#pragma unroll
+            for (int kb = 0; kb < KBN; ++kb) {
+                uint32_t pa[4];
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const int n = 2 * kb + hh;
+                    pa[2 * hh] = pack_half2(fast_exp2(fmaf(s[n][0], c, mneg[0])), fast_exp2(fmaf(s[n][1], c, mneg[0])));
+                    pa[2 * hh + 1] =
+                        pack_half2(fast_exp2(fmaf(s[n][2], c, mneg[1])), fast_exp2(fmaf(s[n][3], c, mneg[1])));
+                }
+                mma16816(l_acc, pa, ONES, ONES);
+#pragma unroll
+                for (int nn = 0; nn < NTD / 2; ++nn) {
+                    uint32_t b0, b1, b2, b3;
+                    ldmatrix_x4_trans(hb + (voff ^ (nn << 5)) + kb * 16 * H_ROW, b0, b1, b2, b3);
+                    mma16816(o[2 * nn], pa, b0, b1);
+                    mma16816(o[2 * nn + 1], pa, b2, b3);
+                }
+            }
+        }
+        if (j + 1 < ntiles) convert(j + 1);  // while the other warps may still compute tile j
+    }
+
+#if KV_SPLIT == 2
+    // ---- merge the two KV groups: group 1 publishes (m, l, O), group 0 combines ----
+    cp_async_wait<0>();
+    __syncthreads();  // every warp is done with the tiles; shared memory becomes the merge buffer
+    float* mrg = reinterpret_cast<float*>(smem);  // [TILE_M][D + 2]: O, m, l
+    constexpr int LDM = D + 2;
+    if (grp == 1) {
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            float* row = mrg + (r0 + 8 * hr) * LDM;
+#pragma unroll
+            for (int n = 0; n < NTD; ++n) {
+                row[8 * n + 2 * t4] = o[n][2 * hr];
+                row[8 * n + 2 * t4 + 1] = o[n][2 * hr + 1];
+            }
+            if (t4 == 0) {
+                row[D] = m_run[hr];
+                row[D + 1] = l_acc[2 * hr];
+            }
+        }
+    }
+    __syncthreads();
+    if (grp == 1) return;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const float* row = mrg + (r0 + 8 * hr) * LDM;
+        const float m1 = row[D];
+        const float m = fmaxf(m_run[hr], m1);  // finite: group 0 always saw key 0
+        const float a0 = fast_exp2(m_run[hr] - m);
+        const float a1 = fast_exp2(m1 - m);  // 0 when group 1 saw no key (m1 = -inf)
+        l_acc[2 * hr] = l_acc[2 * hr] * a0 + row[D + 1] * a1;
+#pragma unroll
+        for (int n = 0; n < NTD; ++n) {
+            o[n][2 * hr] = o[n][2 * hr] * a0 + row[8 * n + 2 * t4] * a1;
+            o[n][2 * hr + 1] = o[n][2 * hr + 1] * a0 + row[8 * n + 2 * t4 + 1] * a1;
+        }
+    }
+#endif
+
+    // ---- epilogue: O * v_scale / l -> fp16; thread t holds columns 8n + 2t + {0,1} ----
+    const float vsc = v_scale[bh] * DQ_SCALE;
+    __half* Obh = O + base;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const int row = q0 + r0 + 8 * hr;
+        if (row >= S) continue;
+        const float f = vsc / l_acc[2 * hr];
+        uint32_t* dst = reinterpret_cast<uint32_t*>(Obh + static_cast<size_t>(row) * D) + t4;
+#pragma unroll
+        for (int n = 0; n < NTD; ++n) dst[4 * n] = pack_half2(o[n][2 * hr] * f, o[n][2 * hr + 1] * f);
+    }
+}

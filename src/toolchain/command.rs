@@ -1,0 +1,138 @@
+//! `repro toolchain` (what nvcc is in use, and where it came from) and `repro toolchain
+//! install [VERSION]` (install ahead of time what `repro run` would install).
+
+use super::install::Installer;
+use super::search::Found;
+use super::{NvccSearch, NvccVersion, Toolchain};
+use crate::cli::exit;
+use crate::engine::runner::UsageError;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The project root and its pin; a missing pipeline file means no pin (the commands also
+/// work outside a project).
+fn project_pin(file: &Path) -> anyhow::Result<(PathBuf, Option<NvccVersion>)> {
+    if !file.exists() {
+        return Ok((std::env::current_dir()?, None));
+    }
+    let project = crate::pipeline::load(file)?;
+    let pin = super::pin(&project.pipeline).copied();
+    Ok((project.root, pin))
+}
+
+fn describe(version: &Result<String, String>) -> String {
+    match version {
+        Ok(line) => NvccVersion::from_release_line(line)
+            .map_or_else(|| line.clone(), |v| format!("nvcc {v}")),
+        Err(why) => format!("unusable ({why})"),
+    }
+}
+
+/// `repro toolchain`: exit 0 when an nvcc is usable, 1 when none is.
+pub fn show(file: &Path) -> anyhow::Result<i32> {
+    let (root, pin) = project_pin(file)?;
+    let search = NvccSearch::from_env();
+    match &pin {
+        Some(p) => println!("pinned:     nvcc {p} (`toolchain:` in {})", file.display()),
+        None => println!(
+            "pinned:     nothing ({} has no `toolchain:`): the first nvcc found is used",
+            file.display()
+        ),
+    }
+    let chosen = search.find(&root, pin.as_ref());
+    match &chosen {
+        Ok(tc) => println!(
+            "in use:     {} from {}: {}",
+            describe(&Ok(tc.version.clone())),
+            tc.source,
+            tc.nvcc.display()
+        ),
+        Err(_) => println!("in use:     none"),
+    }
+    let in_use = chosen.as_ref().ok().map(|tc: &Toolchain| tc.nvcc.clone());
+    let others: Vec<Found> = search
+        .all(&root)
+        .into_iter()
+        .filter(|f| Some(&f.nvcc) != in_use.as_ref())
+        .collect();
+    for (i, f) in others.iter().enumerate() {
+        let label = if i == 0 { "also found:" } else { "" };
+        let note = match (
+            &pin,
+            f.version
+                .as_ref()
+                .ok()
+                .and_then(|l| NvccVersion::from_release_line(l)),
+        ) {
+            (Some(p), Some(v)) if v != *p => " (not the pinned version)",
+            _ => "",
+        };
+        println!(
+            "{label:11} {} from {}: {}{note}",
+            describe(&f.version),
+            f.source,
+            f.nvcc.display()
+        );
+    }
+    if let Some(dir) = &search.cache {
+        println!("cache:      {}", dir.display());
+    }
+    match chosen {
+        Ok(_) => Ok(exit::OK),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(exit::FAILED)
+        }
+    }
+}
+
+/// `repro toolchain install [VERSION]`.
+pub fn install(file: &Path, version: Option<&str>, quiet: bool) -> anyhow::Result<i32> {
+    let (root, pin) = project_pin(file)?;
+    let v: NvccVersion = match (version, pin) {
+        (Some(s), _) => s.parse().map_err(UsageError)?,
+        (None, Some(p)) => p,
+        (None, None) => {
+            return Err(UsageError(format!(
+                "{} pins no nvcc, so there is nothing to install\n  help: name a version \
+                 (`repro toolchain install {}`), or pin one in pipeline.yaml with `toolchain: \
+                 {{nvcc: {}}}`",
+                file.display(),
+                super::RECOMMENDED_NVCC,
+                super::RECOMMENDED_NVCC
+            ))
+            .into())
+        }
+    };
+    if let Ok(tc) = NvccSearch::from_env().find(&root, Some(&v)) {
+        println!(
+            "nvcc {v} is already here, from {}: {}",
+            tc.source,
+            tc.nvcc.display()
+        );
+        return Ok(exit::OK);
+    }
+    let spinner = (!quiet && std::io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner:.cyan} {wide_msg} {elapsed:>4}")
+                .expect("valid template"),
+        );
+        bar.enable_steady_tick(Duration::from_millis(100));
+        bar
+    });
+    let say = |line: &str| match &spinner {
+        Some(bar) => bar.set_message(line.to_string()),
+        None if !quiet => eprintln!("{line}"),
+        None => {}
+    };
+    let result = Installer::from_env().and_then(|i| i.install(&v, &say));
+    if let Some(bar) = &spinner {
+        bar.finish_and_clear();
+    }
+    let nvcc = result?;
+    println!("installed nvcc {v}: {}", nvcc.display());
+    Ok(exit::OK)
+}

@@ -1,0 +1,39 @@
+//! The shipped project in a scratch folder, and the nvcc its pipeline pins: for tests that
+//! run the real `repro` on the real kernels (they need nvcc; CI installs it; no GPU).
+#![allow(dead_code)]
+
+use super::skip;
+use std::path::Path;
+
+pub const SOURCE_ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Copy pipeline.yaml and the kernels (with the baselines script) to `to`.
+pub fn copy_project(to: &Path) {
+    let from = Path::new(SOURCE_ROOT);
+    std::fs::copy(from.join("pipeline.yaml"), to.join("pipeline.yaml")).unwrap();
+    for dir in ["kernels", "kernels/baselines"] {
+        std::fs::create_dir_all(to.join(dir)).unwrap();
+        for entry in std::fs::read_dir(from.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                std::fs::copy(&path, to.join(dir).join(path.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+}
+
+/// The nvcc version the shipped pipeline pins, when this machine has it (as `repro`
+/// finds it: PATH, CUDA_HOME, ..., repro's toolchain cache); else says the test is skipped.
+pub fn pinned_nvcc(test: &str) -> Option<String> {
+    let root = Path::new(SOURCE_ROOT);
+    let project = repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
+    let pin = repro::toolchain::pin(&project.pipeline).copied();
+    match repro::toolchain::find(root, pin.as_ref()) {
+        Ok(tc) => Some(tc.version),
+        Err(e) => {
+            let first = e.to_string().lines().next().unwrap_or_default().to_string();
+            skip::skipped(skip::Need::Nvcc, &format!("{test} needs nvcc: {first}"));
+            None
+        }
+    }
+}
