@@ -15,9 +15,9 @@
 #   constraints  kernels/tools/check_variants.py --verify-constraints --compile-only (nvcc -E
 #             over the 3072-point space against the Python mirror; no GPU needed)
 #                                            → results/kernel_constraints.md (~1–3 min)
-#   resources kernels/tools/check_variants.py --compile-only over the shipped variants and
-#             their HEAD_DIM=128 twins for sm_80, sm_89, sm_90 (ptxas -v; no GPU needed)
-#                                            → results/kernel_resources.md (~30 s)
+#   resources kernels/tools/check_variants.py --compile-only over the shipped variants of
+#             both kernels and their HEAD_DIM=128 twins for sm_80, sm_89, sm_90 (ptxas -v; no
+#             GPU needed)        → results/kernel_resources.md, kernel_resources_mma.md (~30 s)
 #   tune      benches/tune_gpu.sh (search, then --exhaustive) → results/tune_vs_exhaustive.md
 #             (~1 min search + 2.5–5 min sweep)
 # All of them take more than one 10-minute device call: pick steps per call, e.g.
@@ -68,9 +68,13 @@ check_variants() {
 }
 # The constraint mirror against nvcc -E, over the whole space.
 constraints() { check_variants kernel_constraints --verify-constraints --compile-only; }
-# ptxas -v of the shipped variants and their D=128 twins on three architectures.
+# ptxas -v of the shipped variants of both kernels (and their D=128 twins) on three
+# architectures.
 resources() {
-  check_variants kernel_resources --compile-only --arch sm_80 sm_89 sm_90 --set shipped --d128
+  local rc=0
+  check_variants kernel_resources --compile-only --arch sm_80 sm_89 sm_90 --set shipped --d128 || rc=1
+  check_variants kernel_resources_mma --kernel mma --compile-only --arch sm_80 sm_89 sm_90 --set shipped --d128 || rc=1
+  return "$rc"
 }
 
 for step in $STEPS; do
