@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Every evidence script the docs cite, on one GPU machine, in the project root:
 #
-#   REPRO=path/to/repro [TEST_BINS="gpu-… gpu_timing-… ncu_parse-…"] [REPRO_COMMIT=sha] \
+#   REPRO=path/to/repro [TEST_BINS="gpu-… gpu_timing-… …"] [REPRO_COMMIT=sha] \
 #     bash benches/evidence.sh OUTDIR [STEP...]
 #
+# TEST_BINS: the GPU-gated test binaries (cargo test --release --no-run --test gpu --test
+# gpu_timing --test gpu_results --test gpu_compare --test gpu_mma_kernel --test ncu_parse),
+# run by the e2e step with REPRO_GPU_TESTS=1.
 # Steps (default: all, in this order; rough wall time on one H100 with the shipped variants):
 #   e2e       benches/gpu_e2e.sh: pipeline from nothing, reruns, fault drills, GPU tests,
 #             ncu check                       → results/e2e.md, results/ncu_check.md   (~5 min)
