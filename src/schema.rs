@@ -175,6 +175,10 @@ pub struct BenchResult {
     pub S: u32,
     pub D: u32,
     pub seed: u64,
+    /// The input recipe (`gaussian`, `outliers`, ...; records written before recipes
+    /// existed are `gaussian`).
+    #[serde(default = "gaussian")]
+    pub inputs: String,
     pub warmup: u32,
     pub iters: u32,
     /// `ok`, `failed` (fault, timeout, launch error) or `skipped`.
@@ -215,12 +219,32 @@ pub struct BenchResult {
     pub pct_bad: Option<f64>,
     #[serde(serialize_with = "float::opt_f6")]
     pub rel_l2_err: Option<f64>,
+    /// The worst head's max |err| over the standard deviation of its reference
+    /// (`gpu::check`); absent in records written before it was measured.
+    #[serde(default, serialize_with = "float::opt_f6")]
+    pub max_err_over_ref_std: Option<f64>,
     pub nan_count: Option<u64>,
     pub inf_count: Option<u64>,
     pub correctness_pass: Option<bool>,
     /// `speedup_vs_<baseline>` = baseline p50 / this p50; `None` (n/a) when the baseline is missing.
     #[serde(flatten)]
     pub speedups: BTreeMap<String, Option<f64>>,
+}
+
+fn gaussian() -> String {
+    "gaussian".into()
+}
+
+impl BenchResult {
+    /// What one run is called in gates and reports: `mission/seed0`, or `mission/sink/seed0`
+    /// for a recipe other than gaussian.
+    pub fn run_subject(&self) -> String {
+        if self.inputs == gaussian() {
+            format!("{}/seed{}", self.shape, self.seed)
+        } else {
+            format!("{}/{}/seed{}", self.shape, self.inputs, self.seed)
+        }
+    }
 }
 
 /// `artifacts/bench/<variant>.json` and `artifacts/bench/baselines/<name>.json`.
@@ -239,6 +263,9 @@ pub struct BenchFile {
     /// result built by another toolchain says so. Absent for baselines and unmeasured files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvcc_version: Option<String>,
+    /// The precision class whose correctness thresholds judged it (`fp16-pv`, `fp8-pv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
     pub results: Vec<BenchResult>,
     pub gates: Vec<GateResult>,
 }
@@ -258,6 +285,9 @@ pub struct TuneTrial {
     pub registers: Option<u32>,
     pub spill_bytes: Option<u64>,
     pub max_abs_err: Option<f64>,
+    /// The worst `max_err_over_ref_std` over the trial's correctness runs.
+    #[serde(default)]
+    pub max_err_over_ref_std: Option<f64>,
     pub p50_us: Option<f64>,
     pub correctness_pass: Option<bool>,
     pub note: String,

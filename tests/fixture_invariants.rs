@@ -124,7 +124,12 @@ fn check_bench(where_: &str, f: &BenchFile, gates: &CorrectnessGates, problems: 
     for r in &f.results {
         check_result(where_, r, problems);
     }
-    let expected = correctness_gates(&f.results, gates);
+    let precision = f
+        .precision
+        .as_deref()
+        .and_then(repro::pipeline::Precision::parse)
+        .unwrap_or_default();
+    let expected = correctness_gates(&f.results, gates, precision);
     for g in &f.gates {
         check_verdict(where_, g, problems);
         if !g.gate.starts_with("correctness.") {

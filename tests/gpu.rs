@@ -8,7 +8,7 @@ use common::*;
 use repro::engine::StageOutcome;
 use repro::gpu::harness::{DeviceInputs, Reference, Session};
 use repro::gpu::workload::{reference_f64, Inputs};
-use repro::pipeline::Shape;
+use repro::pipeline::{Recipe, Shape};
 use repro::schema::BenchFile;
 
 const REFERENCE_CU: &str = "kernels/reference.cu";
@@ -35,6 +35,7 @@ fn gpu_reference_agrees_with_cpu_fp64_on_the_small_shape() {
                 S: 32,
                 D: 64,
             },
+            Recipe::Gaussian,
             seed,
         );
         let io = DeviceInputs::upload(&inputs).unwrap();

@@ -71,7 +71,7 @@ fn check(name: &str, defines: &[String], shapes: &[(Shape, &[u64])]) {
     let kernel = Kernel::load(&cubin, "sdpa_fp8_fwd", session.max_dynamic_smem).unwrap();
     for (shape, seeds) in shapes {
         for &seed in *seeds {
-            let inputs = Inputs::generate(*shape, seed);
+            let inputs = Inputs::generate(*shape, repro::pipeline::Recipe::Gaussian, seed);
             let io = DeviceInputs::upload(&inputs).unwrap();
             let acc = session
                 .check(&kernel, &io, &reference_f64(&inputs), 0.06)

@@ -395,3 +395,28 @@ fn a_comment_only_kernel_edit_rebuilds_and_leaves_bench_tune_and_profile_up_to_d
         assert!(line(stage).contains("up-to-date"), "{stage}:\n{table}");
     }
 }
+
+#[test]
+fn a_failure_on_other_inputs_is_forgotten_once_the_stage_is_up_to_date_again() {
+    let repo = Repo::new(
+        "version: 1\nstages:\n  s:\n    uses: cmd\n    run: [sh, -c, \"grep -qv bad d && cp d o\"]\n    deps: [d]\n    outs: [o]\n",
+    );
+    repo.write("d", "good\n");
+    repo.expect(&["run"], 0);
+    repo.write("d", "bad\n");
+    repo.expect(&["run"], 1);
+    let record = repo.root().join(".repro/state/s.json");
+    assert!(String::from_utf8(repo.read(".repro/state/s.json"))
+        .unwrap()
+        .contains("\"failed\""));
+    // Back to the inputs of the recorded run: up to date, and the failure no longer stands.
+    repo.write("d", "good\n");
+    repo.expect(&["run"], 0);
+    assert!(
+        !record.exists()
+            || !String::from_utf8(repo.read(".repro/state/s.json"))
+                .unwrap()
+                .contains("\"failed\""),
+        "the failed record of other inputs is gone"
+    );
+}

@@ -70,6 +70,8 @@ fn measure(executor: &dyn Executor, root: &Path, exe: &Path, seeds: u64) -> Vec<
         let req = ExecRequest {
             target: ExecTarget::Variant("v".into()),
             shape: "small".into(),
+            inputs: repro::pipeline::Recipe::Gaussian,
+            precision: None,
             seed,
             warmup: 1,
             iters: 5,

@@ -76,6 +76,11 @@ pub fn record(root: &Path, stage: &str, rec: &Record) -> std::io::Result<()> {
     super::staging::write_atomic(&dir(root).join(file_name(stage)), text.as_bytes())
 }
 
+/// Drop a stage's record (a failure its up-to-date outputs have superseded).
+pub fn forget(root: &Path, stage: &str) {
+    let _ = std::fs::remove_file(dir(root).join(file_name(stage)));
+}
+
 /// Records of the given stages (those without one, or with an unreadable one, are left out:
 /// the record is a convenience, never a reason to stop).
 pub fn load<'a>(

@@ -574,6 +574,15 @@ impl<'a> Run<'a> {
             Some(g) => Ended::GateFailed(g.clone()),
             None => Ended::UpToDate,
         };
+        // A failure on other inputs is superseded: these inputs are the recorded run's.
+        let name = &self.project.stages[i].name;
+        let stale_failure = self
+            .records
+            .get(name)
+            .is_some_and(|r| r.failure().is_some() && r.fingerprint != status.fingerprint);
+        if stale_failure && !self.req.dry_run {
+            run_record::forget(&self.project.root, name);
+        }
         self.ended.insert(i, ended);
     }
 

@@ -3,7 +3,7 @@
 //! an error, so one bad kernel does not stop a stage.
 
 use crate::executor::{ExitKind, Job, JobOutcome};
-use crate::pipeline::Shape;
+use crate::pipeline::{Precision, Recipe, Shape};
 use crate::schema::BenchResult;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +21,10 @@ pub struct ExecRequest {
     pub target: ExecTarget,
     /// A shape name of pipeline.yaml.
     pub shape: String,
+    /// The input recipe (`repro exec --inputs`).
+    pub inputs: Recipe,
+    /// The precision class to judge by (`--precision`); `None`: the variant's own.
+    pub precision: Option<Precision>,
     pub seed: u64,
     pub warmup: u32,
     pub iters: u32,
@@ -33,7 +37,8 @@ pub struct ExecRequest {
 }
 
 impl ExecRequest {
-    /// A short label, e.g. `stage2-baseline:mission:0`.
+    /// A short label, e.g. `stage2-baseline:mission:0` (`...:mission:sink:0` for a recipe
+    /// other than gaussian).
     pub fn label(&self) -> String {
         let target = match &self.target {
             ExecTarget::Variant(v) => v.clone(),
@@ -42,7 +47,10 @@ impl ExecRequest {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| path.display().to_string()),
         };
-        format!("{target}:{}:{}", self.shape, self.seed)
+        match self.inputs {
+            Recipe::Gaussian => format!("{target}:{}:{}", self.shape, self.seed),
+            r => format!("{target}:{}:{r}:{}", self.shape, self.seed),
+        }
     }
 }
 
@@ -88,7 +96,12 @@ pub fn exec_job(
         req.l2.clone(),
         "--method".into(),
         req.method.clone(),
+        "--inputs".into(),
+        req.inputs.name().into(),
     ]);
+    if let Some(p) = req.precision {
+        argv.extend(["--precision".into(), p.name().into()]);
+    }
     if !req.timing {
         argv.push("--no-timing".into());
     }
@@ -118,6 +131,7 @@ pub fn blank_result(
         S: shape.S,
         D: shape.D,
         seed,
+        inputs: crate::pipeline::Recipe::Gaussian.name().to_string(),
         warmup,
         iters,
         status: status.to_string(),
@@ -139,6 +153,7 @@ pub fn blank_result(
         mean_abs_err: None,
         pct_bad: None,
         rel_l2_err: None,
+        max_err_over_ref_std: None,
         nan_count: None,
         inf_count: None,
         correctness_pass: None,
@@ -158,6 +173,7 @@ pub fn result_from_outcome(req: &ExecRequest, shape: &Shape, outcome: &JobOutcom
 fn parse_outcome(req: &ExecRequest, shape: &Shape, outcome: &JobOutcome) -> BenchResult {
     let failed = |reason: String| {
         let mut r = blank_result(&req.shape, shape, req.seed, req.warmup, req.iters, "failed");
+        r.inputs = req.inputs.name().to_string();
         r.error = Some(reason);
         r
     };
@@ -247,6 +263,8 @@ mod tests {
         ExecRequest {
             target: ExecTarget::Variant("stage5-ws-p1".into()),
             shape: "mission".into(),
+            inputs: crate::pipeline::Recipe::Gaussian,
+            precision: None,
             seed: 2,
             warmup: 20,
             iters: 100,
@@ -272,6 +290,8 @@ mod tests {
         r.timing = false;
         r.l2 = "flush".into();
         r.method = "graph".into();
+        r.inputs = Recipe::Sink;
+        r.precision = Some(Precision::Fp8Pv);
         let job = exec_job(
             Path::new("/bin/repro"),
             Path::new("/p/pipeline.yaml"),
@@ -283,13 +303,14 @@ mod tests {
         assert_eq!(
             job.argv.join(" "),
             "/bin/repro -f /p/pipeline.yaml exec --variant stage5-ws-p1 --shape mission --seed 2 \
-             --warmup 20 --iters 100 --l2 flush --method graph --no-timing"
+             --warmup 20 --iters 100 --l2 flush --method graph --inputs sink --precision fp8-pv \
+             --no-timing"
         );
         assert_eq!(job.gpu, Some(3));
         assert_eq!(job.env.get(GPU_INDEX_ENV).map(String::as_str), Some("3"));
         assert_eq!(job.timeout, Some(Duration::from_secs(60)));
         assert!(job.capture_stdout);
-        assert_eq!(job.name, "exec:stage5-ws-p1:mission:2");
+        assert_eq!(job.name, "exec:stage5-ws-p1:mission:sink:2");
     }
 
     #[test]

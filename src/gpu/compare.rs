@@ -11,7 +11,7 @@ use super::timing::{L2Mode, Method, TimingConfig};
 use super::workload::Inputs;
 use crate::cli::{exit, GlobalArgs};
 use crate::engine::runner::UsageError;
-use crate::pipeline::{Pipeline, Shape};
+use crate::pipeline::{Pipeline, Precision, Recipe, Shape};
 use crate::stats::ratio::{self, Ratio};
 use anyhow::Context as _;
 use clap::Args;
@@ -201,6 +201,12 @@ struct Plan<'a> {
     args: &'a CompareArgs,
 }
 
+/// The precision class whose thresholds judge a side: its variant's, or fp16-pv for a cubin.
+fn precision_of(plan: &Plan, name: &str) -> Precision {
+    plan.pipeline
+        .map_or_else(Precision::default, |p| p.precision_of(name))
+}
+
 fn measure(plan: &Plan) -> anyhow::Result<Comparison> {
     let args = plan.args;
     let gates = plan
@@ -208,7 +214,8 @@ fn measure(plan: &Plan) -> anyhow::Result<Comparison> {
         .and_then(|p| p.gates.correctness.clone())
         .unwrap_or_default();
     let session = Session::open(args.device)?;
-    let io = DeviceInputs::upload(&Inputs::generate(plan.shape, args.seed))?;
+    // Timed on the gaussian recipe, where every gate applies.
+    let io = DeviceInputs::upload(&Inputs::generate(plan.shape, Recipe::Gaussian, args.seed))?;
     let (ref_cubin, ref_entry) = reference(plan.pipeline, plan.root, args.reference.as_deref());
     let reference =
         Reference::load(&ref_cubin, &ref_entry).context("loading the reference kernel")?;
@@ -243,7 +250,7 @@ fn measure(plan: &Plan) -> anyhow::Result<Comparison> {
             p50_us: s.p50,
             min_us: s.min,
             p90_us: s.p90,
-            correct: accuracy[i].passes(&gates),
+            correct: accuracy[i].passes(&gates, precision_of(plan, name), true),
             max_abs_err: accuracy[i].max_abs_err,
             samples_us: samples,
         })

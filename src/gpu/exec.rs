@@ -7,7 +7,7 @@ use super::harness::{self, DeviceInputs, Kernel, Reference, Session};
 use super::timing::{L2Mode, Method, TimingConfig};
 use super::workload::{self, DumpEntry, DumpIndex, Inputs};
 use crate::cli::GlobalArgs;
-use crate::pipeline::{CorrectnessGates, Pipeline, Shape};
+use crate::pipeline::{CorrectnessGates, Pipeline, Precision, Recipe, Shape};
 use crate::schema::{BenchResult, TimingMode};
 use anyhow::{bail, Context as _};
 use clap::Args;
@@ -34,6 +34,15 @@ pub struct ExecArgs {
     /// Input seed (with --dump-inputs: only this seed; default all of pipeline.yaml).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Input recipe: gaussian, outliers, sharp, sink or e4m3-edge (docs/guide/correctness.md).
+    /// Default gaussian; with --dump-inputs: only this recipe (default every recipe
+    /// `workload.inputs` lists for the shape).
+    #[arg(long, value_parser = parse_recipe)]
+    pub inputs: Option<Recipe>,
+    /// The precision class whose correctness thresholds apply: fp16-pv or fp8-pv (default:
+    /// the variant's declared class, else fp16-pv).
+    #[arg(long, value_parser = parse_precision)]
+    pub precision: Option<Precision>,
     /// Launches before timing.
     #[arg(long, default_value_t = 20)]
     pub warmup: u32,
@@ -79,6 +88,17 @@ pub struct ExecArgs {
     /// discover the GPUs of a cluster node through the executor.
     #[arg(long, conflicts_with_all = ["variant", "cubin", "dump_inputs", "attributes"])]
     pub query_devices: bool,
+}
+
+fn parse_recipe(s: &str) -> Result<Recipe, String> {
+    Recipe::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = Recipe::ALL.iter().map(|r| r.name()).collect();
+        format!("expected one of {}", names.join(", "))
+    })
+}
+
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    Precision::parse(s).ok_or_else(|| "expected fp16-pv or fp8-pv".to_string())
 }
 
 pub(super) fn parse_dims(s: &str) -> Result<Shape, String> {
@@ -174,6 +194,12 @@ pub fn main(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
         .unwrap_or_default();
     let (reference_cubin, reference_entry) =
         reference(pipeline.as_ref(), &root, args.reference.as_deref());
+    let precision = args
+        .precision
+        .unwrap_or_else(|| match (&args.variant, &pipeline) {
+            (Some(v), Some(p)) => p.precision_of(v),
+            _ => Precision::default(),
+        });
     let result = run(&Run {
         cubin: &cubin,
         entry: &entry,
@@ -182,6 +208,7 @@ pub fn main(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
         shape_name: &shape_name,
         shape,
         gates: &gates,
+        precision,
         args,
     })?;
     println!("{}", serde_json::to_string(&result)?);
@@ -253,13 +280,15 @@ struct Run<'a> {
     shape_name: &'a str,
     shape: Shape,
     gates: &'a CorrectnessGates,
+    precision: Precision,
     args: &'a ExecArgs,
 }
 
 fn run(r: &Run) -> anyhow::Result<BenchResult> {
     let args = r.args;
     let seed = args.seed.unwrap_or(0);
-    let inputs = Inputs::generate(r.shape, seed);
+    let recipe = args.inputs.unwrap_or(Recipe::Gaussian);
+    let inputs = Inputs::generate(r.shape, recipe, seed);
     let session = Session::open(args.device)?;
     let io = DeviceInputs::upload(&inputs)?;
     let reference = Reference::load(r.reference_cubin, r.reference_entry)
@@ -269,15 +298,17 @@ fn run(r: &Run) -> anyhow::Result<BenchResult> {
     let accuracy = session.check(&kernel, &io, &expected, r.gates.max_abs_err)?;
 
     let mut out = blank_result(r.shape_name, &r.shape, seed, args.warmup, args.iters, "ok");
+    out.inputs = recipe.name().to_string();
     out.device_index = Some(device_index(|k| std::env::var(k).ok(), args.device));
     out.device_name = Some(super::driver::Device::get(args.device)?.name()?);
     out.max_abs_err = Some(accuracy.max_abs_err);
     out.mean_abs_err = Some(accuracy.mean_abs_err);
     out.pct_bad = Some(accuracy.pct_bad);
     out.rel_l2_err = Some(accuracy.rel_l2_err);
+    out.max_err_over_ref_std = Some(accuracy.max_err_over_ref_std);
     out.nan_count = Some(accuracy.nan_count);
     out.inf_count = Some(accuracy.inf_count);
-    out.correctness_pass = Some(accuracy.passes(r.gates));
+    out.correctness_pass = Some(accuracy.passes(r.gates, r.precision, recipe == Recipe::Gaussian));
     if !args.no_timing {
         let cfg = TimingConfig {
             method: Method::parse(&args.method).context("--method must be isolated or graph")?,
@@ -345,19 +376,25 @@ fn dump_inputs(p: &Pipeline, args: &ExecArgs, dir: &Path) -> anyhow::Result<i32>
     let gates = p.gates.correctness.clone().unwrap_or_default();
     let mut entries = Vec::new();
     for (name, shape) in &shapes {
-        for &seed in &seeds {
-            let sub = format!("{}-seed{seed}", name.replace(',', "x"));
-            workload::dump(&Inputs::generate(*shape, seed), &dir.join(&sub))?;
-            entries.push(DumpEntry {
-                shape: name.clone(),
-                B: shape.B,
-                H: shape.H,
-                S: shape.S,
-                D: shape.D,
-                seed,
-                softmax_scale: shape.softmax_scale(),
-                dir: sub,
-            });
+        let recipes = w.recipes(name);
+        let chosen = args.inputs.map_or_else(|| recipes.clone(), |r| vec![r]);
+        for recipe in chosen {
+            for &seed in &seeds {
+                let sub = format!("{}-{recipe}-seed{seed}", name.replace(',', "x"));
+                workload::dump(&Inputs::generate(*shape, recipe, seed), &dir.join(&sub))?;
+                entries.push(DumpEntry {
+                    shape: name.clone(),
+                    B: shape.B,
+                    H: shape.H,
+                    S: shape.S,
+                    D: shape.D,
+                    seed,
+                    inputs: recipe.name().to_string(),
+                    timed: recipes.first() == Some(&recipe),
+                    softmax_scale: shape.softmax_scale(),
+                    dir: sub,
+                });
+            }
         }
     }
     let index = DumpIndex {
@@ -366,6 +403,8 @@ fn dump_inputs(p: &Pipeline, args: &ExecArgs, dir: &Path) -> anyhow::Result<i32>
         max_abs_err: gates.max_abs_err,
         mean_abs_err: gates.mean_abs_err,
         max_pct_bad: gates.max_pct_bad,
+        max_err_over_ref_std: gates.max_err_over_ref_std.get(Precision::Fp16Pv),
+        max_rel_l2_err: gates.max_rel_l2_err.get(Precision::Fp16Pv),
         primary: Some(w.primary.clone()),
         entries,
     };

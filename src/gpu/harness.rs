@@ -317,7 +317,8 @@ impl Session {
         let mut out = vec![f16::ZERO; io.numel()];
         io.o.copy_to(&mut out)?;
         let out: Vec<f64> = out.iter().map(|x| x.to_f64()).collect();
-        Ok(Accuracy::measure(&out, reference, threshold))
+        let dims = (io.s as usize, io.d as usize);
+        Ok(Accuracy::measure(&out, reference, threshold, dims))
     }
 
     pub fn time(

@@ -7,24 +7,22 @@
 //! `softmax_scale = 1/√D`.
 //!
 //! Inputs come from one ChaCha20 stream seeded with the seed, drawn in the order Q, K, V
-//! (each standard normal), so the same (shape, seed) gives the same bytes everywhere.
-//! K and V are quantized per (batch, head) with `scale = amax / 448` and stored as
+//! (each standard normal), then reshaped by the input recipe ([`super::recipes`]), so the
+//! same (shape, recipe, seed) gives the same bytes everywhere. K and V are quantized per (batch, head) with `scale = amax / 448` and stored as
 //! `encode(x / scale)`; the *dequantized* values `decode(code) · scale` are what every
 //! reference and baseline computes on.
 
 use super::e4m3;
-use crate::pipeline::Shape;
+use crate::pipeline::{Recipe, Shape};
 use anyhow::Context as _;
 use half::f16;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha20Rng;
-use rand_distr::StandardNormal;
 use serde::Serialize;
 use std::path::Path;
 
 /// One (shape, seed)'s inputs.
 pub struct Inputs {
     pub shape: Shape,
+    pub recipe: Recipe,
     pub q: Vec<f16>,
     pub k: Vec<u8>,
     pub v: Vec<u8>,
@@ -53,19 +51,14 @@ impl Shape {
 }
 
 impl Inputs {
-    pub fn generate(shape: Shape, seed: u64) -> Inputs {
-        let mut rng = ChaCha20Rng::seed_from_u64(seed);
-        let n = shape.numel();
-        let mut normals = |n: usize| -> Vec<f32> {
-            (0..n)
-                .map(|_| rng.sample::<f32, _>(StandardNormal))
-                .collect()
-        };
-        let q = normals(n).into_iter().map(f16::from_f32).collect();
-        let k = quantize(&normals(n), shape.heads());
-        let v = quantize(&normals(n), shape.heads());
+    pub fn generate(shape: Shape, recipe: Recipe, seed: u64) -> Inputs {
+        let drawn = super::recipes::draw(shape, recipe, seed);
+        let q = drawn.q.into_iter().map(f16::from_f32).collect();
+        let k = quantize(&drawn.k, shape.heads());
+        let v = quantize(&drawn.v, shape.heads());
         Inputs {
             shape,
+            recipe,
             q,
             k: k.codes,
             v: v.codes,
@@ -170,6 +163,9 @@ pub struct DumpIndex {
     pub max_abs_err: f64,
     pub mean_abs_err: f64,
     pub max_pct_bad: f64,
+    /// The normalized gates of the `fp16-pv` class (the baselines compute in fp16).
+    pub max_err_over_ref_std: f64,
+    pub max_rel_l2_err: f64,
     pub primary: Option<String>,
     pub entries: Vec<DumpEntry>,
 }
@@ -183,6 +179,10 @@ pub struct DumpEntry {
     pub S: u32,
     pub D: u32,
     pub seed: u64,
+    /// The input recipe.
+    pub inputs: String,
+    /// Whether bench times this (shape, recipe): the shape's first recipe only.
+    pub timed: bool,
     pub softmax_scale: f32,
     /// Folder (relative to the index) holding `q.f16`, `k.e4m3`, `v.e4m3`, `k_scale.f32`,
     /// `v_scale.f32` and the dequantized `k.f32`, `v.f32`.
@@ -225,9 +225,9 @@ mod tests {
 
     #[test]
     fn inputs_are_deterministic_per_seed() {
-        let a = Inputs::generate(SMALL, 7);
-        let b = Inputs::generate(SMALL, 7);
-        let c = Inputs::generate(SMALL, 8);
+        let a = Inputs::generate(SMALL, Recipe::Gaussian, 7);
+        let b = Inputs::generate(SMALL, Recipe::Gaussian, 7);
+        let c = Inputs::generate(SMALL, Recipe::Gaussian, 8);
         assert_eq!(a.q, b.q);
         assert_eq!(a.k, b.k);
         assert_eq!(a.v_scale, b.v_scale);
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn quantization_uses_the_full_range_per_head() {
-        let x = Inputs::generate(SMALL, 0);
+        let x = Inputs::generate(SMALL, Recipe::Gaussian, 0);
         assert_eq!(x.k_scale.len(), 2);
         for head in x.k.chunks(32 * 64) {
             // amax / scale = 448 exactly, so some code in every head is ±448.
@@ -283,7 +283,7 @@ mod tests {
 
     #[test]
     fn fp64_reference_agrees_with_an_fp32_computation() {
-        let x = Inputs::generate(SMALL, 3);
+        let x = Inputs::generate(SMALL, Recipe::Gaussian, 3);
         let r64 = reference_f64(&x);
         let r32 = reference_f32(&x);
         let max_err = r64
@@ -301,7 +301,7 @@ mod tests {
     #[test]
     fn uniform_scores_average_v() {
         // Q = 0 → every score is equal → each output row is the mean of V's rows.
-        let mut x = Inputs::generate(SMALL, 1);
+        let mut x = Inputs::generate(SMALL, Recipe::Gaussian, 1);
         x.q.iter_mut().for_each(|q| *q = f16::ZERO);
         let v = x.v_dequantized();
         let out = reference_f64(&x);
@@ -315,7 +315,7 @@ mod tests {
     #[test]
     fn dump_writes_every_file_with_the_right_size() {
         let dir = tempfile::tempdir().unwrap();
-        let x = Inputs::generate(SMALL, 0);
+        let x = Inputs::generate(SMALL, Recipe::Gaussian, 0);
         dump(&x, dir.path()).unwrap();
         let size = |n: &str| std::fs::metadata(dir.path().join(n)).unwrap().len();
         let n = SMALL.numel() as u64;

@@ -123,6 +123,9 @@ pub struct CorrectnessTable {
     pub max_abs_err: String,
     pub mean_abs_err: String,
     pub max_pct_bad: String,
+    /// The normalized thresholds, per precision class (`0.02 (fp16-pv), 0.25 (fp8-pv)`).
+    pub max_err_over_ref_std: String,
+    pub max_rel_l2_err: String,
     pub rows: Vec<CorrectnessRow>,
 }
 
@@ -130,10 +133,14 @@ pub struct CorrectnessTable {
 pub struct CorrectnessRow {
     pub variant: String,
     pub shape: String,
+    /// The input recipe.
+    pub inputs: String,
     pub seed: u64,
     pub max_abs_err: String,
     pub mean_abs_err: String,
     pub pct_bad: String,
+    pub max_err_over_ref_std: String,
+    pub rel_l2_err: String,
     pub result: String,
 }
 
@@ -255,6 +262,16 @@ pub fn num(x: Option<f64>, decimals: usize) -> String {
         }
         _ => NA.to_string(),
     }
+}
+
+/// `0.02 (fp16-pv), 0.25 (fp8-pv)`.
+fn per_precision(t: &crate::pipeline::PerPrecision) -> String {
+    use crate::pipeline::Precision;
+    [Precision::Fp16Pv, Precision::Fp8Pv]
+        .iter()
+        .map(|&p| format!("{} ({})", t.get(p), p.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn ratio(x: Option<f64>) -> String {
@@ -799,7 +816,7 @@ impl Builder<'_> {
         let mut rows = Vec::new();
         for f in benches {
             for r in &f.results {
-                let subject = format!("{} {}/seed{}", f.name, r.shape, r.seed);
+                let subject = format!("{} {}", f.name, r.run_subject());
                 if r.status != "ok" {
                     let why = if r.status == "skipped" {
                         self.skipped_because(r.error.as_deref())
@@ -814,10 +831,13 @@ impl Builder<'_> {
                     rows.push(CorrectnessRow {
                         variant: f.name.clone(),
                         shape: r.shape.clone(),
+                        inputs: r.inputs.clone(),
                         seed: r.seed,
                         max_abs_err: NA.into(),
                         mean_abs_err: NA.into(),
                         pct_bad: NA.into(),
+                        max_err_over_ref_std: NA.into(),
+                        rel_l2_err: NA.into(),
                         result: format!("{mark} {why}"),
                     });
                     continue;
@@ -833,10 +853,13 @@ impl Builder<'_> {
                 rows.push(CorrectnessRow {
                     variant: f.name.clone(),
                     shape: r.shape.clone(),
+                    inputs: r.inputs.clone(),
                     seed: r.seed,
                     max_abs_err: num(r.max_abs_err, 6),
                     mean_abs_err: num(r.mean_abs_err, 6),
                     pct_bad: num(r.pct_bad, 3),
+                    max_err_over_ref_std: num(r.max_err_over_ref_std, 6),
+                    rel_l2_err: num(r.rel_l2_err, 6),
                     result: if nan > 0 {
                         format!("{} ({nan} NaN/Inf)", mark(pass))
                     } else {
@@ -851,6 +874,8 @@ impl Builder<'_> {
             max_abs_err: format!("{}", th.max_abs_err),
             mean_abs_err: format!("{}", th.mean_abs_err),
             max_pct_bad: format!("{}", th.max_pct_bad),
+            max_err_over_ref_std: per_precision(&th.max_err_over_ref_std),
+            max_rel_l2_err: per_precision(&th.max_rel_l2_err),
             rows,
         })
     }

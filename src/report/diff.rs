@@ -456,10 +456,7 @@ fn gate_states(a: &Artifacts) -> BTreeMap<String, bool> {
         }
         for r in &f.results {
             if let Some(pass) = r.correctness_pass {
-                out.insert(
-                    format!("correctness {} {}/seed{}", f.name, r.shape, r.seed),
-                    pass,
-                );
+                out.insert(format!("correctness {} {}", f.name, r.run_subject()), pass);
             }
         }
     }

@@ -1,8 +1,8 @@
 //! The `tune` kind: an evolutionary search over a kernel's compile-time defines
 //! ([`crate::tune`]), gate-first. Per generation every candidate is compiled in parallel
 //! (the build stage's compile API, cached), then rejected at the first failing gate —
-//! compile error, PTXAS gates, correctness on the `small` and primary shapes (`repro exec
-//! --no-timing`) — and only the survivors are timed on the tuning shapes (`repro exec`),
+//! compile error, PTXAS gates, correctness on every input recipe of the `small` and primary
+//! shapes (`repro exec --no-timing`, judged at the kernel's precision class) — and only the survivors are timed on the tuning shapes (`repro exec`),
 //! one child per GPU. Every finished trial goes to the memo under `.repro/cache/tune/`,
 //! so an interrupted tune resumes and a larger budget continues.
 //!
@@ -206,6 +206,7 @@ impl StageKind for TuneStage {
         let tc = crate::toolchain::find(ctx.root, crate::toolchain::pin(ctx.pipeline))?;
         let workload = ctx.pipeline.workload.as_ref().context("no workload")?;
         let kernel = ctx.pipeline.kernels[&o.kernel].clone();
+        let precision = kernel.precision.unwrap_or_default();
         let seed = workload.seeds.first().copied().unwrap_or(0);
         let reference = ctx.root.join(cubin_path(crate::stages::build::REFERENCE));
         let key = serde_json::json!({
@@ -228,6 +229,8 @@ impl StageKind for TuneStage {
                 "shapes": o.shapes,
                 "check_shapes": o.check_shapes,
                 "dims": workload.shapes,
+                "inputs": workload.inputs,
+                "precision": precision,
             },
             "gates": {"ptxas": ctx.pipeline.gates.ptxas, "correctness": ctx.pipeline.gates.correctness},
         });
@@ -258,6 +261,8 @@ impl StageKind for TuneStage {
             base_defines: o.base_defines.clone(),
             gates: ctx.pipeline.gates.ptxas.clone(),
             shapes: workload.shapes.clone(),
+            recipes: workload.inputs.clone(),
+            precision,
             check_shapes: o.check_shapes.clone(),
             timed_shapes: o.shapes.clone(),
             seed,

@@ -33,6 +33,9 @@ pub struct Evaluation {
     pub registers: Option<u32>,
     pub spill_bytes: Option<u64>,
     pub max_abs_err: Option<f64>,
+    /// The worst `max_err_over_ref_std` of its correctness runs.
+    #[serde(default)]
+    pub max_err_over_ref_std: Option<f64>,
     pub correctness_pass: Option<bool>,
     /// The bench records behind the score (timed runs), empty for rejected trials.
     #[serde(default)]
@@ -49,6 +52,7 @@ impl Evaluation {
             registers: None,
             spill_bytes: None,
             max_abs_err: None,
+            max_err_over_ref_std: None,
             correctness_pass: None,
             bench: Vec::new(),
         }

@@ -130,6 +130,17 @@ pub fn gpu_tests_enabled(test: &str) -> bool {
     false
 }
 
+/// Run `cmd`, require success, and parse its stdout as JSON.
+pub fn stdout_json<T: serde::de::DeserializeOwned>(cmd: &mut Command) -> T {
+    let out = cmd.output().expect("the command starts");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
 /// Compile `source` (relative to the source root) to `out` for `arch` with nvcc.
 pub fn compile(source: &str, defines: &[&str], arch: &str, out: &Path) {
     let tc = repro::toolchain::find(&source_root(), None)

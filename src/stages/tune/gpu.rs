@@ -5,7 +5,7 @@
 use super::Backend;
 use crate::executor::{CancelFlag, Executor};
 use crate::gpu::client::{blank_result, exec_job, result_from_outcome, ExecRequest, ExecTarget};
-use crate::pipeline::{KernelSpec, PtxasGates, Shape};
+use crate::pipeline::{KernelSpec, Precision, PtxasGates, Recipe, Shape};
 use crate::schema::BenchResult;
 use crate::stages::build::compile::{self, CompileOutput, CompileRequest};
 use crate::stages::build::{cubin, gates};
@@ -35,6 +35,11 @@ pub(super) struct GpuBackend<'a> {
     pub(super) base_defines: BTreeMap<String, String>,
     pub(super) gates: Option<PtxasGates>,
     pub(super) shapes: BTreeMap<String, Shape>,
+    /// The input recipes of each shape (`workload.inputs`); every one of a check shape is
+    /// checked, the first is the one timed.
+    pub(super) recipes: BTreeMap<String, Vec<Recipe>>,
+    /// The kernel's precision class: which correctness thresholds apply.
+    pub(super) precision: Precision,
     pub(super) check_shapes: Vec<String>,
     pub(super) timed_shapes: Vec<String>,
     pub(super) seed: u64,
@@ -86,13 +91,21 @@ impl GpuBackend<'_> {
     }
 
     /// One `repro exec` child on GPU `slot`.
-    fn exec(&self, slot: u32, cubin: &Path, shape: &str, timing: bool) -> BenchResult {
+    fn exec(
+        &self,
+        slot: u32,
+        cubin: &Path,
+        (shape, inputs): (&str, Recipe),
+        timing: bool,
+    ) -> BenchResult {
         let req = ExecRequest {
             target: ExecTarget::Cubin {
                 path: cubin.to_path_buf(),
                 entry: self.kernel.entry.clone(),
             },
             shape: shape.to_string(),
+            inputs,
+            precision: Some(self.precision),
             seed: self.seed,
             warmup: self.warmup,
             iters: self.iters,
@@ -115,34 +128,55 @@ impl GpuBackend<'_> {
             Err(e) => {
                 let mut r =
                     blank_result(shape, &dims, self.seed, self.warmup, self.iters, "failed");
+                r.inputs = inputs.name().to_string();
                 r.error = Some(format!("could not start repro exec: {e:#}"));
                 r
             }
         }
     }
 
-    /// The GPU gates, then timing: correctness on every check shape, then p50 on every
-    /// timed shape (score: their geometric mean).
+    /// The recipes of `shape` (`[gaussian]` when none are listed).
+    fn recipes_of(&self, shape: &str) -> Vec<Recipe> {
+        self.recipes
+            .get(shape)
+            .filter(|r| !r.is_empty())
+            .cloned()
+            .unwrap_or_else(|| vec![Recipe::Gaussian])
+    }
+
+    /// The GPU gates, then timing: correctness on every recipe of every check shape, then
+    /// p50 on every timed shape's first recipe (score: their geometric mean).
     fn on_gpu(&self, slot: u32, compiled: &Evaluation, cubin: &Path) -> Evaluation {
         let mut e = compiled.clone();
-        let runs = self
-            .check_shapes
+        let checks = self.check_shapes.iter().flat_map(|s| {
+            self.recipes_of(s)
+                .into_iter()
+                .map(move |r| ((s.as_str(), r), false))
+        });
+        let timed = self
+            .timed_shapes
             .iter()
-            .map(|s| (s, false))
-            .chain(self.timed_shapes.iter().map(|s| (s, true)));
+            .map(|s| ((s.as_str(), self.recipes_of(s)[0]), true));
         let mut p50s = Vec::new();
-        for (shape, timing) in runs {
-            let r = self.exec(slot, cubin, shape, timing);
+        for (run, timing) in checks.chain(timed) {
+            let r = self.exec(slot, cubin, run, timing);
             let verdict = judge(&r, timing);
-            if let Some(err) = r.max_abs_err {
-                e.max_abs_err = Some(e.max_abs_err.map_or(err, |m: f64| m.max(err)));
-            }
+            let worst = |seen: Option<f64>, new: Option<f64>| match (seen, new) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            e.max_abs_err = worst(e.max_abs_err, r.max_abs_err);
+            e.max_err_over_ref_std = worst(e.max_err_over_ref_std, r.max_err_over_ref_std);
             e.bench.push(r);
             match verdict {
                 Verdict::Pass(p50) => p50s.extend(p50),
                 Verdict::Reject(status, note) => {
+                    let (shape, inputs) = run;
                     e.status = status.into();
-                    e.note = format!("{shape}: {note}");
+                    e.note = match inputs {
+                        Recipe::Gaussian => format!("{shape}: {note}"),
+                        r => format!("{shape} ({r} inputs): {note}"),
+                    };
                     e.correctness_pass = (status == "incorrect").then_some(false);
                     return e;
                 }
@@ -299,10 +333,12 @@ pub(super) fn judge(r: &BenchResult, timed: bool) -> Verdict {
         return Verdict::Reject(
             "incorrect",
             format!(
-                "max_abs_err {} mean_abs_err {} pct_bad {} non-finite {nonfinite}",
+                "max_abs_err {} mean_abs_err {} pct_bad {} max_err_over_ref_std {} rel_l2_err {} non-finite {nonfinite}",
                 fmt(r.max_abs_err),
                 fmt(r.mean_abs_err),
-                fmt(r.pct_bad)
+                fmt(r.pct_bad),
+                fmt(r.max_err_over_ref_std),
+                fmt(r.rel_l2_err)
             ),
         );
     }

@@ -179,7 +179,7 @@ fn writes_the_log_the_elite_and_their_cubins() {
 
     let text = std::fs::read_to_string(staging.join("artifacts/tune/tune_log.csv")).unwrap();
     assert!(text.starts_with(
-        "trial,generation,timestamp,config,status,registers,spill_bytes,max_abs_err,p50_us,correctness_pass,note\n"
+        "trial,generation,timestamp,config,status,registers,spill_bytes,max_abs_err,max_err_over_ref_std,p50_us,correctness_pass,note\n"
     ));
     let rows = read_csv(&staging.join("artifacts/tune/tune_log.csv"));
     assert_eq!(rows.len(), 24);
@@ -548,6 +548,7 @@ fn fake_backend<'a>(
             source: "k.cu".into(),
             entry: "k".into(),
             flags: vec![],
+            precision: None,
         },
         base_defines: BTreeMap::from([("SCALE".to_string(), "3".to_string())]),
         gates: Some(PtxasGates {
@@ -556,6 +557,8 @@ fn fake_backend<'a>(
             max_spill_bytes: Some(0),
         }),
         shapes,
+        recipes: BTreeMap::new(),
+        precision: crate::pipeline::Precision::Fp16Pv,
         check_shapes: vec!["small".into(), "mission".into()],
         timed_shapes: vec!["mission".into()],
         seed: 0,

@@ -1,0 +1,216 @@
+//! The correctness gate against real bugs (`REPRO_GPU_TESTS=1`; otherwise a "skipped:"
+//! line): with the default thresholds of pipeline.yaml, every shipped variant passes on
+//! every (shape, input recipe, seed) the pipeline checks, the bug-free planted kernel passes
+//! in both precision classes, and each planted bug of `tests/fixtures/cuda/planted.cu` fails
+//! on at least one of them. Every measurement is printed, and written as TSV to
+//! `$REPRO_GATE_TABLE` when set (docs/guide/correctness.md quotes them).
+
+mod common;
+
+use common::*;
+use repro::gpu::check::Accuracy;
+use repro::gpu::harness::{DeviceInputs, Kernel, Reference, Session};
+use repro::gpu::workload::Inputs;
+use repro::pipeline::{Pipeline, Precision, Recipe};
+use std::path::{Path, PathBuf};
+
+/// The planted bugs, by `PLANTED_BUG` value.
+const BUGS: [(u32, &str); 5] = [
+    (1, "skipped-tile"),
+    (2, "wrong-head-scale"),
+    (3, "tail-mask-off-by-one"),
+    (4, "no-rescale"),
+    (5, "nan-row"),
+];
+
+/// One kernel under test.
+struct Subject {
+    name: String,
+    precision: Precision,
+    /// `None` for a kernel that must pass; the planted bug otherwise.
+    bug: Option<&'static str>,
+    cubin: PathBuf,
+}
+
+fn defines_of(spec: &repro::pipeline::VariantSpec) -> Vec<String> {
+    spec.defines
+        .iter()
+        .map(|(k, v)| {
+            let v = match v {
+                serde_yaml::Value::String(s) => s.clone(),
+                other => serde_yaml::to_string(other).unwrap().trim().to_string(),
+            };
+            format!("{k}={v}")
+        })
+        .collect()
+}
+
+/// Every shipped variant of pipeline.yaml and every planted kernel, compiled for `arch`.
+fn subjects(p: &Pipeline, arch: &str, dir: &Path) -> Vec<Subject> {
+    let mut jobs: Vec<(Subject, String, Vec<String>)> = Vec::new();
+    for (name, spec) in &p.variants {
+        let subject = Subject {
+            name: name.clone(),
+            precision: p.precision_of(name),
+            bug: None,
+            cubin: dir.join(format!("{name}.cubin")),
+        };
+        let source = p.kernels[&spec.kernel].source.clone();
+        jobs.push((subject, source, defines_of(spec)));
+    }
+    for (pv_fp8, precision) in [(0, Precision::Fp16Pv), (1, Precision::Fp8Pv)] {
+        let planted = std::iter::once((0, None)).chain(BUGS.iter().map(|&(n, b)| (n, Some(b))));
+        for (n, bug) in planted {
+            let name = format!("planted-{}-{}", precision.name(), bug.unwrap_or("none"));
+            let subject = Subject {
+                cubin: dir.join(format!("{name}.cubin")),
+                name,
+                precision,
+                bug,
+            };
+            let defines = vec![format!("PLANTED_BUG={n}"), format!("PV_FP8={pv_fp8}")];
+            jobs.push((subject, "tests/fixtures/cuda/planted.cu".into(), defines));
+        }
+    }
+    std::thread::scope(|s| {
+        for (subject, source, defines) in &jobs {
+            s.spawn(move || {
+                let d: Vec<&str> = defines.iter().map(String::as_str).collect();
+                compile(source, &d, arch, &subject.cubin);
+            });
+        }
+    });
+    jobs.into_iter().map(|(s, _, _)| s).collect()
+}
+
+#[test]
+fn planted_bugs_fail_the_gate_and_shipped_variants_pass_every_recipe() {
+    if !gpu_tests_enabled("planted_bugs_fail_the_gate_and_shipped_variants_pass_every_recipe") {
+        return;
+    }
+    let text = std::fs::read_to_string(source_root().join("pipeline.yaml")).unwrap();
+    let p: Pipeline = serde_yaml::from_str(&text).unwrap();
+    let w = p.workload.as_ref().unwrap();
+    let gates = p.gates.correctness.clone().unwrap_or_default();
+    let arch = repro::gpu::probe().expect("a GPU")[0].arch();
+    let dir = tempfile::tempdir().unwrap();
+    let reference_cubin = dir.path().join("reference.cubin");
+    compile("kernels/reference.cu", &[], &arch, &reference_cubin);
+    let subjects = subjects(&p, &arch, dir.path());
+
+    let session = Session::open(0).unwrap();
+    let reference = Reference::load(&reference_cubin, "sdpa_reference_f32").unwrap();
+    let kernels: Vec<Kernel> = subjects
+        .iter()
+        .map(|s| Kernel::load(&s.cubin, "sdpa_fp8_fwd", session.max_dynamic_smem).unwrap())
+        .collect();
+    let mut table = vec![
+        "kernel\tprecision\tshape\tinputs\tseed\tmax_abs_err\tmean_abs_err\tpct_bad\trel_l2_err\tmax_err_over_ref_std\tnonfinite\tpass"
+            .to_string(),
+    ];
+    // Per subject: the runs it failed, and its worst normalized error over the runs.
+    let mut failed: Vec<Vec<String>> = vec![Vec::new(); subjects.len()];
+    let mut worst = vec![0f64; subjects.len()];
+    for (shape_name, shape) in &w.shapes {
+        for recipe in w.recipes(shape_name) {
+            for &seed in &w.seeds {
+                let inputs = Inputs::generate(*shape, recipe, seed);
+                let io = DeviceInputs::upload(&inputs).unwrap();
+                let expected = session.run_reference(&reference, &io).unwrap();
+                for (i, (subject, kernel)) in subjects.iter().zip(&kernels).enumerate() {
+                    let a: Accuracy = session
+                        .check(kernel, &io, &expected, gates.max_abs_err)
+                        .unwrap();
+                    let pass = a.passes(&gates, subject.precision, recipe == Recipe::Gaussian);
+                    let run = format!("{shape_name}/{recipe}/seed{seed}");
+                    if !pass {
+                        failed[i].push(run);
+                    }
+                    worst[i] = worst[i].max(a.max_err_over_ref_std);
+                    table.push(format!(
+                        "{}\t{}\t{shape_name}\t{recipe}\t{seed}\t{:.6e}\t{:.6e}\t{:.4}\t{:.6e}\t{:.6e}\t{}\t{pass}",
+                        subject.name,
+                        subject.precision.name(),
+                        a.max_abs_err,
+                        a.mean_abs_err,
+                        a.pct_bad,
+                        a.rel_l2_err,
+                        a.max_err_over_ref_std,
+                        a.nan_count + a.inf_count,
+                    ));
+                }
+            }
+        }
+    }
+    for line in &table {
+        eprintln!("{line}");
+    }
+    if let Some(path) = std::env::var_os("REPRO_GATE_TABLE") {
+        std::fs::write(path, table.join("\n") + "\n").unwrap();
+    }
+    let mut problems = Vec::new();
+    for (i, s) in subjects.iter().enumerate() {
+        eprintln!(
+            "{}: worst max_err_over_ref_std {:.3e}; failed {} run(s){}",
+            s.name,
+            worst[i],
+            failed[i].len(),
+            failed[i]
+                .first()
+                .map_or(String::new(), |r| format!(", first {r}"))
+        );
+        match (s.bug, failed[i].is_empty()) {
+            (None, false) => {
+                problems.push(format!("{} must pass but failed {:?}", s.name, failed[i]))
+            }
+            (Some(bug), true) => {
+                problems.push(format!("{} (planted {bug}) passed every run", s.name))
+            }
+            _ => {}
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// `repro exec --inputs/--precision` end to end: the record names its recipe, carries the
+/// normalized error, and a planted bug fails there too.
+#[test]
+fn repro_exec_runs_a_recipe_and_records_the_normalized_error() {
+    if !gpu_tests_enabled("repro_exec_runs_a_recipe_and_records_the_normalized_error") {
+        return;
+    }
+    let arch = repro::gpu::probe().expect("a GPU")[0].arch();
+    let dir = tempfile::tempdir().unwrap();
+    let reference = dir.path().join("reference.cubin");
+    compile("kernels/reference.cu", &[], &arch, &reference);
+    let run = |bug: u32| -> repro::schema::BenchResult {
+        let cubin = dir.path().join(format!("planted{bug}.cubin"));
+        let define = format!("PLANTED_BUG={bug}");
+        compile("tests/fixtures/cuda/planted.cu", &[&define], &arch, &cubin);
+        stdout_json(
+            std::process::Command::new(repro_bin())
+                .args(["-f"])
+                .arg(dir.path().join("none.yaml"))
+                .args(["exec", "--cubin"])
+                .arg(&cubin)
+                .args([
+                    "--entry",
+                    "sdpa_fp8_fwd",
+                    "--dims",
+                    "1,4,300,64",
+                    "--seed",
+                    "1",
+                ])
+                .args(["--inputs", "sharp", "--precision", "fp16-pv", "--no-timing"])
+                .arg("--reference")
+                .arg(&reference),
+        )
+    };
+    let good = run(0);
+    assert_eq!(good.inputs, Recipe::Sharp.name());
+    assert_eq!(good.correctness_pass, Some(true), "{good:?}");
+    assert!(good.max_err_over_ref_std.unwrap() < 0.02);
+    let bad = run(3);
+    assert_eq!(bad.correctness_pass, Some(false), "{bad:?}");
+    assert!(bad.max_err_over_ref_std.unwrap() > 0.02, "{bad:?}");
+}
