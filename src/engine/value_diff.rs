@@ -19,7 +19,8 @@ pub fn summarize(from: &str, to: &str, budget: usize) -> String {
         _ => Vec::new(),
     };
     if groups.is_empty() {
-        return cut_both(from, to, budget);
+        return shared_prefix_elided(from, to, budget)
+            .unwrap_or_else(|| cut_both(from, to, budget));
     }
     if groups.iter().all(|g| g.names.is_empty()) {
         return "same items, in another order".into();
@@ -175,6 +176,30 @@ fn short(name: &str) -> String {
     format!("{kept}…")
 }
 
+/// `from → …tail`: `to` without the words it shares with `from` (`Cuda compilation tools,
+/// release 13.0, V13.0.88 → …13.1, V13.1.80`), then with `from` elided likewise, if either
+/// fits.
+fn shared_prefix_elided(from: &str, to: &str, budget: usize) -> Option<String> {
+    let same = from
+        .char_indices()
+        .zip(to.chars())
+        .find(|((_, a), b)| a != b)
+        .map_or(from.len().min(to.len()), |((i, _), _)| i);
+    // Back to the start of the word the difference is in.
+    let start = from[..same].rfind([' ', ',', '(']).map(|i| i + 1)?;
+    if start < 8 {
+        return None;
+    }
+    let from_tail = &from[start..];
+    let to_tail = &to[start..];
+    [
+        format!("{from} → …{to_tail}"),
+        format!("…{from_tail} → …{to_tail}"),
+    ]
+    .into_iter()
+    .find(|t| width(t) <= budget)
+}
+
 /// `from → to` in `budget` columns: a short side whole, the rest cut with `…`.
 fn cut_both(from: &str, to: &str, budget: usize) -> String {
     let room = budget.saturating_sub(3);
@@ -286,6 +311,14 @@ mod tests {
             "NVIDIA H100 80GB HBM3 sm_90… → no CUDA driver (libcuda.so.1…"
         );
         assert!(width(&text) <= 60);
+        // Versions that share their first words: the new one without them.
+        let old = "Cuda compilation tools, release 13.0, V13.0.88";
+        let new = "Cuda compilation tools, release 13.1, V13.1.80";
+        assert_eq!(
+            summarize(old, new, 70),
+            "Cuda compilation tools, release 13.0, V13.0.88 → …13.1, V13.1.80"
+        );
+        assert_eq!(summarize(old, new, 40), "…13.0, V13.0.88 → …13.1, V13.1.80");
         let prose = "skipped: no GPU (no driver, no attributes), try again later please";
         assert_eq!(
             summarize(prose, "ok", 40),
