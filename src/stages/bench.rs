@@ -582,7 +582,7 @@ fn attach_speedup(results: &mut [BenchResult], key: &str, other: Option<&[BenchR
 
 /// Correctness gates per (shape, seed). A run that did not complete fails
 /// `correctness.completed`.
-fn correctness_gates(
+pub fn correctness_gates(
     results: &[BenchResult],
     g: &crate::pipeline::CorrectnessGates,
 ) -> Vec<GateResult> {
