@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End to end on a GPU machine, in one call: the whole pipeline, a no-op rerun, a forced
-# bench, the fault drill of docs/RELIABILITY.md, the GPU-gated tests and the ncu check.
+# bench, the fault drill of docs/RELIABILITY.md, the GPU-gated tests, repro compare and the
+# ncu check.
 #
 #   bash benches/gpu_e2e.sh REPRO_BINARY OUTDIR [TEST_BINARY...]
 #   PHASES="fresh reruns drills tests" (the default) picks the parts, to split it over calls.
@@ -152,7 +153,11 @@ for t in "${TESTS[@]}"; do
   step "test $(basename "$t")" 0 env REPRO_GPU_TESTS=1 REPRO_BIN="$REPRO" REPRO_SOURCE_ROOT="$ROOT" "$t" --test-threads=1
 done
 
-# 5. Named ncu metrics against ncu's details page for the same launches
+# 5. repro compare on the shipped variants (the cubins in .repro/cubins), with an A/A check.
+step "compare" 0 env REPRO_BIN="$REPRO" bash benches/compare_gpu.sh /tmp/compare
+tar czf "$OUT/compare.tgz" -C /tmp compare 2>/dev/null || true
+
+# 6. Named ncu metrics against ncu's details page for the same launches
 #    (writes benches/results/ncu_check.md).
 step "ncu check" 0 env REPRO="$REPRO" CLOCK_CONTROL=none bash benches/ncu_check.sh
 cp .repro/ncu-check/comparison.md "$OUT/" 2>/dev/null || true

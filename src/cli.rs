@@ -144,7 +144,7 @@ pub struct RunOpts {
     #[arg(long)]
     pub arch: Option<String>,
     /// Where to run stage processes: local or slurm (overrides pipeline.yaml).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(crate::pipeline::validate::EXECUTOR_KINDS.iter().copied()))]
     pub executor: Option<String>,
 }
 
