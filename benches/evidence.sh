@@ -8,7 +8,7 @@
 # gpu_timing --test gpu_results --test gpu_compare --test gpu_mma_kernel --test ncu_parse),
 # run by the e2e step with REPRO_GPU_TESTS=1.
 # Steps (default: all, in this order; rough wall time on one H100 with the shipped variants):
-#   e2e       benches/gpu_e2e.sh: pipeline from nothing, reruns, fault drills, GPU tests,
+#   e2e       benches/gpu_e2e.sh: pipeline from nothing, reruns, fault drills, GPU tests, repro compare,
 #             ncu check                       → results/e2e.md, results/ncu_check.md   (~5 min)
 #   harness   benches/gpu_harness_vs_ncu.sh  → results/harness_vs_ncu.md (~20 s per variant;
 #             needs the cubins of a build: run after e2e or `repro stage build`)
