@@ -3,9 +3,11 @@
 #   (a) 5 stages, all up to date;  (b) 200 stages with 2,000 dep files (10 per stage).
 # Targets: (a) <= 10 ms median for `repro run` and `repro status`; (b) < 100 ms.
 # Usage: benches/engine.sh [path/to/repro]   (default: target/release/repro, built if missing)
-# Needs hyperfine (`apt-get install -y hyperfine`).
+# Needs hyperfine (`apt-get install -y hyperfine`). Writes benches/results/engine.md (the
+# header names the machine and its load average: run it on a quiet machine).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/benches/results_header.sh"
 repro=${1:-$here/target/release/repro}
 if [ ! -x "$repro" ]; then
   (cd "$here" && cargo build --release --quiet)
@@ -64,14 +66,16 @@ for p in "$small" "$big"; do
 done
 
 echo "repro: $repro ($("$repro" --version))"
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 hyperfine -N --warmup 10 --min-runs 50 \
   --export-json "$work/results.json" \
   -n "5 stages: repro run" "$repro -f $small/pipeline.yaml -q run" \
   -n "5 stages: repro status" "$repro -f $small/pipeline.yaml status" \
   -n "200 stages/2000 deps: repro run" "$repro -f $big/pipeline.yaml -q run" \
   -n "200 stages/2000 deps: repro status" "$repro -f $big/pipeline.yaml status"
-python3 - "$work/results.json" <<'PY'
+out=$here/benches/results/engine.md
+{
+  results_header "benches/engine.sh ($("$repro" --version), hyperfine -N --warmup 10 --min-runs 50)"
+  python3 - "$work/results.json" <<'PY'
 import json, sys
 print("| benchmark | median | mean ± σ | min | max | runs |")
 print("|---|---:|---:|---:|---:|---:|")
@@ -79,3 +83,8 @@ for r in json.load(open(sys.argv[1]))["results"]:
     ms = lambda x: f"{x * 1000:.1f} ms"
     print(f"| {r['command']} | {ms(r['median'])} | {ms(r['mean'])} ± {ms(r['stddev'])} | {ms(r['min'])} | {ms(r['max'])} | {len(r['times'])} |")
 PY
+  echo
+  echo "Load average after the runs: $(cut -d' ' -f1-3 /proc/loadavg)."
+} > "$out.tmp"
+mv "$out.tmp" "$out"
+cat "$out"

@@ -9,7 +9,10 @@
 # median gpu__time_duration of 40 launches of the same kernel and inputs, with L2 warm
 # (--cache-control none) and flushed (all). Clocks are left as they are
 # (--clock-control none), as the harness leaves them. "diff" is isolated vs ncu warm.
+# Writes benches/results/harness_vs_ncu.md; exits 1 when a row's diff is outside ±3% or its
+# three isolated runs spread more than 2% (the targets), after writing the table.
 set -euo pipefail
+. "$(dirname "$0")/results_header.sh"
 REPRO=${REPRO_BIN:-repro}
 variants=("$@")
 if [ ${#variants[@]} -eq 0 ]; then
@@ -23,7 +26,15 @@ ncu_median() {
     | grep '^"' | grep -v '"ID"' | awk -F'","' '{print $NF}' | tr -d '",' | sort -n \
     | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]/1000}'
 }
-printf '%-20s %-8s %-26s %10s %10s %10s %8s\n' variant shape "isolated p50 x3 (us)" "graph p50" "ncu warm" "ncu cold" "diff"
+out=benches/results/harness_vs_ncu.md
+bad=0
+{
+  results_header "REPRO_BIN=repro benches/gpu_harness_vs_ncu.sh ${variants[*]}"
+  echo "ncu: $(ncu --version | grep -i version). Seed 0; isolated = \`repro exec\` (warm-up 20, L2 warm), 3 runs; ncu = median \`gpu__time_duration\` of 40 launches, \`--clock-control none\`; diff = middle isolated run vs ncu warm."
+  echo
+  echo "| variant | shape | isolated p50, 3 runs (µs) | run spread | graph p50 | ncu warm | ncu flushed | diff |"
+  echo "|---|---|---|---:|---:|---:|---:|---:|"
+} > "$out.tmp"
 for v in "${variants[@]}"; do
   for shape in mission long; do
     args=(--variant "$v" --shape "$shape" --seed 0)
@@ -31,8 +42,20 @@ for v in "${variants[@]}"; do
     graph=$("$REPRO" exec "${args[@]}" --method graph | p50)
     warm=$(ncu_median none "${args[@]}")
     cold=$(ncu_median all "${args[@]}")
-    median=$(echo "$runs" | tr / '\n' | sort -n | sed -n 2p)
-    diff=$(python3 -c "print(f'{($median - $warm) / $warm * 100:+.1f}%')")
-    printf '%-20s %-8s %-26s %10s %10s %10s %8s\n' "$v" "$shape" "$runs" "$graph" "$warm" "$cold" "$diff"
+    row=$(python3 - "$v" "$shape" "$runs" "$graph" "$warm" "$cold" <<'PY'
+import sys
+v, shape, runs, graph, warm, cold = sys.argv[1:]
+r = sorted(float(x) for x in runs.split("/"))
+spread = (r[-1] - r[0]) / r[1] * 100
+diff = (r[1] - float(warm)) / float(warm) * 100
+ok = abs(diff) <= 3 and spread <= 2
+print(f"| {v} | {shape} | {runs.replace('/', ' / ')} | {spread:.1f}% | {graph} | {warm} | {cold} | {diff:+.1f}%{'' if ok else ' ❌'} |")
+sys.exit(0 if ok else 3)
+PY
+) || bad=$((bad + 1))
+    echo "$row" | tee -a "$out.tmp"
   done
 done
+mv "$out.tmp" "$out"
+echo "wrote $out; rows outside the targets: $bad"
+[ "$bad" -eq 0 ]

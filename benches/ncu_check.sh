@@ -10,8 +10,11 @@
 #   REPRO=repro  PIPELINE=pipeline.yaml  STAGE=ncu-profile  SHAPE=<workload.primary>  WARMUP=5  ITERS=1
 #   LAUNCH_SKIP=$WARMUP  CLOCK_CONTROL=base  NCU=<found like the stage finds it>
 #   CHECK_DIR=.repro/ncu-check (details exports and the comparison table land here)
-# Exit status: 0 when every compared field agrees within tolerance, 1 otherwise.
+# Exit status: 0 when the profile stage succeeded and every compared field agrees within
+# tolerance, 1 otherwise. Writes benches/results/ncu_check.md (the comparison, with a header
+# naming the command, device, date and commit).
 set -euo pipefail
+. "$(dirname "$0")/results_header.sh"
 
 REPRO=${REPRO:-repro}
 PIPELINE=${PIPELINE:-pipeline.yaml}
@@ -34,7 +37,9 @@ fi
 mkdir -p "$CHECK_DIR"
 
 echo "== profile stage ($("$NCU" --version | grep Version))"
-"$REPRO" -f "$PIPELINE" stage "$STAGE" --force || echo "(profile stage exit $?: comparing what it wrote)"
+stage_rc=0
+"$REPRO" -f "$PIPELINE" stage "$STAGE" --force || stage_rc=$?
+[ "$stage_rc" -eq 0 ] || echo "(profile stage exit $stage_rc: comparing what it wrote; the check fails)"
 
 # target, variant, kernel of every profiled target
 python3 - <<'PY' > "$CHECK_DIR/targets.tsv"
@@ -57,7 +62,8 @@ while IFS=$'\t' read -r target variant kernel; do
   "$REPRO" ncu parse "$CHECK_DIR/$target.details.csv" --json > "$CHECK_DIR/$target.details.json"
 done < "$CHECK_DIR/targets.tsv"
 
-python3 - "$CHECK_DIR" <<'PY' | tee "$CHECK_DIR/comparison.md"
+compare_rc=0
+python3 - "$CHECK_DIR" <<'PY' > "$CHECK_DIR/comparison.md" || compare_rc=$?
 import json, sys
 check_dir = sys.argv[1]
 summary = json.load(open("artifacts/ncu/summary.json"))
@@ -89,3 +95,10 @@ for t in summary["targets"]:
         print(f"| {t['target']} | {field} ({label}) | {a} | {b} | {'✅' if ok else '❌'} |")
 sys.exit(1 if bad else 0)
 PY
+{
+  results_header "REPRO=repro CLOCK_CONTROL=$CLOCK_CONTROL bash benches/ncu_check.sh"
+  cat "$CHECK_DIR/comparison.md"
+} > benches/results/ncu_check.md.tmp
+mv benches/results/ncu_check.md.tmp benches/results/ncu_check.md
+cat benches/results/ncu_check.md
+[ "$stage_rc" -eq 0 ] && [ "$compare_rc" -eq 0 ]

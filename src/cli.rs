@@ -104,8 +104,22 @@ pub enum Command {
     /// history whose sources are those the results were made from. The machine a stage ran
     /// on (GPU, driver, tool versions) is not compared. Exit 0, or 1 with the list.
     Verify,
+    /// Regenerate the tables of measured figures in the docs from the committed results.
+    ///
+    /// Rewrites every table between `<!-- repro:table NAME -->` and `<!-- /repro:table -->`
+    /// in README.md, kernels/README.md and docs/**/*.md. NAME is variants, perf-gates,
+    /// resources, ncu, tune (from artifacts/) or results/FILE (benches/results/FILE).
+    /// With --check, changes nothing and exits 1 naming each table that is not current.
+    Docs(DocsArgs),
     /// Show the nvcc in use and where it came from; `install` fetches the pinned one.
     Toolchain(ToolchainArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DocsArgs {
+    /// Only compare: exit 1 when a generated table is not current.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Options shared by every command that runs stages.
@@ -130,7 +144,7 @@ pub struct RunOpts {
     #[arg(long)]
     pub arch: Option<String>,
     /// Where to run stage processes: local or slurm (overrides pipeline.yaml).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(crate::pipeline::validate::EXECUTOR_KINDS.iter().copied()))]
     pub executor: Option<String>,
 }
 
@@ -300,6 +314,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Diff(args) => crate::report::diff::main(&cli.global, &args),
         Command::Commit(args) => crate::report::commit::main(&cli.global, &args),
         Command::Verify => verify(&cli.global),
+        Command::Docs(args) => crate::doctables::main(&cli.global, args.check),
         Command::Toolchain(ToolchainArgs { action: None }) => {
             crate::toolchain::command::show(&cli.global.file)
         }

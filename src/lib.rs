@@ -9,6 +9,7 @@
 //! [`toolchain`] picks (and, when pinned, installs) the nvcc every compile uses.
 
 pub mod cli;
+pub mod doctables;
 pub mod engine;
 pub mod env;
 pub mod executor;

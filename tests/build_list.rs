@@ -2,6 +2,9 @@
 
 use assert_cmd::Command;
 use predicates::prelude::*;
+use repro::pipeline::PtxasGates;
+use repro::schema::{to_json_pretty, BuildRecord, EntryResources};
+use repro::stages::build::gates::record_gates;
 use std::path::Path;
 
 const PIPELINE: &str = r#"
@@ -18,38 +21,42 @@ stages:
   build: {uses: build}
 "#;
 
-fn gate(gate: &str, subject: &str, measured: f64, threshold: f64) -> String {
-    format!(
-        r#"{{"gate":"{gate}","subject":"{subject}","measured":{measured},"threshold":{threshold},"op":"<=","pass":{}}}"#,
-        measured <= threshold
-    )
-}
-
+/// A build record whose gates are the build stage's own verdict on its resources (static +
+/// dynamic shared memory, as a block needs them at launch).
 fn ok_record(variant: &str, registers: u32, spills: u64) -> String {
-    let gates = [
-        gate(
-            "ptxas.max_registers",
-            "sdpa_fp8_fwd",
-            registers as f64,
-            120.0,
-        ),
-        gate("ptxas.max_smem_bytes", "sdpa_fp8_fwd", 34816.0, 65536.0),
-        gate(
-            "ptxas.max_spill_bytes",
-            "sdpa_fp8_fwd",
-            (2 * spills) as f64,
-            0.0,
-        ),
-    ]
-    .join(",");
-    format!(
-        r#"{{"variant":"{variant}","kernel":"sdpa_fp8","source":"kernels/sdpa_fp8.cu","entry":"sdpa_fp8_fwd",
-"defines":{{}},"arch":"sm_90","nvcc_version":"Cuda compilation tools, release 13.0, V13.0.88",
-"command":["nvcc"],"status":"ok","cubin_sha256":"00",
-"entries":[{{"name":"sdpa_fp8_fwd","registers":{registers},"smem_bytes":34816,"stack_bytes":0,
-"spill_store_bytes":{spills},"spill_load_bytes":{spills},"barriers":1,"cmem_bytes":null}}],"dynamic_smem_bytes":45056,
-"gates":[{gates}],"driver_check":"skipped: no GPU"}}"#
-    )
+    let mut record = BuildRecord {
+        variant: variant.into(),
+        kernel: "sdpa_fp8".into(),
+        source: "kernels/sdpa_fp8.cu".into(),
+        entry: "sdpa_fp8_fwd".into(),
+        defines: Default::default(),
+        arch: "sm_90".into(),
+        nvcc_version: "Cuda compilation tools, release 13.0, V13.0.88".into(),
+        command: vec!["nvcc".into()],
+        status: "ok".into(),
+        error: None,
+        cubin_sha256: Some("00".into()),
+        entries: vec![EntryResources {
+            name: "sdpa_fp8_fwd".into(),
+            registers: Some(registers),
+            smem_bytes: Some(1024),
+            stack_bytes: Some(0),
+            spill_store_bytes: Some(spills),
+            spill_load_bytes: Some(spills),
+            barriers: Some(1),
+            ..EntryResources::default()
+        }],
+        dynamic_smem_bytes: Some(45056),
+        driver_check: Some("skipped: no GPU".into()),
+        gates: Vec::new(),
+    };
+    let limits = PtxasGates {
+        max_registers: Some(120),
+        max_smem_bytes: Some(65536),
+        max_spill_bytes: Some(0),
+    };
+    record.gates = record_gates(&record, &limits);
+    to_json_pretty(&record)
 }
 
 fn project(records: &[(&str, String)]) -> tempfile::TempDir {

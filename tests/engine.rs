@@ -1,118 +1,12 @@
 //! The engine's rules, each checked by running the real binary on `cmd` pipelines in a
 //! temporary project.
 
-use assert_cmd::Command;
+#[path = "support/project.rs"]
+mod project;
+use project::{assert_gone, send_signal, Project};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
-
-struct Project {
-    dir: tempfile::TempDir,
-}
-
-impl Project {
-    fn new(pipeline: &str) -> Project {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("pipeline.yaml"), pipeline).unwrap();
-        Project { dir }
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let path = self.root().join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
-    }
-
-    fn repro(&self, args: &[&str]) -> std::process::Output {
-        Command::cargo_bin("repro")
-            .unwrap()
-            .args(args)
-            .current_dir(self.root())
-            .timeout(Duration::from_secs(60))
-            .output()
-            .unwrap()
-    }
-
-    /// Run and expect exit code `code`; return stdout + stderr.
-    fn expect(&self, args: &[&str], code: i32) -> String {
-        let out = self.repro(args);
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(out.status.code(), Some(code), "repro {args:?}:\n{text}");
-        text
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("repro"))
-            .args(args)
-            .current_dir(self.root())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
-    /// Stage name → state, from `repro status --json`.
-    fn states(&self) -> BTreeMap<String, String> {
-        let out = self.expect(&["status", "--json"], 0);
-        let json = out.split_once('[').map(|(_, r)| format!("[{r}")).unwrap();
-        let rows: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
-        rows.iter()
-            .map(|r| {
-                (
-                    r["stage"].as_str().unwrap().to_string(),
-                    r["state"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect()
-    }
-
-    /// Every file under the project (but `.repro/cache`) with its contents.
-    fn snapshot(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-            for e in std::fs::read_dir(dir).unwrap() {
-                let p = e.unwrap().path();
-                if p.ends_with(".repro/cache") {
-                    continue;
-                }
-                if p.is_dir() {
-                    walk(root, &p, out);
-                } else {
-                    out.insert(
-                        p.strip_prefix(root).unwrap().to_path_buf(),
-                        std::fs::read(&p).unwrap(),
-                    );
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(self.root(), self.root(), &mut out);
-        out
-    }
-
-    fn wait_for(&self, rel: &str) {
-        let start = Instant::now();
-        while !self.root().join(rel).exists() {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "{rel} never appeared"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
+use std::path::Path;
+use std::time::Duration;
 
 fn states(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -404,25 +298,6 @@ fn a_timed_out_stage_is_killed_and_leaves_outputs_intact() {
     assert_gone(p.read("gc.pid").trim());
 }
 
-/// The process is gone (or a zombie nobody reaped yet: it no longer runs).
-fn assert_gone(pid: &str) {
-    let start = Instant::now();
-    loop {
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
-        let running = state
-            .as_deref()
-            .is_some_and(|s| !s.split(") ").nth(1).unwrap_or("").starts_with('Z'));
-        if !running {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "process {pid} is still running"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn interrupt_leaves_everything_intact(signal: i32) {
     let p = flaky("hang");
     p.write(
@@ -443,15 +318,6 @@ fn interrupt_leaves_everything_intact(signal: i32) {
     assert_eq!(p.read("out.txt"), "good\n");
     assert_eq!(p.read("artifacts/repro.lock"), lock);
     assert!(!p.root().join(".repro/backup/flaky").exists());
-}
-
-fn send_signal(pid: u32, signal: i32) {
-    let status = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 #[test]

@@ -77,10 +77,10 @@ fn output_without_csv_says_what_ncu_said() {
 }
 
 #[test]
-fn missing_file_is_named() {
+fn a_missing_file_is_named_and_is_a_usage_error() {
     repro()
         .args(["ncu", "parse", "/nonexistent/x.csv"])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(contains("cannot read /nonexistent/x.csv"));
 }

@@ -326,7 +326,11 @@ fn loaded(name: &str) -> (repro::pipeline::Pipeline, Artifacts) {
 /// whiskers span min to p90 around the median, and what has no p50 says "not measured".
 #[test]
 fn p50_chart_data() {
-    for (name, best) in [("green", "stage5-ws-p1"), ("failing", "stage5-ws-p1")] {
+    for (name, best) in [
+        ("green", "stage5-ws-p1"),
+        ("failing", "stage5-ws-p1"),
+        ("skipped", "stage5-ws-p1"),
+    ] {
         let (pipeline, artifacts) = loaded(name);
         let panels = charts::p50_panels(&artifacts, pipeline.control.as_deref(), Some(best));
         for p in &panels {
@@ -361,6 +365,20 @@ fn p50_chart_data() {
         }
         insta::assert_debug_snapshot!(format!("{name}_p50_panels"), panels);
     }
+    // The skipped fixture's baselines were not measured: said so, in words.
+    let (pipeline, artifacts) = loaded("skipped");
+    let panels = charts::p50_panels(&artifacts, pipeline.control.as_deref(), None);
+    let naive = panels[0]
+        .bars
+        .iter()
+        .find(|b| b.name == "torch_naive")
+        .unwrap();
+    assert_eq!(naive.missing.as_deref(), Some("not measured (skipped)"));
+    let svg = charts::p50_chart(&panels, "mission").unwrap();
+    assert!(
+        svg.contains("not measured (skipped)") && !svg.contains("n/a"),
+        "{svg}"
+    );
 }
 
 /// The tune chart's data and drawing: invalid trials are listed apart and drawn in the
@@ -437,4 +455,51 @@ fn user_template_with_an_undefined_name_is_reported_with_line_and_name() {
         msg.starts_with("templates/summary.md.j2:4: undefined value `tune.data.trails`"),
         "{msg}"
     );
+}
+
+/// A report whose bench results were kept from another machine, beside a tune measured on
+/// a second GPU, says so at the top and names each row's machine.
+#[test]
+fn a_report_of_results_from_two_machines_says_so_and_labels_each_row() {
+    let root = fixture("green");
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    let artifacts = Artifacts::load(&root).unwrap();
+    let mut state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
+    let bench = state.stages.get_mut("bench").unwrap();
+    bench.hardware = Some("NVIDIA H100 80GB HBM3 sm_90 driver 580.95.05".into());
+    bench.kept = Some("no CUDA driver (libcuda.so.1) found".into());
+    state.stages.get_mut("evo-tune").unwrap().hardware =
+        Some("NVIDIA L4 sm_89 driver 580.95.05".into());
+    let env = environment(true);
+    let inputs = report::Inputs {
+        pipeline: &pipeline,
+        artifacts: &artifacts,
+        state: &state,
+        env: &env,
+    };
+    let template = report::load_template(&root, report::SUMMARY_TEMPLATE).unwrap();
+    let md = report::render_report(&inputs, &template).unwrap().markdown;
+    assert!(
+        md.contains("These results come from more than one run or machine"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- M1: NVIDIA H100 80GB HBM3 sm_90 driver 580.95.05 — bench; kept, not re-run by the latest run: `bench` (not re-run here: no CUDA driver (libcuda.so.1) found)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- M2: NVIDIA L4 sm_89 driver 580.95.05 — evo-tune"),
+        "{md}"
+    );
+    assert!(md.contains("| Status | Measured on |"), "{md}");
+    let row = |name: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {name}")) || l.starts_with(&format!("| **{name}")))
+            .unwrap_or_else(|| panic!("no row {name}:\n{md}"))
+            .to_string()
+    };
+    assert!(row("stage2-baseline").ends_with("| M1 |"), "{md}");
+    assert!(row("tune-top1").ends_with("| M2 |"), "{md}");
 }

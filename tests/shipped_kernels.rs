@@ -5,7 +5,6 @@
 
 use assert_cmd::Command;
 use repro::schema::BuildRecord;
-use std::path::Path;
 
 #[path = "support/shipped.rs"]
 mod shipped;

@@ -88,7 +88,12 @@ fn exit_code_is_1_while_anything_is_stale_or_never_run_and_0_when_all_are_up_to_
         "version: 1\nstages:\n  bad:\n    uses: cmd\n    run: [sh, -c, \"exit 3\"]\n    outs: [x.txt]\n",
     )
     .unwrap();
-    repro(root, &["run", "-q"]).code(1);
+    let quiet = repro(root, &["run", "-q"]).code(1);
+    let err = String::from_utf8_lossy(&quiet.get_output().stderr).into_owned();
+    assert!(
+        err.contains("error: stage `bad` failed"),
+        "-q still shows errors: {err}"
+    );
     let failed = repro(root, &["status", "--exit-code"]).code(1);
     assert!(stdout(&failed).contains("failed"), "{}", stdout(&failed));
 }

@@ -11,7 +11,12 @@
 # cp.async), D=64 and D=128, shapes S=1, 17, 32, 100, 300 and D128 S=100.  A tool fails on a
 # non-zero exit, on any racecheck hazard (error *or* warning) in its log, or when the checked
 # program itself did not finish with ALL OK.
-set -u
+#
+# Evidence for the docs: `shipped` writes benches/results/kernel_variants.md (the timing
+# table), `sanitize` benches/results/kernel_sanitize.md (each tool's verdict and summary
+# lines), `space` benches/results/kernel_space.md, each with the command, device, date and
+# commit (REPRO_COMMIT names it when the tree has no .git).
+set -euo pipefail
 START_S=$SECONDS
 DEADLINE_S=${DEADLINE_S:-570}
 # step_timeout WANT: WANT clipped to the time left before the deadline (0 if < 20 s remain).
@@ -22,6 +27,17 @@ shift
 STEPS=${*:-all}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/../.."
+. benches/results_header.sh
+# evidence NAME STEP LOG [SECTION_PATTERN]: benches/results/NAME.md from LOG (the lines from
+# SECTION_PATTERN on, or all), behind the header.
+evidence() {
+  { results_header "kernels/tools/gpu_check.sh OUTDIR $2"
+    echo '```text'
+    if [ -n "${4:-}" ]; then sed -n "/$4/,\$p" "$3"; else cat "$3"; fi
+    echo '```'
+  } > "benches/results/$1.md.tmp"
+  mv "benches/results/$1.md.tmp" "benches/results/$1.md"
+}
 export PYTHONUNBUFFERED=1
 export PATH=$PATH:/usr/local/cuda/bin
 CV="python3 kernels/tools/check_variants.py --build-dir /tmp/kcheck"
@@ -29,7 +45,8 @@ want() { [[ " $STEPS " == *" $1 "* || ( " $STEPS " == *" all "* && $1 != sample 
 rc=0
 
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; nvcc --version | tail -2;
-  python3 -c 'import cupy, numpy; print("cupy", cupy.__version__, "numpy", numpy.__version__)'; } 2>&1 | tee "$OUTDIR/env.txt"
+  python3 -c 'import cupy, numpy; print("cupy", cupy.__version__, "numpy", numpy.__version__)'; } 2>&1 | tee "$OUTDIR/env.txt" \
+  || { echo "the environment is incomplete (see above)"; rc=1; }
 
 if want shipped; then
   echo "=== shipped variants (+HEAD_DIM=128 twins, + timing candidates), full shapes, 3 seeds ==="
@@ -46,10 +63,11 @@ if want shipped; then
     --defines "TILE_M=64 TILE_N=64" --defines "TILE_M=32 NUM_STAGES=3 USE_WARP_SPECIALIZATION=1" \
     --defines "USE_CP_ASYNC=0" --defines "USE_WMMA_PV=0" --defines "USE_WARP_SPECIALIZATION=1 USE_CP_ASYNC=0" \
     --json "$OUTDIR/shipped.json" > "$OUTDIR/shipped.log" 2>&1 || rc=1
-  grep -v "^m\|^stage" "$OUTDIR/shipped.log" | head -5
-  grep -E "^(stage|m[0-9])" "$OUTDIR/shipped.log" | grep -E "sm_|worst|FAIL" | head -80
-  sed -n '/p50_us/,$p' "$OUTDIR/shipped.log" | head -80
-  grep -A30 "^FAILURES" "$OUTDIR/shipped.log" | head -30
+  if [ -f "$OUTDIR/shipped.log" ]; then evidence kernel_variants shipped "$OUTDIR/shipped.log" p50_us; fi
+  { grep -v "^m\|^stage" "$OUTDIR/shipped.log" | head -5
+    grep -E "^(stage|m[0-9])" "$OUTDIR/shipped.log" | grep -E "sm_|worst|FAIL" | head -80
+    sed -n '/p50_us/,$p' "$OUTDIR/shipped.log" | head -80
+    grep -A30 "^FAILURES" "$OUTDIR/shipped.log" | head -30; } || true
 fi
 
 if want sanitize; then
@@ -57,15 +75,16 @@ if want sanitize; then
   # racecheck options this compute-sanitizer knows (probed, so an older one still runs):
   # print every hazard and the analysis, and report warnings, not only errors.
   RC_OPTS=""
-  CSHELP=$($CS --help 2>&1)
-  grep -q -- "--racecheck-report" <<<"$CSHELP" && RC_OPTS="$RC_OPTS --racecheck-report all"
-  grep -q -- "--racecheck-detect-level" <<<"$CSHELP" && RC_OPTS="$RC_OPTS --racecheck-detect-level warn"
-  echo "compute-sanitizer: $($CS --version 2>&1 | tail -1); racecheck options:$RC_OPTS"
+  CSHELP=$($CS --help 2>&1 || true)
+  if grep -q -- "--racecheck-report" <<<"$CSHELP"; then RC_OPTS="$RC_OPTS --racecheck-report all"; fi
+  if grep -q -- "--racecheck-detect-level" <<<"$CSHELP"; then RC_OPTS="$RC_OPTS --racecheck-detect-level warn"; fi
+  echo "compute-sanitizer: $($CS --version 2>&1 | tail -1); racecheck options:$RC_OPTS" | tee "$OUTDIR/sanitize_summary.txt"
   for tool in memcheck racecheck synccheck; do
     echo "=== compute-sanitizer --tool $tool (shipped incl. stage5-ws-p1/p2 + 6 odd configs, D=64 and D=128 twins; S=1, 17, 32, 100, 300, D128 S=100) ==="
     extra=""; [ $tool = racecheck ] && extra="$RC_OPTS"
     t=$(step_timeout ${SAN_TIMEOUT:-150})
     if [ $t -eq 0 ]; then echo "$tool SKIPPED (deadline)"; rc=1; continue; fi
+    r=0
     timeout $t $CS --tool $tool $extra --error-exitcode 9 \
       $CV --set shipped --d128 --shapes sanitize --seeds 0 --no-reference-check \
       --defines "USE_WARP_SPECIALIZATION=1 USE_CP_ASYNC=0 NUM_STAGES=3" \
@@ -74,16 +93,18 @@ if want sanitize; then
       --defines "TILE_N=64 USE_WARP_SPECIALIZATION=1 USE_WMMA_PV=0" \
       --defines "TILE_M=64 NUM_WARPS=2 USE_WARP_SPECIALIZATION=1 USE_CP_ASYNC=0 NUM_PRODUCER_WARPS=2" \
       --defines "TILE_M=128 NUM_WARPS=8 USE_WMMA_PV=0 NUM_STAGES=3" \
-      > "$OUTDIR/sanitize_$tool.log" 2>&1
-    r=$?
+      > "$OUTDIR/sanitize_$tool.log" 2>&1 || r=$?
     bad=""
     [ $r -ne 0 ] && bad="$bad exit=$r"
     grep -q "^ALL OK" "$OUTDIR/sanitize_$tool.log" || bad="$bad no-ALL-OK"
     grep -qE "ERROR SUMMARY: [1-9]" "$OUTDIR/sanitize_$tool.log" && bad="$bad errors"
     grep -qiE "RACECHECK SUMMARY: [1-9]|hazard detected|Race reported" "$OUTDIR/sanitize_$tool.log" && bad="$bad hazards"
-    if [ -n "$bad" ]; then echo "$tool FAIL:$bad"; rc=1; else echo "$tool clean (exit 0, no errors, no hazards, ALL OK)"; fi
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard|ALL OK|FAIL" "$OUTDIR/sanitize_$tool.log" | sort | uniq -c | sort -rn | head -12
+    if [ -n "$bad" ]; then verdict="$tool FAIL:$bad"; rc=1; else verdict="$tool clean (exit 0, no errors, no hazards, ALL OK)"; fi
+    echo "$verdict" | tee -a "$OUTDIR/sanitize_summary.txt"
+    { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard|ALL OK|FAIL" "$OUTDIR/sanitize_$tool.log" | sort | uniq -c | sort -rn | head -12; } \
+      | tee -a "$OUTDIR/sanitize_summary.txt" || true
   done
+  if [ -f "$OUTDIR/sanitize_summary.txt" ]; then evidence kernel_sanitize sanitize "$OUTDIR/sanitize_summary.txt"; fi
 fi
 
 if want space || want sample; then
@@ -93,13 +114,17 @@ if want space || want sample; then
   [ $t -eq 0 ] && { echo "space SKIPPED (deadline)"; rc=1; } || \
   timeout $t $CV $SET --shapes quick --seeds 0 --no-reference-check --json "$OUTDIR/space.json" \
     > "$OUTDIR/space.log" 2>&1 || rc=1
-  grep -E "^compiled|^checked|ALL OK" "$OUTDIR/space.log"
-  grep -A40 "^FAILURES" "$OUTDIR/space.log" | head -40
+  if [ -f "$OUTDIR/space.log" ]; then
+    { grep -E "^compiled|^checked|ALL OK" "$OUTDIR/space.log"; grep -A40 "^FAILURES" "$OUTDIR/space.log" | head -40; } \
+      > "$OUTDIR/space_summary.txt" || true
+    cat "$OUTDIR/space_summary.txt"
+    if want space; then evidence kernel_space space "$OUTDIR/space_summary.txt"; fi
+  fi
 fi
 
 if want torch; then
   echo "=== torch fp16 SDPA on the mission shape (context only) ==="
-  timeout 60 python3 - <<'EOF' 2>&1 | tail -3
+  { timeout 60 python3 - 2>&1 | tail -3; } <<'EOF' || rc=1
 import torch, torch.nn.functional as F
 q, k, v = (torch.randn(2, 8, 512, 64, device="cuda", dtype=torch.float16) for _ in range(3))
 for _ in range(20): F.scaled_dot_product_attention(q, k, v)

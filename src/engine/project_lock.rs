@@ -15,6 +15,8 @@ pub struct Holder {
     pub host: String,
     pub command: String,
     pub since: String,
+    /// The run id its processes carry (`REPRO_RUN_ID`); empty in locks of older versions.
+    pub run: String,
 }
 
 impl Holder {
@@ -24,13 +26,14 @@ impl Holder {
             host: crate::executor::local::hostname(),
             command: std::env::args().collect::<Vec<_>>().join(" "),
             since: chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            run: crate::executor::orphans::begin_run().to_string(),
         }
     }
 
     fn render(&self) -> String {
         format!(
-            "pid: {}\nhost: {}\ncommand: {}\nsince: {}\n",
-            self.pid, self.host, self.command, self.since
+            "pid: {}\nhost: {}\ncommand: {}\nsince: {}\nrun: {}\n",
+            self.pid, self.host, self.command, self.since, self.run
         )
     }
 
@@ -46,6 +49,7 @@ impl Holder {
                 "host" => h.host = v,
                 "command" => h.command = v,
                 "since" => h.since = v,
+                "run" => h.run = v,
                 _ => {}
             }
         }
@@ -120,6 +124,7 @@ pub fn acquire(
                             host: "?".into(),
                             command: "?".into(),
                             since: "?".into(),
+                            run: String::new(),
                         });
                     if !wait {
                         return Err(Held { holder, file: path }.into());

@@ -117,12 +117,20 @@ struct Finished {
     elapsed: Duration,
 }
 
-/// Install SIGINT/SIGTERM handlers that set both flags.
+/// Install SIGINT/SIGTERM handlers that set both flags. A second signal exits at once
+/// with 130, so a call that blocks without looking at the flags (a read of a FIFO put
+/// where a file belongs) can still be interrupted; the next run restores the outputs.
 fn install_signal_handlers(
     cancel: &CancelFlag,
     interrupted: &Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registered first, so it sees the flag as the previous signal left it.
+        signal_hook::flag::register_conditional_shutdown(
+            sig,
+            exit::INTERRUPTED,
+            interrupted.clone(),
+        )?;
         signal_hook::flag::register(sig, interrupted.clone())?;
         signal_hook::flag::register(sig, cancel.clone())?;
     }
@@ -152,10 +160,25 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<i32> {
                 "note: took over the project lock left by a repro that is no longer running ({old})"
             ));
         }
-        for stage in staging::recover(&project.root)? {
+        let dead_run = lock.taken_over.as_ref().map(|h| h.run.as_str());
+        let recovery = staging::recover(
+            &project.root,
+            project.file.file_name().map(Path::new),
+            dead_run,
+        )?;
+        if !recovery.killed.is_empty() {
+            progress.info(&format!(
+                "note: killed processes {:?} left running by that run",
+                recovery.killed
+            ));
+        }
+        for stage in recovery.restored {
             progress.info(&format!(
                 "note: restored the previous outputs of stage `{stage}`, left half-written by an interrupted run"
             ));
+        }
+        for refused in recovery.refused {
+            progress.error(&format!("warning: {refused}"));
         }
         Some(lock)
     };
@@ -685,7 +708,7 @@ impl<'a> Run<'a> {
         let stage = &project.stages[i];
         self.executed.insert(i);
         let rollback = |why: Ended| {
-            if let Err(e) = guard.rollback(&project.root, &stage.outputs) {
+            if let Err(e) = guard.rollback(&project.root) {
                 self.progress.error(&format!(
                     "error: could not restore the outputs of `{}`: {e:#}",
                     stage.name

@@ -2,12 +2,20 @@
 //! are moved into place only on success. `cmd` stages write in place, so their previous
 //! outputs are first moved to `.repro/backup/<stage>/` and put back on failure, timeout or
 //! interrupt; a backup left by a killed run is restored on the next start ([`recover`]).
+//!
+//! The backup list says, per output, whether it existed before the stage (`present`) or
+//! not (`absent`), so a restore puts back exactly what was moved aside and deletes only
+//! what the stage created: an output that was never moved (a backup that failed half-way,
+//! or a run killed while backing up) is left where it is.
 
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 
 /// The list of outputs inside a backup folder (written before anything is moved).
 const BACKUP_LIST: &str = "outs";
+/// Prefixes of the lines of [`BACKUP_LIST`].
+const PRESENT: &str = "present ";
+const ABSENT: &str = "absent ";
 
 /// Write `bytes` to `path` through a temporary file and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -54,13 +62,23 @@ fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
 }
 
+/// One output in a backup: its path, and whether it existed (and so was moved aside).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackedUp {
+    pub path: PathBuf,
+    pub existed: bool,
+}
+
 /// Protection of one stage's outputs while it runs.
 #[derive(Debug)]
 pub enum Guard {
     /// Outputs are written under `dir` and moved in on success.
     Staged { dir: PathBuf },
     /// Outputs are written in place; the previous ones wait in `dir`.
-    Backup { dir: PathBuf },
+    Backup {
+        dir: PathBuf,
+        outputs: Vec<BackedUp>,
+    },
 }
 
 /// Prepare `stage` to run: an empty staging folder, or a backup of its current outputs.
@@ -75,22 +93,50 @@ pub fn prepare(
     if in_place {
         let dir = root.join(".repro/backup").join(&name);
         remove_any(&dir)?;
-        let list: String = outputs
+        let entries: Vec<BackedUp> = outputs
             .iter()
-            .map(|o| format!("{}\n", o.display()))
+            .map(|o| BackedUp {
+                path: o.clone(),
+                existed: exists(&root.join(o)),
+            })
+            .collect();
+        let list: String = entries
+            .iter()
+            .map(|e| {
+                let tag = if e.existed { PRESENT } else { ABSENT };
+                format!("{tag}{}\n", e.path.display())
+            })
             .collect();
         write_atomic(&dir.join(BACKUP_LIST), list.as_bytes())?;
-        for out in outputs {
-            let live = root.join(out);
-            if exists(&live) {
-                move_to(&live, &dir.join("files").join(out))
-                    .with_context(|| format!("cannot back up output `{}`", out.display()))?;
-            }
-            if let Some(parent) = live.parent() {
-                std::fs::create_dir_all(parent)?;
+        for (k, entry) in entries.iter().enumerate() {
+            let live = root.join(&entry.path);
+            let moved = if entry.existed {
+                move_to(&live, &dir.join("files").join(&entry.path))
+            } else {
+                Ok(())
+            };
+            let parent = live.parent().map_or(Ok(()), std::fs::create_dir_all);
+            if let Err(e) = moved.and(parent) {
+                // Put back what was already moved; nothing else was touched.
+                restore_backup(root, &dir, &entries[..=k], false).with_context(|| {
+                    format!(
+                        "cannot back up output `{}` ({e}), nor put back the outputs moved before it; the next run restores them from {}",
+                        entry.path.display(),
+                        dir.display()
+                    )
+                })?;
+                return Err(e).with_context(|| {
+                    format!(
+                        "cannot back up output `{}`; the outputs were left as they were",
+                        entry.path.display()
+                    )
+                });
             }
         }
-        Ok(Guard::Backup { dir })
+        Ok(Guard::Backup {
+            dir,
+            outputs: entries,
+        })
     } else {
         let dir = root.join(".repro/staging").join(&name);
         remove_any(&dir)?;
@@ -131,7 +177,7 @@ impl Guard {
             }
         }
         match self {
-            Guard::Backup { dir } => remove_any(dir)?,
+            Guard::Backup { dir, .. } => remove_any(dir)?,
             Guard::Staged { dir } => {
                 let old = dir.with_extension("old");
                 remove_any(&old)?;
@@ -157,47 +203,120 @@ impl Guard {
     }
 
     /// The stage failed or was interrupted: leave the outputs as they were before it.
-    pub fn rollback(&self, root: &Path, outputs: &[PathBuf]) -> anyhow::Result<()> {
+    pub fn rollback(&self, root: &Path) -> anyhow::Result<()> {
         match self {
             Guard::Staged { dir } => remove_any(dir)?,
-            Guard::Backup { dir } => restore_backup(root, dir, outputs)?,
+            Guard::Backup { dir, outputs } => restore_backup(root, dir, outputs, true)?,
         }
         Ok(())
     }
 }
 
-fn restore_backup(root: &Path, dir: &Path, outputs: &[PathBuf]) -> anyhow::Result<()> {
-    for out in outputs {
-        let live = root.join(out);
-        remove_any(&live)
-            .with_context(|| format!("cannot remove partial output `{}`", out.display()))?;
-        let saved = dir.join("files").join(out);
-        if exists(&saved) {
+/// Put back the outputs of `entries` that were moved into `dir`. With `stage_ran`, what
+/// stands where an output did not exist before was written by the stage and is removed;
+/// an output that existed but was never moved aside is left alone either way.
+fn restore_backup(
+    root: &Path,
+    dir: &Path,
+    entries: &[BackedUp],
+    stage_ran: bool,
+) -> anyhow::Result<()> {
+    for entry in entries {
+        let live = root.join(&entry.path);
+        let saved = dir.join("files").join(&entry.path);
+        if entry.existed && !exists(&saved) {
+            continue; // never moved aside: the live one is the original
+        }
+        if entry.existed || stage_ran {
+            remove_any(&live).with_context(|| {
+                format!("cannot remove partial output `{}`", entry.path.display())
+            })?;
+        }
+        if entry.existed {
             move_to(&saved, &live)
-                .with_context(|| format!("cannot restore output `{}`", out.display()))?;
+                .with_context(|| format!("cannot restore output `{}`", entry.path.display()))?;
         }
     }
     remove_any(dir)?;
     Ok(())
 }
 
-/// Undo what a killed run left: restore backed-up outputs, drop staging folders. Returns
-/// the stages whose outputs were restored (their folder names).
-pub fn recover(root: &Path) -> anyhow::Result<Vec<String>> {
-    let mut restored = Vec::new();
+/// What [`recover`] did.
+#[derive(Debug, Default, PartialEq)]
+pub struct Recovery {
+    /// Processes a killed run left running, killed before anything was restored.
+    pub killed: Vec<u32>,
+    /// Stages (their folder names) whose outputs were restored.
+    pub restored: Vec<String>,
+    /// Lines of backup lists that were not followed (a path outside the project, a
+    /// reserved one, or not a line repro writes), with why.
+    pub refused: Vec<String>,
+}
+
+/// Read one backup list. Only paths that could be a stage's output are kept: the list is
+/// a file anyone can edit, and a restore deletes what it names.
+fn read_backup_list(
+    root: &Path,
+    pipeline_file: Option<&Path>,
+    dir: &Path,
+    text: &str,
+    refused: &mut Vec<String>,
+) -> Vec<BackedUp> {
+    let mut entries = Vec::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let (existed, path) = match (line.strip_prefix(PRESENT), line.strip_prefix(ABSENT)) {
+            (Some(p), _) => (true, p),
+            (_, Some(p)) => (false, p),
+            _ => {
+                refused.push(format!(
+                    "{}: ignored the line `{line}` (not `present PATH` or `absent PATH`)",
+                    dir.join(BACKUP_LIST).display()
+                ));
+                continue;
+            }
+        };
+        let checked = crate::pipeline::paths::check_output(root, path).and_then(|clean| {
+            crate::pipeline::paths::check_not_reserved(&clean, pipeline_file).map(|()| clean)
+        });
+        match checked {
+            Ok(clean) => entries.push(BackedUp {
+                path: clean,
+                existed,
+            }),
+            Err(problem) => refused.push(format!(
+                "{}: did not restore `{path}`, which {problem}",
+                dir.join(BACKUP_LIST).display()
+            )),
+        }
+    }
+    entries
+}
+
+/// Undo what a killed run left: first kill the processes it left running (`dead_run` is
+/// its run id, from the project lock it held; see [`crate::executor::orphans`]), so none
+/// writes into an output after this; then restore backed-up outputs and drop staging
+/// folders. `pipeline_file` (its name in `root`) is never restored or removed.
+pub fn recover(
+    root: &Path,
+    pipeline_file: Option<&Path>,
+    dead_run: Option<&str>,
+) -> anyhow::Result<Recovery> {
+    let mut recovery = Recovery::default();
+    if let Some(run) = dead_run.filter(|r| !r.is_empty()) {
+        recovery.killed = crate::executor::orphans::kill_run(run)?;
+    }
     let backups = root.join(".repro/backup");
     if let Ok(entries) = std::fs::read_dir(&backups) {
         for entry in entries.flatten() {
             let dir = entry.path();
             match std::fs::read_to_string(dir.join(BACKUP_LIST)) {
                 Ok(list) => {
-                    let outs: Vec<PathBuf> = list
-                        .lines()
-                        .filter(|l| !l.is_empty())
-                        .map(PathBuf::from)
-                        .collect();
-                    restore_backup(root, &dir, &outs)?;
-                    restored.push(entry.file_name().to_string_lossy().into_owned());
+                    let outs =
+                        read_backup_list(root, pipeline_file, &dir, &list, &mut recovery.refused);
+                    restore_backup(root, &dir, &outs, true)?;
+                    recovery
+                        .restored
+                        .push(entry.file_name().to_string_lossy().into_owned());
                 }
                 // The run died before recording its list: nothing was moved yet.
                 Err(_) => remove_any(&dir)?,
@@ -205,8 +324,8 @@ pub fn recover(root: &Path) -> anyhow::Result<Vec<String>> {
         }
     }
     remove_any(&root.join(".repro/staging"))?;
-    restored.sort();
-    Ok(restored)
+    recovery.restored.sort();
+    Ok(recovery)
 }
 
 #[cfg(test)]
@@ -226,7 +345,7 @@ mod tests {
         let guard = prepare(root, "s", &outs(), true).unwrap();
         assert!(!root.join("out/a.txt").exists());
         std::fs::write(root.join("out/a.txt"), "half").unwrap();
-        guard.rollback(root, &outs()).unwrap();
+        guard.rollback(root).unwrap();
         assert_eq!(
             std::fs::read_to_string(root.join("out/a.txt")).unwrap(),
             "old"
@@ -271,6 +390,97 @@ mod tests {
         assert!(!root.join("out/a.txt").exists());
     }
 
+    /// An output whose backup path is too long for the OS (`ENAMETOOLONG`), while the
+    /// output itself is not: its backup fails whoever runs the test (root included).
+    fn unbackupable(root: &Path) -> PathBuf {
+        // The live path is 4085 bytes, its backup (under `.repro/backup/s/files/`) more
+        // than PATH_MAX (4096).
+        let len = 4085 - root.as_os_str().len() - 1;
+        let mut rel = PathBuf::new();
+        while len - rel.as_os_str().len() > 250 {
+            rel.push("d".repeat(190));
+        }
+        rel.push("o".repeat(len - rel.as_os_str().len() - 1));
+        std::fs::create_dir_all(root.join(&rel).parent().unwrap()).unwrap();
+        std::fs::write(root.join(&rel), "o2").unwrap();
+        rel
+    }
+
+    #[test]
+    fn a_failed_backup_puts_back_what_it_moved_and_deletes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("d1")).unwrap();
+        std::fs::write(root.join("d1/o1"), "o1").unwrap();
+        let outputs = vec![PathBuf::from("d1/o1"), unbackupable(root)];
+        let err = prepare(root, "s", &outputs, true).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("cannot back up output"),
+            "{err:#}"
+        );
+        assert_eq!(std::fs::read_to_string(root.join("d1/o1")).unwrap(), "o1");
+        assert_eq!(
+            std::fs::read_to_string(root.join(&outputs[1])).unwrap(),
+            "o2"
+        );
+        assert!(!root.join(".repro/backup/s").exists());
+        // Nothing for the next run to "restore" either.
+        assert_eq!(
+            recover(root, Some(Path::new("pipeline.yaml")), None).unwrap(),
+            Recovery::default()
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join(&outputs[1])).unwrap(),
+            "o2"
+        );
+    }
+
+    #[test]
+    fn a_run_killed_while_backing_up_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for o in ["a", "b"] {
+            std::fs::write(root.join(o), o).unwrap();
+        }
+        // As a run killed after moving `a` aside but before moving `b` leaves it; `c` did
+        // not exist and the stage never ran.
+        let backup = root.join(".repro/backup/s");
+        std::fs::create_dir_all(backup.join("files")).unwrap();
+        std::fs::write(backup.join("outs"), "present a\npresent b\nabsent c\n").unwrap();
+        std::fs::rename(root.join("a"), backup.join("files/a")).unwrap();
+        let recovery = recover(root, Some(Path::new("pipeline.yaml")), None).unwrap();
+        assert_eq!(recovery.restored, ["s"]);
+        assert_eq!(std::fs::read_to_string(root.join("a")).unwrap(), "a");
+        assert_eq!(std::fs::read_to_string(root.join("b")).unwrap(), "b");
+        assert!(!backup.exists());
+    }
+
+    #[test]
+    fn recovery_refuses_paths_outside_the_project() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("x"), "keep").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let backup = root.join(".repro/backup/s");
+        std::fs::create_dir_all(&backup).unwrap();
+        let abs = outside.path().join("x");
+        std::fs::write(
+            backup.join("outs"),
+            format!(
+                "absent {}\npresent ../x\nabsent .git\nabsent pipeline.yaml\n{}\n",
+                abs.display(),
+                abs.display()
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::write(root.join("pipeline.yaml"), "version: 1").unwrap();
+        let recovery = recover(root, Some(Path::new("pipeline.yaml")), None).unwrap();
+        assert_eq!(recovery.refused.len(), 5, "{recovery:?}");
+        assert_eq!(std::fs::read_to_string(&abs).unwrap(), "keep");
+        assert!(root.join(".git").exists() && root.join("pipeline.yaml").exists());
+    }
+
     #[test]
     fn recovers_a_backup_left_by_a_killed_run() {
         let dir = tempfile::tempdir().unwrap();
@@ -279,7 +489,12 @@ mod tests {
         std::fs::write(root.join("out/a.txt"), "old").unwrap();
         let _guard = prepare(root, "s", &outs(), true).unwrap();
         std::fs::write(root.join("out/a.txt"), "partial").unwrap();
-        assert_eq!(recover(root).unwrap(), ["s"]);
+        assert_eq!(
+            recover(root, Some(Path::new("pipeline.yaml")), None)
+                .unwrap()
+                .restored,
+            ["s"]
+        );
         assert_eq!(
             std::fs::read_to_string(root.join("out/a.txt")).unwrap(),
             "old"

@@ -125,15 +125,21 @@ impl StatCache {
         Ok(digest)
     }
 
-    /// Digests of `rel`: itself if a file, every file below it (sorted) if a folder.
-    /// Keys are paths relative to the project root.
+    /// Digests of `rel`: itself if a file, every entry below it (sorted) if a folder.
+    /// Keys are paths relative to the project root. Files are digested by content; what
+    /// is not a regular file is never opened (a FIFO would block, `/dev/zero` never ends):
+    /// a symlink inside a folder that leads nowhere, or to a folder already being walked,
+    /// is digested by its target text, and a FIFO, socket or device by its kind
+    /// ([`special_digest`]).
     pub fn digest_tree(
         &mut self,
         root: &Path,
         rel: &Path,
     ) -> std::io::Result<BTreeMap<String, String>> {
         let mut out = BTreeMap::new();
-        self.walk(root, rel, &mut out)?;
+        // The path named by the user is followed if it is a link; missing is an error.
+        let meta = std::fs::metadata(root.join(rel))?;
+        self.walk(root, rel, meta, &mut Vec::new(), &mut out)?;
         Ok(out)
     }
 
@@ -141,26 +147,95 @@ impl StatCache {
         &mut self,
         root: &Path,
         rel: &Path,
+        meta: std::fs::Metadata,
+        walking: &mut Vec<PathBuf>,
         out: &mut BTreeMap<String, String>,
     ) -> std::io::Result<()> {
         let full = root.join(rel);
-        let meta = std::fs::metadata(&full)?;
+        let key = rel.to_string_lossy().into_owned();
         if meta.is_dir() {
+            let real = std::fs::canonicalize(&full)?;
+            walking.push(real);
             for entry in std::fs::read_dir(&full)? {
                 let entry = entry?;
-                self.walk(root, &rel.join(entry.file_name()), out)?;
+                let child = rel.join(entry.file_name());
+                let child_full = root.join(&child);
+                let link = std::fs::symlink_metadata(&child_full)?;
+                let meta = if link.file_type().is_symlink() {
+                    let target = std::fs::metadata(&child_full).ok();
+                    let is_loop = target.as_ref().is_some_and(|t| {
+                        t.is_dir()
+                            && std::fs::canonicalize(&child_full)
+                                .is_ok_and(|real| walking.contains(&real))
+                    });
+                    match target {
+                        Some(t) if !is_loop => t,
+                        _ => {
+                            let text = std::fs::read_link(&child_full)?;
+                            out.insert(child.to_string_lossy().into_owned(), link_digest(&text));
+                            continue;
+                        }
+                    }
+                } else {
+                    link
+                };
+                self.walk(root, &child, meta, walking, out)?;
             }
-        } else {
+            walking.pop();
+        } else if meta.is_file() {
             let digest = self.digest_with_meta(&full, rel, &meta)?;
-            out.insert(rel.to_string_lossy().into_owned(), digest);
+            out.insert(key, digest);
+        } else {
+            out.insert(key, special_digest(&meta));
         }
         Ok(())
     }
 }
 
-/// sha256 of a file's bytes, hex.
+/// What stands for a symlink that is not followed: its target text.
+fn link_digest(target: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    format!(
+        "symlink:{}",
+        &hex(&Sha256::digest(target.as_os_str().as_bytes()))[..16]
+    )
+}
+
+/// What stands for a file that is neither regular nor a folder: its kind (and a device's
+/// number), read from metadata only.
+pub fn special_digest(meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let dev = meta.rdev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    if t.is_fifo() {
+        "fifo".into()
+    } else if t.is_socket() {
+        "socket".into()
+    } else if t.is_char_device() {
+        format!("char-device:{major}:{minor}")
+    } else if t.is_block_device() {
+        format!("block-device:{major}:{minor}")
+    } else {
+        "special".into()
+    }
+}
+
+/// sha256 of a regular file's bytes, hex. Anything else is refused without blocking: the
+/// file is opened non-blocking (a FIFO with no writer would hang a plain open) and checked
+/// before a byte is read.
 pub fn hash_file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -212,6 +287,51 @@ mod tests {
         let text = std::fs::read_to_string(root.join(CACHE_FILE)).unwrap();
         assert_eq!(text.lines().count(), 1);
         assert!(text.ends_with(" a\n"));
+    }
+
+    #[test]
+    fn a_dangling_link_in_a_folder_is_digested_by_its_target_not_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::write(root.join("d/a"), "a").unwrap();
+        std::os::unix::fs::symlink("user@host.1234", root.join("d/.#x")).unwrap();
+        let mut cache = StatCache::load(root);
+        let tree = cache.digest_tree(root, Path::new("d")).unwrap();
+        assert_eq!(tree.keys().collect::<Vec<_>>(), ["d/.#x", "d/a"]);
+        assert!(tree["d/.#x"].starts_with("symlink:"));
+        std::fs::remove_file(root.join("d/.#x")).unwrap();
+        std::os::unix::fs::symlink("user@host.999", root.join("d/.#x")).unwrap();
+        let again = cache.digest_tree(root, Path::new("d")).unwrap();
+        assert_ne!(tree["d/.#x"], again["d/.#x"], "a new target is a change");
+    }
+
+    #[test]
+    fn a_link_loop_in_a_folder_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("d/e")).unwrap();
+        std::fs::write(root.join("d/e/f"), "f").unwrap();
+        std::os::unix::fs::symlink("..", root.join("d/e/up")).unwrap();
+        let mut cache = StatCache::load(root);
+        let tree = cache.digest_tree(root, Path::new("d")).unwrap();
+        assert_eq!(tree.keys().collect::<Vec<_>>(), ["d/e/f", "d/e/up"]);
+    }
+
+    #[test]
+    fn special_files_are_never_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        let fifo = std::ffi::CString::new(root.join("d/fifo").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        std::os::unix::fs::symlink("/dev/zero", root.join("d/zero")).unwrap();
+        let mut cache = StatCache::load(root);
+        let tree = cache.digest_tree(root, Path::new("d")).unwrap();
+        assert_eq!(tree["d/fifo"], "fifo");
+        assert!(tree["d/zero"].starts_with("char-device:1:5"), "{tree:?}");
+        assert!(hash_file(&root.join("d/fifo")).is_err());
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Local child processes, through duct. Each job runs in its own process group
 //! (`before_spawn` sets it), so a timeout or an interrupt kills the job and everything it
 //! started — SIGTERM to the group, then SIGKILL after a short grace. Processes the job
-//! leaves behind when it exits are killed too, so nothing outlives its stage.
+//! leaves behind when it exits are killed too, so nothing outlives its stage. If `repro`
+//! itself is killed (SIGKILL), the job's first process dies with it (`PR_SET_PDEATHSIG`)
+//! and the rest of its group is found by the run id it carries and killed by the next run
+//! ([`super::orphans`]).
 
 use super::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 use anyhow::Context;
@@ -77,6 +80,26 @@ fn signal_group(pgid: u32, signal: i32) {
     }
 }
 
+/// Have the child killed when the thread that starts it (which waits for it) dies, as it
+/// does when `repro` is killed with SIGKILL.
+fn die_with_parent(cmd: &mut std::process::Command) {
+    // SAFETY: getpid is async-signal-safe; so are prctl, getppid and _exit, the only
+    // calls made between fork and exec.
+    let parent = unsafe { libc::getpid() };
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before the prctl took effect: go now.
+            if libc::getppid() != parent {
+                libc::_exit(137);
+            }
+            Ok(())
+        });
+    }
+}
+
 fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
     let (program, args) = job
         .argv
@@ -88,6 +111,7 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
         .unchecked()
         .before_spawn(|cmd| {
             cmd.process_group(0);
+            die_with_parent(cmd);
             Ok(())
         });
     for (k, v) in &job.env {
@@ -96,6 +120,8 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
     if let Some(gpu) = job.gpu {
         expr = expr.env("CUDA_VISIBLE_DEVICES", gpu.to_string());
     }
+    // After the job's own env: a stage cannot take its processes out of the run.
+    expr = expr.env(super::orphans::RUN_ID_ENV, super::orphans::run_id());
     let mut log_start = 0;
     match &job.log {
         Some(log) => {
@@ -127,7 +153,8 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
         .start()
         .with_context(|| format!("cannot start `{program}` (job `{}`)", job.name))?;
     let pgid = handle.pids().first().copied().unwrap_or(0);
-    let deadline = job.timeout.map(|t| started + t);
+    // A timeout too long to add to the clock is no timeout.
+    let deadline = job.timeout.and_then(|t| started.checked_add(t));
     let mut killed: Option<(ExitKind, Instant)> = None;
     let mut poll = Duration::from_millis(1);
     let output = loop {
@@ -260,6 +287,26 @@ mod tests {
         job.timeout = Some(Duration::from_millis(100));
         let out = run_job(&job, &Arc::new(AtomicBool::new(false))).unwrap();
         assert_eq!(out.exit, ExitKind::TimedOut);
+    }
+
+    #[test]
+    fn a_timeout_too_long_for_the_clock_is_no_timeout() {
+        let mut job = sh("exit 0");
+        job.timeout = Some(Duration::MAX);
+        let out = run_job(&job, &Arc::new(AtomicBool::new(false))).unwrap();
+        assert_eq!(out.exit, ExitKind::Code(0));
+    }
+
+    #[test]
+    fn jobs_carry_the_run_id() {
+        let mut job = sh("echo $REPRO_RUN_ID");
+        job.capture_stdout = true;
+        let out = run_job(&job, &Arc::new(AtomicBool::new(false))).unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            text.lines().next(),
+            Some(crate::executor::orphans::run_id())
+        );
     }
 
     #[test]

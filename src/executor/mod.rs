@@ -3,6 +3,7 @@
 //! interface. No stage spawns processes around it.
 
 pub mod local;
+pub mod orphans;
 pub mod slurm;
 
 use std::collections::BTreeMap;

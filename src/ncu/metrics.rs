@@ -122,6 +122,30 @@ pub fn raw_aliases(field: Field, arch: Arch) -> &'static [&'static str] {
     }
 }
 
+/// Other raw names ncu has for the same quantity on `arch`, read (never requested) when
+/// none of [`raw_aliases`] is in an export: the per-instruction-type tensor-pipe metrics
+/// that older profiling scripts ask for. Each is checked against `ncu --query-metrics
+/// --chip` of that architecture (`tests/fixtures/ncu/query_metrics_*.txt`).
+pub fn fallback_aliases(field: Field, arch: Arch) -> &'static [&'static str] {
+    match (field, arch) {
+        // gh100: "HMMA/HGMMA/QGMMA ops", then "HMMA/HFMA2.MMA/HGMMA/QGMMA".
+        (Field::TensorCoreUtil, Arch::Hopper) => &[
+            "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
+            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+        ],
+        // ad104: "HMMA/QMMA ops", and its deprecated name.
+        (Field::TensorCoreUtil, Arch::Ada) => &[
+            "sm__pipe_tensor_op_hmma_cycles_active_v2.avg.pct_of_peak_sustained_active",
+            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+        ],
+        // ga100: "HMMA/HFMA2.MMA ops".
+        (Field::TensorCoreUtil, Arch::Ampere) => {
+            &["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"]
+        }
+        _ => &[],
+    }
+}
+
 /// The details page's `<Section Name>: <Metric Name>` for `field`, if it shows one.
 pub fn details_alias(field: Field) -> Option<&'static str> {
     match field {
@@ -136,17 +160,20 @@ pub fn details_alias(field: Field) -> Option<&'static str> {
 }
 
 /// Every name `field` may be read from: the raw names for `arch` (all architectures' when
-/// unknown), then the details-page name.
+/// unknown), then their fallbacks, then the details-page name.
 pub fn aliases(field: Field, arch: Option<Arch>) -> Vec<&'static str> {
     let archs: Vec<Arch> = match arch {
         Some(a) => vec![a],
         None => Arch::ALL.to_vec(),
     };
     let mut names: Vec<&'static str> = Vec::new();
-    for a in archs {
-        for n in raw_aliases(field, a) {
-            if !names.contains(n) {
-                names.push(n);
+    let lists: [fn(Field, Arch) -> &'static [&'static str]; 2] = [raw_aliases, fallback_aliases];
+    for list in lists {
+        for &a in &archs {
+            for n in list(field, a) {
+                if !names.contains(n) {
+                    names.push(n);
+                }
             }
         }
     }
@@ -446,6 +473,68 @@ mod tests {
             read(&l, Field::DramBwPctPeak, Some(Arch::Ada)),
             Some((10.0, "dram__throughput.avg.pct_of_peak_sustained_elapsed"))
         );
+    }
+
+    #[test]
+    fn an_older_scripts_tensor_metric_is_read_and_named_when_the_preferred_is_absent() {
+        let old = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active";
+        let l = launch(&[(old, "41.5", "%")]);
+        for arch in Arch::ALL {
+            assert_eq!(
+                read(&l, Field::TensorCoreUtil, Some(arch)),
+                Some((41.5, old)),
+                "{arch:?}"
+            );
+        }
+        let t = summarize(
+            &l,
+            None,
+            &[],
+            TargetId {
+                target: "t",
+                variant: "",
+                kernel: "k",
+            },
+        );
+        assert_eq!(t.tensor_core_util_pct, Some(41.5));
+        assert_eq!(t.metric_names["tensor_core_util_pct"], old);
+        // The preferred name still wins when both are there.
+        let both = launch(&[
+            (old, "41.5", "%"),
+            (
+                raw_aliases(Field::TensorCoreUtil, Arch::Hopper)[0],
+                "40",
+                "%",
+            ),
+        ]);
+        assert_eq!(
+            read(&both, Field::TensorCoreUtil, Some(Arch::Hopper)).map(|r| r.0),
+            Some(40.0)
+        );
+    }
+
+    #[test]
+    fn fallback_names_exist_on_their_chip() {
+        for arch in Arch::ALL {
+            let path = format!(
+                "{}/tests/fixtures/ncu/query_metrics_{}.txt",
+                env!("CARGO_MANIFEST_DIR"),
+                arch.chip()
+            );
+            let listed = std::fs::read_to_string(path).unwrap();
+            for field in Field::ALL {
+                for name in fallback_aliases(field, arch) {
+                    let base = name.split('.').next().unwrap();
+                    assert!(
+                        listed
+                            .lines()
+                            .any(|l| l.split_whitespace().next() == Some(base)),
+                        "{base} is not a {} metric",
+                        arch.chip()
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -87,9 +87,15 @@ pub fn version(root: &Path, ncu: &Path) -> Option<String> {
     .map(|t| t.version)
 }
 
-/// Parse an export file into a summary, one target per profiled launch (`#<ID>`).
+/// Parse an export file into a summary, one target per profiled launch (`#<ID>`). A file
+/// that cannot be read is a usage error (exit 2); one that does not parse, an error.
 pub fn summarize_file(file: &Path) -> anyhow::Result<crate::schema::NcuSummary> {
-    let text = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let text = std::fs::read(file).map_err(|e| {
+        crate::engine::runner::UsageError(format!(
+            "cannot read {}: {e}\n  help: name an ncu CSV export, e.g. from `ncu --csv --page raw ... > file.csv`",
+            file.display()
+        ))
+    })?;
     let text = String::from_utf8_lossy(&text);
     let export = parse::parse(&text).with_context(|| format!("{}", file.display()))?;
     let targets = export

@@ -336,17 +336,17 @@ fn parse_details(
     );
     let cc = columns.optional("CC");
     let rule = columns.optional("Rule Name");
-    let min_len = [id, kernel, section, name, unit, value]
-        .into_iter()
-        .max()
-        .unwrap_or(0)
-        + 1;
+    let width = columns.names.len();
     let mut launches: Vec<Launch> = Vec::new();
     for (line, rec) in rows {
-        if rec.len() < min_len {
+        // ncu ends a metric row at an empty `Rule Name` field, leaving off the rule
+        // columns after it; any other length means a field is missing or extra, and the
+        // columns after it would be read shifted.
+        let ends_at_rule = rule.is_some_and(|r| rec.len() == r + 1 && field(&rec, r).is_empty());
+        if rec.len() != width && !ends_at_rule {
             return Err(ParseError::RowLength {
                 line,
-                expected: min_len,
+                expected: width,
                 found: rec.len(),
             });
         }
@@ -453,6 +453,33 @@ mod tests {
         assert!(matches!(
             parse(open).unwrap_err(),
             ParseError::UnterminatedQuote { line: 3 }
+        ));
+    }
+
+    #[test]
+    fn a_details_row_missing_a_field_is_an_error() {
+        let header = "\"ID\",\"Kernel Name\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\",\"Rule Name\",\"Rule Type\"\n";
+        let good = "\"0\",\"k\",\"S\",\"Duration\",\"ns\",\"1,024\",\n\"0\",\"k\",\"S\",\"\",\"\",\"\",\"Rule\",\"OPT\"\n";
+        let e = parse(&format!("{header}{good}")).unwrap();
+        assert_eq!(
+            e.launches[0].get("S: Duration").unwrap().number(),
+            Some(1024.0)
+        );
+        // The unit left out: the value would be read as the unit.
+        let missing = "\"0\",\"k\",\"S\",\"Duration\",\"1,024\",\n";
+        assert_eq!(
+            parse(&format!("{header}{missing}")).unwrap_err(),
+            ParseError::RowLength {
+                line: 2,
+                expected: 8,
+                found: 6
+            }
+        );
+        // Without the rule columns every row has the header's length.
+        let bare = "\"ID\",\"Kernel Name\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n\"0\",\"k\",\"S\",\"Duration\",\"1,024\"\n";
+        assert!(matches!(
+            parse(bare).unwrap_err(),
+            ParseError::RowLength { line: 2, .. }
         ));
     }
 

@@ -151,15 +151,16 @@ impl Dag {
         out
     }
 
-    /// A Mermaid flowchart (renders on GitHub).
+    /// A Mermaid flowchart (renders on GitHub). Names are written with Mermaid's entity
+    /// codes for the characters that would end or break a label.
     pub fn render_mermaid(&self, kind: impl Fn(usize) -> String) -> String {
         let mut out = String::from("flowchart LR\n");
         for &i in &self.order {
             let _ = writeln!(
                 out,
                 "    s{i}[\"{}<br/><i>{}</i>\"]",
-                self.names[i],
-                kind(i)
+                mermaid_text(&self.names[i]),
+                mermaid_text(&kind(i))
             );
         }
         for &i in &self.order {
@@ -170,26 +171,61 @@ impl Dag {
         out
     }
 
-    /// Graphviz dot.
+    /// Graphviz dot. Names are quoted IDs with `"` and `\` escaped.
     pub fn render_dot(&self, kind: impl Fn(usize) -> String) -> String {
         let mut out = String::from("digraph pipeline {\n    rankdir=LR;\n    node [shape=box];\n");
         for &i in &self.order {
+            let name = dot_text(&self.names[i]);
             let _ = writeln!(
                 out,
-                "    \"{}\" [label=\"{}\\n({})\"];",
-                self.names[i],
-                self.names[i],
-                kind(i)
+                "    \"{name}\" [label=\"{name}\\n({})\"];",
+                dot_text(&kind(i))
             );
         }
         for &i in &self.order {
             for &j in &self.needs[i] {
-                let _ = writeln!(out, "    \"{}\" -> \"{}\";", self.names[j], self.names[i]);
+                let _ = writeln!(
+                    out,
+                    "    \"{}\" -> \"{}\";",
+                    dot_text(&self.names[j]),
+                    dot_text(&self.names[i])
+                );
             }
         }
         out.push_str("}\n");
         out
     }
+}
+
+/// Text inside a dot double-quoted string: `\` and `"` escaped, line breaks as `\n`.
+fn dot_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Text inside a Mermaid `["..."]` label: characters that end the label or read as HTML
+/// become entity codes (`#quot;`).
+fn mermaid_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' | '<' | '>' | '&' | '#' | '[' | ']' | '`' => {
+                let _ = write!(out, "#{};", c as u32);
+            }
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -216,6 +252,26 @@ mod tests {
         assert_eq!(order, ["a", "b", "c"]);
         assert_eq!(d.descendants(&[2]), [0, 1].into_iter().collect());
         assert_eq!(d.ancestors(&[0]), [1, 2].into_iter().collect());
+    }
+
+    #[test]
+    fn renderings_escape_names() {
+        let d = dag(&[("a\"b\\", &[]), ("x<y>#[z]", &["a\"b\\"])]).unwrap();
+        let dot = d.render_dot(|_| "cmd".into());
+        assert!(dot.contains(r#""a\"b\\" -> "x<y>#[z]";"#), "{dot}");
+        assert!(
+            dot.contains(r#""a\"b\\" [label="a\"b\\\n(cmd)"];"#),
+            "{dot}"
+        );
+        let mermaid = d.render_mermaid(|_| "cmd".into());
+        assert!(
+            mermaid.contains(r#"s0["a#34;b\<br/><i>cmd</i>"]"#),
+            "{mermaid}"
+        );
+        assert!(
+            mermaid.contains(r#"s1["x#60;y#62;#35;#91;z#93;<br/><i>cmd</i>"]"#),
+            "{mermaid}"
+        );
     }
 
     #[test]

@@ -53,10 +53,11 @@ pub enum LoadError {
 
 /// Read, parse and validate `file`.
 pub fn load(file: &Path) -> Result<Project, LoadError> {
-    let text = std::fs::read_to_string(file).map_err(|source| LoadError::Read {
+    let bytes = std::fs::read(file).map_err(|source| LoadError::Read {
         file: file.to_path_buf(),
         source,
     })?;
+    let text = decode(&bytes, file).map_err(|d| PipelineError(vec![d]))?;
     let root = file
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -65,13 +66,44 @@ pub fn load(file: &Path) -> Result<Project, LoadError> {
         file: file.to_path_buf(),
         source,
     })?;
-    load_str(&text, file, &root)
+    load_str(text, file, &root)
+}
+
+/// The file's text: UTF-8, without a leading byte-order mark. Anything else is an error at
+/// the first byte that is not UTF-8.
+pub fn decode<'a>(bytes: &'a [u8], file: &Path) -> Result<&'a str, Diagnostic> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    std::str::from_utf8(bytes).map_err(|e| {
+        let good = &bytes[..e.valid_up_to()];
+        // Valid by construction: it is the prefix from_utf8 accepted.
+        let good = std::str::from_utf8(good).unwrap_or_default();
+        let line = good.matches('\n').count() + 1;
+        let col = good.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let byte = bytes[e.valid_up_to()];
+        let utf16 = bytes.starts_with(b"\xFF\xFE") || bytes.starts_with(b"\xFE\xFF");
+        Diagnostic {
+            file: file.to_path_buf(),
+            line,
+            col,
+            message: format!("the file is not UTF-8 text (byte 0x{byte:02X})"),
+            help: Some(if utf16 {
+                "it starts with a UTF-16 byte-order mark: save it as UTF-8".into()
+            } else {
+                "save the file as UTF-8, or remove the stray byte".into()
+            }),
+        }
+    })
 }
 
 /// Parse and validate pipeline text that lives at `file` in project `root`.
 pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let spans = SpanIndex::build(text);
+    if !spans.duplicates().is_empty() {
+        return Err(PipelineError(duplicate_keys(&spans, file)).into());
+    }
     let pipeline: Pipeline = serde_yaml::from_str(text)
-        .map_err(|e| PipelineError(vec![from_serde(&e, file, &SpanIndex::build(text))]))?;
+        .map_err(|e| PipelineError(vec![from_serde(&e, file, &spans)]))?;
     let (stages, dag) = validate::validate(&pipeline, text, file, root)?;
     Ok(Project {
         file: file.to_path_buf(),
@@ -80,6 +112,34 @@ pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadErr
         stages,
         dag,
     })
+}
+
+/// One error per key written twice in the same mapping, at the second, naming the first.
+fn duplicate_keys(spans: &SpanIndex, file: &Path) -> Vec<Diagnostic> {
+    spans
+        .duplicates()
+        .iter()
+        .map(|d| {
+            let (key, parent) = d.path.split_last().expect("a key path names its key");
+            let place = if parent.is_empty() {
+                "at the top level".to_string()
+            } else {
+                format!("in `{}`", parent.join("."))
+            };
+            Diagnostic {
+                file: file.to_path_buf(),
+                line: d.second.line,
+                col: d.second.col,
+                message: format!(
+                    "duplicate key `{key}` {place}: first written at line {}, column {}",
+                    d.first.line, d.first.col
+                ),
+                help: Some(
+                    "a key may appear once per mapping (YAML would keep only one of them): remove or rename one".into(),
+                ),
+            }
+        })
+        .collect()
 }
 
 /// Turn serde_yaml's message into one with a position, the key at fault, and a fix.

@@ -1,5 +1,7 @@
 //! Output paths must stay inside the project: no absolute paths, no `..`, no symlink that
-//! leads out, and nothing under repro's own `.repro/` or the lock file.
+//! leads out, and nothing repro or git keep: `.repro/` (but `.repro/cubins/`), the lock
+//! file or a folder holding it, `.git`, and the pipeline file itself ([`check_not_reserved`]):
+//! a stage's outputs are moved aside and deleted when it runs or fails.
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
@@ -18,8 +20,9 @@ pub enum PathProblem {
     ParentDir,
     /// A symlink on the way (named, relative to the root) points outside the project.
     SymlinkOut(PathBuf),
-    /// Under `.repro/` but not `.repro/cubins/` (where built-in kinds keep binaries), or the lock file.
-    Reserved,
+    /// Under `.repro/` but not `.repro/cubins/` (where built-in kinds keep binaries), the
+    /// lock file or a folder holding it, `.git`, or the pipeline file: what it is.
+    Reserved(&'static str),
 }
 
 impl fmt::Display for PathProblem {
@@ -35,7 +38,7 @@ impl fmt::Display for PathProblem {
                 "leads outside the project directory through the symlink `{}`",
                 link.display()
             ),
-            PathProblem::Reserved => write!(f, "is a place repro manages itself"),
+            PathProblem::Reserved(what) => write!(f, "is {what}"),
         }
     }
 }
@@ -43,13 +46,35 @@ impl fmt::Display for PathProblem {
 /// Check an output path written relative to `root` and return it as a clean relative path.
 pub fn check_output(root: &Path, rel: &str) -> Result<PathBuf, PathProblem> {
     let path = check_relative(rel)?;
-    let first = path.components().next();
-    let under_repro = first == Some(Component::Normal(".repro".as_ref()));
-    if (under_repro && !path.starts_with(".repro/cubins")) || path == Path::new(LOCK_FILE) {
-        return Err(PathProblem::Reserved);
-    }
+    check_not_reserved(&path, None)?;
     check_no_symlink_out(root, &path)?;
     Ok(path)
+}
+
+/// `path` (clean, relative) is none of the places an output may not be; `pipeline_file`
+/// is the pipeline file's name in the project root, when known.
+pub fn check_not_reserved(path: &Path, pipeline_file: Option<&Path>) -> Result<(), PathProblem> {
+    let first = path.components().next();
+    let cubins = Path::new(".repro/cubins");
+    if first == Some(Component::Normal(".repro".as_ref()))
+        && !(path.starts_with(cubins) && path != cubins)
+    {
+        return Err(PathProblem::Reserved(
+            "a place repro manages itself (`.repro/`)",
+        ));
+    }
+    if Path::new(LOCK_FILE).starts_with(path) {
+        return Err(PathProblem::Reserved(
+            "repro's lock file, or a folder holding it",
+        ));
+    }
+    if first == Some(Component::Normal(".git".as_ref())) {
+        return Err(PathProblem::Reserved("git's repository (`.git`)"));
+    }
+    if pipeline_file.is_some_and(|p| p == path) {
+        return Err(PathProblem::Reserved("the pipeline file itself"));
+    }
+    Ok(())
 }
 
 /// A relative path without `..`, `.` removed.
@@ -116,11 +141,28 @@ mod tests {
         assert_eq!(check_output(root, "../x"), Err(PathProblem::ParentDir));
         assert_eq!(check_output(root, "a/../../x"), Err(PathProblem::ParentDir));
         assert_eq!(check_output(root, "/etc/x"), Err(PathProblem::Absolute));
+        for reserved in [
+            ".repro/logs/x",
+            ".repro",
+            ".repro/cubins",
+            LOCK_FILE,
+            "artifacts",
+            "./artifacts/",
+            ".git",
+            ".git/x",
+            "./.git/HEAD",
+        ] {
+            assert!(
+                matches!(check_output(root, reserved), Err(PathProblem::Reserved(_))),
+                "{reserved}"
+            );
+        }
+        assert!(check_output(root, "artifacts/x").is_ok());
+        assert!(check_output(root, ".gitignore").is_ok());
         assert_eq!(
-            check_output(root, ".repro/logs/x"),
-            Err(PathProblem::Reserved)
+            check_not_reserved(Path::new("p.yaml"), Some(Path::new("p.yaml"))),
+            Err(PathProblem::Reserved("the pipeline file itself"))
         );
-        assert_eq!(check_output(root, LOCK_FILE), Err(PathProblem::Reserved));
         assert_eq!(
             check_output(root, "./out/a.txt"),
             Ok(PathBuf::from("out/a.txt"))

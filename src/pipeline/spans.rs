@@ -21,6 +21,16 @@ pub struct Pos {
 pub struct SpanIndex {
     keys: HashMap<KeyPath, Pos>,
     values: HashMap<KeyPath, Pos>,
+    duplicates: Vec<DuplicateKey>,
+}
+
+/// A key written twice in one mapping (YAML parsers keep one of them silently).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DuplicateKey {
+    /// The path of the key (the mapping's path, then the key).
+    pub path: KeyPath,
+    pub first: Pos,
+    pub second: Pos,
 }
 
 impl SpanIndex {
@@ -33,6 +43,11 @@ impl SpanIndex {
             return SpanIndex::default();
         }
         builder.index
+    }
+
+    /// Every key written more than once in the same mapping, in document order.
+    pub fn duplicates(&self) -> &[DuplicateKey] {
+        &self.duplicates
     }
 
     /// Position of the key at `path` (where `name:` is written).
@@ -64,8 +79,15 @@ fn owned(path: &[&str]) -> KeyPath {
 }
 
 enum Frame {
-    Map { path: KeyPath, key: Option<String> },
-    Seq { path: KeyPath, next: usize },
+    Map {
+        path: KeyPath,
+        key: Option<String>,
+        seen: HashMap<String, Pos>,
+    },
+    Seq {
+        path: KeyPath,
+        next: usize,
+    },
 }
 
 #[derive(Default)]
@@ -80,7 +102,7 @@ impl Builder {
     fn next_slot(&mut self) -> (KeyPath, bool) {
         match self.stack.last_mut() {
             None => (Vec::new(), false),
-            Some(Frame::Map { path, key }) => match key.take() {
+            Some(Frame::Map { path, key, .. }) => match key.take() {
                 None => (path.clone(), true),
                 Some(k) => {
                     let mut p = path.clone();
@@ -109,8 +131,17 @@ impl MarkedEventReceiver for Builder {
                 let (mut path, is_key) = self.next_slot();
                 if is_key {
                     path.push(text.clone());
-                    self.index.keys.insert(path, pos);
-                    if let Some(Frame::Map { key, .. }) = self.stack.last_mut() {
+                    if let Some(Frame::Map { key, seen, .. }) = self.stack.last_mut() {
+                        if let Some(&first) = seen.get(&text) {
+                            self.index.duplicates.push(DuplicateKey {
+                                path: path.clone(),
+                                first,
+                                second: pos,
+                            });
+                        } else {
+                            seen.insert(text.clone(), pos);
+                            self.index.keys.insert(path, pos);
+                        }
                         *key = Some(text);
                     }
                 } else {
@@ -138,7 +169,11 @@ impl MarkedEventReceiver for Builder {
                 }
                 self.index.values.insert(path.clone(), pos);
                 self.stack.push(if matches!(ev, Event::MappingStart(..)) {
-                    Frame::Map { path, key: None }
+                    Frame::Map {
+                        path,
+                        key: None,
+                        seen: HashMap::new(),
+                    }
                 } else {
                     Frame::Seq { path, next: 0 }
                 });
@@ -169,6 +204,34 @@ mod tests {
             idx.value(&["stages", "a", "needs", "1"]),
             Some(Pos { line: 5, col: 16 })
         );
+    }
+
+    #[test]
+    fn finds_duplicate_keys_at_any_depth() {
+        let doc = "version: 1\nstages:\n  a: {uses: cmd, env: {X: 1, X: 2}}\n  a:\n    uses: cmd\n";
+        let idx = SpanIndex::build(doc);
+        let dups: Vec<(String, Pos, Pos)> = idx
+            .duplicates()
+            .iter()
+            .map(|d| (d.path.join("."), d.first, d.second))
+            .collect();
+        assert_eq!(
+            dups,
+            [
+                (
+                    "stages.a.env.X".to_string(),
+                    Pos { line: 3, col: 24 },
+                    Pos { line: 3, col: 30 }
+                ),
+                (
+                    "stages.a".to_string(),
+                    Pos { line: 3, col: 3 },
+                    Pos { line: 4, col: 3 }
+                ),
+            ]
+        );
+        // The first one keeps its position.
+        assert_eq!(idx.key(&["stages", "a"]), Some(Pos { line: 3, col: 3 }));
     }
 
     #[test]

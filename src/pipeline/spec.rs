@@ -252,22 +252,37 @@ pub const STAGE_KEYS: &[&str] = &[
 
 impl StageSpec {
     /// `timeout` as a duration: seconds (`90`, `1.5`), or `90s`, `10m`, `2h`. `Err` holds
-    /// the text that could not be read.
-    pub fn timeout_duration(&self) -> Result<Option<std::time::Duration>, String> {
+    /// the text that could not be read and why.
+    pub fn timeout_duration(&self) -> Result<Option<std::time::Duration>, (String, String)> {
         let Some(value) = &self.timeout else {
             return Ok(None);
         };
         let text = match value {
             serde_yaml::Value::Number(n) => n.to_string(),
             serde_yaml::Value::String(s) => s.clone(),
-            other => return Err(format!("{other:?}")),
+            other => {
+                return Err((
+                    format!("{other:?}"),
+                    "it is not a number or a string".into(),
+                ))
+            }
         };
-        parse_duration(&text).map(Some).ok_or(text)
+        check_duration(&text).map(Some).map_err(|why| (text, why))
     }
 }
 
-/// `90`, `90s`, `10m`, `2h`, `1.5h` → a duration. Zero and negative durations are refused.
+/// The longest duration repro accepts (30 days): far above any stage, far below what the
+/// clock arithmetic can hold.
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// `90`, `90s`, `10m`, `2h`, `1.5h` → a duration. Zero, negative and longer than
+/// [`MAX_DURATION`] are refused.
 pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
+    check_duration(text).ok()
+}
+
+/// [`parse_duration`], with why a text is refused.
+pub fn check_duration(text: &str) -> Result<std::time::Duration, String> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
         Some(at) => text.split_at(at),
@@ -278,11 +293,23 @@ pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
         "s" => 1.0,
         "m" => 60.0,
         "h" => 3600.0,
-        _ => return None,
+        other => return Err(format!("`{other}` is not a unit (ms, s, m, h)")),
     };
-    let value: f64 = number.trim().parse().ok()?;
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{}` is not a number", number.trim()))?;
     let secs = value * scale;
-    (secs.is_finite() && secs > 0.0).then(|| std::time::Duration::from_secs_f64(secs))
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err("it must be more than zero".into());
+    }
+    if secs > MAX_DURATION.as_secs_f64() {
+        return Err(format!(
+            "it is longer than the maximum of {} days",
+            MAX_DURATION.as_secs() / 86400
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 #[cfg(test)]
@@ -300,5 +327,13 @@ mod tests {
         assert_eq!(parse_duration("5x"), None);
         assert_eq!(parse_duration("0"), None);
         assert_eq!(parse_duration("-3s"), None);
+        assert_eq!(parse_duration("99999999999999999999"), None);
+        assert_eq!(parse_duration("9223372036854775000"), None);
+        assert_eq!(parse_duration("1e400"), None);
+        assert_eq!(parse_duration("30d"), None);
+        assert!(check_duration("720h").is_ok());
+        assert!(check_duration("721h")
+            .unwrap_err()
+            .contains("maximum of 30 days"));
     }
 }

@@ -89,6 +89,7 @@ pub fn validate(
     let mut needs = Vec::with_capacity(p.stages.len());
     for (name, spec) in &p.stages {
         let name = name.as_str();
+        check_stage_name(&mut r, name);
         let kind = resolve_kind(&mut r, &registry, name, &spec.uses);
         let mut outputs = Vec::new();
         let mut optional_outputs = Vec::new();
@@ -101,12 +102,16 @@ pub fn validate(
             check_options(&mut r, kind.as_ref(), name, spec, p);
             for (i, out) in kind.outputs(name, spec, p).iter().enumerate() {
                 let idx = i.to_string();
-                match paths::check_output(root, &out.to_string_lossy()) {
+                let checked = paths::check_output(root, &out.to_string_lossy()).and_then(|clean| {
+                    paths::check_not_reserved(&clean, file.file_name().map(Path::new))
+                        .map(|()| clean)
+                });
+                match checked {
                     Ok(clean) => outputs.push(clean),
                     Err(problem) => r.at(
                         &["stages", name, "outs", &idx],
                         format!("output `{}` of stage `{name}` {problem}", out.display()),
-                        "outputs are paths inside the project (relative to the folder of pipeline.yaml), without `..`, outside `.repro/`",
+                        "outputs are paths inside the project (relative to the folder of pipeline.yaml), without `..`, and not `.repro/`, `.git`, the lock file or the pipeline file",
                     ),
                 }
             }
@@ -137,10 +142,10 @@ pub fn validate(
         if let Some(ex) = &spec.executor {
             check_executor(&mut r, &["stages", name, "executor", "kind"], &ex.kind);
         }
-        if let Err(text) = spec.timeout_duration() {
+        if let Err((text, why)) = spec.timeout_duration() {
             r.at(
                 &["stages", name, "timeout"],
-                format!("invalid timeout `{text}`"),
+                format!("invalid timeout `{text}`: {why}"),
                 "write seconds (`90`) or a duration like `90s`, `10m`, `2h`",
             );
         }
@@ -175,6 +180,35 @@ pub fn validate(
         Ok((stages, dag))
     } else {
         Err(PipelineError(r.diags))
+    }
+}
+
+/// The longest stage name, as a file name (`.repro/logs/<name>.log`, escaped): well
+/// under the 255 bytes most file systems allow.
+const MAX_STAGE_FILE_NAME: usize = 200;
+
+/// A stage name becomes file names (its log, backup and state) and a line of the run's
+/// table: it must not be empty, hold control characters, or be too long for a file name.
+fn check_stage_name(r: &mut Report, name: &str) {
+    let problem = if name.trim().is_empty() {
+        Some("is empty".to_string())
+    } else if name.chars().any(char::is_control) {
+        Some("holds a control character (a newline or tab)".to_string())
+    } else {
+        let len = crate::engine::staging::safe_name(name).len();
+        (len > MAX_STAGE_FILE_NAME)
+            .then(|| format!("is {len} bytes as a file name; the limit is {MAX_STAGE_FILE_NAME}"))
+    };
+    if let Some(problem) = problem {
+        let mut shown: String = name.escape_debug().take(60).collect();
+        if shown.len() < name.escape_debug().count() {
+            shown.push('…');
+        }
+        r.at_key(
+            &["stages", name],
+            format!("stage name \"{shown}\" {problem}"),
+            "name stages with a short word of letters, digits, `-` and `_`",
+        );
     }
 }
 
@@ -304,8 +338,77 @@ fn check_outputs_unique(r: &mut Report, stages: &[Stage]) {
     }
 }
 
-/// Each dep exists, or is written by a stage this one needs (directly or not).
+/// Each dep exists, or is written by a stage this one needs (directly or not); and a dep
+/// folder holds no output but those of stages this one needs.
 fn check_deps(r: &mut Report, stages: &[Stage], dag: &Dag, root: &Path) {
+    check_deps_written_upstream(r, stages, dag, root);
+    check_dep_folders(r, stages, dag);
+}
+
+/// A dep folder that holds an output: of its own stage, every run would change the
+/// stage's inputs (it would never be up to date); of a stage it does not need, the two
+/// could run in either order and its fingerprint would be taken before or after the other
+/// wrote.
+fn check_dep_folders(r: &mut Report, stages: &[Stage], dag: &Dag) {
+    for (i, stage) in stages.iter().enumerate() {
+        let ancestors = dag.ancestors(&[i]);
+        for (d, dep) in stage.spec.deps.iter().enumerate() {
+            // `.` is the whole project.
+            let folder = match paths::check_relative(dep) {
+                Ok(folder) => folder,
+                Err(paths::PathProblem::Empty) if !dep.trim().is_empty() => PathBuf::new(),
+                Err(_) => continue,
+            };
+            let inside = stages.iter().enumerate().find_map(|(w, s)| {
+                s.outputs
+                    .iter()
+                    .find(|o| o.starts_with(&folder) && **o != folder)
+                    .filter(|_| w == i || !ancestors.contains(&w))
+                    .map(|o| (w, o))
+            });
+            let Some((w, out)) = inside else { continue };
+            let idx = d.to_string();
+            let path = ["stages", stage.name.as_str(), "deps", idx.as_str()];
+            if w == i {
+                r.at(
+                    &path,
+                    format!(
+                        "dep folder `{dep}` of stage `{}` holds its own output `{}`: each run would change its own inputs",
+                        stage.name,
+                        out.display()
+                    ),
+                    format!(
+                        "move the output out of `{dep}`, or list as deps only the files of `{dep}` the stage reads"
+                    ),
+                );
+            } else {
+                let other = &stages[w].name;
+                let fix = if dag.ancestors(&[w]).contains(&i) {
+                    format!("`{other}` needs `{}`, so move `{}` out of `{dep}`, or list as deps only the files of `{dep}` that `{}` reads", stage.name, out.display(), stage.name)
+                } else {
+                    format!(
+                        "add `{other}` to the `needs` of `{}`, or move `{}` out of `{dep}`",
+                        stage.name,
+                        out.display()
+                    )
+                };
+                r.at(
+                    &path,
+                    format!(
+                        "dep folder `{dep}` of stage `{}` holds `{}`, an output of stage `{other}`, which `{}` does not need",
+                        stage.name,
+                        out.display(),
+                        stage.name
+                    ),
+                    fix,
+                );
+            }
+        }
+    }
+}
+
+/// Each dep exists, or is written by a stage this one needs (directly or not).
+fn check_deps_written_upstream(r: &mut Report, stages: &[Stage], dag: &Dag, root: &Path) {
     let mut writer: std::collections::HashMap<&Path, usize> = std::collections::HashMap::new();
     for (i, s) in stages.iter().enumerate() {
         writer.extend(s.outputs.iter().map(|o| (o.as_path(), i)));
@@ -344,7 +447,11 @@ fn check_deps(r: &mut Report, stages: &[Stage], dag: &Dag, root: &Path) {
                 }
                 continue;
             }
-            if std::fs::metadata(root.join(dep)).is_err() {
+            // A folder that will hold outputs: `check_dep_folders` judges it.
+            let holds_outputs = stages
+                .iter()
+                .any(|s| s.outputs.iter().any(|o| o.starts_with(&clean)));
+            if !holds_outputs && std::fs::metadata(root.join(dep)).is_err() {
                 r.at(
                     &path,
                     format!("dep `{dep}` of stage `{}` does not exist", stage.name),

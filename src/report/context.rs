@@ -4,6 +4,7 @@
 //! reason is stated once, as a footnote ([`super::notes`]) the rows cite.
 
 use super::artifacts::{Artifacts, TuneData};
+use super::machines::Machines;
 use super::notes::{Footnote, Notes};
 use super::state::RunState;
 use crate::env::Environment;
@@ -33,6 +34,8 @@ pub struct ReportContext {
     pub skipped: Vec<Skip>,
     /// Each skip reason once, cited as `[^label]` by the rows it applies to.
     pub notes: Vec<Footnote>,
+    /// The machines behind the numbers; a mixed report says so at the top.
+    pub machines: Machines,
     pub charts: Charts,
     /// Every failed gate, one line each (empty when all passed).
     pub failed_gates: Vec<String>,
@@ -90,6 +93,8 @@ pub struct HeadlineRow {
     pub occupancy: String,
     pub dram: String,
     pub status: String,
+    /// The label of the machine that measured the row (`M1`), in a mixed report.
+    pub machine: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -429,6 +434,7 @@ impl Builder<'_> {
             stages: self.stage_rows(),
             skipped: self.skipped(),
             notes: self.notes.footnotes(),
+            machines: self.machines(),
             failed_gates,
             unchecked_gates,
         }
@@ -531,7 +537,22 @@ impl Builder<'_> {
             .find(|t| t.variant == name && t.status == "ok")
     }
 
+    fn machines(&self) -> Machines {
+        Machines::of(self.state, self.pipeline.stages.keys().map(String::as_str))
+    }
+
+    /// The stage whose recorded outputs include a path under `prefix`.
+    fn stage_writing(&self, prefix: &str) -> Option<&str> {
+        self.state
+            .stages
+            .iter()
+            .find(|(_, s)| s.outputs.keys().any(|p| p.starts_with(prefix)))
+            .map(|(n, _)| n.as_str())
+    }
+
     fn headline(&self, primary: &str, best: Option<&str>) -> Headline {
+        let machines = self.machines();
+        let measured_by = |stage: Option<&str>| machines.label_of(stage);
         let baselines: Vec<&BenchFile> = self.baselines().iter().collect();
         let base_p50: Vec<Option<f64>> = baselines
             .iter()
@@ -566,6 +587,7 @@ impl Builder<'_> {
                 occupancy: occ,
                 dram,
                 status: self.file_status(b, &[]),
+                machine: measured_by(self.stage_writing(crate::stages::bench::BASELINE_DIR)),
             });
         }
         let mut variants: Vec<&BenchFile> = self.benches().iter().collect();
@@ -585,6 +607,7 @@ impl Builder<'_> {
                 occupancy: occ,
                 dram,
                 status: self.file_status(v, &self.build_failures(&v.name)),
+                machine: measured_by(self.stage_of("bench")),
             });
         }
         if let Some(top) = self.artifacts.tune.as_ref().and_then(|t| t.elite.first()) {
@@ -610,6 +633,7 @@ impl Builder<'_> {
                 } else {
                     "❌ correctness".into()
                 },
+                machine: measured_by(self.stage_of("tune")),
             });
         }
         let baseline_note = baselines

@@ -11,6 +11,7 @@ pub mod charts;
 pub mod commit;
 pub mod context;
 pub mod diff;
+pub mod machines;
 pub mod manifest;
 pub mod notes;
 pub mod render;

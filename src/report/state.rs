@@ -28,6 +28,9 @@ pub struct StageState {
     /// Set when the last run could not re-run the stage on this machine and kept the
     /// results of an earlier run (measured elsewhere): why it could not run.
     pub kept: Option<String>,
+    /// The machine its recorded results were made on, as its lock entry names it (GPU
+    /// model, arch, driver), for stages that record one.
+    pub hardware: Option<String>,
 }
 
 impl StageState {
@@ -72,6 +75,7 @@ impl RunState {
                     status: Some(outcome.label().to_string()),
                     elapsed_s: None,
                     reason,
+                    hardware: entry.inputs.hardware.clone(),
                     outputs: entry.outputs,
                     kept: None,
                 },

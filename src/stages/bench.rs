@@ -27,7 +27,8 @@ use std::time::Duration;
 
 pub struct BenchStage;
 
-const BASELINE_DIR: &str = "artifacts/bench/baselines";
+/// Where baseline records are read from (the shipped `baselines` stage writes them).
+pub const BASELINE_DIR: &str = "artifacts/bench/baselines";
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The stage's resolved options.
@@ -581,7 +582,7 @@ fn attach_speedup(results: &mut [BenchResult], key: &str, other: Option<&[BenchR
 
 /// Correctness gates per (shape, seed). A run that did not complete fails
 /// `correctness.completed`.
-fn correctness_gates(
+pub fn correctness_gates(
     results: &[BenchResult],
     g: &crate::pipeline::CorrectnessGates,
 ) -> Vec<GateResult> {

@@ -5,6 +5,13 @@
 /// The name of the global that holds a kernel's dynamic shared memory per block.
 pub const DYNAMIC_SMEM_SYMBOL: &str = "repro_dynamic_smem_bytes";
 
+/// The kernel's dynamic shared memory per block, from the `repro_dynamic_smem_bytes` global
+/// of its cubin (`None` when the file or the global is missing).
+pub fn dynamic_smem_bytes(cubin: &std::path::Path) -> Option<u64> {
+    let elf = std::fs::read(cubin).ok()?;
+    u64::try_from(read_i32_global(&elf, DYNAMIC_SMEM_SYMBOL)?).ok()
+}
+
 /// The initial value of the 4-byte global `name`, or `None` when the cubin does not define
 /// it (or is not a well-formed little-endian ELF64 file).
 pub fn read_i32_global(elf: &[u8], name: &str) -> Option<i32> {

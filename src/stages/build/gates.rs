@@ -6,7 +6,7 @@
 //! missing one fails the register gate (measured as NaN: nothing to vouch for).
 
 use crate::pipeline::PtxasGates;
-use crate::schema::{EntryResources, GateResult};
+use crate::schema::{BuildRecord, EntryResources, GateResult};
 
 /// One result per (entry, configured gate): `ptxas.max_registers`, `ptxas.max_smem_bytes`,
 /// `ptxas.max_spill_bytes` (spill stores + loads), with the entry name as subject.
@@ -42,6 +42,32 @@ pub fn ptxas_gates(entries: &[EntryResources], gates: &PtxasGates) -> Vec<GateRe
         }
     }
     results
+}
+
+/// The gates of a build record as the build stage writes them: the declared entry's shared
+/// memory is static plus dynamic (what a block needs at launch).
+pub fn record_gates(record: &BuildRecord, gates: &PtxasGates) -> Vec<GateResult> {
+    ptxas_gates(
+        &with_dynamic_smem(&record.entries, &record.entry, record.dynamic_smem_bytes),
+        gates,
+    )
+}
+
+/// The entries as the gates see them: `entry`'s shared memory is static plus `dynamic`.
+/// The build stage and the tuner both gate on this, so a configuration the tuner accepts
+/// passes the build's gate too.
+pub fn with_dynamic_smem(
+    entries: &[EntryResources],
+    entry: &str,
+    dynamic: Option<u64>,
+) -> Vec<EntryResources> {
+    let mut entries = entries.to_vec();
+    if let Some(dynamic) = dynamic {
+        for e in entries.iter_mut().filter(|e| e.name == entry) {
+            e.smem_bytes = Some(e.smem_bytes.unwrap_or(0) + dynamic);
+        }
+    }
+    entries
 }
 
 /// A one-line summary of the failed gates, e.g.
@@ -116,6 +142,25 @@ mod tests {
         let r = ptxas_gates(&[entry(None, None, (0, 0))], &ALL);
         assert!(!r[0].pass, "registers unknown must fail: {r:?}");
         assert!(r[1].pass && r[2].pass, "{r:?}");
+    }
+
+    #[test]
+    fn dynamic_smem_counts_for_the_declared_entry_only() {
+        let mut other = entry(Some(64), Some(1024), (0, 0));
+        other.name = "helper".into();
+        let entries = [entry(Some(64), Some(34816), (0, 0)), other];
+        let seen = with_dynamic_smem(&entries, "k", Some(45056));
+        assert_eq!(seen[0].smem_bytes, Some(79872));
+        assert_eq!(seen[1].smem_bytes, Some(1024));
+        let gates = PtxasGates {
+            max_registers: None,
+            max_smem_bytes: Some(65536),
+            max_spill_bytes: None,
+        };
+        let r = ptxas_gates(&seen, &gates);
+        assert_eq!((r[0].measured, r[0].pass), (79872.0, false));
+        assert!(r[1].pass);
+        assert_eq!(with_dynamic_smem(&entries, "k", None), entries.to_vec());
     }
 
     #[test]

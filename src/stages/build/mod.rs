@@ -448,9 +448,10 @@ impl StageKind for BuildStage {
             }
             let mut record = new_record(t, &tc, &choice.arch, out);
             if out.ok {
-                record.dynamic_smem_bytes = out.cubin.as_deref().and_then(dynamic_smem);
+                record.dynamic_smem_bytes =
+                    out.cubin.as_deref().and_then(cubin::dynamic_smem_bytes);
                 if let Some(g) = ptxas_gates {
-                    record.gates = gates::ptxas_gates(&gated_entries(&record), g);
+                    record.gates = gates::record_gates(&record, g);
                     gate_failures.extend(gates::describe_failures(&t.name, &record.gates));
                 }
                 record.driver_check = Some(match &skip_check {
@@ -499,25 +500,6 @@ fn check_with_driver(ctx: &RunCtx, out: &CompileOutput, record: &mut BuildRecord
         entry,
     )
     .unwrap_or_else(|e| format!("skipped: could not read the driver's attributes: {e:#}"))
-}
-
-/// The kernel's dynamic shared memory per block, from its cubin.
-fn dynamic_smem(cubin: &Path) -> Option<u64> {
-    let elf = std::fs::read(cubin).ok()?;
-    let n = cubin::read_i32_global(&elf, cubin::DYNAMIC_SMEM_SYMBOL)?;
-    u64::try_from(n).ok()
-}
-
-/// The entries as the gates see them: the declared entry's shared memory is static plus
-/// dynamic (what a block needs at launch).
-fn gated_entries(record: &BuildRecord) -> Vec<schema::EntryResources> {
-    let mut entries = record.entries.clone();
-    if let Some(dynamic) = record.dynamic_smem_bytes {
-        for e in entries.iter_mut().filter(|e| e.name == record.entry) {
-            e.smem_bytes = Some(e.smem_bytes.unwrap_or(0) + dynamic);
-        }
-    }
-    entries
 }
 
 fn new_record(t: &Target, tc: &Toolchain, arch: &str, out: &CompileOutput) -> BuildRecord {

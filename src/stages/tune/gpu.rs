@@ -8,7 +8,7 @@ use crate::gpu::client::{blank_result, exec_job, result_from_outcome, ExecReques
 use crate::pipeline::{KernelSpec, PtxasGates, Shape};
 use crate::schema::BenchResult;
 use crate::stages::build::compile::{self, CompileOutput, CompileRequest};
-use crate::stages::build::gates;
+use crate::stages::build::{cubin, gates};
 use crate::stages::gpu_nodes::OneGpuModel;
 use crate::toolchain::Toolchain;
 use crate::tune::memo::Evaluation;
@@ -256,7 +256,9 @@ pub(super) fn compile_gates(
     e.spill_bytes =
         resources.map(|r| r.spill_store_bytes.unwrap_or(0) + r.spill_load_bytes.unwrap_or(0));
     if let Some(g) = ptxas {
-        let failed = gates::describe_failures("", &gates::ptxas_gates(&out.entries, g));
+        let dynamic = out.cubin.as_deref().and_then(cubin::dynamic_smem_bytes);
+        let entries = gates::with_dynamic_smem(&out.entries, entry, dynamic);
+        let failed = gates::describe_failures("", &gates::ptxas_gates(&entries, g));
         if !failed.is_empty() {
             e.status = "ptxas_gate".into();
             e.note = failed

@@ -1,0 +1,271 @@
+//! The reproductions of a hostile test of the engine (issue 16), each run on the real
+//! binary: processes a killed run leaves behind, recovery that must not follow paths out
+//! of the project, reserved outputs, special files and dangling links among the deps,
+//! huge timeouts, and usage errors.
+
+#[path = "support/project.rs"]
+mod project;
+use project::{assert_gone, send_signal, Project};
+use std::time::{Duration, Instant};
+
+fn mkfifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+/// `s1` writes its six lines itself; `s2` from a background subshell, which is not its
+/// process group's leader and so outlives a `repro` killed with SIGKILL unless the next
+/// run kills it.
+const ORPHANS: &str = r#"version: 1
+stages:
+  s1:
+    uses: cmd
+    run: [sh, -c, 'for i in 1 2 3 4 5 6; do echo "$$ $i" >> o1; sleep .5; done']
+    deps: [dep]
+    outs: [o1]
+  s2:
+    uses: cmd
+    run: [sh, -c, '( for i in 1 2 3 4 5 6; do echo "$$ $i" >> o2; sleep .5; done ) & wait']
+    deps: [dep]
+    outs: [o2]
+"#;
+
+/// The output's lines all come from one process and count 1 to 6.
+fn assert_one_complete_run(p: &Project, out: &str) {
+    let text = p.read(out);
+    let lines: Vec<(&str, &str)> = text
+        .lines()
+        .map(|l| l.split_once(' ').unwrap_or((l, "")))
+        .collect();
+    let counts: Vec<&str> = lines.iter().map(|(_, i)| *i).collect();
+    assert_eq!(counts, ["1", "2", "3", "4", "5", "6"], "{out}:\n{text}");
+    assert!(
+        lines.iter().all(|(pid, _)| *pid == lines[0].0),
+        "{out} mixes two runs:\n{text}"
+    );
+}
+
+#[test]
+fn an_orphan_of_a_killed_run_never_writes_into_the_rerun() {
+    let p = Project::new(ORPHANS);
+    p.write("dep", "1");
+    p.expect(&["run", "-j", "2"], 0);
+    p.write("dep", "2");
+    let killed = p.spawn(&["run", "-j", "2"]);
+    std::thread::sleep(Duration::from_millis(1200));
+    send_signal(killed.id(), 9);
+    killed.wait_with_output().unwrap();
+    let out = p.expect(&["run", "-j", "2"], 0);
+    assert!(out.contains("took over the project lock"), "{out}");
+    // Long enough for a surviving writer of the killed run to finish its six lines.
+    std::thread::sleep(Duration::from_millis(3500));
+    assert_one_complete_run(&p, "o1");
+    assert_one_complete_run(&p, "o2");
+    assert!(
+        p.states().values().all(|s| s == "up-to-date"),
+        "{:?}",
+        p.states()
+    );
+}
+
+#[test]
+fn a_stage_process_dies_with_a_repro_killed_by_sigkill() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, 'echo $$ > leader; sleep 30; touch o'], outs: [o]}\n",
+    );
+    let killed = p.spawn(&["run"]);
+    p.wait_for("leader");
+    std::thread::sleep(Duration::from_millis(100));
+    send_signal(killed.id(), 9);
+    killed.wait_with_output().unwrap();
+    // No rerun: the kernel kills the stage's first process when repro dies.
+    assert_gone(p.read("leader").trim());
+}
+
+#[test]
+fn a_dep_folder_written_by_a_needed_stage_need_not_exist_yet() {
+    let p = Project::new(
+        "version: 1\nstages:\n  gen: {uses: cmd, run: [sh, -c, \"echo x > data/x\"], outs: [data/x]}\n  use: {uses: cmd, needs: [gen], run: [sh, -c, \"cat data/* > all\"], deps: [data], outs: [all]}\n",
+    );
+    p.expect(&["run"], 0);
+    assert_eq!(p.read("all"), "x\n");
+    assert!(p.states().values().all(|s| s == "up-to-date"));
+}
+
+#[test]
+fn recovery_never_follows_a_backup_list_out_of_the_project() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("precious"), "keep").unwrap();
+    let p = Project::new("version: 1\nstages:\n  s: {uses: cmd, run: [touch, o], outs: [o]}\n");
+    let target = outside.path().join("precious");
+    for (stage, list) in [
+        ("x", format!("{}\n", target.display())),
+        (
+            "y",
+            format!("present {}\nabsent ../{}\n", target.display(), "x"),
+        ),
+        ("z", "absent .git\nabsent pipeline.yaml\n".to_string()),
+    ] {
+        p.write(&format!(".repro/backup/{stage}/outs"), &list);
+    }
+    std::fs::create_dir_all(p.root().join(".git")).unwrap();
+    std::fs::write(p.root().join(".git/HEAD"), "ref").unwrap();
+    let out = p.expect(&["run"], 0);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    assert_eq!(p.read(".git/HEAD"), "ref");
+    assert!(p.read("pipeline.yaml").contains("touch"));
+    assert!(out.contains("did not restore"), "{out}");
+}
+
+#[test]
+fn git_as_an_output_is_refused_before_anything_runs() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"mkdir .git; touch .git/x\"], outs: [.git]}\n",
+    );
+    let repo = git2::Repository::init(p.root()).unwrap();
+    let sig = git2::Signature::now("t", "t@example.com").unwrap();
+    let tree = repo.treebuilder(None).unwrap().write().unwrap();
+    let tree = repo.find_tree(tree).unwrap();
+    repo.commit(Some("HEAD"), &sig, &sig, "first", &tree, &[])
+        .unwrap();
+    let out = p.expect(&["run"], 2);
+    assert!(
+        out.contains(
+            "pipeline.yaml:3:68: error: output `.git` of stage `s` is git's repository (`.git`)"
+        ),
+        "{out}"
+    );
+    let repo = git2::Repository::open(p.root()).unwrap();
+    assert_eq!(
+        repo.head().unwrap().peel_to_commit().unwrap().message(),
+        Some("first")
+    );
+}
+
+#[test]
+fn a_dangling_link_in_a_dep_folder_does_not_hide_edits() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"cat d/a > o\"], deps: [d], outs: [o]}\n",
+    );
+    p.write("d/a", "one\n");
+    std::os::unix::fs::symlink("user@host.1234:1700000000", p.root().join("d/.#x")).unwrap();
+    p.expect(&["run"], 0);
+    let lock = p.read("artifacts/repro.lock");
+    assert!(!lock.contains("missing"), "{lock}");
+    assert!(lock.contains("d/.#x"), "{lock}");
+    p.write("d/a", "two\n");
+    assert_eq!(p.states()["s"], "stale");
+    p.expect(&["run"], 0);
+    assert_eq!(p.read("o"), "two\n");
+}
+
+#[test]
+fn special_files_among_the_deps_never_hang_a_run() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"cat d/a > o\"], deps: [d, zero], outs: [o]}\n",
+    );
+    p.write("d/a", "one\n");
+    mkfifo(&p.root().join("d/pipe"));
+    let socket = std::os::unix::net::UnixListener::bind(p.root().join("d/sock")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", p.root().join("zero")).unwrap();
+    let started = Instant::now();
+    let out = p
+        .command(&["run"])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let lock = p.read("artifacts/repro.lock");
+    assert!(
+        lock.contains("d/pipe: fifo") && lock.contains("zero: char-device:1:5"),
+        "{lock}"
+    );
+    p.write("d/a", "two\n");
+    p.expect(&["run"], 0);
+    assert_eq!(p.read("o"), "two\n");
+    drop(socket);
+}
+
+#[test]
+fn a_second_interrupt_ends_a_run_stuck_in_a_blocking_read() {
+    let p = Project::new("version: 1\nstages:\n  s: {uses: cmd, run: [touch, o], outs: [o]}\n");
+    std::fs::create_dir_all(p.root().join("artifacts")).unwrap();
+    // The lock as a FIFO with no writer: reading it blocks.
+    mkfifo(&p.root().join("artifacts/repro.lock"));
+    let mut run = p.spawn(&["run"]);
+    p.wait_for(".repro/lock");
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(run.id(), 2);
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(run.id(), 2);
+    let started = Instant::now();
+    while run.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(10) {
+            run.kill().unwrap();
+            panic!("repro did not end after a second SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(run.wait().unwrap().code(), Some(130));
+}
+
+#[test]
+fn a_timeout_too_long_for_the_clock_is_refused_at_load_time() {
+    for timeout in ["\"99999999999999999999\"", "9223372036854775000"] {
+        let p = Project::new(&format!(
+            "version: 1\nstages:\n  s: {{uses: cmd, run: [touch, o], timeout: {timeout}, outs: [o]}}\n"
+        ));
+        for command in ["dag", "run"] {
+            let out = p.expect(&[command], 2);
+            assert!(
+                out.contains("pipeline.yaml:3:44: error: invalid timeout")
+                    && out.contains("longer than the maximum of 30 days"),
+                "{out}"
+            );
+        }
+        assert!(!p.root().join("o").exists());
+    }
+}
+
+#[test]
+fn an_unknown_executor_is_a_usage_error_before_any_stage_runs() {
+    let p = Project::new("version: 1\nstages:\n  s: {uses: cmd, run: [touch, o], outs: [o]}\n");
+    for command in [
+        &["run", "--executor", "foo"][..],
+        &["stage", "s", "--executor", "foo"],
+    ] {
+        let out = p.expect(command, 2);
+        assert!(out.contains("foo") && out.contains("local"), "{out}");
+    }
+    assert!(!p.root().join("o").exists());
+    assert!(!p.root().join(".repro").exists());
+}
+
+#[test]
+fn a_byte_order_mark_is_read_and_invalid_utf8_is_placed() {
+    let p = Project::new("");
+    std::fs::write(
+        p.root().join("pipeline.yaml"),
+        b"\xEF\xBB\xBFversion: 1\nstages:\n  s: {uses: cmd, run: [touch, o], outs: [o]}\n",
+    )
+    .unwrap();
+    p.expect(&["run"], 0);
+    assert!(p.root().join("o").exists());
+    std::fs::write(
+        p.root().join("pipeline.yaml"),
+        b"version: 1\nstages:\n  s: {uses: cmd, run: [echo, caf\xE9], outs: [o]}\n",
+    )
+    .unwrap();
+    let out = p.expect(&["run"], 2);
+    assert!(
+        out.contains("pipeline.yaml:3:33: error: the file is not UTF-8 text (byte 0xE9)"),
+        "{out}"
+    );
+}
