@@ -167,7 +167,8 @@ fn the_lock_records_the_toolchain_and_another_nvcc_makes_the_build_stale() {
     let (_, t) = output(repro(dir.path(), &[&second]).arg("status"));
     assert!(t.starts_with("build  stale"), "{t}");
     assert!(
-        t.contains("tool `nvcc` changed: Cuda compilation tools, release 13.0, V13.0.88 → Cuda compilation tools, release 13.1, V13.1.80"),
+        t.contains("tool `nvcc` changed: Cuda compilation tools, release 13.0, V13.0.88 → Cuda compilation tools, release 13.1, V13.1.80")
+            || t.contains("tool `nvcc` changed: …13.0, V13.0.88 → …13.1, V13.1.80"),
         "{t}"
     );
 }

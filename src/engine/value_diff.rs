@@ -177,8 +177,14 @@ fn short(name: &str) -> String {
 
 /// `from → to` in `budget` columns: a short side whole, the rest cut with `…`.
 fn cut_both(from: &str, to: &str, budget: usize) -> String {
+    // What both share at the start says nothing about the change: keep where they differ.
+    let (from, to) = after_common_start(from, to);
+    let plain = format!("{from} → {to}");
+    if width(&plain) <= budget {
+        return plain;
+    }
     let room = budget.saturating_sub(3);
-    let (wf, wt) = (width(from), width(to));
+    let (wf, wt) = (width(&from), width(&to));
     let (rf, rt) = if wf <= room / 2 {
         (wf, room - wf)
     } else if wt <= room / 2 {
@@ -194,12 +200,44 @@ fn cut_both(from: &str, to: &str, budget: usize) -> String {
             format!("{kept}…")
         }
     };
-    format!("{} → {}", cut(from, rf), cut(to, rt))
+    format!("{} → {}", cut(&from, rf), cut(&to, rt))
+}
+
+/// Both values without the words they start with in common (`…` marks the cut), when that
+/// start is long enough to matter; else both as they are.
+fn after_common_start(from: &str, to: &str) -> (String, String) {
+    let common: usize = from
+        .chars()
+        .zip(to.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    // Back to the last word boundary inside the common start.
+    let boundary = from
+        .char_indices()
+        .take(common)
+        .filter(|(_, c)| *c == ' ' || *c == ',')
+        .map(|(i, c)| i + c.len_utf8())
+        .last()
+        .unwrap_or(0);
+    if boundary < 12 {
+        return (from.to_string(), to.to_string());
+    }
+    (
+        format!("…{}", &from[boundary..]),
+        format!("…{}", &to[boundary..]),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_value_keeps_where_it_differs() {
+        let from = "Cuda compilation tools, release 13.0, V13.0.88";
+        let to = "Cuda compilation tools, release 13.1, V13.1.80";
+        assert_eq!(summarize(from, to, 60), "…13.0, V13.0.88 → …13.1, V13.1.80");
+    }
 
     /// The profile stage's metric list as its fingerprint holds it (about 40 names).
     fn metrics(extra: &[&str], drop: &[&str]) -> String {

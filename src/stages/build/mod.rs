@@ -224,6 +224,19 @@ fn kernel_specs(pipeline: &Pipeline) -> Vec<&KernelSpec> {
 
 /// Files whose contents the build depends on: each kernel source, the local headers it
 /// includes, and the other files in its folder (relative to `root`).
+/// Endings of files that can be compiled or included: the sources beside a kernel are
+/// inputs of the build even when no `#include` line names them (a macro can), while its
+/// README and notes are not.
+const SOURCE_ENDINGS: [&str; 10] = [
+    "cu", "cuh", "h", "hpp", "hh", "hxx", "inl", "inc", "c", "cpp",
+];
+
+fn is_source(name: &Path) -> bool {
+    name.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| SOURCE_ENDINGS.contains(&e))
+}
+
 fn source_files(pipeline: &Pipeline, root: &Path, extra_flags: &[String]) -> Vec<PathBuf> {
     let mut files = BTreeSet::new();
     for spec in kernel_specs(pipeline) {
@@ -233,9 +246,9 @@ fn source_files(pipeline: &Pipeline, root: &Path, extra_flags: &[String]) -> Vec
         let folder = source.parent().unwrap_or(Path::new(""));
         if let Ok(dir) = std::fs::read_dir(root.join(folder)) {
             for entry in dir.flatten() {
-                let name = entry.file_name();
+                let name = PathBuf::from(entry.file_name());
                 let visible = !name.to_string_lossy().starts_with('.');
-                if visible && entry.file_type().is_ok_and(|t| t.is_file()) {
+                if visible && is_source(&name) && entry.file_type().is_ok_and(|t| t.is_file()) {
                     files.insert(folder.join(name));
                 }
             }

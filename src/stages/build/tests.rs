@@ -266,6 +266,9 @@ fn outputs_list_records_and_cubins_including_the_reference() {
 #[test]
 fn inputs_cover_sources_arch_and_defines() {
     let dir = project();
+    // Notes beside the kernels are not inputs of the build; a header is, included or not.
+    std::fs::write(dir.path().join("kernels/README.md"), "notes\n").unwrap();
+    std::fs::write(dir.path().join("kernels/tile.cuh"), "#define T 1\n").unwrap();
     let stage = BuildStage::with_nvcc_search(NvccSearch::default());
     let p = pipeline(TWO_VARIANTS);
     let spec = &p.stages["build"];
@@ -279,7 +282,8 @@ fn inputs_cover_sources_arch_and_defines() {
             "kernels/bad.cu",
             "kernels/geometry.cu",
             "kernels/multi.cu",
-            "kernels/spill.cu"
+            "kernels/spill.cu",
+            "kernels/tile.cuh"
         ]
     );
     assert!(
