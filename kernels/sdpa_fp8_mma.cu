@@ -23,6 +23,12 @@
 //!    registers free.  DEQUANT_INT converts with integer bit operations instead of the cvt.
 //!  * k_scale is folded into the softmax scale, v_scale into the final 1/l (both are per head,
 //!    so this is exact); scores are kept in log2 units (exp2).
+//!  * PV_FP8 = 1 (sm_89+, the L4 path): P·V on `mma.sync m16n8k32` e4m3 tensor cores instead.  P
+//!    is computed as 2^8 · exp2(s - m) (the 2^8 folded into the exp2 argument) and converted to
+//!    e4m3 in registers; V stays raw e4m3 bytes, transposed 4x4 bytes at a time (prmt) into a
+//!    [d][key] shared tile whose key order matches the P fragment, so each B fragment is one
+//!    64-bit load.  Each 32-key step's P·V starts from zero accumulators and is added to O in
+//!    fp32 (two-level accumulation, fused with the alpha rescale).
 //!  * KV_SPLIT = 2 splits every K/V tile between two warp groups that each run their own online
 //!    softmax over the same query rows; the groups merge (m, l, O) through shared memory at the
 //!    end.  Twice the warps per query tile: more latency hiding when the grid is small.
@@ -65,6 +71,12 @@
 #define MAX_REGS 128
 #endif
 
+// P·V in FP8 (e4m3 P and V, m16n8k32, fp32 accumulate); needs sm_89+ and TILE_N >= 32 (one
+// 32-key k-block per softmax step).  See kernels/README.md for the error model.
+#ifndef PV_FP8
+#define PV_FP8 0
+#endif
+
 #if (HEAD_DIM != 64) && (HEAD_DIM != 128)
 #error "sdpa_fp8_mma: HEAD_DIM must be 64 or 128"
 #endif
@@ -86,6 +98,15 @@
 #if (DEQUANT_INT != 0) && (DEQUANT_INT != 1)
 #error "sdpa_fp8_mma: DEQUANT_INT must be 0 or 1"
 #endif
+#if (PV_FP8 != 0) && (PV_FP8 != 1)
+#error "sdpa_fp8_mma: PV_FP8 must be 0 or 1"
+#endif
+#if PV_FP8 && (TILE_N < 32)
+#error "sdpa_fp8_mma: PV_FP8=1 needs TILE_N >= 32 (one 32-key k-block of m16n8k32 per softmax step)"
+#endif
+#if PV_FP8 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 890)
+#error "sdpa_fp8_mma: PV_FP8=1 needs sm_89 or newer (mma.sync m16n8k32 e4m3, cvt e4m3x2.f32)"
+#endif
 #if (MAX_REGS != 0) && ((MAX_REGS < 64) || (MAX_REGS > 255))
 #error "sdpa_fp8_mma: MAX_REGS must be 0 (no cap) or between 64 and 255"
 #endif
@@ -94,7 +115,8 @@
 // KT = KV_SPLIT * TILE_N keys per tile.  Raw ring: NUM_STAGES x {K, V} e4m3 tiles (KT*D bytes
 // each); fp16 tiles: 2 buffers x {K, V} (KT*D*2 bytes each); the fp16 Q tile (TILE_M*D*2).
 // With KV_SPLIT = 2 the start of shared memory is reused at the end for the merge: per query
-// row, D fp32 outputs plus m and l.
+// row, D fp32 outputs plus m and l.  With PV_FP8 = 1 the V half of each fp16 buffer holds the
+// transposed e4m3 V tile instead (D rows of VT_ROW <= 2*KT bytes: it fits; the formula is kept).
 #define MMA_SMEM_RAW (NUM_STAGES * 2 * KV_SPLIT * TILE_N * HEAD_DIM)
 #define MMA_SMEM_F16 (2 * 2 * KV_SPLIT * TILE_N * HEAD_DIM * 2)
 #define MMA_SMEM_Q (TILE_M * HEAD_DIM * 2)
@@ -126,7 +148,9 @@ constexpr int KT = KV_SPLIT * TILE_N;    // keys per tile (both groups)
 // still halves the barriers and conversion rounds per key.
 constexpr int SUB_N = TILE_N < 32 ? TILE_N : 32;
 constexpr int NTN = SUB_N / 8;           // 8-key n-tiles of S per softmax step
+#if !PV_FP8
 constexpr int KBN = SUB_N / 16;          // 16-key k-blocks of P.V per softmax step
+#endif
 constexpr int KBD = D / 16;              // 16-wide k-blocks of Q.K^T
 constexpr int NTD = D / 8;               // 8-column n-tiles of O
 constexpr int RAW_ROW_CHUNKS = D / 16;   // 16-byte chunks per raw e4m3 row
@@ -142,6 +166,17 @@ constexpr int Q_CHUNKS = TILE_M * D / 8;  // 16-byte chunks of the fp16 Q tile
 constexpr int SMEM_BYTES = MMA_SMEM_BYTES;
 constexpr float LOG2E = 1.4426950408889634f;
 
+// PV_FP8: V transposed to [d][key] e4m3 bytes.  Within each 32-key block of a row, word
+// w = 2t + h (t = 0..3, h = 0..1) holds keys 16h + {2t, 2t+1, 8+2t, 9+2t}, in this byte order:
+// the keys thread t of a quad holds in S (C fragments of n-tiles 2h, 2h+1), which the A fragment
+// of m16n8k32 takes as k = 16h + 4t .. 16h + 4t + 3.  So the B fragment (k = 4t.., 16+4t.. of
+// column d) is words 2t, 2t+1: one 64-bit load.  Rows are padded to an odd multiple of 32 bytes
+// (KT = 32 needs none): the 4 rows a half-warp reads then fall into distinct banks.
+constexpr int VT_ROW = KT == 32 ? 32 : KT + 32;
+constexpr int V_GROUPS = KT * D / 64;  // 4 keys x 16 columns: one transpose unit (4 raw chunks)
+constexpr int V_OWN = (V_GROUPS + NT - 1) / NT;
+
+static_assert(!PV_FP8 || D * VT_ROW <= H_TILE, "the transposed V tile fits in the fp16 V tile's place");
 static_assert(OFF_H % 128 == 0 && OFF_Q % 128 == 0 && H_TILE % 128 == 0, "fp16 tiles stay 128-byte aligned");
 static_assert(KBD % 2 == 0 && NTD % 2 == 0, "ldmatrix.x4 covers two k-blocks / two n-tiles");
 
@@ -162,6 +197,14 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // The fp16 tiles hold the E4M3 value / DQ_SCALE, so scores and O are multiplied by it.
 constexpr float DQ_SCALE = MMA_DEQUANT_INT ? 256.f : 1.f;
+// Added to every exp2 argument, so P = 2^P_EXP2_OFFSET · exp2(s - m): PV_FP8 stores P in e4m3
+// as P * 256 (see kernels/README.md, "FP8 P·V").  A power of two: it costs nothing (folded into
+// the FFMA that forms the argument), changes no rounding (e4m3 keeps the same relative
+// precision in every normal binade), and cancels exactly in O / l, since l sums the same
+// e4m3 P through the tensor cores.  256 rather than 448: the largest P (1, at the row max)
+// becomes 256 <= 448, so nothing saturates, and the normal range reaches down to
+// P = 2^-6 / 256 = 2^-14 (subnormals to 2^-17; smaller P flush to 0).
+constexpr float P_EXP2_OFFSET = PV_FP8 ? 8.f : 0.f;
 
 // Four e4m3 bytes b0..b3 of w -> half2 (b0, b1) in lo and (b2, b3) in hi, element order kept.
 __device__ __forceinline__ void e4m3x4_to_half2x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
@@ -216,6 +259,40 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+#if PV_FP8
+// c = a * b (fresh accumulators), m16n8k32, e4m3 inputs, fp32 accumulate.
+__device__ __forceinline__ void mma16832_e4m3(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};\n"
+        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+}
+
+// Four floats -> four e4m3 bytes (x0 in the low byte), round to nearest even, saturating.
+// (cvt ... e4m3x2.f32 d, a, b puts a in the upper byte.)
+__device__ __forceinline__ uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
+    uint32_t r;
+    asm("{\n\t.reg .b16 lo, hi;\n\t"
+        "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n\t"
+        "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n\t"
+        "mov.b32 %0, {lo, hi};\n\t"
+        "}\n"
+        : "=r"(r)
+        : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
+    return r;
+}
+
+// The 4 keys of V transpose group g (see VT_ROW): 32-key block kb, word w = 2t + h; its chunk
+// column is cc (16 columns).  Groups run word-fastest, so a warp's stores cover whole rows.
+struct VGroup {
+    int kb, w, cc;
+    __device__ __forceinline__ explicit VGroup(int g) : kb((g >> 3) % (KT / 32)), w(g & 7), cc((g >> 3) / (KT / 32)) {}
+    __device__ __forceinline__ int key(int i) const {  // i = 0..3
+        return 32 * kb + 16 * (w & 1) + 2 * (w >> 1) + (i & 1) + 8 * (i >> 1);
+    }
+};
+#endif
+
 // Thread t of the block owns raw chunks t, t + NT, ... of both the K and the V tile, in the
 // copy and in the conversion, so it only ever converts bytes its own cp.async wrote.
 constexpr int OWN = (RAW_CHUNKS + NT - 1) / NT;
@@ -232,9 +309,29 @@ __device__ __forceinline__ void issue_tile(const uint8_t* __restrict__ Kbh, cons
             const bool valid = key < S;
             const size_t g = valid ? (static_cast<size_t>(key) * D + (c % RAW_ROW_CHUNKS) * 16) : 0;
             cp_async16_zfill(slot + c * 16, Kbh + g, valid);
+#if !PV_FP8
             cp_async16_zfill(slot + RAW_TILE + c * 16, Vbh + g, valid);
+#endif
         }
     }
+#if PV_FP8
+    // V by transpose groups: the thread that transposes a group copies its 4 chunks.
+#pragma unroll
+    for (int i = 0; i < V_OWN; ++i) {
+        const int gi = tid + i * NT;
+        if (V_GROUPS % NT == 0 || gi < V_GROUPS) {
+            const VGroup grp(gi);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int kr = grp.key(r);
+                const int key = tile * KT + kr;
+                const bool valid = key < S;
+                const size_t g = valid ? (static_cast<size_t>(key) * D + grp.cc * 16) : 0;
+                cp_async16_zfill(slot + RAW_TILE + (kr * RAW_ROW_CHUNKS + grp.cc) * 16, Vbh + g, valid);
+            }
+        }
+    }
+#endif
 }
 
 // cp.async the fp16 Q tile (rows past S zero-filled) into the swizzled tile at `qs`.
@@ -260,7 +357,7 @@ __device__ __forceinline__ void convert_tile(const unsigned char* raw, unsigned 
             const int r = c / RAW_ROW_CHUNKS;
             const int hc = 2 * (c % RAW_ROW_CHUNKS);  // first of the two fp16 chunks
 #pragma unroll
-            for (int m = 0; m < 2; ++m) {  // K, V
+            for (int m = 0; m < (PV_FP8 ? 1 : 2); ++m) {  // K, V (V stays e4m3 with PV_FP8)
                 const uint4 x = *reinterpret_cast<const uint4*>(raw + m * RAW_TILE + c * 16);
                 uint4 a, b;
                 e4m3x4_to_half2x2(x.x, a.x, a.y);
@@ -272,6 +369,33 @@ __device__ __forceinline__ void convert_tile(const unsigned char* raw, unsigned 
             }
         }
     }
+#if PV_FP8
+    // This thread's V groups: 4 raw 16-byte rows (keys) -> 16 words of 4 keys each, one per
+    // column, by a 4x4 byte transpose per 32-bit word (prmt), into the [d][key] tile.
+    unsigned char* vt = hbuf + H_TILE;
+#pragma unroll
+    for (int i = 0; i < V_OWN; ++i) {
+        const int gi = tid + i * NT;
+        if (V_GROUPS % NT == 0 || gi < V_GROUPS) {
+            const VGroup grp(gi);
+            uint4 x[4];
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                x[r] = *reinterpret_cast<const uint4*>(raw + RAW_TILE + (grp.key(r) * RAW_ROW_CHUNKS + grp.cc) * 16);
+            unsigned char* col = vt + grp.cc * 16 * VT_ROW + 32 * grp.kb + 4 * grp.w;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {  // word q of each row: columns 4q .. 4q+3 of the chunk
+                const uint32_t a = (&x[0].x)[q], b = (&x[1].x)[q], c = (&x[2].x)[q], d = (&x[3].x)[q];
+                const uint32_t ab01 = __byte_perm(a, b, 0x5140), cd01 = __byte_perm(c, d, 0x5140);
+                const uint32_t ab23 = __byte_perm(a, b, 0x7362), cd23 = __byte_perm(c, d, 0x7362);
+                *reinterpret_cast<uint32_t*>(col + (4 * q + 0) * VT_ROW) = __byte_perm(ab01, cd01, 0x5410);
+                *reinterpret_cast<uint32_t*>(col + (4 * q + 1) * VT_ROW) = __byte_perm(ab01, cd01, 0x7632);
+                *reinterpret_cast<uint32_t*>(col + (4 * q + 2) * VT_ROW) = __byte_perm(ab23, cd23, 0x5410);
+                *reinterpret_cast<uint32_t*>(col + (4 * q + 3) * VT_ROW) = __byte_perm(ab23, cd23, 0x7632);
+            }
+        }
+    }
+#endif
 }
 
 }  // namespace mma_attn
@@ -353,7 +477,6 @@ extern "C" __global__ void MMA_BOUNDS
 
     // Raw score -> log2 units.  Clamped away from 0 so a masked score (-inf) never meets 0 * inf.
     const float c = fmaxf(k_scale[bh] * (softmax_scale * LOG2E * DQ_SCALE), 1e-30f);
-    constexpr uint32_t ONES = 0x3c003c00u;  // half2(1, 1): P.1 gives the row sums
     float m_run[2] = {-INFINITY, -INFINITY};  // running max, log2 units
     float l_acc[4] = {0.f, 0.f, 0.f, 0.f};    // row sums: [0] row r0, [2] row r0 + 8
     float o[NTD][4];
@@ -417,8 +540,45 @@ extern "C" __global__ void MMA_BOUNDS
                 const float m_new = fmaxf(m_run[hr], mx[hr] * c);  // finite: key k0 is valid
                 alpha[hr] = fast_exp2(m_run[hr] - m_new);         // 0 on the first tile
                 m_run[hr] = m_new;
-                mneg[hr] = -m_new;
+                mneg[hr] = P_EXP2_OFFSET - m_new;
             }
+#if PV_FP8
+            // ---- P = 2^8 exp2(s - m) -> e4m3 in registers: the A fragment of one m16n8k32
+            // (a[2h + hr]: row r0 + 8hr, keys of n-tiles 2h, 2h+1, the order VT_ROW describes);
+            // then per n-tile of O: this step's P V from zero accumulators, added to O * alpha in
+            // fp32 (two-level accumulation: the tensor core's own sum spans 32 products) ----
+            {
+                uint32_t pa[4];
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+                    for (int hr = 0; hr < 2; ++hr) {
+                        const float(&x)[4] = s[2 * hh];
+                        const float(&y)[4] = s[2 * hh + 1];
+                        pa[2 * hh + hr] = pack_e4m3x4(fast_exp2(fmaf(x[2 * hr], c, mneg[hr])),
+                                                      fast_exp2(fmaf(x[2 * hr + 1], c, mneg[hr])),
+                                                      fast_exp2(fmaf(y[2 * hr], c, mneg[hr])),
+                                                      fast_exp2(fmaf(y[2 * hr + 1], c, mneg[hr])));
+                    }
+                constexpr uint32_t ONES8 = 0x38383838u;  // four e4m3 1.0: P.1 gives the row sums
+                float t[4];
+                mma16832_e4m3(t, pa, ONES8, ONES8);
+                l_acc[0] = fmaf(l_acc[0], alpha[0], t[0]);
+                l_acc[2] = fmaf(l_acc[2], alpha[1], t[2]);
+                const unsigned char* vt = smem + OFF_H + (j & 1) * H_BUF + H_TILE + grp * TILE_N + sub * SUB_N +
+                                          gid * VT_ROW + 8 * t4;
+#pragma unroll
+                for (int n = 0; n < NTD; ++n) {
+                    const uint2 bv = *reinterpret_cast<const uint2*>(vt + n * 8 * VT_ROW);
+                    mma16832_e4m3(t, pa, bv.x, bv.y);
+                    o[n][0] = fmaf(o[n][0], alpha[0], t[0]);
+                    o[n][1] = fmaf(o[n][1], alpha[0], t[1]);
+                    o[n][2] = fmaf(o[n][2], alpha[1], t[2]);
+                    o[n][3] = fmaf(o[n][3], alpha[1], t[3]);
+                }
+            }
+#else
+            constexpr uint32_t ONES = 0x3c003c00u;  // half2(1, 1): P.1 gives the row sums
             l_acc[0] *= alpha[0];  // (elements 1 and 3 are copies of 0 and 2, never read)
             l_acc[2] *= alpha[1];
 #pragma unroll
@@ -449,6 +609,7 @@ extern "C" __global__ void MMA_BOUNDS
                     mma16816(o[2 * nn + 1], pa, b2, b3);
                 }
             }
+#endif
         }
         if (j + 1 < ntiles) convert(j + 1);  // while the other warps may still compute tile j
     }
@@ -493,7 +654,7 @@ extern "C" __global__ void MMA_BOUNDS
 #endif
 
     // ---- epilogue: O * v_scale / l -> fp16; thread t holds columns 8n + 2t + {0,1} ----
-    const float vsc = v_scale[bh] * DQ_SCALE;
+    const float vsc = v_scale[bh] * (PV_FP8 ? 1.f : DQ_SCALE);  // PV_FP8: V never leaves e4m3
     __half* Obh = O + base;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
