@@ -285,11 +285,16 @@ fn fp8_p_rounding_alone_stays_within_the_fp8_pv_bounds() {
         // Partial tiles only: an unoptimized build emulates the mission shape in minutes.
         for (shape, seeds) in fp8_pv_shapes(d).into_iter().filter(|(s, _)| s.S <= 300) {
             for &seed in seeds {
-                let inputs = Inputs::generate(shape, seed);
+                let inputs = Inputs::generate(shape, repro::pipeline::Recipe::Gaussian, seed);
                 let reference = reference_f64(&inputs);
                 for &(tile_n, kv_split) in &splits {
                     let out = emulate_fp8_pv(&inputs, tile_n, kv_split);
-                    let acc = Accuracy::measure(&out, &reference, 0.06);
+                    let acc = Accuracy::measure(
+                        &out,
+                        &reference,
+                        0.06,
+                        (shape.S as usize, shape.D as usize),
+                    );
                     let at = format!(
                         "TILE_N={tile_n} KV_SPLIT={kv_split} {shape:?} seed {seed}: {acc:?}"
                     );
