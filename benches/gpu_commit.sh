@@ -7,7 +7,8 @@
 #
 # REPO_BUNDLE: `git bundle create FILE BRANCH` of the repository (the commit to measure is
 # BRANCH's tip, default main). Set GIT_USER_NAME / GIT_USER_EMAIL for the commit's author.
-# Writes OUTDIR/results.bundle (the new commit), OUTDIR/run.log, OUTDIR/summary.md.
+# Writes OUTDIR/results.bundle (the new commit), OUTDIR/results.tgz (the run's artifacts,
+# reports and logs, whatever the verdict), OUTDIR/run.log, OUTDIR/summary.md.
 # Exits non-zero if any step fails (a failed gate is not a failed step: it is reported).
 set -euo pipefail
 REPRO=$(realpath "$1"); BUNDLE=$(realpath "$2"); OUT=$(realpath "$3"); BRANCH=${4:-main}
@@ -34,9 +35,13 @@ t0=$SECONDS
 rc=0; "$REPRO" run -q || rc=$?
 echo "== repro run again (nothing to do): exit $rc in $((SECONDS - t0)) s"
 "$REPRO" status
+# Whatever happens next, the run's results come back to be looked at.
+tar czf "$OUT/results.tgz" artifacts reports .repro/logs .repro/state
+cp reports/summary.md "$OUT/summary.md"
+echo "== repro verify (before the commit)"
 "$REPRO" verify
 "$REPRO" commit --allow-failed -m "results: the shipped pipeline on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), from a clean checkout of $(git rev-parse --short "$base")"
+echo "== repro verify (after the commit)"
 "$REPRO" verify
 git bundle create "$OUT/results.bundle" "$BRANCH" "^$base"
-cp reports/summary.md "$OUT/summary.md"
 echo "== done: $(git log -1 --format='%h %s')"
