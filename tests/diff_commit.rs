@@ -328,3 +328,41 @@ fn diff_does_not_compare_speed_across_gpu_models() {
     );
     assert!(!md.contains("FASTER |"), "{md}");
 }
+
+#[test]
+fn a_performance_gate_that_moved_to_a_new_best_variant_is_not_called_unchecked() {
+    let (dir, repo) = repo_with_fixture();
+    let path = |variant: &str| dir.path().join(format!("artifacts/bench/{variant}.json"));
+    let perf_gate = |variant: &str| {
+        serde_json::json!({
+            "gate": "performance.min_speedup_vs_control",
+            "subject": format!("{variant} vs stage2-baseline on mission"),
+            "measured": 1.2, "threshold": 1.1, "op": ">=", "pass": true
+        })
+    };
+    let set_gate = |variant: &str, gate: Option<serde_json::Value>| {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path(variant)).unwrap()).unwrap();
+        let gates = v["gates"].as_array_mut().unwrap();
+        gates.retain(|g| g["gate"] != "performance.min_speedup_vs_control");
+        gates.extend(gate);
+        std::fs::write(path(variant), serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    };
+    // HEAD: stage5-ws-p1 is the best, and the performance gate judges it.
+    set_gate("stage5-ws-p1", Some(perf_gate("stage5-ws-p1")));
+    commit_all(&repo, "p1 is the best");
+    // Now stage5-ws-p2 is the best: the gate moved to it.
+    set_gate("stage5-ws-p1", None);
+    set_gate("stage5-ws-p2", Some(perf_gate("stage5-ws-p2")));
+    let report = diff_json(dir.path(), "HEAD");
+    let flipped = report["flipped_gates"].as_array().unwrap();
+    assert!(
+        flipped.iter().all(|g| !g["after"].is_null()),
+        "a moved gate is not unchecked: {flipped:?}"
+    );
+    // Gone altogether, it is.
+    set_gate("stage5-ws-p2", None);
+    let report = diff_json(dir.path(), "HEAD");
+    let flipped = report["flipped_gates"].as_array().unwrap();
+    assert!(flipped.iter().any(|g| g["after"].is_null()), "{flipped:?}");
+}

@@ -463,10 +463,17 @@ fn gate_states(a: &Artifacts) -> BTreeMap<String, bool> {
     out
 }
 
-/// Gates whose result changed, including gates checked before and not checked now.
+/// Gates whose result changed, including gates checked before and not checked now. A
+/// performance gate judges whichever variant is best: when another variant became the best,
+/// the gate moved to it (it is checked on the new side) and is not reported as unchecked.
 fn flipped(before: &BTreeMap<String, bool>, after: &BTreeMap<String, bool>) -> Vec<FlippedGate> {
+    let moved = |key: &str| {
+        let gate = key.split(' ').next().unwrap_or(key);
+        gate.starts_with("performance.") && after.keys().any(|k| k.split(' ').next() == Some(gate))
+    };
     before
         .iter()
+        .filter(|(k, _)| after.contains_key(*k) || !moved(k))
         .filter_map(|(k, b)| {
             let a = after.get(k).copied();
             (a != Some(*b)).then(|| FlippedGate {
