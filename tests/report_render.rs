@@ -486,8 +486,12 @@ fn a_report_of_results_from_two_machines_says_so_and_labels_each_row() {
         "{md}"
     );
     assert!(
-        md.contains("- M1: NVIDIA H100 80GB HBM3 sm_90 driver 580.95.05 — bench; kept, not re-run by the latest run: `bench` (not re-run here: no CUDA driver (libcuda.so.1) found)"),
+        md.contains("- M1: NVIDIA H100 80GB HBM3 sm_90 driver 580.95.05 — bench; kept, not re-run by the latest run: `bench` (not re-run here [^1])"),
         "{md}"
+    );
+    assert!(
+        md.contains("[^1]: no CUDA driver (libcuda.so.1) found"),
+        "the reason is stated once, as a footnote:\n{md}"
     );
     assert!(
         md.contains("- M2: NVIDIA L4 sm_89 driver 580.95.05 — evo-tune"),

@@ -118,6 +118,8 @@ pub fn mark(outcome: &str) -> &'static str {
         "⏭"
     } else if outcome.starts_with("up-to-date") {
         "·"
+    } else if outcome.starts_with("kept") {
+        "⏸"
     } else if outcome.starts_with("not run") {
         "–"
     } else {
@@ -141,6 +143,10 @@ mod tests {
         assert_eq!(mark("skipped: ncu not found"), "⏭");
         assert_eq!(mark("gate failed: ptxas"), "✗");
         assert_eq!(mark("FAILED"), "✗");
+        assert_eq!(
+            mark("kept: measured on an H100; not re-run here: no GPU"),
+            "⏸"
+        );
         assert_eq!(mark("up-to-date"), "·");
         assert_eq!(mark("not run: stopped by --fail-fast"), "–");
     }

@@ -361,6 +361,33 @@ pub fn recorded_upstream(run: &LockEntry, early_cutoff: bool) -> String {
     crate::tools::hex(&h.finalize())
 }
 
+/// The manifest as HEAD has it — the one written with the committed results, which a
+/// summary re-rendered here has since replaced in the working tree — or, outside git, the
+/// working tree's.
+fn committed_manifest(root: &std::path::Path) -> Option<String> {
+    let file = crate::pipeline::paths::MANIFEST_FILE;
+    let at_head = || -> Option<String> {
+        let repo = git2::Repository::discover(root).ok()?;
+        let workdir = repo.workdir()?.canonicalize().ok()?;
+        let rel = root
+            .canonicalize()
+            .ok()?
+            .strip_prefix(&workdir)
+            .ok()?
+            .join(file);
+        let tree = repo.head().ok()?.peel_to_tree().ok()?;
+        let blob = tree
+            .get_path(&rel)
+            .ok()?
+            .to_object(&repo)
+            .ok()?
+            .peel_to_blob()
+            .ok()?;
+        Some(String::from_utf8_lossy(blob.content()).into_owned())
+    };
+    at_head().or_else(|| std::fs::read_to_string(root.join(file)).ok())
+}
+
 /// `kept: measured on <GPU> on <date> at <commit>`: where a kept stage's results came from,
 /// from its lock entry and the manifest of the run that made them.
 pub fn kept_from(project: &Project, i: usize) -> String {
@@ -371,9 +398,7 @@ pub fn kept_from(project: &Project, i: usize) -> String {
         .and_then(|e| e.inputs.hardware.clone())
         .unwrap_or_else(|| "another machine".into());
     let manifest: Option<serde_yaml::Value> =
-        std::fs::read_to_string(project.root.join(crate::pipeline::paths::MANIFEST_FILE))
-            .ok()
-            .and_then(|t| serde_yaml::from_str(&t).ok());
+        committed_manifest(&project.root).and_then(|t| serde_yaml::from_str(&t).ok());
     let when = manifest.as_ref().and_then(|m| {
         m["created_utc"]
             .as_str()

@@ -22,13 +22,19 @@ pub struct Machine {
     pub gpu: String,
     /// The stages whose recorded results it made.
     pub stages: Vec<String>,
-    /// Stages whose results were kept because this run could not re-run them, with why.
+    /// Stages whose results were kept because this run could not re-run them, with why
+    /// (the reason as the report cites it).
     pub kept: Vec<String>,
 }
 
 impl Machines {
-    /// From the engine's record of each stage (in `stages` order).
-    pub fn of<'a>(state: &RunState, stages: impl IntoIterator<Item = &'a str>) -> Machines {
+    /// From the engine's record of each stage (in `stages` order); `cite` turns a reason
+    /// into how the report cites it (a footnote).
+    pub fn of<'a>(
+        state: &RunState,
+        stages: impl IntoIterator<Item = &'a str>,
+        cite: impl Fn(&str) -> String,
+    ) -> Machines {
         let mut list: Vec<Machine> = Vec::new();
         let mut any_kept = false;
         for name in stages {
@@ -58,7 +64,7 @@ impl Machines {
                 any_kept = true;
                 list[at]
                     .kept
-                    .push(format!("`{name}` (not re-run here: {why})"));
+                    .push(format!("`{name}` (not re-run here{})", because(&cite(why))));
             }
         }
         Machines {
@@ -77,6 +83,15 @@ impl Machines {
             .find(|m| m.stages.iter().any(|s| s == stage))
             .map(|m| m.label.clone())
             .unwrap_or_else(|| "not recorded".into())
+    }
+}
+
+/// ` [^1]` for a footnote, `: words` for a reason stated in place.
+fn because(cited: &str) -> String {
+    if cited.starts_with("[^") {
+        format!(" {cited}")
+    } else {
+        format!(": {cited}")
     }
 }
 
@@ -103,7 +118,7 @@ mod tests {
         state
             .stages
             .insert("tune".into(), stage("H100 sm_90", None));
-        let m = Machines::of(&state, ["bench", "tune"]);
+        let m = Machines::of(&state, ["bench", "tune"], str::to_string);
         assert!(!m.mixed);
         assert_eq!(m.list.len(), 1);
         assert_eq!(m.label_of(Some("bench")), "");
@@ -116,7 +131,7 @@ mod tests {
             .stages
             .insert("bench".into(), stage("H100 sm_90", Some("no GPU")));
         state.stages.insert("build".into(), StageState::default());
-        let m = Machines::of(&state, ["build", "bench"]);
+        let m = Machines::of(&state, ["build", "bench"], str::to_string);
         assert!(m.mixed, "kept results are from another machine");
         assert_eq!(m.list[0].kept, ["`bench` (not re-run here: no GPU)"]);
         assert_eq!(m.label_of(Some("bench")), "M1");
@@ -125,13 +140,16 @@ mod tests {
         state
             .stages
             .insert("bench".into(), stage("H100 sm_90", None));
-        let m = Machines::of(&state, ["bench", "tune"]);
+        let m = Machines::of(&state, ["bench", "tune"], str::to_string);
         assert!(m.mixed);
         assert_eq!(m.label_of(Some("tune")), "M2");
         // A stage without a recorded GPU that skipped is not a machine of the report.
         let mut skipped = stage("no GPU: no driver", None);
         skipped.status = Some("skipped".into());
         state.stages.insert("profile".into(), skipped);
-        assert_eq!(Machines::of(&state, ["profile"]).list.len(), 0);
+        assert_eq!(
+            Machines::of(&state, ["profile"], str::to_string).list.len(),
+            0
+        );
     }
 }
