@@ -58,6 +58,67 @@ fn move_to(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::rename(from, to)
 }
 
+/// Move each staged output into place, the live one aside into `old`. Before each move,
+/// `moved` records the output and whether a live one existed, so that a commit cut short —
+/// an error here, or a kill, found by [`recover`] — is undone by [`put_back`].
+fn swap_in(
+    root: &Path,
+    staged: &Path,
+    old: &Path,
+    moved: &Path,
+    outputs: &[PathBuf],
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(old)?;
+    let mut list = std::fs::File::create(moved)?;
+    for out in outputs {
+        crate::pipeline::paths::check_no_symlink_out(root, out)
+            .map_err(|p| anyhow::anyhow!("output `{}` {p}", out.display()))?;
+        let live = root.join(out);
+        let state = if exists(&live) { "present" } else { "absent" };
+        writeln!(list, "{state} {}", out.display())?;
+        list.sync_data()?;
+        if exists(&live) {
+            move_to(&live, &old.join(out))?;
+        }
+        if !exists(&staged.join(out)) {
+            continue; // an optional output left unwritten: the old one goes
+        }
+        move_to(&staged.join(out), &live)
+            .with_context(|| format!("cannot move output `{}` into place", out.display()))?;
+    }
+    Ok(())
+}
+
+/// Undo a commit cut short: each output `moved` lists gets its previous version back (or,
+/// if it had none, loses the new one). Lines naming a path no stage may write are ignored.
+fn put_back(root: &Path, old: &Path, moved: &Path) -> anyhow::Result<()> {
+    let Ok(list) = std::fs::read_to_string(moved) else {
+        return Ok(());
+    };
+    for line in list.lines() {
+        let Some((state, path)) = line.split_once(' ') else {
+            continue;
+        };
+        let Ok(out) = crate::pipeline::paths::check_output(root, path) else {
+            continue;
+        };
+        let (live, previous) = (root.join(&out), old.join(&out));
+        match state {
+            "present" if exists(&previous) => {
+                remove_any(&live)?;
+                move_to(&previous, &live)?;
+            }
+            // Present, but not yet moved aside: the live one is still the previous one.
+            "present" => {}
+            _ => remove_any(&live)?,
+        }
+    }
+    remove_any(moved)?;
+    remove_any(old)?;
+    Ok(())
+}
+
 fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
 }
@@ -180,21 +241,15 @@ impl Guard {
             Guard::Backup { dir, .. } => remove_any(dir)?,
             Guard::Staged { dir } => {
                 let old = dir.with_extension("old");
+                let moved = dir.with_extension("moved");
                 remove_any(&old)?;
-                for out in outputs {
-                    crate::pipeline::paths::check_no_symlink_out(root, out)
-                        .map_err(|p| anyhow::anyhow!("output `{}` {p}", out.display()))?;
-                    let live = root.join(out);
-                    if exists(&live) {
-                        move_to(&live, &old.join(out))?;
-                    }
-                    if !exists(&dir.join(out)) {
-                        continue; // an optional output left unwritten: the old one goes
-                    }
-                    move_to(&dir.join(out), &live).with_context(|| {
-                        format!("cannot move output `{}` into place", out.display())
-                    })?;
+                remove_any(&moved)?;
+                let swapped = swap_in(root, dir, &old, &moved, outputs);
+                if let Err(e) = swapped {
+                    put_back(root, &old, &moved)?;
+                    return Err(e);
                 }
+                remove_any(&moved)?;
                 remove_any(&old)?;
                 remove_any(dir)?;
             }
@@ -323,7 +378,19 @@ pub fn recover(
             }
         }
     }
-    remove_any(&root.join(".repro/staging"))?;
+    // Commits of staged outputs cut short: the lock still names the previous outputs.
+    let staging = root.join(".repro/staging");
+    if let Ok(entries) = std::fs::read_dir(&staging) {
+        for entry in entries.flatten() {
+            let moved = entry.path();
+            if moved.extension() == Some("moved".as_ref()) {
+                put_back(root, &moved.with_extension("old"), &moved)?;
+                let stage = moved.file_stem().unwrap_or_default();
+                recovery.restored.push(stage.to_string_lossy().into_owned());
+            }
+        }
+    }
+    remove_any(&staging)?;
     recovery.restored.sort();
     Ok(recovery)
 }
@@ -351,6 +418,35 @@ mod tests {
             "old"
         );
         assert!(!root.join(".repro/backup/s").exists());
+    }
+
+    #[test]
+    fn a_commit_of_staged_outputs_cut_short_is_undone_by_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("out")).unwrap();
+        std::fs::write(root.join("out/a.txt"), "old a").unwrap();
+        std::fs::write(root.join("out/b.txt"), "old b").unwrap();
+        // A kill after a.txt was swapped and while b.txt was aside: what the list and the
+        // folders hold at that moment (c.txt had no previous version and came in new).
+        let staging = root.join(".repro/staging");
+        std::fs::create_dir_all(staging.join("s.old/out")).unwrap();
+        std::fs::rename(root.join("out/a.txt"), staging.join("s.old/out/a.txt")).unwrap();
+        std::fs::write(root.join("out/a.txt"), "new a").unwrap();
+        std::fs::rename(root.join("out/b.txt"), staging.join("s.old/out/b.txt")).unwrap();
+        std::fs::write(root.join("out/c.txt"), "new c").unwrap();
+        std::fs::write(
+            staging.join("s.moved"),
+            "present out/a.txt\nabsent out/c.txt\npresent out/b.txt\npresent ../escape\n",
+        )
+        .unwrap();
+        let recovery = recover(root, None, None).unwrap();
+        assert_eq!(recovery.restored, ["s"]);
+        let read = |p: &str| std::fs::read_to_string(root.join(p)).ok();
+        assert_eq!(read("out/a.txt").as_deref(), Some("old a"));
+        assert_eq!(read("out/b.txt").as_deref(), Some("old b"));
+        assert_eq!(read("out/c.txt"), None, "it had no previous version");
+        assert!(!staging.exists());
     }
 
     #[test]
