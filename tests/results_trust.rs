@@ -4,6 +4,8 @@
 //! repositories (no GPU needed: a declared tool that fails stands in for a missing one),
 //! and early cutoff on the shipped kernels (needs nvcc).
 
+#[path = "support/project.rs"]
+mod project;
 #[path = "support/shipped.rs"]
 mod shipped;
 #[path = "support/skip.rs"]
@@ -11,37 +13,35 @@ mod skip;
 
 use assert_cmd::Command;
 use git2::{Repository, Signature};
+use project::Project;
 use std::path::Path;
 use std::time::Duration;
 
+/// A temporary project in a git repository.
 struct Repo {
-    dir: tempfile::TempDir,
+    project: Project,
     git: Repository,
+}
+
+impl std::ops::Deref for Repo {
+    type Target = Project;
+    fn deref(&self) -> &Project {
+        &self.project
+    }
 }
 
 impl Repo {
     fn new(pipeline: &str) -> Repo {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("pipeline.yaml"), pipeline).unwrap();
-        std::fs::write(dir.path().join(".gitignore"), ".repro/\n").unwrap();
-        let git = Repository::init(dir.path()).unwrap();
+        let project = Project::new(pipeline);
+        project.write(".gitignore", ".repro/\n");
+        let git = Repository::init(project.root()).unwrap();
         let mut cfg = git.config().unwrap();
         cfg.set_str("user.name", "Test").unwrap();
         cfg.set_str("user.email", "test@example.com").unwrap();
-        Repo { dir, git }
+        Repo { project, git }
     }
 
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let path = self.root().join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
-    fn read(&self, rel: &str) -> Vec<u8> {
+    fn bytes(&self, rel: &str) -> Vec<u8> {
         std::fs::read(self.root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
     }
 
@@ -58,24 +58,6 @@ impl Repo {
         self.git
             .commit(Some("HEAD"), &sig, &sig, msg, &tree, &parents)
             .unwrap();
-    }
-
-    /// Run and expect exit code `code`; return stdout + stderr.
-    fn expect(&self, args: &[&str], code: i32) -> String {
-        let out = Command::cargo_bin("repro")
-            .unwrap()
-            .args(args)
-            .current_dir(self.root())
-            .timeout(Duration::from_secs(60))
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(out.status.code(), Some(code), "repro {args:?}:\n{text}");
-        text
     }
 }
 
@@ -111,8 +93,8 @@ fn a_stage_that_cannot_run_here_keeps_the_results_measured_elsewhere() {
     let repo = measured_repo();
     repo.expect(&["run"], 0);
     let before = (
-        repo.read("artifacts/m.txt"),
-        repo.read("artifacts/repro.lock"),
+        repo.bytes("artifacts/m.txt"),
+        repo.bytes("artifacts/repro.lock"),
     );
     // The tool disappears and the input changes: the stage cannot measure here.
     repo.write("tool.sh", "exit 3\n");
@@ -120,9 +102,9 @@ fn a_stage_that_cannot_run_here_keeps_the_results_measured_elsewhere() {
     let out = repo.expect(&["run"], 0);
     assert!(out.contains("kept: earlier results"), "{out}");
     assert!(out.contains("not re-run here: needs `probe`"), "{out}");
-    assert_eq!(repo.read("artifacts/m.txt"), before.0, "output untouched");
+    assert_eq!(repo.bytes("artifacts/m.txt"), before.0, "output untouched");
     assert_eq!(
-        repo.read("artifacts/repro.lock"),
+        repo.bytes("artifacts/repro.lock"),
         before.1,
         "lock untouched"
     );
@@ -135,7 +117,7 @@ fn a_stage_that_cannot_run_here_keeps_the_results_measured_elsewhere() {
     // Once the tool is back the stage is stale again and runs.
     repo.write("tool.sh", "echo probe 1.0\n");
     repo.expect(&["run"], 0);
-    assert_eq!(repo.read("artifacts/m.txt"), b"line one\nline two\n");
+    assert_eq!(repo.bytes("artifacts/m.txt"), b"line one\nline two\n");
 }
 
 #[test]
@@ -147,7 +129,7 @@ fn a_stage_that_never_measured_records_its_skip_and_is_not_retried() {
     let out = repo.expect(&["run"], 0);
     assert!(out.contains("skipped: needs `probe`"), "{out}");
     assert!(!repo.root().join("artifacts/m.txt").exists());
-    let lock = String::from_utf8(repo.read("artifacts/repro.lock")).unwrap();
+    let lock = String::from_utf8(repo.bytes("artifacts/repro.lock")).unwrap();
     assert!(lock.contains("skipped: needs `probe`"), "{lock}");
     let again = repo.expect(&["run"], 0);
     assert!(
@@ -162,7 +144,7 @@ fn a_stage_that_never_measured_records_its_skip_and_is_not_retried() {
 fn tool_versions_and_the_gpu_are_inputs_of_the_stages_that_declare_them() {
     let repo = measured_repo();
     repo.expect(&["run"], 0);
-    let lock = String::from_utf8(repo.read("artifacts/repro.lock")).unwrap();
+    let lock = String::from_utf8(repo.bytes("artifacts/repro.lock")).unwrap();
     assert!(lock.contains("probe: probe 1.0"), "{lock}");
     // A new version (a new binary, so the cached answer does not apply) makes it stale.
     repo.write("tool.sh", "echo probe 2.0 # new\n");
@@ -264,7 +246,7 @@ fn verify_accepts_consistent_results_and_names_each_inconsistency() {
     );
     reset_hard(&repo);
     // The lock edited by hand: what `report` recorded of `measure` no longer matches.
-    let lock = String::from_utf8(repo.read("artifacts/repro.lock")).unwrap();
+    let lock = String::from_utf8(repo.bytes("artifacts/repro.lock")).unwrap();
     let (head, tail) = lock.split_once("upstream:\n        measure: ").unwrap();
     let edited = format!("{head}upstream:\n        measure: 0{}", &tail[1..]);
     repo.write("artifacts/repro.lock", &edited);
@@ -406,7 +388,7 @@ fn a_failure_on_other_inputs_is_forgotten_once_the_stage_is_up_to_date_again() {
     repo.write("d", "bad\n");
     repo.expect(&["run"], 1);
     let record = repo.root().join(".repro/state/s.json");
-    assert!(String::from_utf8(repo.read(".repro/state/s.json"))
+    assert!(String::from_utf8(repo.bytes(".repro/state/s.json"))
         .unwrap()
         .contains("\"failed\""));
     // Back to the inputs of the recorded run: up to date, and the failure no longer stands.
@@ -414,7 +396,7 @@ fn a_failure_on_other_inputs_is_forgotten_once_the_stage_is_up_to_date_again() {
     repo.expect(&["run"], 0);
     assert!(
         !record.exists()
-            || !String::from_utf8(repo.read(".repro/state/s.json"))
+            || !String::from_utf8(repo.bytes(".repro/state/s.json"))
                 .unwrap()
                 .contains("\"failed\""),
         "the failed record of other inputs is gone"
