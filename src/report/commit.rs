@@ -283,9 +283,9 @@ fn dirty_sources(root: &Path) -> anyhow::Result<Vec<String>> {
         .into_iter()
         .map(|p| format!("`{p}`, an input of the results, differs from HEAD: commit the source first, rerun `repro run`, then `repro commit` (the manifest then names that commit)"))
         .collect();
-    let manifest =
-        std::fs::read_to_string(root.join(super::manifest::MANIFEST)).unwrap_or_default();
-    if out.is_empty() && manifest.contains("dirty: True") {
+    let dirty_run =
+        super::manifest::read(root).is_some_and(|m| m["git"]["dirty"].as_bool() == Some(true));
+    if out.is_empty() && dirty_run {
         out.push(format!(
             "{} says the run was made from uncommitted sources (git dirty): commit them, rerun `repro run`, then `repro commit`",
             super::manifest::MANIFEST

@@ -19,6 +19,12 @@ pub const LISTED_DIRS: [&str; 2] = ["artifacts", "reports"];
 /// Files the manifest does not list (see the module doc).
 pub const UNLISTED: [&str; 2] = [MANIFEST, super::state::LOCK];
 
+/// The manifest under `root`, parsed; `None` when it is missing or not YAML.
+pub fn read(root: &Path) -> Option<serde_yaml::Value> {
+    let text = std::fs::read_to_string(root.join(MANIFEST)).ok()?;
+    serde_yaml::from_str(&text).ok()
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ArtifactEntry {
     pub path: String,

@@ -219,10 +219,7 @@ fn machine_local_problems(stage: &Stage, entry: &LockEntry, lock: &LockFile) -> 
 /// lock recorded. Returns that commit and the problems.
 fn manifest_problems(root: &Path, lock: &LockFile) -> (Option<String>, Vec<String>) {
     let mut problems = Vec::new();
-    let manifest: Option<serde_yaml::Value> = std::fs::read_to_string(root.join(MANIFEST))
-        .ok()
-        .and_then(|t| serde_yaml::from_str(&t).ok());
-    let Some(manifest) = manifest else {
+    let Some(manifest) = super::manifest::read(root) else {
         problems.push(format!("there is no readable {MANIFEST}: run `repro run`"));
         return (None, problems);
     };
