@@ -1,17 +1,9 @@
-//! The command line: argument definitions and dispatch. Each subcommand's work lives in
-//! its own module; this file only wires them up and maps results to exit codes.
+//! The command line's definitions (clap). [`crate::commands`] carries each one out.
 
+use crate::gpu::timing::{L2Mode, Method};
+use crate::pipeline::{Precision, Recipe, Shape};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
-
-/// Exit codes (DESIGN.md): 0 all green, 1 a gate or stage failed, 2 bad usage or bad
-/// pipeline.yaml, 130 interrupted.
-pub mod exit {
-    pub const OK: i32 = 0;
-    pub const FAILED: i32 = 1;
-    pub const USAGE: i32 = 2;
-    pub const INTERRUPTED: i32 = 130;
-}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -63,7 +55,7 @@ pub enum Command {
     /// Run the autotuner (the tune stage); `--exhaustive` evaluates the whole space.
     Tune(TuneArgs),
     /// Internal: load one variant, check it against the reference, time it, print one JSON line.
-    Exec(crate::gpu::exec::ExecArgs),
+    Exec(ExecArgs),
     /// Is A faster than B? Time two kernels on one GPU, interleaved, and give the ratio of
     /// their medians with a 95% confidence interval.
     ///
@@ -71,10 +63,9 @@ pub enum Command {
     /// to .cubin files. Both are checked against the reference on the same inputs, then
     /// timed in one process by the isolated method (one launch per sample, the timer's cost
     /// subtracted), sample by sample in turn (A B, B A, A B, …) so drifting clocks or
-    /// temperature affect both alike. The answer reads like hyperfine's: "A ran 1.092×
-    /// faster than B (95% CI 1.088–1.097)", the interval from a paired bootstrap of the
-    /// samples. Exits 1 when A or B fails the correctness check.
-    Compare(crate::gpu::compare::CompareArgs),
+    /// temperature affect both alike. The answer reads like hyperfine's: "A ran R× faster
+    /// than B (95% CI lo–hi)", the interval from a paired bootstrap of the samples. Exits 1 when A or B fails the correctness check.
+    Compare(CompareArgs),
     /// Nsight Compute helpers.
     #[command(subcommand)]
     Ncu(NcuCommand),
@@ -273,83 +264,131 @@ pub enum ToolchainAction {
     },
 }
 
-/// Parse the command line, run, and return the process exit code.
-pub fn main() -> i32 {
-    let cli = Cli::parse();
-    match dispatch(cli) {
-        Ok(code) => code,
-        // A bad pipeline.yaml prints its own `file:line:col: error:` lines.
-        Err(err) if err.is::<crate::pipeline::LoadError>() => {
-            eprintln!("{err}");
-            exit::USAGE
-        }
-        Err(err) if err.is::<crate::engine::project_lock::WaitInterrupted>() => {
-            eprintln!("{err}");
-            exit::INTERRUPTED
-        }
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            // A request naming what does not exist is bad usage.
-            if err.is::<crate::engine::runner::UsageError>() {
-                exit::USAGE
-            } else {
-                exit::FAILED
-            }
-        }
-    }
+/// `repro exec`'s arguments; `commands::exec` turns them into an `ExecRequest`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// A variant of pipeline.yaml: loads `.repro/cubins/<VARIANT>.cubin`.
+    #[arg(long, conflicts_with_all = ["cubin", "dump_inputs"])]
+    pub variant: Option<String>,
+    /// A cubin file to load instead of a variant's (needs --entry).
+    #[arg(long, requires = "entry")]
+    pub cubin: Option<PathBuf>,
+    /// The kernel's entry point in --cubin.
+    #[arg(long, requires = "cubin")]
+    pub entry: Option<String>,
+    /// A shape name of pipeline.yaml (`workload.shapes`).
+    #[arg(long, conflicts_with = "dims")]
+    pub shape: Option<String>,
+    /// An explicit shape, `B,H,S,D`.
+    #[arg(long, value_parser = crate::gpu::exec::parse_dims)]
+    pub dims: Option<Shape>,
+    /// Input seed (with --dump-inputs: only this seed; default all of pipeline.yaml).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Input recipe: gaussian, outliers, sharp, sink or e4m3-edge (docs/guide/correctness.md).
+    /// Default gaussian; with --dump-inputs: only this recipe (default every recipe
+    /// `workload.inputs` lists for the shape).
+    #[arg(long, value_parser = parse_recipe)]
+    pub inputs: Option<Recipe>,
+    /// The precision class whose correctness thresholds apply: fp16-pv or fp8-pv (default:
+    /// the variant's declared class, else fp16-pv).
+    #[arg(long, value_parser = parse_precision)]
+    pub precision: Option<Precision>,
+    /// Launches before timing.
+    #[arg(long, default_value_t = 20)]
+    pub warmup: u32,
+    /// Timing samples (the minimum; more are taken while the CV is above --max-cv).
+    #[arg(long, default_value_t = 100)]
+    pub iters: u32,
+    /// Device index (among the visible ones).
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+    /// `warm`, or `flush` L2 before each sample (outside the timed region).
+    #[arg(long, default_value_t = L2Mode::Warm)]
+    pub l2: L2Mode,
+    /// Check correctness only.
+    #[arg(long)]
+    pub no_timing: bool,
+    /// Keep sampling while the coefficient of variation is above this...
+    #[arg(long, default_value_t = 0.01)]
+    pub max_cv: f64,
+    /// ...for at most this many seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub max_time: f64,
+    /// `isolated`: one launch per sample, queued behind a hold so the host is not timed,
+    /// with the timer's own cost subtracted (what Nsight Compute's gpu__time_duration
+    /// measures). `graph`: the mean launch of a CUDA graph of back-to-back launches (the
+    /// throughput of a graph replay, a little below the isolated time; docs/guide/gpu.md).
+    /// Under ncu, which serializes launches, use `graph`.
+    #[arg(long, default_value_t = Method::Isolated)]
+    pub method: Method,
+    /// Graph method: launches per sample (default: enough for a sample of at least 100 µs).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100000))]
+    pub launches_per_sample: Option<u32>,
+    /// The reference cubin (default `.repro/cubins/reference.cubin`).
+    #[arg(long)]
+    pub reference: Option<PathBuf>,
+    /// Write the inputs of every shape × seed (or the chosen ones) into DIR, with an
+    /// `index.json`, and exit. Needs no GPU.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["cubin", "no_timing", "attributes"])]
+    pub dump_inputs: Option<PathBuf>,
+    /// Print the driver's attributes of --cubin's --entry as JSON (registers, smem, ...).
+    #[arg(long, requires = "cubin")]
+    pub attributes: bool,
+    /// Print the GPUs this process sees as a JSON list (`GpuInfo`) and exit: how stages
+    /// discover the GPUs of a cluster node through the executor.
+    #[arg(long, conflicts_with_all = ["variant", "cubin", "dump_inputs", "attributes"])]
+    pub query_devices: bool,
 }
 
-fn dispatch(cli: Cli) -> anyhow::Result<i32> {
-    match cli.command {
-        Command::Exec(args) => crate::gpu::exec::main(&cli.global, &args),
-        Command::Compare(args) => crate::gpu::compare::main(&cli.global, &args),
-        Command::Ncu(NcuCommand::Parse(args)) => crate::ncu::parse_command(&args),
-        Command::Build(a) if a.list => crate::stages::build::list::main(&cli.global, &a),
-        Command::Run(args) => crate::engine::commands::run(&cli.global, &args),
-        Command::Stage(args) => crate::engine::commands::stage(&cli.global, &args),
-        Command::Status(args) => crate::engine::commands::status(&cli.global, &args),
-        Command::Dag(args) => crate::engine::commands::dag(&cli.global, &args),
-        Command::Build(args) => crate::engine::commands::build(&cli.global, &args),
-        Command::Tune(args) => crate::engine::commands::tune(&cli.global, &args),
-        Command::Diff(args) => crate::report::diff::main(&cli.global, &args),
-        Command::Commit(args) => crate::report::commit::main(&cli.global, &args),
-        Command::Verify => verify(&cli.global),
-        Command::Docs(args) => crate::doctables::main(&cli.global, args.check),
-        Command::Toolchain(ToolchainArgs { action: None }) => {
-            crate::toolchain::command::show(&cli.global.file)
-        }
-        Command::Toolchain(ToolchainArgs {
-            action: Some(ToolchainAction::Install { version }),
-        }) => crate::toolchain::command::install(
-            &cli.global.file,
-            version.as_deref(),
-            cli.global.quiet,
-        ),
-    }
+fn parse_recipe(s: &str) -> Result<Recipe, String> {
+    Recipe::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = Recipe::ALL.iter().map(|r| r.name()).collect();
+        format!("expected one of {}", names.join(", "))
+    })
 }
 
-/// `repro verify`: print the verdict; exit 1 when anything is inconsistent.
-fn verify(global: &GlobalArgs) -> anyhow::Result<i32> {
-    let project = crate::pipeline::load(&global.file)?;
-    let verdict = crate::report::verify::verify(&project)?;
-    if verdict.problems.is_empty() {
-        let at = verdict
-            .commit
-            .as_deref()
-            .map(|c| format!(" made at commit {}", &c[..c.len().min(10)]))
-            .unwrap_or_default();
-        println!(
-            "verified: {} stages and {} committed outputs{at} are consistent with the sources",
-            verdict.stages, verdict.outputs
-        );
-        return Ok(exit::OK);
-    }
-    println!(
-        "repro verify: the committed results are not consistent ({} problems):",
-        verdict.problems.len()
-    );
-    for p in &verdict.problems {
-        println!("  - {p}");
-    }
-    Ok(exit::FAILED)
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    Precision::parse(s).ok_or_else(|| "expected fp16-pv or fp8-pv".to_string())
+}
+
+/// `repro compare`'s arguments.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The first kernel: a variant of pipeline.yaml (its `.repro/cubins/<VARIANT>.cubin`
+    /// from the build stage), or a path to a `.cubin` (e.g. `.repro/cubins/tune-top1.cubin`).
+    pub a: String,
+    /// The second kernel, likewise.
+    pub b: String,
+    /// Entry point of a kernel given as a `.cubin` path (default: the entry every kernel of
+    /// pipeline.yaml shares).
+    #[arg(long)]
+    pub entry: Option<String>,
+    /// A shape name of pipeline.yaml (default: its primary shape).
+    #[arg(long, conflicts_with = "dims")]
+    pub shape: Option<String>,
+    /// An explicit shape, `B,H,S,D`.
+    #[arg(long, value_parser = crate::gpu::exec::parse_dims)]
+    pub dims: Option<Shape>,
+    /// Input seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Launches of each kernel, in turn, before timing.
+    #[arg(long, default_value_t = 20)]
+    pub warmup: u32,
+    /// Pairs of samples (one launch of A and one of B each, in alternating order).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(10..))]
+    pub pairs: u32,
+    /// `warm`, or `flush` L2 before each sample (outside the timed region).
+    #[arg(long, default_value_t = L2Mode::Warm)]
+    pub l2: L2Mode,
+    /// Device index (among the visible ones).
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+    /// The reference cubin (default `.repro/cubins/reference.cubin`).
+    #[arg(long)]
+    pub reference: Option<PathBuf>,
+    /// Print the comparison as JSON (every sample included).
+    #[arg(long)]
+    pub json: bool,
 }

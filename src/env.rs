@@ -182,7 +182,8 @@ fn result_dirs(repo: &git2::Repository, root: &Path) -> Vec<PathBuf> {
     RESULT_DIRS.iter().map(|d| prefix.join(d)).collect()
 }
 
-fn hostname() -> Option<String> {
+/// This machine's host name, if it has one.
+pub fn hostname() -> Option<String> {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };

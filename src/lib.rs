@@ -1,7 +1,8 @@
 //! `repro`: a cached, reproducible DAG of GPU-kernel stages
 //! (build → bench → evo-tune → ncu-profile → summarize).
 //!
-//! Reading order: [`cli`] parses the command line; [`pipeline`] loads and validates
+//! Reading order: [`cli`] defines the command line and [`commands`] carries it out (the
+//! only layer that knows clap and exit codes); [`pipeline`] loads and validates
 //! `pipeline.yaml`; [`engine`] decides what is stale and runs stages through an
 //! [`executor`]; [`stages`] holds one module per built-in stage kind. GPU code stays
 //! behind [`gpu`]; Nsight Compute behind [`ncu`]; the autotuner in [`tune`]; reports in
@@ -9,6 +10,7 @@
 //! [`toolchain`] picks (and, when pinned, installs) the nvcc every compile uses.
 
 pub mod cli;
+pub mod commands;
 pub mod doctables;
 pub mod engine;
 pub mod env;

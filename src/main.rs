@@ -1,3 +1,3 @@
 fn main() {
-    std::process::exit(repro::cli::main());
+    std::process::exit(repro::commands::main());
 }

@@ -93,11 +93,18 @@ pub fn regenerate(
     Ok((out, changed))
 }
 
+/// What `repro docs` found: how many marked tables there are, and which were not current
+/// (`file: table`; rewritten unless only checking).
+#[derive(Debug, Default)]
+pub struct Refresh {
+    pub tables: usize,
+    pub stale: Vec<String>,
+}
+
 /// `repro docs`: regenerate (or with `check`, only compare) every marked table.
-pub fn main(global: &crate::cli::GlobalArgs, check: bool) -> anyhow::Result<i32> {
-    use crate::cli::exit;
-    let project = crate::pipeline::load(&global.file)?;
-    let root = crate::report::diff::project_root(&global.file);
+pub fn refresh(file: &Path, check: bool) -> anyhow::Result<Refresh> {
+    let project = crate::pipeline::load(file)?;
+    let root = crate::report::diff::project_root(file);
     let artifacts = crate::report::artifacts::Artifacts::load(&root)?;
     let sources = tables::Sources {
         root: &root,
@@ -117,13 +124,8 @@ pub fn main(global: &crate::cli::GlobalArgs, check: bool) -> anyhow::Result<i32>
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         let shown = rel.display().to_string();
-        let (new, changed) = match regenerate(&text, &shown, &render) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return Ok(exit::USAGE);
-            }
-        };
+        let (new, changed) =
+            regenerate(&text, &shown, &render).map_err(crate::engine::runner::UsageError)?;
         tables += text.matches(OPEN).count();
         if changed.is_empty() {
             continue;
@@ -134,24 +136,7 @@ pub fn main(global: &crate::cli::GlobalArgs, check: bool) -> anyhow::Result<i32>
         }
         stale.extend(changed.into_iter().map(|n| format!("{shown}: {n}")));
     }
-    if check && !stale.is_empty() {
-        println!(
-            "repro docs --check: {} generated tables are not current with the committed results:",
-            stale.len()
-        );
-        for s in &stale {
-            println!("  - {s}");
-        }
-        println!("run `repro docs` and commit the docs");
-        return Ok(exit::FAILED);
-    }
-    let verb = if check { "current" } else { "regenerated" };
-    println!(
-        "{tables} generated tables; {} {}",
-        if check { tables } else { stale.len() },
-        verb
-    );
-    Ok(exit::OK)
+    Ok(Refresh { tables, stale })
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! success, and records `artifacts/repro.lock`. Knows nothing about GPUs.
 
 pub mod code_digest;
-pub mod commands;
 pub mod fingerprint;
 pub mod lockfile;
 pub mod progress;

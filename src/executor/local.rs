@@ -60,17 +60,9 @@ impl Executor for LocalExecutor {
     }
 }
 
-/// This machine's host name.
+/// This machine's host name, `unknown` when it has none.
 pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it
-    // or truncates, and we stop at the first NUL.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+    crate::env::hostname().unwrap_or_else(|| "unknown".into())
 }
 
 fn signal_group(pgid: u32, signal: i32) {

@@ -2,6 +2,7 @@
 //! timeout or unreadable output becomes a `failed` [`BenchResult`] with the reason, never
 //! an error, so one bad kernel does not stop a stage.
 
+use super::timing::{L2Mode, Method};
 use crate::executor::{ExitKind, Job, JobOutcome};
 use crate::pipeline::{Precision, Recipe, Shape};
 use crate::schema::BenchResult;
@@ -16,6 +17,9 @@ pub enum ExecTarget {
     Cubin { path: PathBuf, entry: String },
 }
 
+/// One `repro exec` run: what the bench, tune and profile stages ask for, and what the
+/// command line parses back ([`ExecRequest::argv`] and `commands::exec` are each other's
+/// inverse; a test checks the round trip). A `shape` is a name of pipeline.yaml or `B,H,S,D`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecRequest {
     pub target: ExecTarget,
@@ -28,15 +32,56 @@ pub struct ExecRequest {
     pub seed: u64,
     pub warmup: u32,
     pub iters: u32,
-    /// `warm` or `flush`.
-    pub l2: String,
-    /// `isolated` or `graph` (`repro exec --method`).
-    pub method: String,
+    pub l2: L2Mode,
+    pub method: Method,
     /// `false`: check correctness only (`--no-timing`).
     pub timing: bool,
 }
 
 impl ExecRequest {
+    /// The `repro exec` arguments (after `exec`) that ask for this run: the one place
+    /// that spells them.
+    pub fn argv(&self) -> Vec<String> {
+        let mut argv: Vec<String> = Vec::new();
+        match &self.target {
+            ExecTarget::Variant(v) => argv.extend(["--variant".into(), v.clone()]),
+            ExecTarget::Cubin { path, entry } => argv.extend([
+                "--cubin".into(),
+                path.display().to_string(),
+                "--entry".into(),
+                entry.clone(),
+            ]),
+        }
+        let shape_flag = if super::exec::parse_dims(&self.shape).is_ok() {
+            "--dims"
+        } else {
+            "--shape"
+        };
+        argv.extend([
+            shape_flag.into(),
+            self.shape.clone(),
+            "--seed".into(),
+            self.seed.to_string(),
+            "--warmup".into(),
+            self.warmup.to_string(),
+            "--iters".into(),
+            self.iters.to_string(),
+            "--l2".into(),
+            self.l2.name().into(),
+            "--method".into(),
+            self.method.name().into(),
+            "--inputs".into(),
+            self.inputs.name().into(),
+        ]);
+        if let Some(p) = self.precision {
+            argv.extend(["--precision".into(), p.name().into()]);
+        }
+        if !self.timing {
+            argv.push("--no-timing".into());
+        }
+        argv
+    }
+
     /// A short label, e.g. `stage2-baseline:mission:0` (`...:mission:sink:0` for a recipe
     /// other than gaussian).
     pub fn label(&self) -> String {
@@ -74,37 +119,7 @@ pub fn exec_job(
         pipeline_file.display().to_string(),
         "exec".into(),
     ];
-    match &req.target {
-        ExecTarget::Variant(v) => argv.extend(["--variant".into(), v.clone()]),
-        ExecTarget::Cubin { path, entry } => argv.extend([
-            "--cubin".into(),
-            path.display().to_string(),
-            "--entry".into(),
-            entry.clone(),
-        ]),
-    }
-    argv.extend([
-        "--shape".into(),
-        req.shape.clone(),
-        "--seed".into(),
-        req.seed.to_string(),
-        "--warmup".into(),
-        req.warmup.to_string(),
-        "--iters".into(),
-        req.iters.to_string(),
-        "--l2".into(),
-        req.l2.clone(),
-        "--method".into(),
-        req.method.clone(),
-        "--inputs".into(),
-        req.inputs.name().into(),
-    ]);
-    if let Some(p) = req.precision {
-        argv.extend(["--precision".into(), p.name().into()]);
-    }
-    if !req.timing {
-        argv.push("--no-timing".into());
-    }
+    argv.extend(req.argv());
     let mut job = Job::new(format!("exec:{}", req.label()), argv, root);
     job.timeout = Some(timeout);
     job.capture_stdout = true;
@@ -268,8 +283,8 @@ mod tests {
             seed: 2,
             warmup: 20,
             iters: 100,
-            l2: "warm".into(),
-            method: "isolated".into(),
+            l2: L2Mode::Warm,
+            method: Method::Isolated,
             timing: true,
         }
     }
@@ -288,8 +303,8 @@ mod tests {
     fn job_carries_every_option() {
         let mut r = req();
         r.timing = false;
-        r.l2 = "flush".into();
-        r.method = "graph".into();
+        r.l2 = L2Mode::Flush;
+        r.method = Method::Graph;
         r.inputs = Recipe::Sink;
         r.precision = Some(Precision::Fp8Pv);
         let job = exec_job(

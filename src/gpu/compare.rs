@@ -5,61 +5,18 @@
 //! bootstrap 95% confidence interval ([`crate::stats::ratio`]), as hyperfine says
 //! "A ran 1.09 ± 0.01 times faster than B".
 
-use super::exec::{load_pipeline, lookup_shape, parse_dims, reference, root_of, variant_cubin};
+use super::exec::{load_pipeline, lookup_shape, reference, root_of, variant_cubin};
 use super::harness::{DeviceInputs, Kernel, Reference, Session};
 use super::timing::{L2Mode, Method, TimingConfig};
 use super::workload::Inputs;
-use crate::cli::{exit, GlobalArgs};
 use crate::engine::runner::UsageError;
 use crate::pipeline::{Pipeline, Precision, Recipe, Shape};
 use crate::stats::ratio::{self, Ratio};
 use anyhow::Context as _;
-use clap::Args;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[derive(Debug, Args)]
-pub struct CompareArgs {
-    /// The first kernel: a variant of pipeline.yaml (its `.repro/cubins/<VARIANT>.cubin`
-    /// from the build stage), or a path to a `.cubin` (e.g. `.repro/cubins/tune-top1.cubin`).
-    pub a: String,
-    /// The second kernel, likewise.
-    pub b: String,
-    /// Entry point of a kernel given as a `.cubin` path (default: the entry every kernel of
-    /// pipeline.yaml shares).
-    #[arg(long)]
-    pub entry: Option<String>,
-    /// A shape name of pipeline.yaml (default: its primary shape).
-    #[arg(long, conflicts_with = "dims")]
-    pub shape: Option<String>,
-    /// An explicit shape, `B,H,S,D`.
-    #[arg(long, value_parser = parse_dims)]
-    pub dims: Option<Shape>,
-    /// Input seed.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Launches of each kernel, in turn, before timing.
-    #[arg(long, default_value_t = 20)]
-    pub warmup: u32,
-    /// Pairs of samples (one launch of A and one of B each, in alternating order).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(10..))]
-    pub pairs: u32,
-    /// `warm`, or `flush` L2 before each sample (outside the timed region).
-    #[arg(long, default_value = "warm", value_parser = ["warm", "flush"])]
-    pub l2: String,
-    /// Device index (among the visible ones).
-    #[arg(long, default_value_t = 0)]
-    pub device: u32,
-    /// The reference cubin (default `.repro/cubins/reference.cubin`).
-    #[arg(long)]
-    pub reference: Option<PathBuf>,
-    /// Print the comparison as JSON (every sample included).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// One side of the comparison.
 #[derive(Debug, Clone, Serialize)]
 pub struct Side {
     pub name: String,
@@ -91,25 +48,38 @@ pub struct Comparison {
     pub sentence: String,
 }
 
-pub fn main(global: &GlobalArgs, args: &CompareArgs) -> anyhow::Result<i32> {
-    let pipeline = if global.file.exists() {
-        Some(load_pipeline(&global.file)?)
+/// What to compare, and how (`repro compare`'s arguments).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareRequest {
+    /// A variant of pipeline.yaml or a `.cubin` path.
+    pub a: String,
+    pub b: String,
+    /// Entry point of a side given as a `.cubin` (default: the one all kernels share).
+    pub entry: Option<String>,
+    /// A shape name (default: the primary shape) or explicit dimensions.
+    pub shape: Option<String>,
+    pub dims: Option<Shape>,
+    pub seed: u64,
+    pub warmup: u32,
+    /// Pairs of samples, one launch of each side per pair.
+    pub pairs: u32,
+    pub l2: L2Mode,
+    pub device: u32,
+    /// The reference cubin (default `.repro/cubins/reference.cubin`).
+    pub reference: Option<PathBuf>,
+}
+
+/// `repro compare`: check both sides against the reference, time them interleaved, and
+/// compare their medians. Bad names are [`UsageError`]s.
+pub fn compare(file: &Path, args: &CompareRequest) -> anyhow::Result<Comparison> {
+    let pipeline = if file.exists() {
+        Some(load_pipeline(file)?)
     } else {
         None
     };
-    let root = root_of(&global.file);
-    let a = resolve(
-        pipeline.as_ref(),
-        &global.file,
-        &args.a,
-        args.entry.as_deref(),
-    )?;
-    let b = resolve(
-        pipeline.as_ref(),
-        &global.file,
-        &args.b,
-        args.entry.as_deref(),
-    )?;
+    let root = root_of(file);
+    let a = resolve(pipeline.as_ref(), file, &args.a, args.entry.as_deref())?;
+    let b = resolve(pipeline.as_ref(), file, &args.b, args.entry.as_deref())?;
     let (shape_name, shape) = pick_shape(pipeline.as_ref(), args)?;
     super::driver_library_loads()?;
     let c = measure(&Plan {
@@ -120,16 +90,7 @@ pub fn main(global: &GlobalArgs, args: &CompareArgs) -> anyhow::Result<i32> {
         shape,
         args,
     })?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
-    } else {
-        print!("{}", render_text(&c));
-    }
-    Ok(if c.a.correct && c.b.correct {
-        exit::OK
-    } else {
-        exit::FAILED
-    })
+    Ok(c)
 }
 
 /// A side as named on the command line: `(name, cubin, entry)`.
@@ -173,7 +134,10 @@ fn shared_entry(p: &Pipeline) -> Option<String> {
     entries.all(|e| e == first).then(|| first.to_string())
 }
 
-fn pick_shape(pipeline: Option<&Pipeline>, args: &CompareArgs) -> anyhow::Result<(String, Shape)> {
+fn pick_shape(
+    pipeline: Option<&Pipeline>,
+    args: &CompareRequest,
+) -> anyhow::Result<(String, Shape)> {
     if let Some(d) = args.dims {
         return Ok((format!("{},{},{},{}", d.B, d.H, d.S, d.D), d));
     }
@@ -198,7 +162,7 @@ struct Plan<'a> {
     sides: [Named; 2],
     shape_name: String,
     shape: Shape,
-    args: &'a CompareArgs,
+    args: &'a CompareRequest,
 }
 
 /// The precision class whose thresholds judge a side: its variant's, or fp16-pv for a cubin.
@@ -232,7 +196,7 @@ fn measure(plan: &Plan) -> anyhow::Result<Comparison> {
         method: Method::Isolated,
         warmup: args.warmup,
         iters: args.pairs,
-        l2: L2Mode::parse(&args.l2).context("--l2 must be warm or flush")?,
+        l2: args.l2,
         max_cv: 0.0,
         time_limit: Duration::ZERO,
         target_sample_us: 100.0,
@@ -266,7 +230,7 @@ fn measure(plan: &Plan) -> anyhow::Result<Comparison> {
         dims: plan.shape,
         seed: args.seed,
         method: "isolated",
-        l2: args.l2.clone(),
+        l2: args.l2.name().into(),
         timer_overhead_us: timing.timer_overhead_us,
         verdict: r.verdict(),
         sentence: r.sentence(&a.name, &b.name),

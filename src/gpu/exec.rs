@@ -2,106 +2,18 @@
 //! Also `--dump-inputs` (the inputs as files, for the baseline script) and `--attributes`
 //! (a function's driver attributes, for the build stage).
 
-use super::client::{blank_result, GPU_INDEX_ENV};
+use super::client::{blank_result, ExecRequest, ExecTarget, GPU_INDEX_ENV};
 use super::harness::{self, DeviceInputs, Kernel, Reference, Session};
-use super::timing::{L2Mode, Method, TimingConfig};
+use super::timing::{Method, TimingConfig};
 use super::workload::{self, DumpEntry, DumpIndex, Inputs};
-use crate::cli::GlobalArgs;
 use crate::pipeline::{CorrectnessGates, Pipeline, Precision, Recipe, Shape};
 use crate::schema::{BenchResult, TimingMode};
 use anyhow::{bail, Context as _};
-use clap::Args;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[derive(Debug, Args)]
-pub struct ExecArgs {
-    /// A variant of pipeline.yaml: loads `.repro/cubins/<VARIANT>.cubin`.
-    #[arg(long, conflicts_with_all = ["cubin", "dump_inputs"])]
-    pub variant: Option<String>,
-    /// A cubin file to load instead of a variant's (needs --entry).
-    #[arg(long, requires = "entry")]
-    pub cubin: Option<PathBuf>,
-    /// The kernel's entry point in --cubin.
-    #[arg(long, requires = "cubin")]
-    pub entry: Option<String>,
-    /// A shape name of pipeline.yaml (`workload.shapes`).
-    #[arg(long, conflicts_with = "dims")]
-    pub shape: Option<String>,
-    /// An explicit shape, `B,H,S,D`.
-    #[arg(long, value_parser = parse_dims)]
-    pub dims: Option<Shape>,
-    /// Input seed (with --dump-inputs: only this seed; default all of pipeline.yaml).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Input recipe: gaussian, outliers, sharp, sink or e4m3-edge (docs/guide/correctness.md).
-    /// Default gaussian; with --dump-inputs: only this recipe (default every recipe
-    /// `workload.inputs` lists for the shape).
-    #[arg(long, value_parser = parse_recipe)]
-    pub inputs: Option<Recipe>,
-    /// The precision class whose correctness thresholds apply: fp16-pv or fp8-pv (default:
-    /// the variant's declared class, else fp16-pv).
-    #[arg(long, value_parser = parse_precision)]
-    pub precision: Option<Precision>,
-    /// Launches before timing.
-    #[arg(long, default_value_t = 20)]
-    pub warmup: u32,
-    /// Timing samples (the minimum; more are taken while the CV is above --max-cv).
-    #[arg(long, default_value_t = 100)]
-    pub iters: u32,
-    /// Device index (among the visible ones).
-    #[arg(long, default_value_t = 0)]
-    pub device: u32,
-    /// `warm`, or `flush` L2 before each sample (outside the timed region).
-    #[arg(long, default_value = "warm", value_parser = ["warm", "flush"])]
-    pub l2: String,
-    /// Check correctness only.
-    #[arg(long)]
-    pub no_timing: bool,
-    /// Keep sampling while the coefficient of variation is above this...
-    #[arg(long, default_value_t = 0.01)]
-    pub max_cv: f64,
-    /// ...for at most this many seconds.
-    #[arg(long, default_value_t = 5.0)]
-    pub max_time: f64,
-    /// `isolated`: one launch per sample, queued behind a hold so the host is not timed,
-    /// with the timer's own cost subtracted (what Nsight Compute's gpu__time_duration
-    /// measures). `graph`: the mean launch of a CUDA graph of back-to-back launches (the
-    /// throughput of a graph replay; 0.6-0.7 µs less per launch on a 22 µs kernel on an
-    /// H100). Under ncu, which serializes launches, use `graph`.
-    #[arg(long, default_value = "isolated", value_parser = Method::NAMES)]
-    pub method: String,
-    /// Graph method: launches per sample (default: enough for a sample of at least 100 µs).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100000))]
-    pub launches_per_sample: Option<u32>,
-    /// The reference cubin (default `.repro/cubins/reference.cubin`).
-    #[arg(long)]
-    pub reference: Option<PathBuf>,
-    /// Write the inputs of every shape × seed (or the chosen ones) into DIR, with an
-    /// `index.json`, and exit. Needs no GPU.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["cubin", "no_timing", "attributes"])]
-    pub dump_inputs: Option<PathBuf>,
-    /// Print the driver's attributes of --cubin's --entry as JSON (registers, smem, ...).
-    #[arg(long, requires = "cubin")]
-    pub attributes: bool,
-    /// Print the GPUs this process sees as a JSON list (`GpuInfo`) and exit: how stages
-    /// discover the GPUs of a cluster node through the executor.
-    #[arg(long, conflicts_with_all = ["variant", "cubin", "dump_inputs", "attributes"])]
-    pub query_devices: bool,
-}
-
-fn parse_recipe(s: &str) -> Result<Recipe, String> {
-    Recipe::parse(s).ok_or_else(|| {
-        let names: Vec<&str> = Recipe::ALL.iter().map(|r| r.name()).collect();
-        format!("expected one of {}", names.join(", "))
-    })
-}
-
-fn parse_precision(s: &str) -> Result<Precision, String> {
-    Precision::parse(s).ok_or_else(|| "expected fp16-pv or fp8-pv".to_string())
-}
-
-pub(super) fn parse_dims(s: &str) -> Result<Shape, String> {
+/// `B,H,S,D` as a shape.
+pub fn parse_dims(s: &str) -> Result<Shape, String> {
     let v: Vec<u32> = s
         .split(',')
         .map(|p| p.trim().parse::<u32>())
@@ -135,84 +47,103 @@ pub(super) fn root_of(file: &Path) -> PathBuf {
     }
 }
 
-pub fn main(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
-    if args.query_devices {
-        // The driver's view, never a cache: the node running this is not the one that
-        // wrote `.repro/cache/gpu.json`.
-        let gpus = super::probe()?;
-        println!("{}", serde_json::to_string(&gpus)?);
-        return Ok(0);
+/// What `repro exec` takes beyond the [`ExecRequest`] the stages send: the GPU, when to
+/// stop sampling, the graph method's batch, another reference kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecSettings {
+    /// Device index among the visible ones.
+    pub device: u32,
+    /// Keep sampling while the coefficient of variation is above this...
+    pub max_cv: f64,
+    /// ...for at most this many seconds.
+    pub max_time: f64,
+    /// Graph method: launches per sample (default: enough for a sample of at least 100 µs).
+    pub launches_per_sample: Option<u32>,
+    /// The reference cubin (default `.repro/cubins/reference.cubin`).
+    pub reference: Option<PathBuf>,
+}
+
+impl Default for ExecSettings {
+    fn default() -> Self {
+        ExecSettings {
+            device: 0,
+            max_cv: 0.01,
+            max_time: 5.0,
+            launches_per_sample: None,
+            reference: None,
+        }
     }
-    if args.attributes {
-        // Needs no pipeline: the build stage calls this for any cubin.
-        let (Some(cubin), Some(entry)) = (&args.cubin, &args.entry) else {
-            bail!("--attributes needs --cubin PATH --entry NAME");
-        };
-        super::driver_library_loads()?;
-        let _session = Session::open(args.device)?;
-        let attrs = harness::attributes(cubin, entry)?;
-        println!("{}", serde_json::to_string(&attrs)?);
-        return Ok(0);
-    }
-    let root = root_of(&global.file);
-    let pipeline = if global.file.exists() {
-        Some(load_pipeline(&global.file)?)
-    } else {
-        None
-    };
-    let need_pipeline = || {
-        pipeline.as_ref().with_context(|| {
-            format!(
-                "{} not found (needed for --variant, --shape and --dump-inputs; or use --cubin/--entry and --dims)",
-                global.file.display()
-            )
-        })
-    };
-    if let Some(dir) = &args.dump_inputs {
-        return dump_inputs(need_pipeline()?, args, dir);
-    }
-    if args.launches_per_sample.is_some() && args.method != "graph" {
+}
+
+/// `repro exec --attributes`: a function's driver attributes (needs no pipeline; the build
+/// stage asks for any cubin).
+pub fn attributes(cubin: &Path, entry: &str, device: u32) -> anyhow::Result<harness::Attributes> {
+    super::driver_library_loads()?;
+    let _session = Session::open(device)?;
+    harness::attributes(cubin, entry)
+}
+
+/// The pipeline at `file`, if there is one.
+fn optional_pipeline(file: &Path) -> anyhow::Result<Option<Pipeline>> {
+    file.exists().then(|| load_pipeline(file)).transpose()
+}
+
+fn need_pipeline<'a>(pipeline: &'a Option<Pipeline>, file: &Path) -> anyhow::Result<&'a Pipeline> {
+    pipeline.as_ref().with_context(|| {
+        format!(
+            "{} not found (needed for --variant, --shape and --dump-inputs; or use --cubin/--entry and --dims)",
+            file.display()
+        )
+    })
+}
+
+/// `repro exec`: load `req.target`, check it against the reference on `req`'s inputs, time
+/// it unless `!req.timing`; the record `repro exec` prints.
+pub fn run_request(
+    file: &Path,
+    req: &ExecRequest,
+    settings: &ExecSettings,
+) -> anyhow::Result<BenchResult> {
+    if settings.launches_per_sample.is_some() && req.method != Method::Graph {
         bail!(
             "--launches-per-sample applies to --method graph; the {} method times one launch per sample\nhelp: add `--method graph`, or drop --launches-per-sample",
-            args.method
+            req.method
         );
     }
+    let root = root_of(file);
+    let pipeline = optional_pipeline(file)?;
     super::driver_library_loads()?;
-    let (cubin, entry) = match (&args.variant, &args.cubin, &args.entry) {
-        (Some(v), _, _) => variant_cubin(need_pipeline()?, &global.file, v)?,
-        (None, Some(c), Some(e)) => (c.clone(), e.clone()),
-        _ => bail!("say what to run: --variant NAME, or --cubin PATH --entry NAME"),
+    let (cubin, entry) = match &req.target {
+        ExecTarget::Variant(v) => variant_cubin(need_pipeline(&pipeline, file)?, file, v)?,
+        ExecTarget::Cubin { path, entry } => (path.clone(), entry.clone()),
     };
-    let (shape_name, shape) = match (&args.shape, args.dims) {
-        (Some(name), _) => (name.clone(), lookup_shape(need_pipeline()?, name)?),
-        (None, Some(d)) => (format!("{},{},{},{}", d.B, d.H, d.S, d.D), d),
-        (None, None) => bail!("say which shape: --shape NAME or --dims B,H,S,D"),
+    let shape = match parse_dims(&req.shape) {
+        Ok(d) => d,
+        Err(_) => lookup_shape(need_pipeline(&pipeline, file)?, &req.shape)?,
     };
     let gates = pipeline
         .as_ref()
         .and_then(|p| p.gates.correctness.clone())
         .unwrap_or_default();
     let (reference_cubin, reference_entry) =
-        reference(pipeline.as_ref(), &root, args.reference.as_deref());
-    let precision = args
+        reference(pipeline.as_ref(), &root, settings.reference.as_deref());
+    let precision = req
         .precision
-        .unwrap_or_else(|| match (&args.variant, &pipeline) {
-            (Some(v), Some(p)) => p.precision_of(v),
+        .unwrap_or_else(|| match (&req.target, &pipeline) {
+            (ExecTarget::Variant(v), Some(p)) => p.precision_of(v),
             _ => Precision::default(),
         });
-    let result = run(&Run {
+    run(&Run {
         cubin: &cubin,
         entry: &entry,
         reference_cubin: &reference_cubin,
         reference_entry: &reference_entry,
-        shape_name: &shape_name,
         shape,
         gates: &gates,
         precision,
-        args,
-    })?;
-    println!("{}", serde_json::to_string(&result)?);
-    Ok(0)
+        req,
+        settings,
+    })
 }
 
 /// A variant's cubin (`.repro/cubins/<VARIANT>.cubin` beside `file`) and entry point.
@@ -277,19 +208,18 @@ struct Run<'a> {
     entry: &'a str,
     reference_cubin: &'a Path,
     reference_entry: &'a str,
-    shape_name: &'a str,
     shape: Shape,
     gates: &'a CorrectnessGates,
     precision: Precision,
-    args: &'a ExecArgs,
+    req: &'a ExecRequest,
+    settings: &'a ExecSettings,
 }
 
 fn run(r: &Run) -> anyhow::Result<BenchResult> {
-    let args = r.args;
-    let seed = args.seed.unwrap_or(0);
-    let recipe = args.inputs.unwrap_or(Recipe::Gaussian);
+    let (req, settings) = (r.req, r.settings);
+    let (seed, recipe) = (req.seed, req.inputs);
     let inputs = Inputs::generate(r.shape, recipe, seed);
-    let session = Session::open(args.device)?;
+    let session = Session::open(settings.device)?;
     let io = DeviceInputs::upload(&inputs)?;
     let reference = Reference::load(r.reference_cubin, r.reference_entry)
         .context("loading the reference kernel")?;
@@ -297,10 +227,10 @@ fn run(r: &Run) -> anyhow::Result<BenchResult> {
     let kernel = Kernel::load(r.cubin, r.entry, session.max_dynamic_smem)?;
     let accuracy = session.check(&kernel, &io, &expected, r.gates.max_abs_err)?;
 
-    let mut out = blank_result(r.shape_name, &r.shape, seed, args.warmup, args.iters, "ok");
+    let mut out = blank_result(&req.shape, &r.shape, seed, req.warmup, req.iters, "ok");
     out.inputs = recipe.name().to_string();
-    out.device_index = Some(device_index(|k| std::env::var(k).ok(), args.device));
-    out.device_name = Some(super::driver::Device::get(args.device)?.name()?);
+    out.device_index = Some(device_index(|k| std::env::var(k).ok(), settings.device));
+    out.device_name = Some(super::driver::Device::get(settings.device)?.name()?);
     out.max_abs_err = Some(accuracy.max_abs_err);
     out.mean_abs_err = Some(accuracy.mean_abs_err);
     out.pct_bad = Some(accuracy.pct_bad);
@@ -309,16 +239,16 @@ fn run(r: &Run) -> anyhow::Result<BenchResult> {
     out.nan_count = Some(accuracy.nan_count);
     out.inf_count = Some(accuracy.inf_count);
     out.correctness_pass = Some(accuracy.passes(r.gates, r.precision, recipe == Recipe::Gaussian));
-    if !args.no_timing {
+    if req.timing {
         let cfg = TimingConfig {
-            method: Method::parse(&args.method).context("--method must be isolated or graph")?,
-            warmup: args.warmup,
-            iters: args.iters.max(1),
-            l2: L2Mode::parse(&args.l2).context("--l2 must be warm or flush")?,
-            max_cv: args.max_cv,
-            time_limit: Duration::from_secs_f64(args.max_time.max(0.0)),
+            method: req.method,
+            warmup: req.warmup,
+            iters: req.iters.max(1),
+            l2: req.l2,
+            max_cv: settings.max_cv,
+            time_limit: Duration::from_secs_f64(settings.max_time.max(0.0)),
             target_sample_us: 100.0,
-            fixed_batch: args.launches_per_sample,
+            fixed_batch: settings.launches_per_sample,
         };
         let timing = session.time(&kernel, &io, &cfg)?;
         let s = crate::stats::summarize(&timing.samples_us)
@@ -362,22 +292,35 @@ fn device_index(env: impl Fn(&str) -> Option<String>, device: u32) -> u32 {
     first_index(GPU_INDEX_ENV).unwrap_or(device)
 }
 
-fn dump_inputs(p: &Pipeline, args: &ExecArgs, dir: &Path) -> anyhow::Result<i32> {
+/// `repro exec --dump-inputs DIR`: write the inputs of every shape × recipe × seed of the
+/// pipeline at `file` (or only the `shape`, `seed`, `recipe` given) with an `index.json`.
+/// Needs no GPU. Returns how many input sets it wrote.
+pub fn dump_inputs(
+    file: &Path,
+    dir: &Path,
+    shape: Option<&str>,
+    seed: Option<u64>,
+    recipe: Option<Recipe>,
+) -> anyhow::Result<usize> {
+    let pipeline = optional_pipeline(file)?;
+    let p = need_pipeline(&pipeline, file)?;
     let w = p
         .workload
         .as_ref()
         .context("pipeline.yaml has no `workload:` section")?;
-    let shapes: Vec<(String, Shape)> = match (&args.shape, args.dims) {
-        (Some(name), _) => vec![(name.clone(), lookup_shape(p, name)?)],
-        (None, Some(d)) => vec![(format!("{},{},{},{}", d.B, d.H, d.S, d.D), d)],
-        (None, None) => w.shapes.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+    let shapes: Vec<(String, Shape)> = match shape {
+        Some(name) => vec![(
+            name.to_string(),
+            parse_dims(name).or_else(|_| lookup_shape(p, name))?,
+        )],
+        None => w.shapes.iter().map(|(k, v)| (k.clone(), *v)).collect(),
     };
-    let seeds = args.seed.map_or_else(|| w.seeds.clone(), |s| vec![s]);
+    let seeds = seed.map_or_else(|| w.seeds.clone(), |s| vec![s]);
     let gates = p.gates.correctness.clone().unwrap_or_default();
     let mut entries = Vec::new();
     for (name, shape) in &shapes {
         let recipes = w.recipes(name);
-        let chosen = args.inputs.map_or_else(|| recipes.clone(), |r| vec![r]);
+        let chosen = recipe.map_or_else(|| recipes.clone(), |r| vec![r]);
         for recipe in chosen {
             for &seed in &seeds {
                 let sub = format!("{}-{recipe}-seed{seed}", name.replace(',', "x"));
@@ -411,12 +354,7 @@ fn dump_inputs(p: &Pipeline, args: &ExecArgs, dir: &Path) -> anyhow::Result<i32>
     let path = dir.join("index.json");
     std::fs::write(&path, crate::schema::to_json_pretty(&index))
         .with_context(|| format!("cannot write {}", path.display()))?;
-    eprintln!(
-        "wrote {} input set(s) to {}",
-        index.entries.len(),
-        dir.display()
-    );
-    Ok(0)
+    Ok(index.entries.len())
 }
 
 #[cfg(test)]

@@ -121,17 +121,6 @@ pub fn summarize_file(file: &Path) -> anyhow::Result<crate::schema::NcuSummary> 
     })
 }
 
-/// `repro ncu parse FILE [--json]`.
-pub fn parse_command(args: &crate::cli::NcuParseArgs) -> anyhow::Result<i32> {
-    let summary = summarize_file(&args.file)?;
-    if args.json {
-        print!("{}", crate::schema::to_json_pretty(&summary));
-    } else {
-        print!("{}", table::render(&summary));
-    }
-    Ok(crate::cli::exit::OK)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

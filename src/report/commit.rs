@@ -33,27 +33,6 @@ pub enum Committed {
     NothingToCommit,
 }
 
-pub fn main(global: &crate::cli::GlobalArgs, args: &crate::cli::CommitArgs) -> anyhow::Result<i32> {
-    let project = crate::pipeline::load(&global.file)?;
-    let allow = Allow {
-        failed: args.allow_failed,
-        stale: args.allow_stale,
-        lost: args.allow_lost,
-        dirty: args.allow_dirty,
-        other_gpu: args.allow_other_gpu,
-    };
-    match commit(&project, args.message.as_deref(), allow)? {
-        Committed::Commit { id, message } => {
-            let first = message.lines().next().unwrap_or_default();
-            println!("committed {} {first}", &id.to_string()[..10]);
-        }
-        Committed::NothingToCommit => {
-            println!("nothing to commit: artifacts/ and reports/ are as HEAD has them");
-        }
-    }
-    Ok(crate::cli::exit::OK)
-}
-
 /// Which refusals the user overrides.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Allow {

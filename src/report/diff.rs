@@ -169,22 +169,6 @@ impl DiffReport {
     }
 }
 
-/// `repro diff`: print the comparison and return the exit code.
-pub fn main(global: &crate::cli::GlobalArgs, args: &crate::cli::DiffArgs) -> anyhow::Result<i32> {
-    let root = project_root(&global.file);
-    let report = diff(&root, &args.rev)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", markdown(&report));
-    }
-    Ok(if report.regressed() {
-        crate::cli::exit::FAILED
-    } else {
-        crate::cli::exit::OK
-    })
-}
-
 /// The folder of the pipeline file (the project root).
 pub fn project_root(file: &Path) -> PathBuf {
     match file.parent() {

@@ -544,8 +544,8 @@ fn run_jobs(
                     seed: job.seed,
                     warmup: o.warmup,
                     iters: o.iters,
-                    l2: o.l2.clone(),
-                    method: o.method.clone(),
+                    l2: o.l2.as_str().into(),
+                    method: o.method.as_str().into(),
                     timing: job.timed,
                 };
                 let mut job = exec_job(repro_exe, pipeline_file, root, &req, Some(gpu), o.timeout);

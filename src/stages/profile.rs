@@ -9,9 +9,11 @@
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::executor::{ExitKind, Job};
+use crate::gpu::client::{ExecRequest, ExecTarget};
+use crate::gpu::timing::{L2Mode, Method};
 use crate::ncu::metrics::{self, Arch};
 use crate::ncu::{self as ncu_mod, parse};
-use crate::pipeline::{Pipeline, Shape, StageSpec};
+use crate::pipeline::{Pipeline, Recipe, Shape, StageSpec};
 use crate::schema::{to_json_pretty, NcuSummary, NcuTarget};
 use anyhow::Context;
 use serde::de::DeserializeOwned;
@@ -344,29 +346,27 @@ impl NcuCall<'_> {
             self.pipeline_file.to_string_lossy().into_owned(),
             s("exec"),
         ]);
-        match &target.program {
-            Program::Variant(v) => argv.extend([s("--variant"), v.clone()]),
-            Program::Cubin { path } => argv.extend([
-                s("--cubin"),
-                path.to_string_lossy().into_owned(),
-                s("--entry"),
-                target.entry.clone(),
-            ]),
-        }
-        argv.extend([
-            s("--shape"),
-            s(self.shape),
-            s("--seed"),
-            s("0"),
-            s("--warmup"),
-            self.opts.warmup.to_string(),
-            s("--iters"),
-            self.opts.iters.to_string(),
+        let request = ExecRequest {
+            target: match &target.program {
+                Program::Variant(v) => ExecTarget::Variant(v.clone()),
+                Program::Cubin { path } => ExecTarget::Cubin {
+                    path: path.clone(),
+                    entry: target.entry.clone(),
+                },
+            },
+            shape: s(self.shape),
+            inputs: Recipe::Gaussian,
+            precision: None,
+            seed: 0,
+            warmup: self.opts.warmup,
+            iters: self.opts.iters,
+            l2: L2Mode::Warm,
             // ncu serializes launches, so the isolated method's hold would wait for a
             // release that comes only after it: launch plainly (ncu times each alone).
-            s("--method"),
-            s("graph"),
-        ]);
+            method: Method::Graph,
+            timing: true,
+        };
+        argv.extend(request.argv());
         argv
     }
 }
@@ -794,7 +794,7 @@ mod tests {
             call.argv(&variant, &page).join(" "),
             "/usr/local/cuda/bin/ncu --csv --page raw --metrics gpu__time_duration.sum,launch__registers_per_thread \
              -k regex:^sdpa_fp8_fwd$ --launch-skip 3 --launch-count 1 --clock-control none \
-             /bin/repro -f /p/pipeline.yaml exec --variant base --shape mission --seed 0 --warmup 3 --iters 2 --method graph"
+             /bin/repro -f /p/pipeline.yaml exec --variant base --shape mission --seed 0 --warmup 3 --iters 2 --l2 warm --method graph --inputs gaussian"
         );
         let elite = Target {
             label: "top1".into(),

@@ -9,7 +9,6 @@
 //! another nvcc makes them stale.
 
 pub mod cache;
-pub mod command;
 pub mod install;
 pub mod search;
 pub mod version;

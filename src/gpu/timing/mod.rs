@@ -21,49 +21,75 @@ mod graph;
 mod isolated;
 
 use super::driver::{CudaError, DeviceBuffer, Stream};
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
-/// How samples are taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How samples are taken (`repro exec --method`, the bench and tune stages' `method:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Method {
+    #[default]
     Isolated,
     Graph,
 }
 
-impl Method {
-    pub const NAMES: [&'static str; 2] = ["isolated", "graph"];
-
-    pub fn parse(s: &str) -> Option<Method> {
-        match s {
-            "isolated" => Some(Method::Isolated),
-            "graph" => Some(Method::Graph),
-            _ => None,
-        }
-    }
-}
-
-/// Whether L2 is flushed before each sample.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Whether L2 is flushed before each sample (`repro exec --l2`, the stages' `l2:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum L2Mode {
+    #[default]
     Warm,
     Flush,
 }
 
-impl L2Mode {
-    pub fn parse(s: &str) -> Option<L2Mode> {
-        match s {
-            "warm" => Some(L2Mode::Warm),
-            "flush" => Some(L2Mode::Flush),
-            _ => None,
+/// The names both enums are written as on the command line and in pipeline.yaml, and their
+/// parsing: `FromStr` for what a user typed, `From<&str>` for a name written in code.
+macro_rules! named_enum {
+    ($ty:ident, $what:literal, $($variant:ident => $name:literal),+) => {
+        impl $ty {
+            pub const NAMES: [&'static str; 2] = [$($name),+];
+
+            pub fn parse(s: &str) -> Option<$ty> {
+                match s {
+                    $($name => Some($ty::$variant),)+
+                    _ => None,
+                }
+            }
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name,)+
+                }
+            }
         }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            L2Mode::Warm => "warm",
-            L2Mode::Flush => "flush",
+
+        impl std::str::FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                $ty::parse(s).ok_or_else(|| {
+                    format!(concat!("expected ", $what, " {}, got `{}`"), $ty::NAMES.join(" or "), s)
+                })
+            }
         }
-    }
+
+        /// A name written in code (`"graph".into()`); panics on anything else, as a typo in
+        /// a literal is a bug. User input goes through `FromStr`.
+        impl From<&str> for $ty {
+            fn from(s: &str) -> Self {
+                s.parse().unwrap_or_else(|e: String| panic!("{e}"))
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
 }
+
+named_enum!(Method, "a timing method:", Isolated => "isolated", Graph => "graph");
+named_enum!(L2Mode, "an L2 mode:", Warm => "warm", Flush => "flush");
 
 #[derive(Debug, Clone)]
 pub struct TimingConfig {

@@ -2,30 +2,9 @@
 //! `artifacts/build/<variant>.json` (nothing is compiled).
 
 use super::record_path;
-use crate::cli::{BuildArgs, GlobalArgs};
-use crate::pipeline::Pipeline;
 use crate::schema::BuildRecord;
 use anyhow::Context;
 use std::path::Path;
-
-/// Print the table; exit code 0.
-pub fn main(global: &GlobalArgs, _args: &BuildArgs) -> anyhow::Result<i32> {
-    let text = std::fs::read_to_string(&global.file).with_context(|| {
-        format!(
-            "cannot read {} (pass the pipeline file with -f)",
-            global.file.display()
-        )
-    })?;
-    let pipeline: Pipeline = serde_yaml::from_str(&text)
-        .with_context(|| format!("{} is not a valid pipeline file", global.file.display()))?;
-    let root = match global.file.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let variants: Vec<&str> = pipeline.variants.keys().map(String::as_str).collect();
-    print!("{}", render(root, &variants)?);
-    Ok(crate::cli::exit::OK)
-}
 
 /// The table for `variants`, from the records under `root`.
 pub fn render(root: &Path, variants: &[&str]) -> anyhow::Result<String> {

@@ -109,8 +109,8 @@ impl GpuBackend<'_> {
             seed: self.seed,
             warmup: self.warmup,
             iters: self.iters,
-            l2: self.l2.clone(),
-            method: self.method.clone(),
+            l2: self.l2.as_str().into(),
+            method: self.method.as_str().into(),
             timing,
         };
         let dims = self.shapes[shape];

@@ -1,12 +1,24 @@
 //! The engine's subcommands (`run`, `stage`, `status`, `dag`, `build`, `tune`): turn
-//! parsed arguments into a [`runner::Request`] or a report. `cli::dispatch` calls these.
+//! parsed arguments into a [`runner::Request`] or a report, and the outcome into the exit
+//! code.
 
-use super::runner::{self, Request, Selection};
-use super::status;
+use super::exit;
 use crate::cli::{
-    exit, BuildArgs, DagArgs, GlobalArgs, RunArgs, RunOpts, StageArgs, StatusArgs, TuneArgs,
+    BuildArgs, DagArgs, GlobalArgs, RunArgs, RunOpts, StageArgs, StatusArgs, TuneArgs,
 };
+use crate::engine::runner::{self, Request, RunOutcome, Selection};
+use crate::engine::status;
 use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Carry out `req` on the pipeline at `file`; the exit code of how it ended.
+fn run_request(file: &Path, req: &Request) -> anyhow::Result<i32> {
+    Ok(match runner::run(file, req)? {
+        RunOutcome::Passed => exit::OK,
+        RunOutcome::Failed => exit::FAILED,
+        RunOutcome::Interrupted => exit::INTERRUPTED,
+    })
+}
 
 fn request(
     global: &GlobalArgs,
@@ -33,7 +45,7 @@ fn request(
 
 /// `repro run`.
 pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<i32> {
-    runner::run(
+    run_request(
         &global.file,
         &request(global, &args.opts, Selection::All, BTreeMap::new()),
     )
@@ -46,7 +58,7 @@ pub fn stage(global: &GlobalArgs, args: &StageArgs) -> anyhow::Result<i32> {
         with_deps: args.with_deps,
         downstream: args.downstream,
     };
-    runner::run(
+    run_request(
         &global.file,
         &request(global, &args.opts, selection, BTreeMap::new()),
     )
@@ -55,7 +67,7 @@ pub fn stage(global: &GlobalArgs, args: &StageArgs) -> anyhow::Result<i32> {
 /// `repro build`: the `build`-kind stages, with `--arch` (`--list` is dispatched to
 /// `stages::build::list`).
 pub fn build(global: &GlobalArgs, args: &BuildArgs) -> anyhow::Result<i32> {
-    runner::run(
+    run_request(
         &global.file,
         &request(
             global,
@@ -75,7 +87,7 @@ pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
     if let Some(budget) = args.budget {
         overrides.insert("budget".into(), budget.to_string());
     }
-    runner::run(
+    run_request(
         &global.file,
         &request(
             global,

@@ -1,114 +1,20 @@
-//! `repro run`, `repro stage`, `repro build`, `repro tune`: choose the stages, decide
-//! which are stale, run them in dependency order — up to `-j N` at once on threads — and
-//! record each success in the lock as soon as it happens. A failed stage skips only what
-//! needs it (`--fail-fast` stops everything); an interrupt kills running stages, restores
-//! their outputs and exits 130.
+//! Running the selected stages in dependency order, up to `-j N` at once, recording each
+//! success in the lock as it happens, and the table printed at the end.
 
-use super::lockfile::{LockEntry, LockFile};
-use super::progress::{self, Line, Progress};
-use super::statcache::StatCache;
-use super::status::{self, EvalCtx, StageStatus, State};
-use super::{project_lock, run_record, staging, RunCtx, StageOutcome};
-use crate::cli::exit;
+use super::ended::Ended;
+use super::{Request, RunOutcome};
+use crate::engine::lockfile::{LockEntry, LockFile};
+use crate::engine::progress::{self, Line, Progress};
+use crate::engine::statcache::StatCache;
+use crate::engine::status::{self, EvalCtx, StageStatus, State};
+use crate::engine::{run_record, staging, RunCtx, StageOutcome};
 use crate::executor::CancelFlag;
-use crate::pipeline::diag::{did_you_mean, quoted_list};
 use crate::pipeline::Project;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
-
-/// Which stages a run is about.
-#[derive(Debug, Clone)]
-pub enum Selection {
-    /// Every stage (`repro run`).
-    All,
-    /// The named stages (`repro stage`).
-    Named {
-        names: Vec<String>,
-        with_deps: bool,
-        downstream: bool,
-    },
-    /// Every stage of a kind (`repro build`, `repro tune`), with their upstream.
-    Kind(String),
-}
-
-/// What to run and how.
-#[derive(Debug, Clone)]
-pub struct Request {
-    pub selection: Selection,
-    pub jobs: usize,
-    pub dry_run: bool,
-    pub force: bool,
-    pub fail_fast: bool,
-    pub wait: bool,
-    pub quiet: bool,
-    /// `--executor`.
-    pub executor: Option<String>,
-    /// `arch`, `exhaustive`, `budget`: reach `RunCtx.overrides` and the fingerprints of
-    /// the kinds they apply to.
-    pub overrides: BTreeMap<String, String>,
-}
-
-/// A request that names something that does not exist: exit code 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
-
-/// How one stage ended in this run.
-#[derive(Debug, Clone, PartialEq)]
-enum Ended {
-    UpToDate,
-    WouldRun(String),
-    Passed,
-    GateFailed(String),
-    Skipped(String),
-    /// Could not run here; the earlier results (measured on the machine named) stay.
-    Kept {
-        reason: String,
-        /// The GPU the results were measured on, when the stage records its hardware.
-        measured_on: Option<String>,
-    },
-    Failed(String),
-    NotRun(String),
-    Interrupted,
-}
-
-impl Ended {
-    /// Did it leave outputs that stages needing it may use?
-    fn usable(&self) -> bool {
-        matches!(
-            self,
-            Ended::UpToDate
-                | Ended::WouldRun(_)
-                | Ended::Passed
-                | Ended::GateFailed(_)
-                | Ended::Skipped(_)
-                | Ended::Kept { .. }
-        )
-    }
-
-    fn label(&self) -> String {
-        match self {
-            Ended::UpToDate => "up-to-date".into(),
-            Ended::WouldRun(why) => format!("would run: {why}"),
-            Ended::Passed => "passed".into(),
-            Ended::GateFailed(g) => format!("gate failed: {g}"),
-            Ended::Skipped(why) => format!("skipped: {why}"),
-            Ended::Kept {
-                reason,
-                measured_on: Some(machine),
-            } => format!("kept: measured on {machine}; not re-run here: {reason}"),
-            Ended::Kept { reason, .. } => {
-                format!("kept: earlier results; not re-run here: {reason}")
-            }
-            Ended::Failed(_) => "FAILED".into(),
-            Ended::NotRun(why) => format!("not run: {why}"),
-            Ended::Interrupted => "interrupted".into(),
-        }
-    }
-}
 
 /// What a worker thread sends back.
 struct Finished {
@@ -117,263 +23,26 @@ struct Finished {
     elapsed: Duration,
 }
 
-/// Install SIGINT/SIGTERM handlers that set both flags. A second signal exits at once
-/// with 130, so a call that blocks without looking at the flags (a read of a FIFO put
-/// where a file belongs) can still be interrupted; the next run restores the outputs.
-fn install_signal_handlers(
-    cancel: &CancelFlag,
-    interrupted: &Arc<AtomicBool>,
-) -> anyhow::Result<()> {
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // Registered first, so it sees the flag as the previous signal left it.
-        signal_hook::flag::register_conditional_shutdown(
-            sig,
-            exit::INTERRUPTED,
-            interrupted.clone(),
-        )?;
-        signal_hook::flag::register(sig, interrupted.clone())?;
-        signal_hook::flag::register(sig, cancel.clone())?;
-    }
-    Ok(())
-}
-
-/// Load the pipeline at `file` and carry out `req`. Returns the exit code.
-pub fn run(file: &Path, req: &Request) -> anyhow::Result<i32> {
-    run_project(&crate::pipeline::load(file)?, req)
-}
-
-/// Carry out `req` on a loaded project. Returns the exit code.
-pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<i32> {
-    let (selected, forced) = select(project, &req.selection, req.force)?;
-    let progress = Progress::new(req.quiet);
-    let cancel: CancelFlag = Arc::new(AtomicBool::new(false));
-    let interrupted = Arc::new(AtomicBool::new(false));
-    install_signal_handlers(&cancel, &interrupted)?;
-    let _project_lock = if req.dry_run {
-        None
-    } else {
-        let lock = project_lock::acquire(&project.root, req.wait, &interrupted, |holder| {
-            progress.info(&format!("waiting for the project lock, held by {holder}"));
-        })?;
-        if let Some(old) = &lock.taken_over {
-            progress.info(&format!(
-                "note: took over the project lock left by a repro that is no longer running ({old})"
-            ));
-        }
-        let dead_run = lock.taken_over.as_ref().map(|h| h.run.as_str());
-        let recovery = staging::recover(
-            &project.root,
-            project.file.file_name().map(Path::new),
-            dead_run,
-        )?;
-        if !recovery.killed.is_empty() {
-            progress.info(&format!(
-                "note: killed processes {:?} left running by that run",
-                recovery.killed
-            ));
-        }
-        for stage in recovery.restored {
-            progress.info(&format!(
-                "note: restored the previous outputs of stage `{stage}`, left half-written by an interrupted run"
-            ));
-        }
-        for refused in recovery.refused {
-            progress.error(&format!("warning: {refused}"));
-        }
-        Some(lock)
-    };
-    if !req.dry_run {
-        prepare(project, &selected, &progress);
-    }
-    let mut lock = LockFile::load(&project.root)?;
-    let records = run_record::load(
-        &project.root,
-        project.stages.iter().map(|s| s.name.as_str()),
-    );
-    let mut eval = EvalCtx {
-        lock: &lock.clone(),
-        records: &records,
-        overrides: &req.overrides,
-        cache: StatCache::load(&project.root),
-    };
-    let statuses = status::evaluate_all(project, &mut eval)?;
-    if let Selection::Named {
-        with_deps: false, ..
-    } = req.selection
-    {
-        check_upstream(project, &statuses, &selected)?;
-    }
-    let mut cache = eval.cache;
-    let mut run = Run {
-        project,
-        req,
-        progress: &progress,
-        cancel: &cancel,
-        interrupted: &interrupted,
-        statuses,
-        records,
-        forced,
-        ended: BTreeMap::new(),
-        executed: BTreeSet::new(),
-        times: BTreeMap::new(),
-        repro_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("repro")),
-    };
-    run.schedule(&selected, &mut lock, &mut cache)?;
-    if !req.dry_run {
-        let _ = cache.save();
-    }
-    Ok(run.report(&selected))
-}
-
-/// Let each selected stage's kind fetch what its inputs depend on (a pinned toolchain). A
-/// failure is shown once; the stage then fails with its own message when it runs.
-fn prepare(project: &Project, selected: &[usize], progress: &Progress) {
-    let mut shown = BTreeSet::new();
-    for &i in selected {
-        let say = |line: &str| progress.info(line);
-        if let Err(e) = project.stages[i]
-            .kind
-            .prepare(&project.pipeline, &project.root, &say)
-        {
-            let message = format!("warning: {e:#}");
-            if shown.insert(message.clone()) {
-                progress.error(&message);
-            }
-        }
-    }
-}
-
-/// The chosen stages and the forced ones, as indices.
-fn select(
-    project: &Project,
-    selection: &Selection,
-    force: bool,
-) -> anyhow::Result<(Vec<usize>, BTreeSet<usize>)> {
-    let dag = &project.dag;
-    let (chosen, with_deps, downstream): (Vec<usize>, bool, bool) = match selection {
-        Selection::All => ((0..dag.len()).collect(), false, false),
-        Selection::Named {
-            names,
-            with_deps,
-            downstream,
-        } => {
-            let mut chosen = Vec::new();
-            for name in names {
-                let Some(i) = dag.index(name) else {
-                    let all = project.stages.iter().map(|s| s.name.as_str());
-                    let help = did_you_mean(name, all.clone())
-                        .unwrap_or_else(|| format!("the stages are {}", quoted_list(all)));
-                    return Err(UsageError(format!(
-                        "no stage named `{name}` in {}\n  help: {help}",
-                        project.file.display()
-                    ))
-                    .into());
-                };
-                chosen.push(i);
-            }
-            (chosen, *with_deps, *downstream)
-        }
-        Selection::Kind(kind) => {
-            let chosen: Vec<usize> = (0..dag.len())
-                .filter(|&i| project.stages[i].kind.kind() == kind)
-                .collect();
-            if chosen.is_empty() {
-                return Err(UsageError(format!(
-                    "{} has no stage with `uses: {kind}`\n  help: add one, e.g. `stages: {{{kind}: {{uses: {kind}}}}}`",
-                    project.file.display()
-                ))
-                .into());
-            }
-            (chosen, true, false)
-        }
-    };
-    let mut set: BTreeSet<usize> = chosen.iter().copied().collect();
-    if downstream {
-        set.extend(dag.descendants(&chosen));
-    }
-    let forced: BTreeSet<usize> = if force { set.clone() } else { BTreeSet::new() };
-    if with_deps {
-        set.extend(dag.ancestors(&chosen));
-    }
-    let ordered = dag
-        .topo_order()
-        .iter()
-        .copied()
-        .filter(|i| set.contains(i))
-        .collect();
-    Ok((ordered, forced))
-}
-
-/// `repro stage X` without `--with-deps`: every upstream outside the selection must be
-/// up to date, else say which is not and stop.
-fn check_upstream(
-    project: &Project,
-    statuses: &[StageStatus],
-    selected: &[usize],
-) -> anyhow::Result<()> {
-    let inside: BTreeSet<usize> = selected.iter().copied().collect();
-    let mut problems = Vec::new();
-    for &i in selected {
-        for j in project.dag.ancestors(&[i]) {
-            if inside.contains(&j) {
-                continue;
-            }
-            let why = match &statuses[j].state {
-                State::UpToDate | State::Kept { .. } => continue,
-                State::Stale(changes) => format!(
-                    "is stale ({})",
-                    changes
-                        .iter()
-                        .map(|c| c.to_string())
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ),
-                State::NeverRun => "has never run".to_string(),
-                State::Failed(_) => "failed last time".to_string(),
-            };
-            let line = format!(
-                "stage `{}` needs `{}`, which {why}",
-                project.stages[i].name, project.stages[j].name
-            );
-            if !problems.contains(&line) {
-                problems.push(line);
-            }
-        }
-    }
-    if problems.is_empty() {
-        return Ok(());
-    }
-    let names: Vec<&str> = selected
-        .iter()
-        .map(|&i| project.stages[i].name.as_str())
-        .collect();
-    anyhow::bail!(
-        "{}\n  help: run `repro stage {} --with-deps` to bring the upstream up to date first, or `repro run`",
-        problems.join("\n"),
-        names.join(" ")
-    )
-}
-
-struct Run<'a> {
-    project: &'a Project,
-    req: &'a Request,
-    progress: &'a Progress,
-    cancel: &'a CancelFlag,
-    interrupted: &'a Arc<AtomicBool>,
-    statuses: Vec<StageStatus>,
-    records: BTreeMap<String, run_record::Record>,
-    forced: BTreeSet<usize>,
-    ended: BTreeMap<usize, Ended>,
+pub(super) struct Run<'a> {
+    pub(super) project: &'a Project,
+    pub(super) req: &'a Request,
+    pub(super) progress: &'a Progress,
+    pub(super) cancel: &'a CancelFlag,
+    pub(super) interrupted: &'a Arc<AtomicBool>,
+    pub(super) statuses: Vec<StageStatus>,
+    pub(super) records: BTreeMap<String, run_record::Record>,
+    pub(super) forced: BTreeSet<usize>,
+    pub(super) ended: BTreeMap<usize, Ended>,
     /// Stages that ran (or would run), or were evaluated again, in this run: what they hand
     /// their dependants may differ from what the first evaluation assumed (a rerun that
     /// wrote byte-identical outputs), so those are evaluated again too.
-    executed: BTreeSet<usize>,
-    times: BTreeMap<usize, Duration>,
-    repro_exe: PathBuf,
+    pub(super) executed: BTreeSet<usize>,
+    pub(super) times: BTreeMap<usize, Duration>,
+    pub(super) repro_exe: PathBuf,
 }
 
 impl<'a> Run<'a> {
-    fn schedule(
+    pub(super) fn schedule(
         &mut self,
         selected: &[usize],
         lock: &mut LockFile,
@@ -834,7 +503,7 @@ impl<'a> Run<'a> {
     }
 
     /// Print the plan or the final table; return the exit code.
-    fn report(&self, selected: &[usize]) -> i32 {
+    pub(super) fn report(&self, selected: &[usize]) -> RunOutcome {
         let project = self.project;
         let width = selected
             .iter()
@@ -885,7 +554,7 @@ impl<'a> Run<'a> {
             self.progress.error(
                 "interrupted: running stages were stopped and their previous outputs restored",
             );
-            return exit::INTERRUPTED;
+            return RunOutcome::Interrupted;
         }
         let bad = self.ended.values().any(|e| {
             matches!(
@@ -894,9 +563,9 @@ impl<'a> Run<'a> {
             )
         });
         if bad {
-            exit::FAILED
+            RunOutcome::Failed
         } else {
-            exit::OK
+            RunOutcome::Passed
         }
     }
 }
@@ -915,170 +584,4 @@ fn measured_on(lock: &LockFile, stage: &str) -> Option<String> {
     lock.stages
         .get(stage)
         .and_then(|e| e.inputs.hardware.clone())
-}
-
-#[cfg(test)]
-mod tests {
-    //! The paths only built-in kinds take (staging, gates, skips, overrides), with a test
-    //! kind standing in for them.
-    use super::*;
-    use crate::engine::{OptionError, Outputs, StageInputs, StageKind};
-    use crate::pipeline::dag::Dag;
-    use crate::pipeline::{Pipeline, Stage, StageSpec};
-
-    #[derive(Clone, Copy)]
-    enum Behave {
-        Pass,
-        Gate,
-        Skip,
-        Fail,
-    }
-
-    /// Writes `out/s.txt` (its text names the overrides it saw) to the staging folder.
-    struct TestKind(Behave);
-
-    impl StageKind for TestKind {
-        fn kind(&self) -> &'static str {
-            "build"
-        }
-        fn validate(&self, _: &str, _: &StageSpec, _: &Pipeline) -> Result<(), OptionError> {
-            Ok(())
-        }
-        fn outputs(&self, _: &str, _: &StageSpec, _: &Pipeline) -> Outputs {
-            vec!["out/s.txt".into()]
-        }
-        fn inputs(
-            &self,
-            _: &str,
-            _: &StageSpec,
-            _: &Pipeline,
-            _: &Path,
-        ) -> anyhow::Result<StageInputs> {
-            Ok(StageInputs::default())
-        }
-        fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
-            (ctx.progress)("working");
-            let text = format!("overrides {:?}", ctx.overrides);
-            std::fs::write(ctx.staging.join("out/s.txt"), text)?;
-            match self.0 {
-                Behave::Pass => Ok(StageOutcome::Passed),
-                Behave::Gate => Ok(StageOutcome::GateFailed("ptxas.max_registers".into())),
-                Behave::Skip => Ok(StageOutcome::Skipped {
-                    reason: "ncu not found".into(),
-                    fix: "install Nsight Compute".into(),
-                }),
-                Behave::Fail => anyhow::bail!("nvcc crashed"),
-            }
-        }
-    }
-
-    fn project(root: &Path, behave: Behave) -> Project {
-        let pipeline: Pipeline =
-            serde_yaml::from_str("version: 1\nstages:\n  s: {uses: build}\n").unwrap();
-        let spec = pipeline.stages["s"].clone();
-        Project {
-            file: root.join("pipeline.yaml"),
-            root: root.to_path_buf(),
-            stages: vec![Stage {
-                name: "s".into(),
-                spec,
-                kind: Arc::new(TestKind(behave)),
-                outputs: vec!["out/s.txt".into()],
-                optional_outputs: vec![],
-            }],
-            dag: Dag::new(vec!["s".into()], vec![vec![]]).unwrap(),
-            pipeline,
-        }
-    }
-
-    fn request(force: bool, overrides: &[(&str, &str)]) -> Request {
-        Request {
-            selection: Selection::All,
-            jobs: 1,
-            dry_run: false,
-            force,
-            fail_fast: false,
-            wait: false,
-            quiet: true,
-            executor: None,
-            overrides: overrides
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        }
-    }
-
-    fn output(root: &Path) -> String {
-        std::fs::read_to_string(root.join("out/s.txt")).unwrap()
-    }
-
-    #[test]
-    fn staged_outputs_move_in_and_overrides_reach_the_kind_and_fingerprint() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = project(dir.path(), Behave::Pass);
-        assert_eq!(
-            run_project(&p, &request(false, &[("arch", "sm_90")])).unwrap(),
-            exit::OK
-        );
-        assert_eq!(output(dir.path()), r#"overrides {"arch": "sm_90"}"#);
-        assert!(!dir.path().join(".repro/staging/s").exists());
-        let lock = LockFile::load(dir.path()).unwrap();
-        assert_eq!(lock.stages["s"].inputs.overrides["arch"], "sm_90");
-        let record = &run_record::load(dir.path(), ["s"])["s"];
-        assert_eq!(record.outcome, run_record::Outcome::Passed);
-        assert_eq!(record.fingerprint, lock.stages["s"].fingerprint);
-        // Without the override the recorded build no longer matches: it reruns.
-        assert_eq!(run_project(&p, &request(false, &[])).unwrap(), exit::OK);
-        assert_eq!(output(dir.path()), "overrides {}");
-    }
-
-    #[test]
-    fn a_failed_gate_is_recorded_runs_nothing_again_and_exits_1() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = project(dir.path(), Behave::Gate);
-        assert_eq!(run_project(&p, &request(false, &[])).unwrap(), exit::FAILED);
-        let lock = LockFile::load(dir.path()).unwrap();
-        assert_eq!(
-            lock.stages["s"].gate_failed.as_deref(),
-            Some("ptxas.max_registers")
-        );
-        let inode = |root: &Path| {
-            std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(root.join("out/s.txt")).unwrap())
-        };
-        let before = inode(dir.path());
-        assert_eq!(run_project(&p, &request(false, &[])).unwrap(), exit::FAILED);
-        assert_eq!(
-            inode(dir.path()),
-            before,
-            "up to date: not rerun, still reported"
-        );
-    }
-
-    #[test]
-    fn a_skipped_stage_is_not_a_failure() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = project(dir.path(), Behave::Skip);
-        assert_eq!(run_project(&p, &request(false, &[])).unwrap(), exit::OK);
-        let lock = LockFile::load(dir.path()).unwrap();
-        assert_eq!(lock.stages["s"].skipped.as_deref(), Some("ncu not found"));
-    }
-
-    #[test]
-    fn a_failing_kind_leaves_the_previous_outputs_and_lock() {
-        let dir = tempfile::tempdir().unwrap();
-        run_project(&project(dir.path(), Behave::Pass), &request(false, &[])).unwrap();
-        let lock = std::fs::read(dir.path().join(LOCK)).unwrap();
-        let failing = project(dir.path(), Behave::Fail);
-        assert_eq!(
-            run_project(&failing, &request(true, &[("arch", "x")])).unwrap(),
-            exit::FAILED
-        );
-        assert_eq!(output(dir.path()), "overrides {}");
-        assert_eq!(std::fs::read(dir.path().join(LOCK)).unwrap(), lock);
-        assert!(!dir.path().join(".repro/staging/s").exists());
-        let records = run_record::load(dir.path(), ["s"]);
-        assert_eq!(records["s"].failure(), Some("nvcc crashed"));
-    }
-
-    const LOCK: &str = crate::pipeline::paths::LOCK_FILE;
 }

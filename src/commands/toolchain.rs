@@ -1,11 +1,11 @@
 //! `repro toolchain` (what nvcc is in use, and where it came from) and `repro toolchain
 //! install [VERSION]` (install ahead of time what `repro run` would install).
 
-use super::install::Installer;
-use super::search::Found;
-use super::{NvccSearch, NvccVersion, Toolchain};
-use crate::cli::exit;
+use super::exit;
 use crate::engine::runner::UsageError;
+use crate::toolchain::install::Installer;
+use crate::toolchain::search::Found;
+use crate::toolchain::{NvccSearch, NvccVersion, Toolchain};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ fn project_pin(file: &Path) -> anyhow::Result<(PathBuf, Option<NvccVersion>)> {
         return Ok((std::env::current_dir()?, None));
     }
     let project = crate::pipeline::load(file)?;
-    let pin = super::pin(&project.pipeline).copied();
+    let pin = crate::toolchain::pin(&project.pipeline).copied();
     Ok((project.root, pin))
 }
 
@@ -100,8 +100,8 @@ pub fn install(file: &Path, version: Option<&str>, quiet: bool) -> anyhow::Resul
                  (`repro toolchain install {}`), or pin one in pipeline.yaml with `toolchain: \
                  {{nvcc: {}}}`",
                 file.display(),
-                super::RECOMMENDED_NVCC,
-                super::RECOMMENDED_NVCC
+                crate::toolchain::RECOMMENDED_NVCC,
+                crate::toolchain::RECOMMENDED_NVCC
             ))
             .into())
         }

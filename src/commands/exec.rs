@@ -1,0 +1,171 @@
+//! `repro exec` (one kernel, one shape, one seed → one JSON line; the stages' worker) and
+//! `repro compare A B`.
+
+use super::exit;
+use crate::cli::{CompareArgs, ExecArgs, GlobalArgs};
+use crate::gpu::client::{ExecRequest, ExecTarget};
+use crate::gpu::compare::{self, CompareRequest};
+use crate::gpu::exec::{self, ExecSettings};
+use crate::pipeline::{Recipe, Shape};
+use anyhow::bail;
+
+/// The shape argument as `ExecRequest::shape` holds it: a name, or `B,H,S,D`.
+fn shape_text(name: Option<&String>, dims: Option<Shape>) -> Option<String> {
+    name.cloned()
+        .or_else(|| dims.map(|d| format!("{},{},{},{}", d.B, d.H, d.S, d.D)))
+}
+
+/// The request `args` ask for (the inverse of [`ExecRequest::argv`]).
+fn request(args: &ExecArgs) -> anyhow::Result<ExecRequest> {
+    let target = match (&args.variant, &args.cubin, &args.entry) {
+        (Some(v), _, _) => ExecTarget::Variant(v.clone()),
+        (None, Some(c), Some(e)) => ExecTarget::Cubin {
+            path: c.clone(),
+            entry: e.clone(),
+        },
+        _ => bail!("say what to run: --variant NAME, or --cubin PATH --entry NAME"),
+    };
+    let Some(shape) = shape_text(args.shape.as_ref(), args.dims) else {
+        bail!("say which shape: --shape NAME or --dims B,H,S,D");
+    };
+    Ok(ExecRequest {
+        target,
+        shape,
+        inputs: args.inputs.unwrap_or(Recipe::Gaussian),
+        precision: args.precision,
+        seed: args.seed.unwrap_or(0),
+        warmup: args.warmup,
+        iters: args.iters,
+        l2: args.l2,
+        method: args.method,
+        timing: !args.no_timing,
+    })
+}
+
+fn settings(args: &ExecArgs) -> ExecSettings {
+    ExecSettings {
+        device: args.device,
+        max_cv: args.max_cv,
+        max_time: args.max_time,
+        launches_per_sample: args.launches_per_sample,
+        reference: args.reference.clone(),
+    }
+}
+
+/// `repro exec`: print one JSON line (the record, the attributes, or the GPU list).
+pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
+    if args.query_devices {
+        // The driver's view, never a cache: the node running this is not the one that
+        // wrote `.repro/cache/gpu.json`.
+        println!("{}", serde_json::to_string(&crate::gpu::probe()?)?);
+        return Ok(exit::OK);
+    }
+    if args.attributes {
+        let (Some(cubin), Some(entry)) = (&args.cubin, &args.entry) else {
+            bail!("--attributes needs --cubin PATH --entry NAME");
+        };
+        let attrs = exec::attributes(cubin, entry, args.device)?;
+        println!("{}", serde_json::to_string(&attrs)?);
+        return Ok(exit::OK);
+    }
+    if let Some(dir) = &args.dump_inputs {
+        let shape = shape_text(args.shape.as_ref(), args.dims);
+        let n = exec::dump_inputs(&global.file, dir, shape.as_deref(), args.seed, args.inputs)?;
+        eprintln!("wrote {n} input set(s) to {}", dir.display());
+        return Ok(exit::OK);
+    }
+    let result = exec::run_request(&global.file, &request(args)?, &settings(args))?;
+    println!("{}", serde_json::to_string(&result)?);
+    Ok(exit::OK)
+}
+
+/// `repro compare A B`: exit 1 when either side fails the correctness check.
+pub fn compare(global: &GlobalArgs, args: &CompareArgs) -> anyhow::Result<i32> {
+    let req = CompareRequest {
+        a: args.a.clone(),
+        b: args.b.clone(),
+        entry: args.entry.clone(),
+        shape: args.shape.clone(),
+        dims: args.dims,
+        seed: args.seed,
+        warmup: args.warmup,
+        pairs: args.pairs,
+        l2: args.l2,
+        device: args.device,
+        reference: args.reference.clone(),
+    };
+    let c = compare::compare(&global.file, &req)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        print!("{}", compare::render_text(&c));
+    }
+    Ok(if c.a.correct && c.b.correct {
+        exit::OK
+    } else {
+        exit::FAILED
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use crate::gpu::timing::{L2Mode, Method};
+    use crate::pipeline::Precision;
+    use clap::Parser;
+
+    fn parsed(req: &ExecRequest) -> ExecRequest {
+        let argv = ["repro", "exec"]
+            .into_iter()
+            .map(String::from)
+            .chain(req.argv());
+        match Cli::try_parse_from(argv).expect("the argv parses").command {
+            Command::Exec(args) => request(&args).expect("a complete request"),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn argv_and_the_command_line_are_each_others_inverse() {
+        let base = ExecRequest {
+            target: ExecTarget::Variant("mma-m64".into()),
+            shape: "mission".into(),
+            inputs: Recipe::Gaussian,
+            precision: None,
+            seed: 0,
+            warmup: 20,
+            iters: 100,
+            l2: L2Mode::Warm,
+            method: Method::Isolated,
+            timing: true,
+        };
+        let cubin = ExecRequest {
+            target: ExecTarget::Cubin {
+                path: ".repro/cubins/tune-top1.cubin".into(),
+                entry: "sdpa_fp8_fwd".into(),
+            },
+            shape: "2,8,512,64".into(),
+            inputs: Recipe::Sink,
+            precision: Some(Precision::Fp8Pv),
+            seed: 7,
+            warmup: 3,
+            iters: 2,
+            l2: L2Mode::Flush,
+            method: Method::Graph,
+            timing: false,
+        };
+        for req in [base, cubin] {
+            assert_eq!(parsed(&req), req, "argv {:?}", req.argv());
+        }
+    }
+
+    #[test]
+    fn a_method_or_l2_mode_outside_the_list_is_refused_by_name() {
+        let err =
+            Cli::try_parse_from(["repro", "exec", "--variant", "v", "--method", "cuda_graph"])
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("isolated or graph"), "{err}");
+    }
+}

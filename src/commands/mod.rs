@@ -1,0 +1,70 @@
+//! The command layer: each subcommand's arguments (`crate::cli`) become a call into the
+//! library, and the library's typed outcome becomes the exit code. Only `main`, `cli` and
+//! this layer know clap and exit codes (docs/ARCHITECTURE.md).
+
+mod exec;
+mod pipeline;
+mod results;
+mod toolchain;
+mod tools;
+
+use crate::cli::{Cli, Command, NcuCommand, ToolchainAction, ToolchainArgs};
+use clap::Parser;
+
+/// Exit codes: 0 all green, 1 a gate or stage failed, 2 bad usage or bad pipeline.yaml,
+/// 130 interrupted.
+pub mod exit {
+    pub const OK: i32 = 0;
+    pub const FAILED: i32 = 1;
+    pub const USAGE: i32 = 2;
+    pub const INTERRUPTED: i32 = 130;
+}
+
+/// Parse the command line, run, and return the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match dispatch(cli) {
+        Ok(code) => code,
+        // A bad pipeline.yaml prints its own `file:line:col: error:` lines.
+        Err(err) if err.is::<crate::pipeline::LoadError>() => {
+            eprintln!("{err}");
+            exit::USAGE
+        }
+        Err(err) if err.is::<crate::engine::project_lock::WaitInterrupted>() => {
+            eprintln!("{err}");
+            exit::INTERRUPTED
+        }
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            // A request naming what does not exist is bad usage.
+            if err.is::<crate::engine::runner::UsageError>() {
+                exit::USAGE
+            } else {
+                exit::FAILED
+            }
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Exec(args) => exec::exec(&cli.global, &args),
+        Command::Compare(args) => exec::compare(&cli.global, &args),
+        Command::Ncu(NcuCommand::Parse(args)) => tools::ncu_parse(&args),
+        Command::Build(a) if a.list => tools::build_list(&cli.global),
+        Command::Run(args) => pipeline::run(&cli.global, &args),
+        Command::Stage(args) => pipeline::stage(&cli.global, &args),
+        Command::Status(args) => pipeline::status(&cli.global, &args),
+        Command::Dag(args) => pipeline::dag(&cli.global, &args),
+        Command::Build(args) => pipeline::build(&cli.global, &args),
+        Command::Tune(args) => pipeline::tune(&cli.global, &args),
+        Command::Diff(args) => results::diff(&cli.global, &args),
+        Command::Commit(args) => results::commit(&cli.global, &args),
+        Command::Verify => results::verify(&cli.global),
+        Command::Docs(args) => results::docs(&cli.global, args.check),
+        Command::Toolchain(ToolchainArgs { action: None }) => toolchain::show(&cli.global.file),
+        Command::Toolchain(ToolchainArgs {
+            action: Some(ToolchainAction::Install { version }),
+        }) => toolchain::install(&cli.global.file, version.as_deref(), cli.global.quiet),
+    }
+}

@@ -1,0 +1,37 @@
+//! Small commands: `repro ncu parse` and `repro build --list`.
+
+use super::exit;
+use crate::cli::{GlobalArgs, NcuParseArgs};
+use crate::pipeline::Pipeline;
+use anyhow::Context;
+use std::path::Path;
+
+/// `repro ncu parse FILE [--json]`.
+pub fn ncu_parse(args: &NcuParseArgs) -> anyhow::Result<i32> {
+    let summary = crate::ncu::summarize_file(&args.file)?;
+    if args.json {
+        print!("{}", crate::schema::to_json_pretty(&summary));
+    } else {
+        print!("{}", crate::ncu::table::render(&summary));
+    }
+    Ok(exit::OK)
+}
+
+/// `repro build --list`: print the table; exit code 0.
+pub fn build_list(global: &GlobalArgs) -> anyhow::Result<i32> {
+    let text = std::fs::read_to_string(&global.file).with_context(|| {
+        format!(
+            "cannot read {} (pass the pipeline file with -f)",
+            global.file.display()
+        )
+    })?;
+    let pipeline: Pipeline = serde_yaml::from_str(&text)
+        .with_context(|| format!("{} is not a valid pipeline file", global.file.display()))?;
+    let root = match global.file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let variants: Vec<&str> = pipeline.variants.keys().map(String::as_str).collect();
+    print!("{}", crate::stages::build::list::render(root, &variants)?);
+    Ok(exit::OK)
+}
