@@ -304,7 +304,7 @@ pub struct ExecArgs {
     #[arg(long, default_value_t = 0)]
     pub device: u32,
     /// `warm`, or `flush` L2 before each sample (outside the timed region).
-    #[arg(long, default_value_t = L2Mode::Warm)]
+    #[arg(long, default_value_t = L2Mode::Warm, value_parser = str::parse::<L2Mode>)]
     pub l2: L2Mode,
     /// Check correctness only.
     #[arg(long)]
@@ -320,7 +320,7 @@ pub struct ExecArgs {
     /// measures). `graph`: the mean launch of a CUDA graph of back-to-back launches (the
     /// throughput of a graph replay, a little below the isolated time; docs/guide/gpu.md).
     /// Under ncu, which serializes launches, use `graph`.
-    #[arg(long, default_value_t = Method::Isolated)]
+    #[arg(long, default_value_t = Method::Isolated, value_parser = str::parse::<Method>)]
     pub method: Method,
     /// Graph method: launches per sample (default: enough for a sample of at least 100 µs).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100000))]
@@ -380,7 +380,7 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(10..))]
     pub pairs: u32,
     /// `warm`, or `flush` L2 before each sample (outside the timed region).
-    #[arg(long, default_value_t = L2Mode::Warm)]
+    #[arg(long, default_value_t = L2Mode::Warm, value_parser = str::parse::<L2Mode>)]
     pub l2: L2Mode,
     /// Device index (among the visible ones).
     #[arg(long, default_value_t = 0)]
