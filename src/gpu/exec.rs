@@ -63,18 +63,6 @@ pub struct ExecSettings {
     pub reference: Option<PathBuf>,
 }
 
-impl Default for ExecSettings {
-    fn default() -> Self {
-        ExecSettings {
-            device: 0,
-            max_cv: 0.01,
-            max_time: 5.0,
-            launches_per_sample: None,
-            reference: None,
-        }
-    }
-}
-
 /// `repro exec --attributes`: a function's driver attributes (needs no pipeline; the build
 /// stage asks for any cubin).
 pub fn attributes(cubin: &Path, entry: &str, device: u32) -> anyhow::Result<harness::Attributes> {
