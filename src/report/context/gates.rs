@@ -1,0 +1,350 @@
+//! The gate sections: ptxas, correctness, performance against the control, and the
+//! comparisons with the baselines.
+
+use super::*;
+
+impl Builder<'_> {
+    pub(super) fn not_run_cmd_baselines(&self) -> String {
+        let stage = self
+            .pipeline
+            .stages
+            .iter()
+            .find(|(_, s)| {
+                s.outs
+                    .iter()
+                    .any(|o| o.starts_with("artifacts/bench/baselines"))
+            })
+            .map(|(n, _)| n.clone());
+        match stage {
+            None => "not run: the pipeline has no stage writing artifacts/bench/baselines".into(),
+            Some(name) => self.stage_not_run(&name, "artifacts/bench/baselines/"),
+        }
+    }
+
+    /// Failed ptxas gates and compile errors of a variant, as short labels.
+    pub(super) fn build_failures(&self, variant: &str) -> Vec<String> {
+        let Some(b) = self
+            .artifacts
+            .builds
+            .as_ref()
+            .and_then(|bs| bs.iter().find(|b| b.variant == variant))
+        else {
+            return Vec::new();
+        };
+        if b.status != "ok" {
+            return vec!["compile error".into()];
+        }
+        if b.gates.iter().any(|g| !g.pass) {
+            vec!["ptxas".into()]
+        } else {
+            Vec::new()
+        }
+    }
+
+    pub(super) fn ptxas_gates(&self, failed: &mut Vec<String>) -> Section<Vec<PtxasRow>> {
+        let Some(builds) = &self.artifacts.builds else {
+            return Section::not_run(self.not_run("build", "artifacts/build/"));
+        };
+        let mut rows = Vec::new();
+        for b in builds {
+            if b.status != "ok" {
+                let err = b
+                    .error
+                    .as_deref()
+                    .unwrap_or("no message")
+                    .lines()
+                    .next()
+                    .unwrap_or("");
+                failed.push(format!("build {}: compile error", b.variant));
+                rows.push(PtxasRow {
+                    variant: b.variant.clone(),
+                    entry: b.entry.clone(),
+                    registers: NA.into(),
+                    smem: NA.into(),
+                    spills: NA.into(),
+                    result: format!("❌ compile error: {err}"),
+                });
+                continue;
+            }
+            for e in &b.entries {
+                let gates: Vec<&GateResult> = b
+                    .gates
+                    .iter()
+                    .filter(|g| g.subject.is_empty() || g.subject == e.name)
+                    .collect();
+                let spills = e
+                    .spill_store_bytes
+                    .zip(e.spill_load_bytes)
+                    .map(|(s, l)| s + l);
+                // A gated figure shows what the gate judged (shared memory: static plus
+                // dynamic); an ungated one what ptxas reported.
+                let cell = |gate: &str, value: Option<u64>| {
+                    let shown = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or(NA.into());
+                    match gates.iter().find(|g| g.gate == gate) {
+                        Some(g) => {
+                            let judged = (!g.measured.is_nan()).then_some(g.measured as u64);
+                            format!(
+                                "{} {} {} {}",
+                                shown(judged),
+                                op_symbol(&g.op),
+                                g.threshold,
+                                mark(g.pass)
+                            )
+                        }
+                        None => shown(value),
+                    }
+                };
+                let pass = gates.iter().all(|g| g.pass);
+                for g in gates.iter().filter(|g| !g.pass) {
+                    failed.push(format!(
+                        "{} {} ({}): {} {} {}",
+                        g.gate,
+                        b.variant,
+                        e.name,
+                        g.measured,
+                        violated_symbol(&g.op),
+                        g.threshold
+                    ));
+                }
+                rows.push(PtxasRow {
+                    variant: b.variant.clone(),
+                    entry: e.name.clone(),
+                    registers: cell("ptxas.max_registers", e.registers.map(u64::from)),
+                    smem: cell("ptxas.max_smem_bytes", e.smem_bytes),
+                    spills: cell("ptxas.max_spill_bytes", spills),
+                    result: mark(pass).to_string(),
+                });
+            }
+        }
+        Section::ran(rows)
+    }
+
+    pub(super) fn correctness_gates(&self, failed: &mut Vec<String>) -> Section<CorrectnessTable> {
+        let Some(benches) = &self.artifacts.benches else {
+            return Section::not_run(self.not_run("bench", "artifacts/bench/"));
+        };
+        if let Some(why) = self.bench_all_skipped() {
+            return Section::not_run(why);
+        }
+        let th = self.pipeline.gates.correctness.clone().unwrap_or_default();
+        let mut rows = Vec::new();
+        for f in benches {
+            for r in &f.results {
+                let subject = format!("{} {}", f.name, r.run_subject());
+                if r.status != "ok" {
+                    let why = if r.status == "skipped" {
+                        self.skipped_because(r.error.as_deref())
+                    } else {
+                        let error = r.error.clone().unwrap_or_else(|| r.status.clone());
+                        format!("{}: {error}", r.status)
+                    };
+                    let mark = if r.status == "skipped" { "⏭" } else { "❌" };
+                    if r.status != "skipped" {
+                        failed.push(format!("correctness {subject}: {}", r.status));
+                    }
+                    rows.push(CorrectnessRow {
+                        variant: f.name.clone(),
+                        shape: r.shape.clone(),
+                        inputs: r.inputs.clone(),
+                        seed: r.seed,
+                        max_abs_err: NA.into(),
+                        mean_abs_err: NA.into(),
+                        pct_bad: NA.into(),
+                        max_err_over_ref_std: NA.into(),
+                        rel_l2_err: NA.into(),
+                        result: format!("{mark} {why}"),
+                    });
+                    continue;
+                }
+                let pass = r.correctness_pass == Some(true);
+                if !pass {
+                    failed.push(format!(
+                        "correctness {subject}: max_abs_err {}",
+                        num(r.max_abs_err, 6)
+                    ));
+                }
+                let nan = r.nan_count.unwrap_or(0) + r.inf_count.unwrap_or(0);
+                rows.push(CorrectnessRow {
+                    variant: f.name.clone(),
+                    shape: r.shape.clone(),
+                    inputs: r.inputs.clone(),
+                    seed: r.seed,
+                    max_abs_err: num(r.max_abs_err, 6),
+                    mean_abs_err: num(r.mean_abs_err, 6),
+                    pct_bad: num(r.pct_bad, 3),
+                    max_err_over_ref_std: num(r.max_err_over_ref_std, 6),
+                    rel_l2_err: num(r.rel_l2_err, 6),
+                    result: if nan > 0 {
+                        format!("{} ({nan} NaN/Inf)", mark(pass))
+                    } else {
+                        mark(pass).to_string()
+                    },
+                });
+            }
+        }
+        Section::ran(CorrectnessTable {
+            passed: rows.iter().filter(|r| r.result.starts_with('✅')).count(),
+            total: rows.len(),
+            max_abs_err: format!("{}", th.max_abs_err),
+            mean_abs_err: format!("{}", th.mean_abs_err),
+            max_pct_bad: format!("{}", th.max_pct_bad),
+            max_err_over_ref_std: per_precision(&th.max_err_over_ref_std),
+            max_rel_l2_err: per_precision(&th.max_rel_l2_err),
+            rows,
+        })
+    }
+
+    pub(super) fn performance_gates(
+        &self,
+        primary: &str,
+        best: Option<&str>,
+        failed: &mut Vec<String>,
+    ) -> Section<Vec<PerfRow>> {
+        if self.artifacts.benches.is_none() {
+            return Section::not_run(self.not_run("bench", "artifacts/bench/"));
+        }
+        if let Some(why) = self.bench_all_skipped() {
+            return Section::not_run(why);
+        }
+        let Some(control) = self.pipeline.control.as_deref() else {
+            return Section::not_run(
+                "not checked: pipeline.yaml names no `control` variant".into(),
+            );
+        };
+        let p50_of = |name: &str| {
+            self.benches()
+                .iter()
+                .find(|f| f.name == name)
+                .and_then(|f| shape_p50(&f.results, primary))
+        };
+        let threshold = self
+            .pipeline
+            .gates
+            .performance
+            .as_ref()
+            .and_then(|p| p.min_speedup_vs_control);
+        let Some(best) = best else {
+            let row = perf_row(
+                "best variant vs control".into(),
+                None,
+                threshold,
+                failed,
+                "performance: no correct variant to compare",
+            );
+            return Section::ran(vec![row]);
+        };
+        let speedup = p50_of(control).zip(p50_of(best)).map(|(c, b)| c / b);
+        let what = format!("{best} vs {control} ({primary})");
+        let row = perf_row(
+            what.clone(),
+            speedup,
+            threshold,
+            failed,
+            &format!("performance {what}"),
+        );
+        Section::ran(vec![row])
+    }
+
+    pub(super) fn baseline_gates(
+        &self,
+        primary: &str,
+        best: Option<&str>,
+        failed: &mut Vec<String>,
+    ) -> Section<Vec<PerfRow>> {
+        if self.baselines().is_empty() {
+            return Section::not_run(match self.artifacts.baselines {
+                Some(_) => "not run: no baseline records".into(),
+                None => self.not_run_cmd_baselines(),
+            });
+        }
+        let first = &self.baselines()[0];
+        if self
+            .baselines()
+            .iter()
+            .all(|b| b.status == "skipped" && b.reason == first.reason)
+        {
+            return Section::not_run(format!(
+                "not run: every baseline {}",
+                self.skipped_because(first.reason.as_deref())
+            ));
+        }
+        let best_p50 = best.and_then(|b| {
+            self.benches()
+                .iter()
+                .find(|f| f.name == b)
+                .and_then(|f| shape_p50(&f.results, primary))
+        });
+        let thresholds = self
+            .pipeline
+            .gates
+            .performance
+            .as_ref()
+            .map(|p| p.min_speedup_vs_baseline.clone())
+            .unwrap_or_default();
+        let rows = self
+            .baselines()
+            .iter()
+            .map(|b| {
+                let what = format!(
+                    "{} vs {} ({primary})",
+                    best.unwrap_or("best variant"),
+                    b.name
+                );
+                let speedup = shape_p50(&b.results, primary)
+                    .zip(best_p50)
+                    .map(|(bp, p)| bp / p);
+                if b.status == "skipped" {
+                    return PerfRow {
+                        what,
+                        measured: NA.into(),
+                        threshold: thresholds
+                            .get(&b.name)
+                            .map(|t| format!("≥ {t:.2}×"))
+                            .unwrap_or_else(|| "none".into()),
+                        result: format!("⏭ baseline {}", self.skipped_because(b.reason.as_deref())),
+                    };
+                }
+                perf_row(
+                    what.clone(),
+                    speedup,
+                    thresholds.get(&b.name).copied(),
+                    failed,
+                    &format!("baseline {what}"),
+                )
+            })
+            .collect();
+        Section::ran(rows)
+    }
+}
+
+pub(super) fn perf_row(
+    what: String,
+    measured: Option<f64>,
+    threshold: Option<f64>,
+    failed: &mut Vec<String>,
+    label: &str,
+) -> PerfRow {
+    let (threshold_s, result) = match (measured, threshold) {
+        (_, None) => ("none".to_string(), "— (no threshold)".to_string()),
+        (Some(m), Some(t)) => {
+            let pass = m >= t;
+            if !pass {
+                failed.push(format!("{label}: {m:.3}× < {t:.2}×"));
+            }
+            (format!("≥ {t:.2}×"), mark(pass).to_string())
+        }
+        (None, Some(t)) => {
+            failed.push(format!("{label}: no measurement"));
+            (format!("≥ {t:.2}×"), "❌ no measurement".to_string())
+        }
+    };
+    PerfRow {
+        what,
+        // Three decimals: a gate missed by 0.4% must not read `1.10× < 1.10×`.
+        measured: measured
+            .filter(|m| m.is_finite())
+            .map_or(NA.to_string(), |m| format!("{m:.3}×")),
+        threshold: threshold_s,
+        result,
+    }
+}

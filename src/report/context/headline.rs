@@ -1,0 +1,129 @@
+//! The headline: the primary shape's best variant against the control and the baselines,
+//! and the profile's note.
+
+use super::*;
+
+impl Builder<'_> {
+    pub(super) fn headline(&self, primary: &str, best: Option<&str>) -> Headline {
+        let machines = self.machines();
+        let measured_by = |stage: Option<&str>| machines.label_of(stage);
+        let baselines: Vec<&BenchFile> = self.baselines().iter().collect();
+        let base_p50: Vec<Option<f64>> = baselines
+            .iter()
+            .map(|b| shape_p50(&b.results, primary))
+            .collect();
+        let vs = |p50: Option<f64>| -> Vec<String> {
+            base_p50
+                .iter()
+                .map(|b| ratio(b.zip(p50).map(|(b, p)| b / p)))
+                .collect()
+        };
+        let ncu_cells = |name: &str| {
+            let t = self.ncu_for(name);
+            (
+                num(t.and_then(|t| t.tensor_core_util_pct), 1),
+                num(t.and_then(|t| t.achieved_occupancy_pct), 1),
+                num(t.and_then(|t| t.dram_bw_pct_peak), 1),
+            )
+        };
+        let mut rows = Vec::new();
+        for b in &baselines {
+            let p50 = shape_p50(&b.results, primary);
+            let (tc, occ, dram) = ncu_cells(&b.name);
+            rows.push(HeadlineRow {
+                name: b.name.clone(),
+                kind: "baseline".into(),
+                best: false,
+                control: false,
+                p50: num(p50, 2),
+                vs: vs(p50),
+                tc_util: tc,
+                occupancy: occ,
+                dram,
+                status: self.file_status(b, &[]),
+                machine: measured_by(self.stage_writing(crate::stages::bench::BASELINE_DIR)),
+            });
+        }
+        let mut variants: Vec<&BenchFile> = self.benches().iter().collect();
+        let control = self.pipeline.control.as_deref();
+        variants.sort_by_key(|f| (Some(f.name.as_str()) != control, f.name.clone()));
+        for v in variants {
+            let p50 = shape_p50(&v.results, primary);
+            let (tc, occ, dram) = ncu_cells(&v.name);
+            rows.push(HeadlineRow {
+                name: v.name.clone(),
+                kind: "variant".into(),
+                best: Some(v.name.as_str()) == best,
+                control: Some(v.name.as_str()) == control,
+                p50: num(p50, 2),
+                vs: vs(p50),
+                tc_util: tc,
+                occupancy: occ,
+                dram,
+                status: self.file_status(v, &self.build_failures(&v.name)),
+                machine: measured_by(self.stage_of("bench")),
+            });
+        }
+        if let Some(top) = self.artifacts.tune.as_ref().and_then(|t| t.elite.first()) {
+            let name = format!("tune-top{}", top.rank);
+            let p50 = shape_p50(&top.bench, primary).or(Some(top.p50_us));
+            let (tc, occ, dram) = ncu_cells(&name);
+            let ok = top
+                .bench
+                .iter()
+                .all(|r| r.status == "ok" && r.correctness_pass == Some(true));
+            rows.push(HeadlineRow {
+                name,
+                kind: "tuned".into(),
+                best: false,
+                control: false,
+                p50: num(p50, 2),
+                vs: vs(p50),
+                tc_util: tc,
+                occupancy: occ,
+                dram,
+                status: if ok {
+                    "✅ pass".into()
+                } else {
+                    "❌ correctness".into()
+                },
+                machine: measured_by(self.stage_of("tune")),
+            });
+        }
+        let baseline_note = baselines
+            .is_empty()
+            .then(|| match self.artifacts.baselines {
+                Some(_) => "no baseline records in artifacts/bench/baselines/".to_string(),
+                None => self.not_run_cmd_baselines(),
+            });
+        Headline {
+            baselines: baselines.iter().map(|b| b.name.clone()).collect(),
+            rows,
+            baseline_note,
+            profile_note: self.profile_note(),
+        }
+    }
+
+    /// Why the headline's profile columns are n/a.
+    pub(super) fn profile_note(&self) -> Option<String> {
+        let Some(ncu) = &self.artifacts.ncu else {
+            return Some(self.not_run("profile", "artifacts/ncu/summary.json"));
+        };
+        if let Some(why) = self.stage_skipped("profile") {
+            return Some(why.replacen("not run", "not profiled", 1));
+        }
+        let profiled: Vec<&str> = ncu
+            .targets
+            .iter()
+            .filter(|t| t.status == "ok")
+            .map(|t| t.variant.as_str())
+            .collect();
+        Some(
+            match (profiled.is_empty(), self.all_skipped_reason(&ncu.targets)) {
+                (true, Some(reason)) => format!("not profiled: {reason}"),
+                (true, None) => "not profiled: no target of the profile stage succeeded".into(),
+                (false, _) => format!("profiled only: {} (others n/a)", profiled.join(", ")),
+            },
+        )
+    }
+}

@@ -1,0 +1,295 @@
+//! Turns the loaded artifacts into the template context of `summary.md.j2`: every figure
+//! already formatted (fixed decimals, "n/a" for missing values), rows in a stable order,
+//! and every gap explained ("not run: …"), so templates only lay text out. Each skip
+//! reason is stated once, as a footnote ([`super::notes`]) the rows cite.
+//!
+//! One module per section ([`headline`], [`gates`], [`tune`], [`profile`], [`env`],
+//! [`stages`]); [`model`] holds the types the template reads, [`format`] and [`results`]
+//! the helpers they share.
+
+use super::artifacts::{Artifacts, TuneData};
+use super::machines::Machines;
+use super::notes::{Footnote, Notes};
+use super::state::RunState;
+use crate::env::Environment;
+use crate::pipeline::Pipeline;
+use crate::schema::{BenchFile, BenchResult, GateResult, NcuTarget};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+
+mod env;
+mod format;
+mod gates;
+mod headline;
+mod model;
+mod profile;
+mod results;
+mod stages;
+#[cfg(test)]
+mod tests;
+mod tune;
+
+pub use format::num;
+use format::*;
+pub use model::*;
+use results::*;
+pub use results::{shape_p50, shapes_in_order};
+pub use tune::best_so_far;
+
+/// The file names of the charts, relative to `reports/`.
+pub const P50_CHART: &str = "p50_by_shape.svg";
+pub const TUNE_CHART: &str = "tune_best_so_far.svg";
+
+/// Missing-value text.
+pub const NA: &str = "n/a";
+
+/// Builds the context; holds the inputs so the parts can share them.
+pub struct Builder<'a> {
+    pub pipeline: &'a Pipeline,
+    pub artifacts: &'a Artifacts,
+    pub state: &'a RunState,
+    pub env: &'a Environment,
+    notes: Notes,
+}
+
+impl<'a> Builder<'a> {
+    pub fn new(
+        pipeline: &'a Pipeline,
+        artifacts: &'a Artifacts,
+        state: &'a RunState,
+        env: &'a Environment,
+    ) -> Builder<'a> {
+        let mut b = Builder {
+            pipeline,
+            artifacts,
+            state,
+            env,
+            notes: Notes::default(),
+        };
+        b.notes = Notes::new(b.skip_reasons());
+        b
+    }
+
+    /// Every reason something was skipped, for [`Notes`].
+    pub(super) fn skip_reasons(&self) -> Vec<String> {
+        let kept = self.state.stages.values().filter_map(|s| s.kept.clone());
+        let stages = self.state.stages.values().filter(|s| s.skipped());
+        let files = self.benches().iter().chain(self.baselines());
+        let results = self.benches().iter().flat_map(|f| &f.results);
+        let targets = self.artifacts.ncu.iter().flat_map(|n| &n.targets);
+        kept.chain(stages.filter_map(|s| s.reason.clone()))
+            .chain(
+                files
+                    .filter(|f| f.status == "skipped")
+                    .filter_map(|f| f.reason.clone()),
+            )
+            .chain(
+                results
+                    .filter(|r| r.status == "skipped")
+                    .filter_map(|r| r.error.clone()),
+            )
+            .chain(
+                targets
+                    .filter(|t| t.status == "skipped")
+                    .filter_map(|t| t.reason.clone()),
+            )
+            .collect()
+    }
+
+    /// `skipped [^1]` (or `skipped: <its own words> [^1]`): the reason as a footnote
+    /// citation.
+    pub(super) fn skipped_because(&self, reason: Option<&str>) -> String {
+        let Some(r) = reason else {
+            return "skipped (no reason recorded)".into();
+        };
+        let cited = self.notes.cite(r);
+        if cited.starts_with("[^") {
+            format!("skipped {cited}")
+        } else {
+            format!("skipped: {cited}")
+        }
+    }
+
+    /// `not run: stage `x` skipped [^1]` when the stage of `kind` was skipped.
+    pub(super) fn stage_skipped(&self, kind: &str) -> Option<String> {
+        let name = self.stage_of(kind)?;
+        let st = self.state.stages.get(name).filter(|s| s.skipped())?;
+        Some(format!(
+            "not run: stage `{name}` {}",
+            self.skipped_because(st.reason.as_deref())
+        ))
+    }
+
+    /// `<status>: <reason>` of a record, a skip's reason cited as a footnote.
+    pub(super) fn status_because(&self, status: &str, reason: Option<&str>) -> String {
+        if status == "skipped" {
+            return self.skipped_because(reason);
+        }
+        format!("{status}: {}", reason.unwrap_or("no reason given"))
+    }
+}
+
+impl Builder<'_> {
+    pub fn build(&self) -> ReportContext {
+        let primary = self.primary_shape();
+        let best = self.best_variant(&primary);
+        let mut failed_gates = Vec::new();
+        let gates = Gates {
+            ptxas: self.ptxas_gates(&mut failed_gates),
+            correctness: self.correctness_gates(&mut failed_gates),
+            performance: self.performance_gates(&primary, best.as_deref(), &mut failed_gates),
+            baseline: self.baseline_gates(&primary, best.as_deref(), &mut failed_gates),
+        };
+        let unchecked_gates = [
+            ("ptxas", &gates.ptxas.note),
+            ("correctness", &gates.correctness.note),
+            ("performance", &gates.performance.note),
+        ]
+        .into_iter()
+        .filter_map(|(group, note)| note.as_ref().map(|n| format!("{group}: {n}")))
+        .collect();
+        let tune = self.tune_section(&primary);
+        ReportContext {
+            headline: self.headline(&primary, best.as_deref()),
+            primary_shape: primary,
+            control: self.pipeline.control.clone(),
+            charts: Charts {
+                // Linked only when it shows a measurement.
+                p50: self
+                    .benches()
+                    .iter()
+                    .chain(self.baselines())
+                    .flat_map(|f| &f.results)
+                    .any(|r| r.status == "ok" && r.p50_us.is_some())
+                    .then(|| P50_CHART.to_string()),
+                tune: tune.ran.then(|| TUNE_CHART.to_string()),
+            },
+            best,
+            gates,
+            tune,
+            profile: self.profile_section(),
+            env: self.env_brief(),
+            stages: self.stage_rows(),
+            skipped: self.skipped(),
+            notes: self.notes.footnotes(),
+            machines: self.machines(),
+            failed_gates,
+            unchecked_gates,
+        }
+    }
+
+    pub(super) fn benches(&self) -> &[BenchFile] {
+        self.artifacts.benches.as_deref().unwrap_or_default()
+    }
+
+    /// Why nothing was measured, when the bench stage skipped every variant (no GPU, no
+    /// driver): gates on its results are then not checked rather than failed.
+    pub(super) fn bench_all_skipped(&self) -> Option<String> {
+        let files = self.benches();
+        if files.is_empty() || !files.iter().all(|f| f.status == "skipped") {
+            return None;
+        }
+        Some(format!(
+            "not checked: bench {}",
+            self.skipped_because(files[0].reason.as_deref())
+        ))
+    }
+
+    pub(super) fn baselines(&self) -> &[BenchFile] {
+        self.artifacts.baselines.as_deref().unwrap_or_default()
+    }
+
+    pub(super) fn primary_shape(&self) -> String {
+        self.pipeline
+            .workload
+            .as_ref()
+            .map(|w| w.primary.clone())
+            .or_else(|| shapes_in_order(self.benches()).into_iter().next())
+            .unwrap_or_else(|| NA.to_string())
+    }
+
+    /// The stage of the given kind, if the pipeline has one.
+    pub(super) fn stage_of(&self, kind: &str) -> Option<&str> {
+        self.pipeline
+            .stages
+            .iter()
+            .find(|(_, s)| s.uses == kind)
+            .map(|(n, _)| n.as_str())
+    }
+
+    /// [`file_status`], a skip's reason cited.
+    pub(super) fn file_status(&self, f: &BenchFile, build_failures: &[String]) -> String {
+        let skipped = match f.status.as_str() {
+            "skipped" => self.skipped_because(f.reason.as_deref()),
+            _ => String::new(),
+        };
+        file_status(f, build_failures, &skipped)
+    }
+
+    /// Why the outputs of a stage kind are absent (or empty: `missing` names them).
+    pub(super) fn not_run(&self, kind: &str, missing: &str) -> String {
+        match self.stage_of(kind) {
+            None => format!("not run: the pipeline has no `{kind}` stage"),
+            Some(name) => self.stage_not_run(name, missing),
+        }
+    }
+
+    /// `not run: stage `x` skipped [^1]`, or what else its record says.
+    pub(super) fn stage_not_run(&self, name: &str, missing: &str) -> String {
+        let Some(st) = self.state.stages.get(name).filter(|s| s.status.is_some()) else {
+            return format!(
+                "not run: stage `{name}` has not produced {missing}; see `repro status`"
+            );
+        };
+        if st.skipped() {
+            return format!(
+                "not run: stage `{name}` {}",
+                self.skipped_because(st.reason.as_deref())
+            );
+        }
+        let status = st.status.as_deref().unwrap_or_default();
+        let reason = st
+            .reason
+            .as_ref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        format!("not run: stage `{name}` {status}{reason} (no {missing})")
+    }
+
+    /// The variant with the lowest primary-shape p50 among those whose results are all correct.
+    pub(super) fn best_variant(&self, primary: &str) -> Option<String> {
+        self.benches()
+            .iter()
+            .filter(|f| f.status == "ok" && variant_correct(f))
+            .filter_map(|f| shape_p50(&f.results, primary).map(|p| (p, f.name.clone())))
+            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+            .map(|(_, n)| n)
+    }
+
+    pub(super) fn ncu_for(&self, name: &str) -> Option<&NcuTarget> {
+        self.artifacts
+            .ncu
+            .as_ref()?
+            .targets
+            .iter()
+            .find(|t| t.variant == name && t.status == "ok")
+    }
+
+    pub(super) fn machines(&self) -> Machines {
+        Machines::of(
+            self.state,
+            self.pipeline.stages.keys().map(String::as_str),
+            |why| self.notes.cite(why),
+        )
+    }
+
+    /// The stage whose recorded outputs include a path under `prefix`.
+    pub(super) fn stage_writing(&self, prefix: &str) -> Option<&str> {
+        self.state
+            .stages
+            .iter()
+            .find(|(_, s)| s.outputs.keys().any(|p| p.starts_with(prefix)))
+            .map(|(n, _)| n.as_str())
+    }
+}

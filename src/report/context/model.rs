@@ -1,0 +1,228 @@
+//! The context's types: what `summary.md.j2` reads, every figure already formatted.
+
+use super::*;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportContext {
+    pub primary_shape: String,
+    pub control: Option<String>,
+    pub best: Option<String>,
+    pub headline: Headline,
+    pub gates: Gates,
+    pub tune: Section<TuneSection>,
+    pub profile: Section<ProfileSection>,
+    pub env: EnvBrief,
+    pub stages: Vec<StageRow>,
+    pub skipped: Vec<Skip>,
+    /// Each skip reason once, cited as `[^label]` by the rows it applies to.
+    pub notes: Vec<Footnote>,
+    /// The machines behind the numbers; a mixed report says so at the top.
+    pub machines: Machines,
+    pub charts: Charts,
+    /// Every failed gate, one line each (empty when all passed).
+    pub failed_gates: Vec<String>,
+    /// Gate groups that could not be checked (`correctness: not checked: bench skipped…`):
+    /// a report with nothing measured must not read "all gates passed".
+    pub unchecked_gates: Vec<String>,
+}
+
+/// A section that either ran (`data`) or says why not (`note`, "not run: …").
+#[derive(Debug, Clone, Serialize)]
+pub struct Section<T> {
+    pub ran: bool,
+    pub note: Option<String>,
+    pub data: Option<T>,
+}
+
+impl<T> Section<T> {
+    pub(super) fn ran(data: T) -> Self {
+        Section {
+            ran: true,
+            note: None,
+            data: Some(data),
+        }
+    }
+    pub(super) fn not_run(note: String) -> Self {
+        Section {
+            ran: false,
+            note: Some(note),
+            data: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Headline {
+    pub baselines: Vec<String>,
+    pub rows: Vec<HeadlineRow>,
+    /// Set when there are no baseline columns, saying why.
+    pub baseline_note: Option<String>,
+    /// Set when the profile columns are n/a for a reason other than "not a profiled target".
+    pub profile_note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HeadlineRow {
+    pub name: String,
+    /// `baseline`, `variant` or `tuned`.
+    pub kind: String,
+    pub best: bool,
+    pub control: bool,
+    pub p50: String,
+    /// Speedup vs each baseline (same order as `Headline::baselines`).
+    pub vs: Vec<String>,
+    pub tc_util: String,
+    pub occupancy: String,
+    pub dram: String,
+    pub status: String,
+    /// The label of the machine that measured the row (`M1`), in a mixed report.
+    pub machine: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Gates {
+    pub ptxas: Section<Vec<PtxasRow>>,
+    pub correctness: Section<CorrectnessTable>,
+    pub performance: Section<Vec<PerfRow>>,
+    pub baseline: Section<Vec<PerfRow>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PtxasRow {
+    pub variant: String,
+    pub entry: String,
+    pub registers: String,
+    pub smem: String,
+    pub spills: String,
+    pub result: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CorrectnessTable {
+    /// Runs (variant × shape × seed) that passed, and all runs.
+    pub passed: usize,
+    pub total: usize,
+    pub max_abs_err: String,
+    pub mean_abs_err: String,
+    pub max_pct_bad: String,
+    /// The normalized thresholds, per precision class (`0.02 (fp16-pv), 0.25 (fp8-pv)`).
+    pub max_err_over_ref_std: String,
+    pub max_rel_l2_err: String,
+    pub rows: Vec<CorrectnessRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CorrectnessRow {
+    pub variant: String,
+    pub shape: String,
+    /// The input recipe.
+    pub inputs: String,
+    pub seed: u64,
+    pub max_abs_err: String,
+    pub mean_abs_err: String,
+    pub pct_bad: String,
+    pub max_err_over_ref_std: String,
+    pub rel_l2_err: String,
+    pub result: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PerfRow {
+    pub what: String,
+    pub measured: String,
+    pub threshold: String,
+    pub result: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TuneSection {
+    pub trials: usize,
+    pub valid: usize,
+    pub invalid: usize,
+    pub invalid_by_reason: Vec<ReasonCount>,
+    pub elite: Vec<EliteRow>,
+    pub best_so_far: Vec<BestRow>,
+    pub best_vs_control: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReasonCount {
+    pub reason: String,
+    pub count: usize,
+    pub example: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EliteRow {
+    pub rank: u32,
+    pub trial: u32,
+    pub p50: String,
+    pub config: String,
+    pub parents: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BestRow {
+    pub trial: u32,
+    pub p50: String,
+    pub config: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProfileSection {
+    pub clock_control: String,
+    pub targets: Vec<ProfileRow>,
+    pub metric_names: Vec<MetricName>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProfileRow {
+    pub target: String,
+    pub variant: String,
+    pub status: String,
+    pub kernel_time: String,
+    pub sm_util: String,
+    pub tc_util: String,
+    pub occupancy: String,
+    pub registers: String,
+    pub l2_hit: String,
+    pub dram: String,
+    pub top_stalls: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricName {
+    pub field: String,
+    pub metric: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvBrief {
+    pub gpu: String,
+    pub driver: String,
+    pub nvcc: String,
+    pub ncu: String,
+    pub torch: String,
+    pub timing: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageRow {
+    pub name: String,
+    pub kind: String,
+    pub status: String,
+    /// Wall time of its last run (`12.3 s`), empty when none was recorded.
+    pub time: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Skip {
+    pub what: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Charts {
+    pub p50: Option<String>,
+    pub tune: Option<String>,
+}

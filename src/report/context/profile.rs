@@ -1,0 +1,76 @@
+//! The profile section: Nsight Compute's metrics per target.
+
+use super::*;
+
+impl Builder<'_> {
+    pub(super) fn profile_section(&self) -> Section<ProfileSection> {
+        let Some(ncu) = &self.artifacts.ncu else {
+            return Section::not_run(self.not_run("profile", "artifacts/ncu/summary.json"));
+        };
+        if let Some(why) = self.stage_skipped("profile") {
+            return Section::not_run(why);
+        }
+        if let Some(reason) = self.all_skipped_reason(&ncu.targets) {
+            return Section::not_run(format!("not run: every target {reason}"));
+        }
+        let mut names: BTreeMap<String, String> = BTreeMap::new();
+        let targets = ncu
+            .targets
+            .iter()
+            .map(|t| {
+                for (k, v) in &t.metric_names {
+                    names.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+                let mut stalls = t.top_stalls.clone();
+                stalls.sort_by(|a, b| b.pct.total_cmp(&a.pct).then(a.reason.cmp(&b.reason)));
+                let top: Vec<String> = stalls
+                    .iter()
+                    .take(3)
+                    .map(|s| format!("{} {:.1}%", s.reason, s.pct))
+                    .collect();
+                ProfileRow {
+                    target: t.target.clone(),
+                    variant: t.variant.clone(),
+                    status: match t.status.as_str() {
+                        "ok" => "✅ ok".into(),
+                        other => format!(
+                            "{} {}",
+                            if other == "skipped" { "⏭" } else { "❌" },
+                            self.status_because(other, t.reason.as_deref())
+                        ),
+                    },
+                    kernel_time: num(t.kernel_time_us, 2),
+                    sm_util: num(t.sm_util_pct, 1),
+                    tc_util: num(t.tensor_core_util_pct, 1),
+                    occupancy: num(t.achieved_occupancy_pct, 1),
+                    registers: num(t.registers_per_thread, 0),
+                    l2_hit: num(t.l2_hit_rate_pct, 1),
+                    dram: num(t.dram_bw_pct_peak, 1),
+                    top_stalls: if top.is_empty() {
+                        NA.into()
+                    } else {
+                        top.join(", ")
+                    },
+                }
+            })
+            .collect();
+        Section::ran(ProfileSection {
+            clock_control: ncu.clock_control.clone(),
+            targets,
+            metric_names: names
+                .into_iter()
+                .map(|(field, metric)| MetricName { field, metric })
+                .collect(),
+        })
+    }
+
+    /// When every target failed or was skipped for one same reason: `<status>: <reason>`
+    /// (a skip's reason cited).
+    pub(super) fn all_skipped_reason(&self, targets: &[NcuTarget]) -> Option<String> {
+        let first = targets.first()?;
+        let same = targets
+            .iter()
+            .all(|t| t.status != "ok" && t.status == first.status && t.reason == first.reason);
+        same.then(|| self.status_because(&first.status, first.reason.as_deref()))
+    }
+}
