@@ -233,8 +233,11 @@ impl Builder<'_> {
             );
             return Section::ran(vec![row]);
         };
-        let speedup = p50_of(control).zip(p50_of(best)).map(|(c, b)| c / b);
         let what = format!("{best} vs {control} ({primary})");
+        if let Some((_, gate)) = self.recorded_gate(CONTROL_GATE) {
+            return Section::ran(vec![recorded_row(what, gate, failed, "performance")]);
+        }
+        let speedup = p50_of(control).zip(p50_of(best)).map(|(c, b)| c / b);
         let row = perf_row(
             what.clone(),
             speedup,
@@ -304,6 +307,9 @@ impl Builder<'_> {
                         result: format!("⏭ baseline {}", self.skipped_because(b.reason.as_deref())),
                     };
                 }
+                if let Some((_, gate)) = self.recorded_gate(&baseline_gate(&b.name)) {
+                    return recorded_row(what, gate, failed, "baseline");
+                }
                 perf_row(
                     what.clone(),
                     speedup,
@@ -317,6 +323,40 @@ impl Builder<'_> {
     }
 }
 
+/// The gate the bench stage records for the best variant against the control.
+pub(super) const CONTROL_GATE: &str = "performance.min_speedup_vs_control";
+
+/// The gate the bench stage records for the best variant against baseline `name`.
+fn baseline_gate(name: &str) -> String {
+    format!("performance.min_speedup_vs_{name}")
+}
+
+/// A row for a gate as the bench stage recorded it: its measurement, threshold and verdict,
+/// never judged again here. A recorded measurement of 0 means there was none (the subject
+/// says why).
+fn recorded_row(what: String, gate: &GateResult, failed: &mut Vec<String>, kind: &str) -> PerfRow {
+    let measured = (gate.measured > 0.0 && gate.measured.is_finite()).then_some(gate.measured);
+    if !gate.pass {
+        failed.push(match measured {
+            Some(m) => format!("{kind} {what}: {m:.3}× < {:.2}×", gate.threshold),
+            None => format!("{kind} {what}: no measurement ({})", gate.subject),
+        });
+    }
+    let result = match (gate.pass, measured) {
+        (true, _) => mark(true).to_string(),
+        (false, Some(_)) => mark(false).to_string(),
+        (false, None) => "❌ no measurement".to_string(),
+    };
+    PerfRow {
+        what,
+        measured: measured.map_or(NA.to_string(), |m| format!("{m:.3}×")),
+        threshold: format!("≥ {:.2}×", gate.threshold),
+        result,
+    }
+}
+
+/// A row the report computes itself, for comparisons without a recorded gate: artifacts
+/// from before the bench stage recorded its gates, and comparisons with no threshold.
 pub(super) fn perf_row(
     what: String,
     measured: Option<f64>,
@@ -346,5 +386,58 @@ pub(super) fn perf_row(
             .map_or(NA.to_string(), |m| format!("{m:.3}×")),
         threshold: threshold_s,
         result,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(measured: f64, threshold: f64, pass: bool) -> GateResult {
+        GateResult {
+            pass,
+            ..GateResult::at_least(CONTROL_GATE, "v vs control on mission", measured, threshold)
+        }
+    }
+
+    #[test]
+    fn a_recorded_verdict_is_rendered_as_recorded_not_judged_again() {
+        let mut failed = Vec::new();
+        // The numbers alone would pass; the stage judged it failed (e.g. a seed incorrect).
+        let row = recorded_row(
+            "v vs c".into(),
+            &gate(1.5, 1.1, false),
+            &mut failed,
+            "performance",
+        );
+        assert_eq!(
+            (row.measured.as_str(), row.result.as_str()),
+            ("1.500×", "❌")
+        );
+        assert_eq!(failed, ["performance v vs c: 1.500× < 1.10×"]);
+        // And the other way round: a recorded pass stays a pass.
+        let mut failed = Vec::new();
+        let row = recorded_row(
+            "v vs c".into(),
+            &gate(1.0, 1.1, true),
+            &mut failed,
+            "performance",
+        );
+        assert_eq!(row.result, "✅");
+        assert!(failed.is_empty());
+    }
+
+    #[test]
+    fn a_recorded_gate_without_a_measurement_says_so() {
+        let mut failed = Vec::new();
+        let row = recorded_row(
+            "v vs c".into(),
+            &gate(0.0, 1.1, false),
+            &mut failed,
+            "performance",
+        );
+        assert_eq!(row.measured, NA);
+        assert_eq!(row.result, "❌ no measurement");
+        assert_eq!(row.threshold, "≥ 1.10×");
     }
 }

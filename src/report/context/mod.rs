@@ -17,7 +17,6 @@ use crate::schema::{BenchFile, BenchResult, GateResult, NcuTarget};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-
 mod env;
 mod format;
 mod gates;
@@ -258,13 +257,28 @@ impl Builder<'_> {
     }
 
     /// The variant with the lowest primary-shape p50 among those whose results are all correct.
+    /// The best variant: the one whose file holds the performance gate the bench stage
+    /// recorded (it judged the best), else the fastest correct variant on `primary`.
     pub(super) fn best_variant(&self, primary: &str) -> Option<String> {
+        if let Some((owner, _)) = self.recorded_gate(gates::CONTROL_GATE) {
+            return Some(owner.to_string());
+        }
         self.benches()
             .iter()
             .filter(|f| f.status == "ok" && variant_correct(f))
             .filter_map(|f| shape_p50(&f.results, primary).map(|p| (p, f.name.clone())))
             .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
             .map(|(_, n)| n)
+    }
+
+    /// A gate the bench stage recorded, with the variant whose file holds it.
+    pub(super) fn recorded_gate(&self, gate: &str) -> Option<(&str, &GateResult)> {
+        self.benches().iter().find_map(|f| {
+            f.gates
+                .iter()
+                .find(|g| g.gate == gate)
+                .map(|g| (f.name.as_str(), g))
+        })
     }
 
     pub(super) fn ncu_for(&self, name: &str) -> Option<&NcuTarget> {
