@@ -1,4 +1,4 @@
-//! The artifact records stages hand each other (DESIGN.md, "Artifacts"). Field names are
+//! The artifact records stages hand each other (docs/ARCHITECTURE.md, "The artifact contract"). Field names are
 //! the contract: the report templates, `repro diff` and users' scripts read them.
 //!
 //! Floats are rounded to a fixed number of decimals when written (see [`float`]) so

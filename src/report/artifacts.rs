@@ -1,4 +1,4 @@
-//! Loading what the other stages wrote (DESIGN.md "Artifacts") into the schema records.
+//! Loading what the other stages wrote (docs/ARCHITECTURE.md, "The artifact contract") into the schema records.
 //! A missing folder or file means the stage did not run (recorded as `None` / empty); a
 //! file that exists but does not parse is an error naming it.
 

@@ -1,4 +1,4 @@
-//! Timing a kernel honestly (DESIGN.md, "Measuring honestly"), by one of two methods:
+//! Timing a kernel honestly (docs/guide/gpu.md), by one of two methods:
 //!
 //! - [`Method::Isolated`] (the default): each sample is one launch between two events,
 //!   queued behind a [`super::blocker`] hold so the host is out of the measurement. The

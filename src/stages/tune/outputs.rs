@@ -94,7 +94,7 @@ pub(super) fn round(x: f64, decimals: i32) -> f64 {
     (x * p).round() / p
 }
 
-/// One CSV row per trial, columns in DESIGN.md order (`schema::TuneTrial`).
+/// One CSV row per trial, columns in the order of `schema::TuneTrial` (docs/ARCHITECTURE.md, "The artifact contract").
 pub(super) fn write_trials(path: &Path, trials: &[Trial]) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
