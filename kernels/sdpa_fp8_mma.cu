@@ -55,9 +55,19 @@
 #ifndef NUM_STAGES
 #define NUM_STAGES 2
 #endif
-// Each warp owns 16 query rows of one KV_SPLIT group.
+// Query rows per warp: 16 (one m16 tile) or 32 (two m16 tiles, each K/V fragment read from
+// shared memory once and used for both).
+#ifndef WARP_M
+#define WARP_M 16
+#endif
+// 1: each warp keeps its Q fragments in registers (loaded once) instead of re-reading them
+// from shared memory every softmax step.  WARP_M 16 only (32 rows of Q are 32 more registers).
+#ifndef Q_IN_REGS
+#define Q_IN_REGS 0
+#endif
+// Each warp owns WARP_M query rows of one KV_SPLIT group.
 #ifndef NUM_WARPS
-#define NUM_WARPS ((TILE_M / 16) * KV_SPLIT)
+#define NUM_WARPS ((TILE_M / WARP_M) * KV_SPLIT)
 #endif
 // E4M3 -> fp16: 0 = cvt.rn.f16x2.e4m3x2 (exact, sm_89+, a conversion-pipe instruction);
 // 1 = integer bit moves on the ALU pipe (prmt, shift, and/or), which give the value * 2^-8 (also
@@ -86,20 +96,41 @@
 #if (TILE_N != 16) && (TILE_N != 32) && (TILE_N != 64) && (TILE_N != 128)
 #error "sdpa_fp8_mma: TILE_N must be one of 16, 32, 64, 128"
 #endif
-#if (KV_SPLIT != 1) && (KV_SPLIT != 2)
-#error "sdpa_fp8_mma: KV_SPLIT must be 1 or 2"
+#if (KV_SPLIT != 1) && (KV_SPLIT != 2) && (KV_SPLIT != 4)
+#error "sdpa_fp8_mma: KV_SPLIT must be 1, 2 or 4"
+#endif
+#if (WARP_M != 16) && (WARP_M != 32)
+#error "sdpa_fp8_mma: WARP_M must be 16 or 32"
+#endif
+#if WARP_M > TILE_M
+#error "sdpa_fp8_mma: WARP_M must not exceed TILE_M"
+#endif
+#if (Q_IN_REGS != 0) && (Q_IN_REGS != 1)
+#error "sdpa_fp8_mma: Q_IN_REGS must be 0 or 1"
+#endif
+#if (WARP_M == 32) && (HEAD_DIM != 64)
+#error "sdpa_fp8_mma: WARP_M=32 needs HEAD_DIM=64 (O alone would take 128 registers at HEAD_DIM 128)"
+#endif
+#if Q_IN_REGS && (WARP_M != 16)
+#error "sdpa_fp8_mma: Q_IN_REGS=1 needs WARP_M=16 (32 rows of Q fragments do not fit beside O in 128 registers)"
+#endif
+#if (TILE_M / WARP_M) * KV_SPLIT > 16
+#error "sdpa_fp8_mma: more than 16 warps per block ((TILE_M / WARP_M) * KV_SPLIT): 128 registers each would exceed the SM's 64K registers"
 #endif
 #if (NUM_STAGES != 2) && (NUM_STAGES != 3) && (NUM_STAGES != 4)
 #error "sdpa_fp8_mma: NUM_STAGES must be 2, 3 or 4"
 #endif
-#if NUM_WARPS != ((TILE_M / 16) * KV_SPLIT)
-#error "sdpa_fp8_mma: NUM_WARPS must equal (TILE_M / 16) * KV_SPLIT (each warp owns 16 query rows of one KV group)"
+#if NUM_WARPS != ((TILE_M / WARP_M) * KV_SPLIT)
+#error "sdpa_fp8_mma: NUM_WARPS must equal (TILE_M / WARP_M) * KV_SPLIT (each warp owns WARP_M query rows of one KV group)"
 #endif
 #if (DEQUANT_INT != 0) && (DEQUANT_INT != 1)
 #error "sdpa_fp8_mma: DEQUANT_INT must be 0 or 1"
 #endif
 #if (PV_FP8 != 0) && (PV_FP8 != 1)
 #error "sdpa_fp8_mma: PV_FP8 must be 0 or 1"
+#endif
+#if PV_FP8 && ((WARP_M != 16) || (KV_SPLIT > 2))
+#error "sdpa_fp8_mma: PV_FP8=1 is implemented for WARP_M=16 and KV_SPLIT 1 or 2 only"
 #endif
 #if PV_FP8 && (TILE_N < 32)
 #error "sdpa_fp8_mma: PV_FP8=1 needs TILE_N >= 32 (one 32-key k-block of m16n8k32 per softmax step)"
@@ -114,8 +145,8 @@
 // ---- shared memory (bytes) ---------------------------------------------------------------
 // KT = KV_SPLIT * TILE_N keys per tile.  Raw ring: NUM_STAGES x {K, V} e4m3 tiles (KT*D bytes
 // each); fp16 tiles: 2 buffers x {K, V} (KT*D*2 bytes each); the fp16 Q tile (TILE_M*D*2).
-// With KV_SPLIT = 2 the start of shared memory is reused at the end for the merge: per query
-// row, D fp32 outputs plus m and l.  With PV_FP8 = 1 the V half of each fp16 buffer holds the
+// With KV_SPLIT > 1 the start of shared memory is reused at the end for the merge: per query
+// row and group other than 0, D fp32 outputs plus m and l.  With PV_FP8 = 1 the V half of each fp16 buffer holds the
 // transposed e4m3 V tile instead (D rows of VT_ROW <= 2*KT bytes: it fits; the formula is kept).
 #define MMA_SMEM_RAW (NUM_STAGES * 2 * KV_SPLIT * TILE_N * HEAD_DIM)
 #define MMA_SMEM_F16 (2 * 2 * KV_SPLIT * TILE_N * HEAD_DIM * 2)
@@ -141,12 +172,18 @@ namespace mma_attn {
 
 constexpr int D = HEAD_DIM;
 constexpr int NT = NUM_WARPS * 32;       // block threads
-constexpr int ROW_WARPS = TILE_M / 16;   // warps per KV group
+constexpr int ROW_WARPS = TILE_M / WARP_M;  // warps per KV group
+constexpr int MT = WARP_M / 16;          // m16 tiles per warp
 constexpr int KT = KV_SPLIT * TILE_N;    // keys per tile (both groups)
 // A warp runs its online softmax over SUB_N keys at a time (a TILE_N tile in TILE_N/SUB_N steps):
-// the S accumulators of 32 keys are what fits beside O in 128 registers, while a larger TILE_N
-// still halves the barriers and conversion rounds per key.
-constexpr int SUB_N = TILE_N < 32 ? TILE_N : 32;
+// the S accumulators of WARP_M x SUB_N scores must fit beside O (WARP_M x D) in 128 registers,
+// so SUB_N is 32 keys for WARP_M 16 and MMA_SUB_N32 (default 16) for WARP_M 32, while a larger
+// TILE_N still cuts the barriers and conversion rounds per key.
+#ifndef MMA_SUB_N32
+#define MMA_SUB_N32 16
+#endif
+constexpr int SUB_MAX = WARP_M == 16 ? 32 : MMA_SUB_N32;
+constexpr int SUB_N = TILE_N < SUB_MAX ? TILE_N : SUB_MAX;
 constexpr int NTN = SUB_N / 8;           // 8-key n-tiles of S per softmax step
 #if !PV_FP8
 constexpr int KBN = SUB_N / 16;          // 16-key k-blocks of P.V per softmax step
@@ -173,8 +210,10 @@ constexpr float LOG2E = 1.4426950408889634f;
 // column d) is words 2t, 2t+1: one 64-bit load.  Rows are padded to an odd multiple of 32 bytes
 // (KT = 32 needs none): the 4 rows a half-warp reads then fall into distinct banks.
 constexpr int VT_ROW = KT == 32 ? 32 : KT + 32;
+#if PV_FP8
 constexpr int V_GROUPS = KT * D / 64;  // 4 keys x 16 columns: one transpose unit (4 raw chunks)
-constexpr int V_OWN = (V_GROUPS + NT - 1) / NT;
+constexpr int V_OWN = (V_GROUPS + NT - 1) / NT;  // transpose groups per thread
+#endif
 
 static_assert(!PV_FP8 || D * VT_ROW <= H_TILE, "the transposed V tile fits in the fp16 V tile's place");
 static_assert(OFF_H % 128 == 0 && OFF_Q % 128 == 0 && H_TILE % 128 == 0, "fp16 tiles stay 128-byte aligned");
@@ -456,10 +495,10 @@ extern "C" __global__ void MMA_BOUNDS
 
     const int warp = tid >> 5;
     const int lane = tid & 31;
-    const int gid = lane >> 2;  // row within the 8-row half of the m16 tile
+    const int gid = lane >> 2;  // row within the 8-row half of an m16 tile
     const int t4 = lane & 3;    // thread in quad
-    const int grp = warp / ROW_WARPS;              // KV_SPLIT group
-    const int r0 = (warp % ROW_WARPS) * 16 + gid;  // this thread's rows: r0 and r0 + 8
+    const int grp = warp / ROW_WARPS;                  // KV_SPLIT group
+    const int r0 = (warp % ROW_WARPS) * WARP_M + gid;  // this thread's rows: r0 + 16 mt + 8 hr
 
     convert(0);
 
@@ -469,19 +508,39 @@ extern "C" __global__ void MMA_BOUNDS
     //  K (B of Q.K^T, x4 = k-blocks 2kk, 2kk+1 of one 8-key n-tile): row lane&7, chunk 4kk + lane/8.
     //  V (B of P.V, x4.trans = n-tiles 2nn, 2nn+1 of one 16-key k-block): row (lane&7) + 8*((lane/8)&1),
     //  chunk 2nn + lane/16.
-    //  Q (A of Q.K^T, x4 = one 16-wide k-block kb of the warp's 16 rows): as V, chunk 2kb + lane/16.
+    //  Q (A of Q.K^T, x4 = one 16-wide k-block kb of one m16 tile): as V, chunk 2kb + lane/16;
+    //  m16 tile mt of the warp is 16 rows further (a multiple of 8 rows: same swizzle term).
     const uint32_t koff = static_cast<uint32_t>(hswz(lane & 7, lane >> 3));  // XOR kk << 6
+#if WARP_M == 32
+    //  K for WARP_M 32 (x4 = one k-block kb of the n-tile pair 2np, 2np+1): row (lane&7) +
+    //  8*(lane/16), chunk 2kb + (lane/8)&1.
+    const uint32_t koff2 = static_cast<uint32_t>(hswz((lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1));  // XOR kb << 5
+#endif
     const uint32_t voff = static_cast<uint32_t>(H_TILE + hswz((lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4));  // XOR nn << 5
-    const uint32_t qaddr = smem_s + OFF_Q + (warp % ROW_WARPS) * 16 * H_ROW +
+    const uint32_t qaddr = smem_s + OFF_Q + (warp % ROW_WARPS) * WARP_M * H_ROW +
                            static_cast<uint32_t>(hswz((lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4));  // XOR kb << 5
+
+#if Q_IN_REGS
+    // Q fragments loaded once (MT = 1 here): every thread's Q copies landed with tile 0's group
+    // (convert(0) waited for it); this barrier publishes the other threads' copies.
+    __syncthreads();
+    uint32_t qf[KBD][4];
+#pragma unroll
+    for (int kb = 0; kb < KBD; ++kb) ldmatrix_x4(qaddr ^ (kb << 5), qf[kb][0], qf[kb][1], qf[kb][2], qf[kb][3]);
+#endif
 
     // Raw score -> log2 units.  Clamped away from 0 so a masked score (-inf) never meets 0 * inf.
     const float c = fmaxf(k_scale[bh] * (softmax_scale * LOG2E * DQ_SCALE), 1e-30f);
-    float m_run[2] = {-INFINITY, -INFINITY};  // running max, log2 units
-    float l_acc[4] = {0.f, 0.f, 0.f, 0.f};    // row sums: [0] row r0, [2] row r0 + 8
-    float o[NTD][4];
+    float m_run[MT][2];     // running max, log2 units: row r0 + 16 mt + 8 hr
+    float l_acc[MT][4];     // row sums: [mt][0] row r0 + 16 mt, [mt][2] row r0 + 16 mt + 8
+    float o[MT][NTD][4];
 #pragma unroll
-    for (int n = 0; n < NTD; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    for (int mt = 0; mt < MT; ++mt) {
+        m_run[mt][0] = m_run[mt][1] = -INFINITY;
+        l_acc[mt][0] = l_acc[mt][1] = l_acc[mt][2] = l_acc[mt][3] = 0.f;
+#pragma unroll
+        for (int n = 0; n < NTD; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+    }
 
     for (int j = 0; j < ntiles; ++j) {
         __syncthreads();  // fp16 tile j complete; every warp is done with tile j-1's buffer
@@ -496,23 +555,66 @@ extern "C" __global__ void MMA_BOUNDS
             if (k0 >= S) break;  // warp-uniform: no valid key left in this group's part
             const uint32_t hb = smem_s + OFF_H + (j & 1) * H_BUF + (grp * TILE_N + sub * SUB_N) * H_ROW;
 
-            // ---- S = Q K^T (Q fragments re-read from shared memory: 16 registers fewer) ----
-            // k-block pairs outermost, so only 8 registers of Q fragments are live at a time.
-            float s[NTN][4];
+            // ---- S = Q K^T: each K fragment is loaded once and used for all MT m16 tiles.  Q
+            // fragments come from registers (Q_IN_REGS) or are re-read from shared memory per
+            // k-block pair, so only 8 registers of them per m16 tile are live at a time ----
+            float s[MT][NTN][4];
 #pragma unroll
-            for (int n = 0; n < NTN; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int n = 0; n < NTN; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
             for (int kk = 0; kk < KBD / 2; ++kk) {
-                uint32_t qa[4], qb[4];
-                ldmatrix_x4(qaddr ^ ((2 * kk) << 5), qa[0], qa[1], qa[2], qa[3]);
-                ldmatrix_x4(qaddr ^ ((2 * kk + 1) << 5), qb[0], qb[1], qb[2], qb[3]);
+#if Q_IN_REGS
+                const uint32_t(&qa)[4] = qf[2 * kk];
+                const uint32_t(&qb)[4] = qf[2 * kk + 1];
 #pragma unroll
                 for (int n = 0; n < NTN; ++n) {
                     uint32_t b0, b1, b2, b3;
                     ldmatrix_x4(hb + (koff ^ (kk << 6)) + n * 8 * H_ROW, b0, b1, b2, b3);
-                    mma16816(s[n], qa, b0, b1);
-                    mma16816(s[n], qb, b2, b3);
+                    mma16816(s[0][n], qa, b0, b1);
+                    mma16816(s[0][n], qb, b2, b3);
                 }
+#elif WARP_M == 32
+                // One k-block at a time (8 registers of Q fragments live, not 16): each x4 of K
+                // holds k-block kb of the n-tile pair (2np, 2np+1).
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int kb = 2 * kk + h;
+                    uint32_t qa[MT][4];
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt)
+                        ldmatrix_x4((qaddr + mt * 16 * H_ROW) ^ (kb << 5), qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3]);
+#pragma unroll
+                    for (int np = 0; np < NTN / 2; ++np) {
+                        uint32_t b0, b1, b2, b3;
+                        ldmatrix_x4(hb + (koff2 ^ (kb << 5)) + np * 16 * H_ROW, b0, b1, b2, b3);
+#pragma unroll
+                        for (int mt = 0; mt < MT; ++mt) {
+                            mma16816(s[mt][2 * np], qa[mt], b0, b1);
+                            mma16816(s[mt][2 * np + 1], qa[mt], b2, b3);
+                        }
+                    }
+                }
+#else
+                uint32_t qa[MT][4], qb[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    const uint32_t qm = qaddr + mt * 16 * H_ROW;
+                    ldmatrix_x4(qm ^ ((2 * kk) << 5), qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3]);
+                    ldmatrix_x4(qm ^ ((2 * kk + 1) << 5), qb[mt][0], qb[mt][1], qb[mt][2], qb[mt][3]);
+                }
+#pragma unroll
+                for (int n = 0; n < NTN; ++n) {
+                    uint32_t b0, b1, b2, b3;
+                    ldmatrix_x4(hb + (koff ^ (kk << 6)) + n * 8 * H_ROW, b0, b1, b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma16816(s[mt][n], qa[mt], b0, b1);
+                        mma16816(s[mt][n], qb[mt], b2, b3);
+                    }
+                }
+#endif
             }
 
             // ---- mask keys past S (only the last tile can have any) ----
@@ -520,93 +622,111 @@ extern "C" __global__ void MMA_BOUNDS
 #pragma unroll
                 for (int n = 0; n < NTN; ++n) {
                     const int key = k0 + 8 * n + 2 * t4;
-                    if (key >= S) s[n][0] = s[n][2] = -INFINITY;
-                    if (key + 1 >= S) s[n][1] = s[n][3] = -INFINITY;
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        if (key >= S) s[mt][n][0] = s[mt][n][2] = -INFINITY;
+                        if (key + 1 >= S) s[mt][n][1] = s[mt][n][3] = -INFINITY;
+                    }
                 }
             }
 
-            // ---- online softmax (rows r0: elements 0, 1; r0 + 8: elements 2, 3) ----
-            float mx[2] = {-INFINITY, -INFINITY};
+            // ---- online softmax (per m16 tile: row +0: elements 0, 1; row +8: elements 2, 3) ----
+            float alpha[MT][2], mneg[MT][2];
 #pragma unroll
-            for (int n = 0; n < NTN; ++n) {
-                mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
-                mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
-            }
-            float alpha[2], mneg[2];
+            for (int mt = 0; mt < MT; ++mt) {
+                float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-                mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-                const float m_new = fmaxf(m_run[hr], mx[hr] * c);  // finite: key k0 is valid
-                alpha[hr] = fast_exp2(m_run[hr] - m_new);         // 0 on the first tile
-                m_run[hr] = m_new;
-                mneg[hr] = P_EXP2_OFFSET - m_new;
+                for (int n = 0; n < NTN; ++n) {
+                    mx[0] = fmaxf(mx[0], fmaxf(s[mt][n][0], s[mt][n][1]));
+                    mx[1] = fmaxf(mx[1], fmaxf(s[mt][n][2], s[mt][n][3]));
+                }
+#pragma unroll
+                for (int hr = 0; hr < 2; ++hr) {
+                    mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+                    mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+                    const float m_new = fmaxf(m_run[mt][hr], mx[hr] * c);  // finite: key k0 is valid
+                    alpha[mt][hr] = fast_exp2(m_run[mt][hr] - m_new);     // 0 on the first tile
+                    m_run[mt][hr] = m_new;
+                    mneg[mt][hr] = P_EXP2_OFFSET - m_new;
+                }
             }
 #if PV_FP8
             // ---- P = 2^8 exp2(s - m) -> e4m3 in registers: the A fragment of one m16n8k32
             // (a[2h + hr]: row r0 + 8hr, keys of n-tiles 2h, 2h+1, the order VT_ROW describes);
             // then per n-tile of O: this step's P V from zero accumulators, added to O * alpha in
-            // fp32 (two-level accumulation: the tensor core's own sum spans 32 products) ----
+            // fp32 (two-level accumulation: the tensor core's own sum spans 32 products).
+            // WARP_M = 16 here (MT = 1) ----
             {
                 uint32_t pa[4];
 #pragma unroll
                 for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
                     for (int hr = 0; hr < 2; ++hr) {
-                        const float(&x)[4] = s[2 * hh];
-                        const float(&y)[4] = s[2 * hh + 1];
-                        pa[2 * hh + hr] = pack_e4m3x4(fast_exp2(fmaf(x[2 * hr], c, mneg[hr])),
-                                                      fast_exp2(fmaf(x[2 * hr + 1], c, mneg[hr])),
-                                                      fast_exp2(fmaf(y[2 * hr], c, mneg[hr])),
-                                                      fast_exp2(fmaf(y[2 * hr + 1], c, mneg[hr])));
+                        const float(&x)[4] = s[0][2 * hh];
+                        const float(&y)[4] = s[0][2 * hh + 1];
+                        pa[2 * hh + hr] = pack_e4m3x4(fast_exp2(fmaf(x[2 * hr], c, mneg[0][hr])),
+                                                      fast_exp2(fmaf(x[2 * hr + 1], c, mneg[0][hr])),
+                                                      fast_exp2(fmaf(y[2 * hr], c, mneg[0][hr])),
+                                                      fast_exp2(fmaf(y[2 * hr + 1], c, mneg[0][hr])));
                     }
                 constexpr uint32_t ONES8 = 0x38383838u;  // four e4m3 1.0: P.1 gives the row sums
                 float t[4];
                 mma16832_e4m3(t, pa, ONES8, ONES8);
-                l_acc[0] = fmaf(l_acc[0], alpha[0], t[0]);
-                l_acc[2] = fmaf(l_acc[2], alpha[1], t[2]);
+                l_acc[0][0] = fmaf(l_acc[0][0], alpha[0][0], t[0]);
+                l_acc[0][2] = fmaf(l_acc[0][2], alpha[0][1], t[2]);
                 const unsigned char* vt = smem + OFF_H + (j & 1) * H_BUF + H_TILE + grp * TILE_N + sub * SUB_N +
                                           gid * VT_ROW + 8 * t4;
 #pragma unroll
                 for (int n = 0; n < NTD; ++n) {
                     const uint2 bv = *reinterpret_cast<const uint2*>(vt + n * 8 * VT_ROW);
                     mma16832_e4m3(t, pa, bv.x, bv.y);
-                    o[n][0] = fmaf(o[n][0], alpha[0], t[0]);
-                    o[n][1] = fmaf(o[n][1], alpha[0], t[1]);
-                    o[n][2] = fmaf(o[n][2], alpha[1], t[2]);
-                    o[n][3] = fmaf(o[n][3], alpha[1], t[3]);
+                    o[0][n][0] = fmaf(o[0][n][0], alpha[0][0], t[0]);
+                    o[0][n][1] = fmaf(o[0][n][1], alpha[0][0], t[1]);
+                    o[0][n][2] = fmaf(o[0][n][2], alpha[0][1], t[2]);
+                    o[0][n][3] = fmaf(o[0][n][3], alpha[0][1], t[3]);
                 }
             }
 #else
             constexpr uint32_t ONES = 0x3c003c00u;  // half2(1, 1): P.1 gives the row sums
-            l_acc[0] *= alpha[0];  // (elements 1 and 3 are copies of 0 and 2, never read)
-            l_acc[2] *= alpha[1];
 #pragma unroll
-            for (int n = 0; n < NTD; ++n) {
-                o[n][0] *= alpha[0];
-                o[n][1] *= alpha[0];
-                o[n][2] *= alpha[1];
-                o[n][3] *= alpha[1];
+            for (int mt = 0; mt < MT; ++mt) {
+                l_acc[mt][0] *= alpha[mt][0];  // (elements 1 and 3 are copies of 0 and 2, never read)
+                l_acc[mt][2] *= alpha[mt][1];
+#pragma unroll
+                for (int n = 0; n < NTD; ++n) {
+                    o[mt][n][0] *= alpha[mt][0];
+                    o[mt][n][1] *= alpha[mt][0];
+                    o[mt][n][2] *= alpha[mt][1];
+                    o[mt][n][3] *= alpha[mt][1];
+                }
             }
 
-            // ---- P (fp16, in registers); O += P V and l += P 1, one 16-key k-block at a time ----
+            // ---- P (fp16, in registers); O += P V and l += P 1, one 16-key k-block at a time;
+            // each V fragment is loaded once and used for all MT m16 tiles ----
 #pragma unroll
             for (int kb = 0; kb < KBN; ++kb) {
-                uint32_t pa[4];
+                uint32_t pa[MT][4];
 #pragma unroll
-                for (int hh = 0; hh < 2; ++hh) {
-                    const int n = 2 * kb + hh;
-                    pa[2 * hh] = pack_half2(fast_exp2(fmaf(s[n][0], c, mneg[0])), fast_exp2(fmaf(s[n][1], c, mneg[0])));
-                    pa[2 * hh + 1] =
-                        pack_half2(fast_exp2(fmaf(s[n][2], c, mneg[1])), fast_exp2(fmaf(s[n][3], c, mneg[1])));
+                for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                    for (int hh = 0; hh < 2; ++hh) {
+                        const float(&x)[4] = s[mt][2 * kb + hh];
+                        pa[mt][2 * hh] = pack_half2(fast_exp2(fmaf(x[0], c, mneg[mt][0])),
+                                                    fast_exp2(fmaf(x[1], c, mneg[mt][0])));
+                        pa[mt][2 * hh + 1] = pack_half2(fast_exp2(fmaf(x[2], c, mneg[mt][1])),
+                                                        fast_exp2(fmaf(x[3], c, mneg[mt][1])));
+                    }
+                    mma16816(l_acc[mt], pa[mt], ONES, ONES);
                 }
-                mma16816(l_acc, pa, ONES, ONES);
 #pragma unroll
                 for (int nn = 0; nn < NTD / 2; ++nn) {
                     uint32_t b0, b1, b2, b3;
                     ldmatrix_x4_trans(hb + (voff ^ (nn << 5)) + kb * 16 * H_ROW, b0, b1, b2, b3);
-                    mma16816(o[2 * nn], pa, b0, b1);
-                    mma16816(o[2 * nn + 1], pa, b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma16816(o[mt][2 * nn], pa[mt], b0, b1);
+                        mma16816(o[mt][2 * nn + 1], pa[mt], b2, b3);
+                    }
                 }
             }
 #endif
@@ -614,55 +734,72 @@ extern "C" __global__ void MMA_BOUNDS
         if (j + 1 < ntiles) convert(j + 1);  // while the other warps may still compute tile j
     }
 
-#if KV_SPLIT == 2
-    // ---- merge the two KV groups: group 1 publishes (m, l, O), group 0 combines ----
+#if KV_SPLIT > 1
+    // ---- merge the KV groups: groups 1 .. KV_SPLIT-1 publish (m, l, O), group 0 combines ----
     cp_async_wait<0>();
     __syncthreads();  // every warp is done with the tiles; shared memory becomes the merge buffer
-    float* mrg = reinterpret_cast<float*>(smem);  // [TILE_M][D + 2]: O, m, l
+    float* mrg = reinterpret_cast<float*>(smem);  // [KV_SPLIT - 1][TILE_M][D + 2]: O, m, l
     constexpr int LDM = D + 2;
-    if (grp == 1) {
+    if (grp > 0) {
 #pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            float* row = mrg + (r0 + 8 * hr) * LDM;
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int n = 0; n < NTD; ++n) {
-                row[8 * n + 2 * t4] = o[n][2 * hr];
-                row[8 * n + 2 * t4 + 1] = o[n][2 * hr + 1];
+            for (int hr = 0; hr < 2; ++hr) {
+                float* row = mrg + ((grp - 1) * TILE_M + r0 + 16 * mt + 8 * hr) * LDM;
+#pragma unroll
+                for (int n = 0; n < NTD; ++n) {
+                    row[8 * n + 2 * t4] = o[mt][n][2 * hr];
+                    row[8 * n + 2 * t4 + 1] = o[mt][n][2 * hr + 1];
+                }
+                if (t4 == 0) {
+                    row[D] = m_run[mt][hr];
+                    row[D + 1] = l_acc[mt][2 * hr];
+                }
             }
-            if (t4 == 0) {
-                row[D] = m_run[hr];
-                row[D + 1] = l_acc[2 * hr];
-            }
-        }
     }
     __syncthreads();
-    if (grp == 1) return;
+    if (grp > 0) return;
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        const float* row = mrg + (r0 + 8 * hr) * LDM;
-        const float m1 = row[D];
-        const float m = fmaxf(m_run[hr], m1);  // finite: group 0 always saw key 0
-        const float a0 = fast_exp2(m_run[hr] - m);
-        const float a1 = fast_exp2(m1 - m);  // 0 when group 1 saw no key (m1 = -inf)
-        l_acc[2 * hr] = l_acc[2 * hr] * a0 + row[D + 1] * a1;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int n = 0; n < NTD; ++n) {
-            o[n][2 * hr] = o[n][2 * hr] * a0 + row[8 * n + 2 * t4] * a1;
-            o[n][2 * hr + 1] = o[n][2 * hr + 1] * a0 + row[8 * n + 2 * t4 + 1] * a1;
+        for (int hr = 0; hr < 2; ++hr) {
+            const int r = r0 + 16 * mt + 8 * hr;
+            float m = m_run[mt][hr];  // finite: group 0 always saw key 0
+#pragma unroll
+            for (int g = 1; g < KV_SPLIT; ++g) m = fmaxf(m, mrg[((g - 1) * TILE_M + r) * LDM + D]);
+            const float a0 = fast_exp2(m_run[mt][hr] - m);
+            l_acc[mt][2 * hr] *= a0;
+#pragma unroll
+            for (int n = 0; n < NTD; ++n) {
+                o[mt][n][2 * hr] *= a0;
+                o[mt][n][2 * hr + 1] *= a0;
+            }
+#pragma unroll
+            for (int g = 1; g < KV_SPLIT; ++g) {
+                const float* row = mrg + ((g - 1) * TILE_M + r) * LDM;
+                const float a = fast_exp2(row[D] - m);  // 0 when group g saw no key (m_g = -inf)
+                l_acc[mt][2 * hr] = fmaf(row[D + 1], a, l_acc[mt][2 * hr]);
+#pragma unroll
+                for (int n = 0; n < NTD; ++n) {
+                    o[mt][n][2 * hr] = fmaf(row[8 * n + 2 * t4], a, o[mt][n][2 * hr]);
+                    o[mt][n][2 * hr + 1] = fmaf(row[8 * n + 2 * t4 + 1], a, o[mt][n][2 * hr + 1]);
+                }
+            }
         }
-    }
 #endif
 
     // ---- epilogue: O * v_scale / l -> fp16; thread t holds columns 8n + 2t + {0,1} ----
     const float vsc = v_scale[bh] * (PV_FP8 ? 1.f : DQ_SCALE);  // PV_FP8: V never leaves e4m3
     __half* Obh = O + base;
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        const int row = q0 + r0 + 8 * hr;
-        if (row >= S) continue;
-        const float f = vsc / l_acc[2 * hr];
-        uint32_t* dst = reinterpret_cast<uint32_t*>(Obh + static_cast<size_t>(row) * D) + t4;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int n = 0; n < NTD; ++n) dst[4 * n] = pack_half2(o[n][2 * hr] * f, o[n][2 * hr + 1] * f);
-    }
+        for (int hr = 0; hr < 2; ++hr) {
+            const int row = q0 + r0 + 16 * mt + 8 * hr;
+            if (row >= S) continue;
+            const float f = vsc / l_acc[mt][2 * hr];
+            uint32_t* dst = reinterpret_cast<uint32_t*>(Obh + static_cast<size_t>(row) * D) + t4;
+#pragma unroll
+            for (int n = 0; n < NTD; ++n) dst[4 * n] = pack_half2(o[mt][n][2 * hr] * f, o[mt][n][2 * hr + 1] * f);
+        }
 }
