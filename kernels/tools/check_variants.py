@@ -511,8 +511,9 @@ def parse_defines(s: str) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", nargs="+", default=None, help="sm_XX (default: the GPU's, or sm_90)")
-    ap.add_argument("--set", nargs="+", default=["shipped"], choices=["shipped", "space", "sample"],
-                    help="shipped variants, the whole accepted tune space (distinct kernels), or --sample N of it")
+    ap.add_argument("--set", nargs="+", default=["shipped"], choices=["shipped", "space", "sample", "none"],
+                    help="shipped variants, the whole accepted tune space (distinct kernels), --sample N of it, "
+                         "or none (only the --defines sets)")
     ap.add_argument("--sample", type=int, default=24)
     ap.add_argument("--sample-seed", type=int, default=0)
     ap.add_argument("--defines", action="append", default=[], help='extra define-set, e.g. "TILE_M=32 TILE_N=64"')

@@ -14,7 +14,7 @@
 #   sass      cuobjdump -sass of the default config, with an instruction histogram
 #   ncu       Nsight Compute (speed of light, warp states, pipes, memory workload incl. shared-memory
 #             wavefronts and bank conflicts) of each define-set in NCU_DEFINES (separated by ';') on
-#             the long shape
+#             the long shape (`--set none`: only that kernel launches, so `-c 1` profiles it)
 #   bench     the pipeline's own harness: `repro stage --with-deps bench` in a scratch copy whose
 #             pipeline.yaml adds the candidate variants named below (CANDIDATES) and keeps only the
 #             build, baselines and bench stages (torch baselines included); prints p50 and the
@@ -108,7 +108,7 @@ if want ncu; then
     timeout "$t" ncu --clock-control none -k sdpa_fp8_fwd -c 1 --section SpeedOfLight --section WarpStateStats \
       --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
       --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__inst_executed_op_ldsm.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg \
-      $CV --defines "$nd" --shapes long --seeds 0 --no-reference-check >> "$OUTDIR/ncu.txt" 2>&1 || rc=1
+      $CV --set none --defines "$nd" --shapes long --seeds 0 --no-reference-check >> "$OUTDIR/ncu.txt" 2>&1 || rc=1
   done
   grep -E "^=== ncu|Duration|Throughput|Pipe|Issue|Eligible|Achieved Occupancy|Theoretical Occupancy|Registers|wavefronts|bank_conflicts|ldsm|hmma|cycles_elapsed|Shared" "$OUTDIR/ncu.txt" | head -80
 fi
