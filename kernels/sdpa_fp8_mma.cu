@@ -5,7 +5,9 @@
 //! sdpa_fp8.cu (see kernels/README.md), so the harness, the tune stage and the profile stage
 //! treat it as one more kernel.  What differs is the design:
 //!
-//!  * Each warp owns 16 query rows.  S = Q·Kᵀ stays in fp32 registers; the online softmax runs
+//!  * Each warp owns WARP_M query rows: one m16 tile (16, the default) or two (32; each K and V
+//!    fragment read with ldmatrix then feeds both tiles' MMAs, and the softmax runs 16-key steps
+//!    so the 32 rows' S fit beside their 64-register O).  S = Q·Kᵀ stays in fp32 registers; the online softmax runs
 //!    on those registers (row max across the 4 threads of a quad with __shfl_xor 1, 2); P is
 //!    rounded to fp16 in registers and used directly as the A operand of P·V (the m16n8 C
 //!    fragments of n-tiles 2k and 2k+1 are exactly the m16k16 A fragment of k-block k).  The row
@@ -20,7 +22,11 @@
 //!    the loads of tiles j+1 .. j+NUM_STAGES are in flight meanwhile (the ring slot of tile j is
 //!    refilled right after the barrier that follows its conversion): one __syncthreads per tile.
 //!    The Q fragments are re-read from shared memory per step (ldmatrix), which keeps 16
-//!    registers free.  DEQUANT_INT converts with integer bit operations instead of the cvt.
+//!    registers free, or, with Q_IN_REGS = 1 (WARP_M 16), loaded into registers once: a fifth
+//!    fewer ldmatrix bytes per step, 8.5 % faster on the long shape on an H100
+//!    (benches/results/2026-11-23-sdpa-fp8-mma-h100.md).  DEQUANT_INT converts with integer bit
+//!    operations instead of the cvt.  Data movement: sdpa_fp8_mma_tiles.cuh; PTX wrappers:
+//!    sdpa_fp8_mma_ptx.cuh.
 //!  * k_scale is folded into the softmax scale, v_scale into the final 1/l (both are per head,
 //!    so this is exact); scores are kept in log2 units (exp2).
 //!  * PV_FP8 = 1 (sm_89+, the L4 path): P·V on `mma.sync m16n8k32` e4m3 tensor cores instead.  P
@@ -29,9 +35,10 @@
 //!    [d][key] shared tile whose key order matches the P fragment, so each B fragment is one
 //!    64-bit load.  Each 32-key step's P·V starts from zero accumulators and is added to O in
 //!    fp32 (two-level accumulation, fused with the alpha rescale).
-//!  * KV_SPLIT = 2 splits every K/V tile between two warp groups that each run their own online
-//!    softmax over the same query rows; the groups merge (m, l, O) through shared memory at the
-//!    end.  Twice the warps per query tile: more latency hiding when the grid is small.
+//!  * KV_SPLIT = 2 or 4 splits every K/V tile between that many warp groups that each run their
+//!    own online softmax over the same query rows; groups 1.. publish (m, l, O) through shared
+//!    memory at the end and group 0 merges.  More warps per query tile: more latency hiding
+//!    when the grid is small (2 is the fastest on an H100; 4 loses to the per-step costs).
 //!
 //! Needs sm_80 or newer (sm_80 has no e4m3 convert: it always takes the DEQUANT_INT path),
 //! softmax_scale > 0 and k_scale >= 0 (the row maximum is taken on unscaled scores, as in
@@ -177,12 +184,9 @@ constexpr int MT = WARP_M / 16;          // m16 tiles per warp
 constexpr int KT = KV_SPLIT * TILE_N;    // keys per tile (both groups)
 // A warp runs its online softmax over SUB_N keys at a time (a TILE_N tile in TILE_N/SUB_N steps):
 // the S accumulators of WARP_M x SUB_N scores must fit beside O (WARP_M x D) in 128 registers,
-// so SUB_N is 32 keys for WARP_M 16 and MMA_SUB_N32 (default 16) for WARP_M 32, while a larger
-// TILE_N still cuts the barriers and conversion rounds per key.
-#ifndef MMA_SUB_N32
-#define MMA_SUB_N32 16
-#endif
-constexpr int SUB_MAX = WARP_M == 16 ? 32 : MMA_SUB_N32;
+// so SUB_N is 32 keys for WARP_M 16 and 16 for WARP_M 32 (32 spills 72-76 bytes under the
+// 128-register cap), while a larger TILE_N still cuts the barriers and conversion rounds per key.
+constexpr int SUB_MAX = WARP_M == 16 ? 32 : 16;
 constexpr int SUB_N = TILE_N < SUB_MAX ? TILE_N : SUB_MAX;
 constexpr int NTN = SUB_N / 8;           // 8-key n-tiles of S per softmax step
 #if !PV_FP8
