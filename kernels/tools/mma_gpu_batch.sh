@@ -5,11 +5,12 @@
 #   steps: check sanitize sass ncu bench (default: all five)
 #
 #   check     check_variants.py --kernel mma: the shipped mma variants and candidates, every
-#             shape of the tool (S = 1, 17, 100, 1000, mission, long; D = 128 shapes for the
-#             HEAD_DIM=128 candidate), 3 seeds,
+#             shape of the tool (S = 1, 17, 32, 100, 300, 1000, mission, long; D = 128 shapes for
+#             HEAD_DIM=128 candidates), 3 seeds,
 #             against float64; CuPy timings (warm L2, back-to-back launches) on mission + long
-#   sanitize  compute-sanitizer memcheck and racecheck over the shipped mma variants and three odd
-#             configs (KV_SPLIT 2 with sub-steps, TILE_N 16, NUM_STAGES 3/4, DEQUANT_INT), S = 1, 17,
+#   sanitize  compute-sanitizer memcheck and racecheck over the shipped mma variants and eight odd
+#             configs (KV_SPLIT 2 and 4 with sub-steps, TILE_N 16, NUM_STAGES 3/4, DEQUANT_INT,
+#             WARP_M 32, Q_IN_REGS), S = 1, 17,
 #             32, 100, 300
 #   sass      cuobjdump -sass of the default config, with an instruction histogram
 #   ncu       Nsight Compute (speed of light, warp states, pipes, memory workload incl. shared-memory
