@@ -230,6 +230,18 @@ __device__ __forceinline__ int hswz(int r, int c) { return r * H_ROW + ((c ^ (r 
 
 #include "sdpa_fp8_mma_ptx.cuh"  // cp.async, ldmatrix, mma.sync, e4m3 conversion, exp2
 
+// One x4 B fragment (n-tiles 2i and 2i+1) used by every m16 tile of the warp:
+// acc[mt][2i] += a[mt]·(b0, b1), acc[mt][2i+1] += a[mt]·(b2, b3).
+template <int N>
+__device__ __forceinline__ void mma_pair_all_tiles(float (&acc)[MT][N][4], int i, const uint32_t (&a)[MT][4],
+                                                   uint32_t b0, uint32_t b1, uint32_t b2, uint32_t b3) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        mma16816(acc[mt][2 * i], a[mt], b0, b1);
+        mma16816(acc[mt][2 * i + 1], a[mt], b2, b3);
+    }
+}
+
 // The fp16 tiles hold the E4M3 value / DQ_SCALE, so scores and O are multiplied by it.
 constexpr float DQ_SCALE = MMA_DEQUANT_INT ? 256.f : 1.f;
 // Added to every exp2 argument, so P = 2^P_EXP2_OFFSET · exp2(s - m): PV_FP8 stores P in e4m3
@@ -395,11 +407,7 @@ extern "C" __global__ void MMA_BOUNDS
                     for (int np = 0; np < NTN / 2; ++np) {
                         uint32_t b0, b1, b2, b3;
                         ldmatrix_x4(hb + (koff2 ^ (kb << 5)) + np * 16 * H_ROW, b0, b1, b2, b3);
-#pragma unroll
-                        for (int mt = 0; mt < MT; ++mt) {
-                            mma16816(s[mt][2 * np], qa[mt], b0, b1);
-                            mma16816(s[mt][2 * np + 1], qa[mt], b2, b3);
-                        }
+                        mma_pair_all_tiles(s, np, qa, b0, b1, b2, b3);
                     }
                 }
 #else
@@ -528,11 +536,7 @@ extern "C" __global__ void MMA_BOUNDS
                 for (int nn = 0; nn < NTD / 2; ++nn) {
                     uint32_t b0, b1, b2, b3;
                     ldmatrix_x4_trans(hb + (voff ^ (nn << 5)) + kb * 16 * H_ROW, b0, b1, b2, b3);
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) {
-                        mma16816(o[mt][2 * nn], pa[mt], b0, b1);
-                        mma16816(o[mt][2 * nn + 1], pa[mt], b2, b3);
-                    }
+                    mma_pair_all_tiles(o, nn, pa, b0, b1, b2, b3);
                 }
             }
 #endif
