@@ -5,7 +5,9 @@
 //! sdpa_fp8.cu (see kernels/README.md), so the harness, the tune stage and the profile stage
 //! treat it as one more kernel.  What differs is the design:
 //!
-//!  * Each warp owns 16 query rows.  S = Q·Kᵀ stays in fp32 registers; the online softmax runs
+//!  * Each warp owns WARP_M query rows: one m16 tile (16, the default) or two (32; each K and V
+//!    fragment read with ldmatrix then feeds both tiles' MMAs, and the softmax runs 16-key steps
+//!    so the 32 rows' S fit beside their 64-register O).  S = Q·Kᵀ stays in fp32 registers; the online softmax runs
 //!    on those registers (row max across the 4 threads of a quad with __shfl_xor 1, 2); P is
 //!    rounded to fp16 in registers and used directly as the A operand of P·V (the m16n8 C
 //!    fragments of n-tiles 2k and 2k+1 are exactly the m16k16 A fragment of k-block k).  The row
@@ -20,7 +22,11 @@
 //!    the loads of tiles j+1 .. j+NUM_STAGES are in flight meanwhile (the ring slot of tile j is
 //!    refilled right after the barrier that follows its conversion): one __syncthreads per tile.
 //!    The Q fragments are re-read from shared memory per step (ldmatrix), which keeps 16
-//!    registers free.  DEQUANT_INT converts with integer bit operations instead of the cvt.
+//!    registers free, or, with Q_IN_REGS = 1 (WARP_M 16), loaded into registers once: a fifth
+//!    fewer ldmatrix bytes per step, 8.5 % faster on the long shape on an H100
+//!    (benches/results/2026-11-23-sdpa-fp8-mma-h100.md).  DEQUANT_INT converts with integer bit
+//!    operations instead of the cvt.  Data movement: sdpa_fp8_mma_tiles.cuh; PTX wrappers:
+//!    sdpa_fp8_mma_ptx.cuh.
 //!  * k_scale is folded into the softmax scale, v_scale into the final 1/l (both are per head,
 //!    so this is exact); scores are kept in log2 units (exp2).
 //!  * PV_FP8 = 1 (sm_89+, the L4 path): P·V on `mma.sync m16n8k32` e4m3 tensor cores instead.  P
@@ -29,9 +35,10 @@
 //!    [d][key] shared tile whose key order matches the P fragment, so each B fragment is one
 //!    64-bit load.  Each 32-key step's P·V starts from zero accumulators and is added to O in
 //!    fp32 (two-level accumulation, fused with the alpha rescale).
-//!  * KV_SPLIT = 2 splits every K/V tile between two warp groups that each run their own online
-//!    softmax over the same query rows; the groups merge (m, l, O) through shared memory at the
-//!    end.  Twice the warps per query tile: more latency hiding when the grid is small.
+//!  * KV_SPLIT = 2 or 4 splits every K/V tile between that many warp groups that each run their
+//!    own online softmax over the same query rows; groups 1.. publish (m, l, O) through shared
+//!    memory at the end and group 0 merges.  More warps per query tile: more latency hiding
+//!    when the grid is small (2 is the fastest on an H100; 4 loses to the per-step costs).
 //!
 //! Needs sm_80 or newer (sm_80 has no e4m3 convert: it always takes the DEQUANT_INT path),
 //! softmax_scale > 0 and k_scale >= 0 (the row maximum is taken on unscaled scores, as in
@@ -55,9 +62,19 @@
 #ifndef NUM_STAGES
 #define NUM_STAGES 2
 #endif
-// Each warp owns 16 query rows of one KV_SPLIT group.
+// Query rows per warp: 16 (one m16 tile) or 32 (two m16 tiles, each K/V fragment read from
+// shared memory once and used for both).
+#ifndef WARP_M
+#define WARP_M 16
+#endif
+// 1: each warp keeps its Q fragments in registers (loaded once) instead of re-reading them
+// from shared memory every softmax step.  WARP_M 16 only (32 rows of Q are 32 more registers).
+#ifndef Q_IN_REGS
+#define Q_IN_REGS 0
+#endif
+// Each warp owns WARP_M query rows of one KV_SPLIT group.
 #ifndef NUM_WARPS
-#define NUM_WARPS ((TILE_M / 16) * KV_SPLIT)
+#define NUM_WARPS ((TILE_M / WARP_M) * KV_SPLIT)
 #endif
 // E4M3 -> fp16: 0 = cvt.rn.f16x2.e4m3x2 (exact, sm_89+, a conversion-pipe instruction);
 // 1 = integer bit moves on the ALU pipe (prmt, shift, and/or), which give the value * 2^-8 (also
@@ -86,20 +103,41 @@
 #if (TILE_N != 16) && (TILE_N != 32) && (TILE_N != 64) && (TILE_N != 128)
 #error "sdpa_fp8_mma: TILE_N must be one of 16, 32, 64, 128"
 #endif
-#if (KV_SPLIT != 1) && (KV_SPLIT != 2)
-#error "sdpa_fp8_mma: KV_SPLIT must be 1 or 2"
+#if (KV_SPLIT != 1) && (KV_SPLIT != 2) && (KV_SPLIT != 4)
+#error "sdpa_fp8_mma: KV_SPLIT must be 1, 2 or 4"
+#endif
+#if (WARP_M != 16) && (WARP_M != 32)
+#error "sdpa_fp8_mma: WARP_M must be 16 or 32"
+#endif
+#if WARP_M > TILE_M
+#error "sdpa_fp8_mma: WARP_M must not exceed TILE_M"
+#endif
+#if (Q_IN_REGS != 0) && (Q_IN_REGS != 1)
+#error "sdpa_fp8_mma: Q_IN_REGS must be 0 or 1"
+#endif
+#if (WARP_M == 32) && (HEAD_DIM != 64)
+#error "sdpa_fp8_mma: WARP_M=32 needs HEAD_DIM=64 (O alone would take 128 registers at HEAD_DIM 128)"
+#endif
+#if Q_IN_REGS && (WARP_M != 16)
+#error "sdpa_fp8_mma: Q_IN_REGS=1 needs WARP_M=16 (32 rows of Q fragments do not fit beside O in 128 registers)"
+#endif
+#if (TILE_M / WARP_M) * KV_SPLIT > 16
+#error "sdpa_fp8_mma: more than 16 warps per block ((TILE_M / WARP_M) * KV_SPLIT): 128 registers each would exceed the SM's 64K registers"
 #endif
 #if (NUM_STAGES != 2) && (NUM_STAGES != 3) && (NUM_STAGES != 4)
 #error "sdpa_fp8_mma: NUM_STAGES must be 2, 3 or 4"
 #endif
-#if NUM_WARPS != ((TILE_M / 16) * KV_SPLIT)
-#error "sdpa_fp8_mma: NUM_WARPS must equal (TILE_M / 16) * KV_SPLIT (each warp owns 16 query rows of one KV group)"
+#if NUM_WARPS != ((TILE_M / WARP_M) * KV_SPLIT)
+#error "sdpa_fp8_mma: NUM_WARPS must equal (TILE_M / WARP_M) * KV_SPLIT (each warp owns WARP_M query rows of one KV group)"
 #endif
 #if (DEQUANT_INT != 0) && (DEQUANT_INT != 1)
 #error "sdpa_fp8_mma: DEQUANT_INT must be 0 or 1"
 #endif
 #if (PV_FP8 != 0) && (PV_FP8 != 1)
 #error "sdpa_fp8_mma: PV_FP8 must be 0 or 1"
+#endif
+#if PV_FP8 && ((WARP_M != 16) || (KV_SPLIT > 2))
+#error "sdpa_fp8_mma: PV_FP8=1 is implemented for WARP_M=16 and KV_SPLIT 1 or 2 only"
 #endif
 #if PV_FP8 && (TILE_N < 32)
 #error "sdpa_fp8_mma: PV_FP8=1 needs TILE_N >= 32 (one 32-key k-block of m16n8k32 per softmax step)"
@@ -114,8 +152,8 @@
 // ---- shared memory (bytes) ---------------------------------------------------------------
 // KT = KV_SPLIT * TILE_N keys per tile.  Raw ring: NUM_STAGES x {K, V} e4m3 tiles (KT*D bytes
 // each); fp16 tiles: 2 buffers x {K, V} (KT*D*2 bytes each); the fp16 Q tile (TILE_M*D*2).
-// With KV_SPLIT = 2 the start of shared memory is reused at the end for the merge: per query
-// row, D fp32 outputs plus m and l.  With PV_FP8 = 1 the V half of each fp16 buffer holds the
+// With KV_SPLIT > 1 the start of shared memory is reused at the end for the merge: per query
+// row and group other than 0, D fp32 outputs plus m and l.  With PV_FP8 = 1 the V half of each fp16 buffer holds the
 // transposed e4m3 V tile instead (D rows of VT_ROW <= 2*KT bytes: it fits; the formula is kept).
 #define MMA_SMEM_RAW (NUM_STAGES * 2 * KV_SPLIT * TILE_N * HEAD_DIM)
 #define MMA_SMEM_F16 (2 * 2 * KV_SPLIT * TILE_N * HEAD_DIM * 2)
@@ -141,12 +179,15 @@ namespace mma_attn {
 
 constexpr int D = HEAD_DIM;
 constexpr int NT = NUM_WARPS * 32;       // block threads
-constexpr int ROW_WARPS = TILE_M / 16;   // warps per KV group
+constexpr int ROW_WARPS = TILE_M / WARP_M;  // warps per KV group
+constexpr int MT = WARP_M / 16;          // m16 tiles per warp
 constexpr int KT = KV_SPLIT * TILE_N;    // keys per tile (both groups)
 // A warp runs its online softmax over SUB_N keys at a time (a TILE_N tile in TILE_N/SUB_N steps):
-// the S accumulators of 32 keys are what fits beside O in 128 registers, while a larger TILE_N
-// still halves the barriers and conversion rounds per key.
-constexpr int SUB_N = TILE_N < 32 ? TILE_N : 32;
+// the S accumulators of WARP_M x SUB_N scores must fit beside O (WARP_M x D) in 128 registers,
+// so SUB_N is 32 keys for WARP_M 16 and 16 for WARP_M 32 (32 spills 72-76 bytes under the
+// 128-register cap), while a larger TILE_N still cuts the barriers and conversion rounds per key.
+constexpr int SUB_MAX = WARP_M == 16 ? 32 : 16;
+constexpr int SUB_N = TILE_N < SUB_MAX ? TILE_N : SUB_MAX;
 constexpr int NTN = SUB_N / 8;           // 8-key n-tiles of S per softmax step
 #if !PV_FP8
 constexpr int KBN = SUB_N / 16;          // 16-key k-blocks of P.V per softmax step
@@ -173,8 +214,10 @@ constexpr float LOG2E = 1.4426950408889634f;
 // column d) is words 2t, 2t+1: one 64-bit load.  Rows are padded to an odd multiple of 32 bytes
 // (KT = 32 needs none): the 4 rows a half-warp reads then fall into distinct banks.
 constexpr int VT_ROW = KT == 32 ? 32 : KT + 32;
+#if PV_FP8
 constexpr int V_GROUPS = KT * D / 64;  // 4 keys x 16 columns: one transpose unit (4 raw chunks)
-constexpr int V_OWN = (V_GROUPS + NT - 1) / NT;
+constexpr int V_OWN = (V_GROUPS + NT - 1) / NT;  // transpose groups per thread
+#endif
 
 static_assert(!PV_FP8 || D * VT_ROW <= H_TILE, "the transposed V tile fits in the fp16 V tile's place");
 static_assert(OFF_H % 128 == 0 && OFF_Q % 128 == 0 && H_TILE % 128 == 0, "fp16 tiles stay 128-byte aligned");
@@ -185,14 +228,18 @@ static_assert(KBD % 2 == 0 && NTD % 2 == 0, "ldmatrix.x4 covers two k-blocks / t
 // chunks a quarter-warp stores after conversion fall into distinct banks.
 __device__ __forceinline__ int hswz(int r, int c) { return r * H_ROW + ((c ^ (r & 7)) << 4); }
 
-__device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void* src, bool valid) {
-    const int n = valid ? 16 : 0;  // 0 source bytes: the 16 destination bytes become zero
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+#include "sdpa_fp8_mma_ptx.cuh"  // cp.async, ldmatrix, mma.sync, e4m3 conversion, exp2
+
+// One x4 B fragment (n-tiles 2i and 2i+1) used by every m16 tile of the warp:
+// acc[mt][2i] += a[mt]·(b0, b1), acc[mt][2i+1] += a[mt]·(b2, b3).
 template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+__device__ __forceinline__ void mma_pair_all_tiles(float (&acc)[MT][N][4], int i, const uint32_t (&a)[MT][4],
+                                                   uint32_t b0, uint32_t b1, uint32_t b2, uint32_t b3) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        mma16816(acc[mt][2 * i], a[mt], b0, b1);
+        mma16816(acc[mt][2 * i + 1], a[mt], b2, b3);
+    }
 }
 
 // The fp16 tiles hold the E4M3 value / DQ_SCALE, so scores and O are multiplied by it.
@@ -206,197 +253,7 @@ constexpr float DQ_SCALE = MMA_DEQUANT_INT ? 256.f : 1.f;
 // P = 2^-6 / 256 = 2^-14 (subnormals to 2^-17; smaller P flush to 0).
 constexpr float P_EXP2_OFFSET = PV_FP8 ? 8.f : 0.f;
 
-// Four e4m3 bytes b0..b3 of w -> half2 (b0, b1) in lo and (b2, b3) in hi, element order kept.
-__device__ __forceinline__ void e4m3x4_to_half2x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
-#if MMA_DEQUANT_INT
-    // Per 16-bit lane, byte b = s.eeee.mmm -> s.0.eeee.mmm.0000000: an fp16 with the same
-    // exponent field and mantissa bits, i.e. the E4M3 value * 2^(7-15) (subnormals included).
-    uint32_t t0, t1;
-    asm("prmt.b32 %0, %1, 0, 0x1404;\n" : "=r"(t0) : "r"(w));  // lanes (b0 << 8, b1 << 8)
-    asm("prmt.b32 %0, %1, 0, 0x3424;\n" : "=r"(t1) : "r"(w));  // lanes (b2 << 8, b3 << 8)
-    lo = ((t0 & 0x7f007f00u) >> 1) | (t0 & 0x80008000u);
-    hi = ((t1 & 0x7f007f00u) >> 1) | (t1 & 0x80008000u);
-#else
-    asm("{\n\t.reg .b16 l, h;\n\t"
-        "mov.b32 {l, h}, %2;\n\t"
-        "cvt.rn.f16x2.e4m3x2 %0, l;\n\t"
-        "cvt.rn.f16x2.e4m3x2 %1, h;\n\t"
-        "}\n"
-        : "=r"(lo), "=r"(hi)
-        : "r"(w));
-#endif
-}
-
-// 2^x on the SFU (ex2.approx.ftz: relative error ~2^-22; 2^-inf = +0).
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
-                                                  uint32_t& r3) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr));
-}
-
-// c += a * b, m16n8k16, fp16 inputs, fp32 accumulators.
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-#if PV_FP8
-// c = a * b (fresh accumulators), m16n8k32, e4m3 inputs, fp32 accumulate.
-__device__ __forceinline__ void mma16832_e4m3(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%10,%10,%10};\n"
-        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-}
-
-// Four floats -> four e4m3 bytes (x0 in the low byte), round to nearest even, saturating.
-// (cvt ... e4m3x2.f32 d, a, b puts a in the upper byte.)
-__device__ __forceinline__ uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
-    uint32_t r;
-    asm("{\n\t.reg .b16 lo, hi;\n\t"
-        "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n\t"
-        "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n\t"
-        "mov.b32 %0, {lo, hi};\n\t"
-        "}\n"
-        : "=r"(r)
-        : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
-    return r;
-}
-
-// The 4 keys of V transpose group g (see VT_ROW): 32-key block kb, word w = 2t + h; its chunk
-// column is cc (16 columns).  Groups run word-fastest, so a warp's stores cover whole rows.
-struct VGroup {
-    int kb, w, cc;
-    __device__ __forceinline__ explicit VGroup(int g) : kb((g >> 3) % (KT / 32)), w(g & 7), cc((g >> 3) / (KT / 32)) {}
-    __device__ __forceinline__ int key(int i) const {  // i = 0..3
-        return 32 * kb + 16 * (w & 1) + 2 * (w >> 1) + (i & 1) + 8 * (i >> 1);
-    }
-};
-#endif
-
-// Thread t of the block owns raw chunks t, t + NT, ... of both the K and the V tile, in the
-// copy and in the conversion, so it only ever converts bytes its own cp.async wrote.
-constexpr int OWN = (RAW_CHUNKS + NT - 1) / NT;
-
-// cp.async tile `tile` (rows past S zero-filled: V must hold no NaN bytes there, since
-// P = 0 times NaN would poison O) into ring slot `slot` (shared-window address).
-__device__ __forceinline__ void issue_tile(const uint8_t* __restrict__ Kbh, const uint8_t* __restrict__ Vbh, int tile,
-                                           int S, uint32_t slot, int tid) {
-#pragma unroll
-    for (int i = 0; i < OWN; ++i) {
-        const int c = tid + i * NT;
-        if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
-            const int key = tile * KT + c / RAW_ROW_CHUNKS;
-            const bool valid = key < S;
-            const size_t g = valid ? (static_cast<size_t>(key) * D + (c % RAW_ROW_CHUNKS) * 16) : 0;
-            cp_async16_zfill(slot + c * 16, Kbh + g, valid);
-#if !PV_FP8
-            cp_async16_zfill(slot + RAW_TILE + c * 16, Vbh + g, valid);
-#endif
-        }
-    }
-#if PV_FP8
-    // V by transpose groups: the thread that transposes a group copies its 4 chunks.
-#pragma unroll
-    for (int i = 0; i < V_OWN; ++i) {
-        const int gi = tid + i * NT;
-        if (V_GROUPS % NT == 0 || gi < V_GROUPS) {
-            const VGroup grp(gi);
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int kr = grp.key(r);
-                const int key = tile * KT + kr;
-                const bool valid = key < S;
-                const size_t g = valid ? (static_cast<size_t>(key) * D + grp.cc * 16) : 0;
-                cp_async16_zfill(slot + RAW_TILE + (kr * RAW_ROW_CHUNKS + grp.cc) * 16, Vbh + g, valid);
-            }
-        }
-    }
-#endif
-}
-
-// cp.async the fp16 Q tile (rows past S zero-filled) into the swizzled tile at `qs`.
-__device__ __forceinline__ void issue_q(const __half* __restrict__ Qbh, int q0, int S, uint32_t qs, int tid) {
-#pragma unroll
-    for (int i = 0; i < (Q_CHUNKS + NT - 1) / NT; ++i) {
-        const int c = tid + i * NT;
-        if (Q_CHUNKS % NT == 0 || c < Q_CHUNKS) {
-            const int r = c / (D / 8);
-            const bool valid = q0 + r < S;
-            const __half* src = valid ? Qbh + static_cast<size_t>(q0 + r) * D + (c % (D / 8)) * 8 : Qbh;
-            cp_async16_zfill(qs + hswz(r, c % (D / 8)), src, valid);
-        }
-    }
-}
-
-// This thread's raw chunks of ring slot `raw` -> fp16 (swizzled) in buffer `hbuf`.
-__device__ __forceinline__ void convert_tile(const unsigned char* raw, unsigned char* hbuf, int tid) {
-#pragma unroll
-    for (int i = 0; i < OWN; ++i) {
-        const int c = tid + i * NT;
-        if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
-            const int r = c / RAW_ROW_CHUNKS;
-            const int hc = 2 * (c % RAW_ROW_CHUNKS);  // first of the two fp16 chunks
-#pragma unroll
-            for (int m = 0; m < (PV_FP8 ? 1 : 2); ++m) {  // K, V (V stays e4m3 with PV_FP8)
-                const uint4 x = *reinterpret_cast<const uint4*>(raw + m * RAW_TILE + c * 16);
-                uint4 a, b;
-                e4m3x4_to_half2x2(x.x, a.x, a.y);
-                e4m3x4_to_half2x2(x.y, a.z, a.w);
-                e4m3x4_to_half2x2(x.z, b.x, b.y);
-                e4m3x4_to_half2x2(x.w, b.z, b.w);
-                *reinterpret_cast<uint4*>(hbuf + m * H_TILE + hswz(r, hc)) = a;
-                *reinterpret_cast<uint4*>(hbuf + m * H_TILE + hswz(r, hc + 1)) = b;
-            }
-        }
-    }
-#if PV_FP8
-    // This thread's V groups: 4 raw 16-byte rows (keys) -> 16 words of 4 keys each, one per
-    // column, by a 4x4 byte transpose per 32-bit word (prmt), into the [d][key] tile.
-    unsigned char* vt = hbuf + H_TILE;
-#pragma unroll
-    for (int i = 0; i < V_OWN; ++i) {
-        const int gi = tid + i * NT;
-        if (V_GROUPS % NT == 0 || gi < V_GROUPS) {
-            const VGroup grp(gi);
-            uint4 x[4];
-#pragma unroll
-            for (int r = 0; r < 4; ++r)
-                x[r] = *reinterpret_cast<const uint4*>(raw + RAW_TILE + (grp.key(r) * RAW_ROW_CHUNKS + grp.cc) * 16);
-            unsigned char* col = vt + grp.cc * 16 * VT_ROW + 32 * grp.kb + 4 * grp.w;
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {  // word q of each row: columns 4q .. 4q+3 of the chunk
-                const uint32_t a = (&x[0].x)[q], b = (&x[1].x)[q], c = (&x[2].x)[q], d = (&x[3].x)[q];
-                const uint32_t ab01 = __byte_perm(a, b, 0x5140), cd01 = __byte_perm(c, d, 0x5140);
-                const uint32_t ab23 = __byte_perm(a, b, 0x7362), cd23 = __byte_perm(c, d, 0x7362);
-                *reinterpret_cast<uint32_t*>(col + (4 * q + 0) * VT_ROW) = __byte_perm(ab01, cd01, 0x5410);
-                *reinterpret_cast<uint32_t*>(col + (4 * q + 1) * VT_ROW) = __byte_perm(ab01, cd01, 0x7632);
-                *reinterpret_cast<uint32_t*>(col + (4 * q + 2) * VT_ROW) = __byte_perm(ab23, cd23, 0x5410);
-                *reinterpret_cast<uint32_t*>(col + (4 * q + 3) * VT_ROW) = __byte_perm(ab23, cd23, 0x7632);
-            }
-        }
-    }
-#endif
-}
+#include "sdpa_fp8_mma_tiles.cuh"  // issue_tile, issue_q, convert_tile
 
 }  // namespace mma_attn
 
@@ -456,10 +313,10 @@ extern "C" __global__ void MMA_BOUNDS
 
     const int warp = tid >> 5;
     const int lane = tid & 31;
-    const int gid = lane >> 2;  // row within the 8-row half of the m16 tile
+    const int gid = lane >> 2;  // row within the 8-row half of an m16 tile
     const int t4 = lane & 3;    // thread in quad
-    const int grp = warp / ROW_WARPS;              // KV_SPLIT group
-    const int r0 = (warp % ROW_WARPS) * 16 + gid;  // this thread's rows: r0 and r0 + 8
+    const int grp = warp / ROW_WARPS;                  // KV_SPLIT group
+    const int r0 = (warp % ROW_WARPS) * WARP_M + gid;  // this thread's rows: r0 + 16 mt + 8 hr
 
     convert(0);
 
@@ -469,19 +326,39 @@ extern "C" __global__ void MMA_BOUNDS
     //  K (B of Q.K^T, x4 = k-blocks 2kk, 2kk+1 of one 8-key n-tile): row lane&7, chunk 4kk + lane/8.
     //  V (B of P.V, x4.trans = n-tiles 2nn, 2nn+1 of one 16-key k-block): row (lane&7) + 8*((lane/8)&1),
     //  chunk 2nn + lane/16.
-    //  Q (A of Q.K^T, x4 = one 16-wide k-block kb of the warp's 16 rows): as V, chunk 2kb + lane/16.
+    //  Q (A of Q.K^T, x4 = one 16-wide k-block kb of one m16 tile): as V, chunk 2kb + lane/16;
+    //  m16 tile mt of the warp is 16 rows further (a multiple of 8 rows: same swizzle term).
     const uint32_t koff = static_cast<uint32_t>(hswz(lane & 7, lane >> 3));  // XOR kk << 6
+#if WARP_M == 32
+    //  K for WARP_M 32 (x4 = one k-block kb of the n-tile pair 2np, 2np+1): row (lane&7) +
+    //  8*(lane/16), chunk 2kb + (lane/8)&1.
+    const uint32_t koff2 = static_cast<uint32_t>(hswz((lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1));  // XOR kb << 5
+#endif
     const uint32_t voff = static_cast<uint32_t>(H_TILE + hswz((lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4));  // XOR nn << 5
-    const uint32_t qaddr = smem_s + OFF_Q + (warp % ROW_WARPS) * 16 * H_ROW +
+    const uint32_t qaddr = smem_s + OFF_Q + (warp % ROW_WARPS) * WARP_M * H_ROW +
                            static_cast<uint32_t>(hswz((lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4));  // XOR kb << 5
+
+#if Q_IN_REGS
+    // Q fragments loaded once (MT = 1 here): every thread's Q copies landed with tile 0's group
+    // (convert(0) waited for it); this barrier publishes the other threads' copies.
+    __syncthreads();
+    uint32_t qf[KBD][4];
+#pragma unroll
+    for (int kb = 0; kb < KBD; ++kb) ldmatrix_x4(qaddr ^ (kb << 5), qf[kb][0], qf[kb][1], qf[kb][2], qf[kb][3]);
+#endif
 
     // Raw score -> log2 units.  Clamped away from 0 so a masked score (-inf) never meets 0 * inf.
     const float c = fmaxf(k_scale[bh] * (softmax_scale * LOG2E * DQ_SCALE), 1e-30f);
-    float m_run[2] = {-INFINITY, -INFINITY};  // running max, log2 units
-    float l_acc[4] = {0.f, 0.f, 0.f, 0.f};    // row sums: [0] row r0, [2] row r0 + 8
-    float o[NTD][4];
+    float m_run[MT][2];     // running max, log2 units: row r0 + 16 mt + 8 hr
+    float l_acc[MT][4];     // row sums: [mt][0] row r0 + 16 mt, [mt][2] row r0 + 16 mt + 8
+    float o[MT][NTD][4];
 #pragma unroll
-    for (int n = 0; n < NTD; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    for (int mt = 0; mt < MT; ++mt) {
+        m_run[mt][0] = m_run[mt][1] = -INFINITY;
+        l_acc[mt][0] = l_acc[mt][1] = l_acc[mt][2] = l_acc[mt][3] = 0.f;
+#pragma unroll
+        for (int n = 0; n < NTD; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+    }
 
     for (int j = 0; j < ntiles; ++j) {
         __syncthreads();  // fp16 tile j complete; every warp is done with tile j-1's buffer
@@ -496,23 +373,62 @@ extern "C" __global__ void MMA_BOUNDS
             if (k0 >= S) break;  // warp-uniform: no valid key left in this group's part
             const uint32_t hb = smem_s + OFF_H + (j & 1) * H_BUF + (grp * TILE_N + sub * SUB_N) * H_ROW;
 
-            // ---- S = Q K^T (Q fragments re-read from shared memory: 16 registers fewer) ----
-            // k-block pairs outermost, so only 8 registers of Q fragments are live at a time.
-            float s[NTN][4];
+            // ---- S = Q K^T: each K fragment is loaded once and used for all MT m16 tiles.  Q
+            // fragments come from registers (Q_IN_REGS) or are re-read from shared memory per
+            // k-block pair, so only 8 registers of them per m16 tile are live at a time ----
+            float s[MT][NTN][4];
 #pragma unroll
-            for (int n = 0; n < NTN; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int n = 0; n < NTN; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
             for (int kk = 0; kk < KBD / 2; ++kk) {
-                uint32_t qa[4], qb[4];
-                ldmatrix_x4(qaddr ^ ((2 * kk) << 5), qa[0], qa[1], qa[2], qa[3]);
-                ldmatrix_x4(qaddr ^ ((2 * kk + 1) << 5), qb[0], qb[1], qb[2], qb[3]);
+#if Q_IN_REGS
+                const uint32_t(&qa)[4] = qf[2 * kk];
+                const uint32_t(&qb)[4] = qf[2 * kk + 1];
 #pragma unroll
                 for (int n = 0; n < NTN; ++n) {
                     uint32_t b0, b1, b2, b3;
                     ldmatrix_x4(hb + (koff ^ (kk << 6)) + n * 8 * H_ROW, b0, b1, b2, b3);
-                    mma16816(s[n], qa, b0, b1);
-                    mma16816(s[n], qb, b2, b3);
+                    mma16816(s[0][n], qa, b0, b1);
+                    mma16816(s[0][n], qb, b2, b3);
                 }
+#elif WARP_M == 32
+                // One k-block at a time (8 registers of Q fragments live, not 16): each x4 of K
+                // holds k-block kb of the n-tile pair (2np, 2np+1).
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int kb = 2 * kk + h;
+                    uint32_t qa[MT][4];
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt)
+                        ldmatrix_x4((qaddr + mt * 16 * H_ROW) ^ (kb << 5), qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3]);
+#pragma unroll
+                    for (int np = 0; np < NTN / 2; ++np) {
+                        uint32_t b0, b1, b2, b3;
+                        ldmatrix_x4(hb + (koff2 ^ (kb << 5)) + np * 16 * H_ROW, b0, b1, b2, b3);
+                        mma_pair_all_tiles(s, np, qa, b0, b1, b2, b3);
+                    }
+                }
+#else
+                uint32_t qa[MT][4], qb[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    const uint32_t qm = qaddr + mt * 16 * H_ROW;
+                    ldmatrix_x4(qm ^ ((2 * kk) << 5), qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3]);
+                    ldmatrix_x4(qm ^ ((2 * kk + 1) << 5), qb[mt][0], qb[mt][1], qb[mt][2], qb[mt][3]);
+                }
+#pragma unroll
+                for (int n = 0; n < NTN; ++n) {
+                    uint32_t b0, b1, b2, b3;
+                    ldmatrix_x4(hb + (koff ^ (kk << 6)) + n * 8 * H_ROW, b0, b1, b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma16816(s[mt][n], qa[mt], b0, b1);
+                        mma16816(s[mt][n], qb[mt], b2, b3);
+                    }
+                }
+#endif
             }
 
             // ---- mask keys past S (only the last tile can have any) ----
@@ -520,93 +436,107 @@ extern "C" __global__ void MMA_BOUNDS
 #pragma unroll
                 for (int n = 0; n < NTN; ++n) {
                     const int key = k0 + 8 * n + 2 * t4;
-                    if (key >= S) s[n][0] = s[n][2] = -INFINITY;
-                    if (key + 1 >= S) s[n][1] = s[n][3] = -INFINITY;
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        if (key >= S) s[mt][n][0] = s[mt][n][2] = -INFINITY;
+                        if (key + 1 >= S) s[mt][n][1] = s[mt][n][3] = -INFINITY;
+                    }
                 }
             }
 
-            // ---- online softmax (rows r0: elements 0, 1; r0 + 8: elements 2, 3) ----
-            float mx[2] = {-INFINITY, -INFINITY};
+            // ---- online softmax (per m16 tile: row +0: elements 0, 1; row +8: elements 2, 3) ----
+            float alpha[MT][2], mneg[MT][2];
 #pragma unroll
-            for (int n = 0; n < NTN; ++n) {
-                mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
-                mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
-            }
-            float alpha[2], mneg[2];
+            for (int mt = 0; mt < MT; ++mt) {
+                float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-                mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-                const float m_new = fmaxf(m_run[hr], mx[hr] * c);  // finite: key k0 is valid
-                alpha[hr] = fast_exp2(m_run[hr] - m_new);         // 0 on the first tile
-                m_run[hr] = m_new;
-                mneg[hr] = P_EXP2_OFFSET - m_new;
+                for (int n = 0; n < NTN; ++n) {
+                    mx[0] = fmaxf(mx[0], fmaxf(s[mt][n][0], s[mt][n][1]));
+                    mx[1] = fmaxf(mx[1], fmaxf(s[mt][n][2], s[mt][n][3]));
+                }
+#pragma unroll
+                for (int hr = 0; hr < 2; ++hr) {
+                    mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+                    mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+                    const float m_new = fmaxf(m_run[mt][hr], mx[hr] * c);  // finite: key k0 is valid
+                    alpha[mt][hr] = fast_exp2(m_run[mt][hr] - m_new);     // 0 on the first tile
+                    m_run[mt][hr] = m_new;
+                    mneg[mt][hr] = P_EXP2_OFFSET - m_new;
+                }
             }
 #if PV_FP8
             // ---- P = 2^8 exp2(s - m) -> e4m3 in registers: the A fragment of one m16n8k32
             // (a[2h + hr]: row r0 + 8hr, keys of n-tiles 2h, 2h+1, the order VT_ROW describes);
             // then per n-tile of O: this step's P V from zero accumulators, added to O * alpha in
-            // fp32 (two-level accumulation: the tensor core's own sum spans 32 products) ----
+            // fp32 (two-level accumulation: the tensor core's own sum spans 32 products).
+            // WARP_M = 16 here (MT = 1) ----
             {
                 uint32_t pa[4];
 #pragma unroll
                 for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
                     for (int hr = 0; hr < 2; ++hr) {
-                        const float(&x)[4] = s[2 * hh];
-                        const float(&y)[4] = s[2 * hh + 1];
-                        pa[2 * hh + hr] = pack_e4m3x4(fast_exp2(fmaf(x[2 * hr], c, mneg[hr])),
-                                                      fast_exp2(fmaf(x[2 * hr + 1], c, mneg[hr])),
-                                                      fast_exp2(fmaf(y[2 * hr], c, mneg[hr])),
-                                                      fast_exp2(fmaf(y[2 * hr + 1], c, mneg[hr])));
+                        const float(&x)[4] = s[0][2 * hh];
+                        const float(&y)[4] = s[0][2 * hh + 1];
+                        pa[2 * hh + hr] = pack_e4m3x4(fast_exp2(fmaf(x[2 * hr], c, mneg[0][hr])),
+                                                      fast_exp2(fmaf(x[2 * hr + 1], c, mneg[0][hr])),
+                                                      fast_exp2(fmaf(y[2 * hr], c, mneg[0][hr])),
+                                                      fast_exp2(fmaf(y[2 * hr + 1], c, mneg[0][hr])));
                     }
                 constexpr uint32_t ONES8 = 0x38383838u;  // four e4m3 1.0: P.1 gives the row sums
                 float t[4];
                 mma16832_e4m3(t, pa, ONES8, ONES8);
-                l_acc[0] = fmaf(l_acc[0], alpha[0], t[0]);
-                l_acc[2] = fmaf(l_acc[2], alpha[1], t[2]);
+                l_acc[0][0] = fmaf(l_acc[0][0], alpha[0][0], t[0]);
+                l_acc[0][2] = fmaf(l_acc[0][2], alpha[0][1], t[2]);
                 const unsigned char* vt = smem + OFF_H + (j & 1) * H_BUF + H_TILE + grp * TILE_N + sub * SUB_N +
                                           gid * VT_ROW + 8 * t4;
 #pragma unroll
                 for (int n = 0; n < NTD; ++n) {
                     const uint2 bv = *reinterpret_cast<const uint2*>(vt + n * 8 * VT_ROW);
                     mma16832_e4m3(t, pa, bv.x, bv.y);
-                    o[n][0] = fmaf(o[n][0], alpha[0], t[0]);
-                    o[n][1] = fmaf(o[n][1], alpha[0], t[1]);
-                    o[n][2] = fmaf(o[n][2], alpha[1], t[2]);
-                    o[n][3] = fmaf(o[n][3], alpha[1], t[3]);
+                    o[0][n][0] = fmaf(o[0][n][0], alpha[0][0], t[0]);
+                    o[0][n][1] = fmaf(o[0][n][1], alpha[0][0], t[1]);
+                    o[0][n][2] = fmaf(o[0][n][2], alpha[0][1], t[2]);
+                    o[0][n][3] = fmaf(o[0][n][3], alpha[0][1], t[3]);
                 }
             }
 #else
             constexpr uint32_t ONES = 0x3c003c00u;  // half2(1, 1): P.1 gives the row sums
-            l_acc[0] *= alpha[0];  // (elements 1 and 3 are copies of 0 and 2, never read)
-            l_acc[2] *= alpha[1];
 #pragma unroll
-            for (int n = 0; n < NTD; ++n) {
-                o[n][0] *= alpha[0];
-                o[n][1] *= alpha[0];
-                o[n][2] *= alpha[1];
-                o[n][3] *= alpha[1];
+            for (int mt = 0; mt < MT; ++mt) {
+                l_acc[mt][0] *= alpha[mt][0];  // (elements 1 and 3 are copies of 0 and 2, never read)
+                l_acc[mt][2] *= alpha[mt][1];
+#pragma unroll
+                for (int n = 0; n < NTD; ++n) {
+                    o[mt][n][0] *= alpha[mt][0];
+                    o[mt][n][1] *= alpha[mt][0];
+                    o[mt][n][2] *= alpha[mt][1];
+                    o[mt][n][3] *= alpha[mt][1];
+                }
             }
 
-            // ---- P (fp16, in registers); O += P V and l += P 1, one 16-key k-block at a time ----
+            // ---- P (fp16, in registers); O += P V and l += P 1, one 16-key k-block at a time;
+            // each V fragment is loaded once and used for all MT m16 tiles ----
 #pragma unroll
             for (int kb = 0; kb < KBN; ++kb) {
-                uint32_t pa[4];
+                uint32_t pa[MT][4];
 #pragma unroll
-                for (int hh = 0; hh < 2; ++hh) {
-                    const int n = 2 * kb + hh;
-                    pa[2 * hh] = pack_half2(fast_exp2(fmaf(s[n][0], c, mneg[0])), fast_exp2(fmaf(s[n][1], c, mneg[0])));
-                    pa[2 * hh + 1] =
-                        pack_half2(fast_exp2(fmaf(s[n][2], c, mneg[1])), fast_exp2(fmaf(s[n][3], c, mneg[1])));
+                for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                    for (int hh = 0; hh < 2; ++hh) {
+                        const float(&x)[4] = s[mt][2 * kb + hh];
+                        pa[mt][2 * hh] = pack_half2(fast_exp2(fmaf(x[0], c, mneg[mt][0])),
+                                                    fast_exp2(fmaf(x[1], c, mneg[mt][0])));
+                        pa[mt][2 * hh + 1] = pack_half2(fast_exp2(fmaf(x[2], c, mneg[mt][1])),
+                                                        fast_exp2(fmaf(x[3], c, mneg[mt][1])));
+                    }
+                    mma16816(l_acc[mt], pa[mt], ONES, ONES);
                 }
-                mma16816(l_acc, pa, ONES, ONES);
 #pragma unroll
                 for (int nn = 0; nn < NTD / 2; ++nn) {
                     uint32_t b0, b1, b2, b3;
                     ldmatrix_x4_trans(hb + (voff ^ (nn << 5)) + kb * 16 * H_ROW, b0, b1, b2, b3);
-                    mma16816(o[2 * nn], pa, b0, b1);
-                    mma16816(o[2 * nn + 1], pa, b2, b3);
+                    mma_pair_all_tiles(o, nn, pa, b0, b1, b2, b3);
                 }
             }
 #endif
@@ -614,55 +544,72 @@ extern "C" __global__ void MMA_BOUNDS
         if (j + 1 < ntiles) convert(j + 1);  // while the other warps may still compute tile j
     }
 
-#if KV_SPLIT == 2
-    // ---- merge the two KV groups: group 1 publishes (m, l, O), group 0 combines ----
+#if KV_SPLIT > 1
+    // ---- merge the KV groups: groups 1 .. KV_SPLIT-1 publish (m, l, O), group 0 combines ----
     cp_async_wait<0>();
     __syncthreads();  // every warp is done with the tiles; shared memory becomes the merge buffer
-    float* mrg = reinterpret_cast<float*>(smem);  // [TILE_M][D + 2]: O, m, l
+    float* mrg = reinterpret_cast<float*>(smem);  // [KV_SPLIT - 1][TILE_M][D + 2]: O, m, l
     constexpr int LDM = D + 2;
-    if (grp == 1) {
+    if (grp > 0) {
 #pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            float* row = mrg + (r0 + 8 * hr) * LDM;
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int n = 0; n < NTD; ++n) {
-                row[8 * n + 2 * t4] = o[n][2 * hr];
-                row[8 * n + 2 * t4 + 1] = o[n][2 * hr + 1];
+            for (int hr = 0; hr < 2; ++hr) {
+                float* row = mrg + ((grp - 1) * TILE_M + r0 + 16 * mt + 8 * hr) * LDM;
+#pragma unroll
+                for (int n = 0; n < NTD; ++n) {
+                    row[8 * n + 2 * t4] = o[mt][n][2 * hr];
+                    row[8 * n + 2 * t4 + 1] = o[mt][n][2 * hr + 1];
+                }
+                if (t4 == 0) {
+                    row[D] = m_run[mt][hr];
+                    row[D + 1] = l_acc[mt][2 * hr];
+                }
             }
-            if (t4 == 0) {
-                row[D] = m_run[hr];
-                row[D + 1] = l_acc[2 * hr];
-            }
-        }
     }
     __syncthreads();
-    if (grp == 1) return;
+    if (grp > 0) return;
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        const float* row = mrg + (r0 + 8 * hr) * LDM;
-        const float m1 = row[D];
-        const float m = fmaxf(m_run[hr], m1);  // finite: group 0 always saw key 0
-        const float a0 = fast_exp2(m_run[hr] - m);
-        const float a1 = fast_exp2(m1 - m);  // 0 when group 1 saw no key (m1 = -inf)
-        l_acc[2 * hr] = l_acc[2 * hr] * a0 + row[D + 1] * a1;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int n = 0; n < NTD; ++n) {
-            o[n][2 * hr] = o[n][2 * hr] * a0 + row[8 * n + 2 * t4] * a1;
-            o[n][2 * hr + 1] = o[n][2 * hr + 1] * a0 + row[8 * n + 2 * t4 + 1] * a1;
+        for (int hr = 0; hr < 2; ++hr) {
+            const int r = r0 + 16 * mt + 8 * hr;
+            float m = m_run[mt][hr];  // finite: group 0 always saw key 0
+#pragma unroll
+            for (int g = 1; g < KV_SPLIT; ++g) m = fmaxf(m, mrg[((g - 1) * TILE_M + r) * LDM + D]);
+            const float a0 = fast_exp2(m_run[mt][hr] - m);
+            l_acc[mt][2 * hr] *= a0;
+#pragma unroll
+            for (int n = 0; n < NTD; ++n) {
+                o[mt][n][2 * hr] *= a0;
+                o[mt][n][2 * hr + 1] *= a0;
+            }
+#pragma unroll
+            for (int g = 1; g < KV_SPLIT; ++g) {
+                const float* row = mrg + ((g - 1) * TILE_M + r) * LDM;
+                const float a = fast_exp2(row[D] - m);  // 0 when group g saw no key (m_g = -inf)
+                l_acc[mt][2 * hr] = fmaf(row[D + 1], a, l_acc[mt][2 * hr]);
+#pragma unroll
+                for (int n = 0; n < NTD; ++n) {
+                    o[mt][n][2 * hr] = fmaf(row[8 * n + 2 * t4], a, o[mt][n][2 * hr]);
+                    o[mt][n][2 * hr + 1] = fmaf(row[8 * n + 2 * t4 + 1], a, o[mt][n][2 * hr + 1]);
+                }
+            }
         }
-    }
 #endif
 
     // ---- epilogue: O * v_scale / l -> fp16; thread t holds columns 8n + 2t + {0,1} ----
     const float vsc = v_scale[bh] * (PV_FP8 ? 1.f : DQ_SCALE);  // PV_FP8: V never leaves e4m3
     __half* Obh = O + base;
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        const int row = q0 + r0 + 8 * hr;
-        if (row >= S) continue;
-        const float f = vsc / l_acc[2 * hr];
-        uint32_t* dst = reinterpret_cast<uint32_t*>(Obh + static_cast<size_t>(row) * D) + t4;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int n = 0; n < NTD; ++n) dst[4 * n] = pack_half2(o[n][2 * hr] * f, o[n][2 * hr + 1] * f);
-    }
+        for (int hr = 0; hr < 2; ++hr) {
+            const int row = q0 + r0 + 16 * mt + 8 * hr;
+            if (row >= S) continue;
+            const float f = vsc / l_acc[mt][2 * hr];
+            uint32_t* dst = reinterpret_cast<uint32_t*>(Obh + static_cast<size_t>(row) * D) + t4;
+#pragma unroll
+            for (int n = 0; n < NTD; ++n) dst[4 * n] = pack_half2(o[mt][n][2 * hr] * f, o[mt][n][2 * hr + 1] * f);
+        }
 }

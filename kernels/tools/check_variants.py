@@ -140,13 +140,15 @@ def canonical(c: dict) -> dict:
 # defines.  `--kernel mma` rebinds the module's config globals to these before anything runs.
 # ---------------------------------------------------------------------------------------------
 MMA_KERNEL = os.path.join(KDIR, "sdpa_fp8_mma.cu")
-MMA_DEFAULTS = dict(HEAD_DIM=64, TILE_M=64, TILE_N=32, KV_SPLIT=1, NUM_STAGES=2, DEQUANT_INT=0, MAX_REGS=None)
+MMA_DEFAULTS = dict(HEAD_DIM=64, TILE_M=64, TILE_N=32, KV_SPLIT=1, NUM_STAGES=2, DEQUANT_INT=0, WARP_M=16, Q_IN_REGS=0,
+                    MAX_REGS=None)
 MMA_SHIPPED = {
     "mma-m64": dict(TILE_M=64, TILE_N=64, KV_SPLIT=1, NUM_STAGES=2),
     "mma-m64-kv2": dict(TILE_M=64, TILE_N=32, KV_SPLIT=2, NUM_STAGES=2),
+    "mma-m64-kv2-qr": dict(TILE_M=64, TILE_N=32, KV_SPLIT=2, NUM_STAGES=2, Q_IN_REGS=1),
 }
-MMA_SPACE = dict(TILE_M=[16, 32, 64, 128], TILE_N=[16, 32, 64, 128], KV_SPLIT=[1, 2], NUM_STAGES=[2, 3, 4],
-                 DEQUANT_INT=[0, 1])
+MMA_SPACE = dict(TILE_M=[16, 32, 64, 128], TILE_N=[16, 32, 64, 128], KV_SPLIT=[1, 2, 4], NUM_STAGES=[2, 3, 4],
+                 DEQUANT_INT=[0, 1], WARP_M=[16, 32], Q_IN_REGS=[0, 1])
 
 
 def mma_smem_bytes(c: dict) -> int:
@@ -157,7 +159,7 @@ def mma_smem_bytes(c: dict) -> int:
 
 
 def mma_block_threads(c: dict) -> int:
-    return 32 * (c["TILE_M"] // 16) * c["KV_SPLIT"]
+    return 32 * (c["TILE_M"] // c["WARP_M"]) * c["KV_SPLIT"]
 
 
 def mma_accepted(c: dict):
@@ -167,8 +169,20 @@ def mma_accepted(c: dict):
     for k in ("TILE_M", "TILE_N"):
         if c[k] not in (16, 32, 64, 128):
             return False, f"{k} must be 16, 32, 64 or 128"
-    if c["KV_SPLIT"] not in (1, 2):
-        return False, "KV_SPLIT must be 1 or 2"
+    if c["KV_SPLIT"] not in (1, 2, 4):
+        return False, "KV_SPLIT must be 1, 2 or 4"
+    if c["WARP_M"] not in (16, 32):
+        return False, "WARP_M must be 16 or 32"
+    if c["WARP_M"] > c["TILE_M"]:
+        return False, "WARP_M must not exceed TILE_M"
+    if c["Q_IN_REGS"] not in (0, 1):
+        return False, "Q_IN_REGS must be 0 or 1"
+    if c["WARP_M"] == 32 and c["HEAD_DIM"] != 64:
+        return False, "WARP_M=32 needs HEAD_DIM=64"
+    if c["Q_IN_REGS"] and c["WARP_M"] != 16:
+        return False, "Q_IN_REGS=1 needs WARP_M=16"
+    if (c["TILE_M"] // c["WARP_M"]) * c["KV_SPLIT"] > 16:
+        return False, "more than 16 warps per block"
     if c["NUM_STAGES"] not in (2, 3, 4):
         return False, "NUM_STAGES must be 2, 3 or 4"
     if c["DEQUANT_INT"] not in (0, 1):
@@ -182,6 +196,7 @@ def mma_accepted(c: dict):
 
 def mma_short_name(c: dict) -> str:
     return (f"mma-m{c['TILE_M']}n{c['TILE_N']}kv{c['KV_SPLIT']}s{c['NUM_STAGES']}"
+            f"{'-w32' if c['WARP_M'] == 32 else ''}{'-qr' if c['Q_IN_REGS'] else ''}"
             f"{'-int' if c['DEQUANT_INT'] else ''}-d{c['HEAD_DIM']}"
             + ("" if c["MAX_REGS"] is None else f"-r{c['MAX_REGS']}"))
 
@@ -377,7 +392,7 @@ SHAPES = {
     "d128-mission": (2, 8, 512, 128), "d128-s1000": (1, 2, 1000, 128),
 }
 SHAPE_SETS = {
-    "full": ["small", "mission", "long", "s1", "s17", "s100", "s1000",
+    "full": ["small", "mission", "long", "s1", "s17", "s100", "s300", "s1000",
              "d128-small", "d128-s1", "d128-s100", "d128-mission", "d128-s1000"],
     "quick": ["small", "mission", "s1", "s17", "s100", "s1000", "d128-s100"],
     "sanitize": ["small", "s1", "s17", "s100", "s300", "d128-s100"],
@@ -497,8 +512,9 @@ def parse_defines(s: str) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", nargs="+", default=None, help="sm_XX (default: the GPU's, or sm_90)")
-    ap.add_argument("--set", nargs="+", default=["shipped"], choices=["shipped", "space", "sample"],
-                    help="shipped variants, the whole accepted tune space (distinct kernels), or --sample N of it")
+    ap.add_argument("--set", nargs="+", default=["shipped"], choices=["shipped", "space", "sample", "none"],
+                    help="shipped variants, the whole accepted tune space (distinct kernels), --sample N of it, "
+                         "or none (only the --defines sets)")
     ap.add_argument("--sample", type=int, default=24)
     ap.add_argument("--sample-seed", type=int, default=0)
     ap.add_argument("--defines", action="append", default=[], help='extra define-set, e.g. "TILE_M=32 TILE_N=64"')

@@ -5,16 +5,19 @@
 #   steps: check sanitize sass ncu bench (default: all five)
 #
 #   check     check_variants.py --kernel mma: the shipped mma variants and candidates, every
-#             shape of the tool (S = 1, 17, 100, 1000, mission, long; D = 128 shapes for the
-#             HEAD_DIM=128 candidate), 3 seeds,
+#             shape of the tool (S = 1, 17, 32, 100, 300, 1000, mission, long; D = 128 shapes for
+#             HEAD_DIM=128 candidates), 3 seeds,
 #             against float64; CuPy timings (warm L2, back-to-back launches) on mission + long
-#   sanitize  compute-sanitizer memcheck and racecheck over the shipped mma variants and three odd
-#             configs (KV_SPLIT 2 with sub-steps, TILE_N 16, NUM_STAGES 3/4, DEQUANT_INT), S = 1, 17,
+#   sanitize  compute-sanitizer memcheck and racecheck over the shipped mma variants and eight odd
+#             configs (KV_SPLIT 2 and 4 with sub-steps, TILE_N 16, NUM_STAGES 3/4, DEQUANT_INT,
+#             WARP_M 32, Q_IN_REGS), S = 1, 17,
 #             32, 100, 300
 #   sass      cuobjdump -sass of the default config, with an instruction histogram
-#   ncu       Nsight Compute (speed of light, warp states, pipes) of NCU_DEFINES on the long shape
+#   ncu       Nsight Compute (speed of light, warp states, pipes, memory workload incl. shared-memory
+#             wavefronts and bank conflicts) of each define-set in NCU_DEFINES (separated by ';') on
+#             the long shape (`--set none`: only that kernel launches, so `-c 1` profiles it)
 #   bench     the pipeline's own harness: `repro stage --with-deps bench` in a scratch copy whose
-#             pipeline.yaml adds the candidate variants named below (`extra`) and keeps only the
+#             pipeline.yaml adds the candidate variants named below (CANDIDATES) and keeps only the
 #             build, baselines and bench stages (torch baselines included); prints p50 and the
 #             speedup against torch-sdpa-best per variant and shape; fails if a stage fails
 #
@@ -34,11 +37,19 @@ mkdir -p "$OUTDIR"
 export PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 ROOT=$PWD
 CV="python3 kernels/tools/check_variants.py --kernel mma --build-dir /tmp/mma-check"
-# Candidates beside the shipped mma variants (defaults: TILE_M=64 TILE_N=32 KV_SPLIT=1 NUM_STAGES=2
-# DEQUANT_INT=0).
-CANDIDATES=("TILE_N=64" "TILE_M=32 TILE_N=64" "TILE_M=128 TILE_N=64" "TILE_N=64 NUM_STAGES=3" "TILE_N=64 DEQUANT_INT=1"
-            "KV_SPLIT=2" "TILE_M=128 KV_SPLIT=2" "TILE_M=16 KV_SPLIT=2" "TILE_M=32 TILE_N=16 KV_SPLIT=2"
-            "TILE_M=16 TILE_N=64" "HEAD_DIM=128")
+# Candidates beside the shipped mma variants, as "variant-name:defines" (defaults: TILE_M=64
+# TILE_N=32 KV_SPLIT=1 NUM_STAGES=2 DEQUANT_INT=0 WARP_M=16 Q_IN_REGS=0).  check times them all;
+# bench adds each to the scratch pipeline.yaml under its name.  Override with MMA_CANDIDATES
+# (the same form, entries separated by ';').
+CANDIDATES=("mma-w32-m64-kv2:TILE_M=64 TILE_N=32 KV_SPLIT=2 WARP_M=32"
+            "mma-w32-m64-kv4:TILE_M=64 TILE_N=16 KV_SPLIT=4 WARP_M=32"
+            "mma-w32-m128-kv2:TILE_M=128 TILE_N=32 KV_SPLIT=2 WARP_M=32"
+            "mma-w32-m32-kv4:TILE_M=32 TILE_N=16 KV_SPLIT=4 WARP_M=32"
+            "mma-w32-m128-kv2-n16:TILE_M=128 TILE_N=16 KV_SPLIT=2 WARP_M=32"
+            "mma-m64-kv4:TILE_M=64 TILE_N=16 KV_SPLIT=4"
+            "mma-m32-kv4:TILE_M=32 TILE_N=16 KV_SPLIT=4"
+            "mma-m64-kv2-qr:TILE_M=64 TILE_N=32 KV_SPLIT=2 Q_IN_REGS=1")
+if [ -n "${MMA_CANDIDATES:-}" ]; then IFS=';' read -r -a CANDIDATES <<< "$MMA_CANDIDATES"; fi
 rc=0
 
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; nvcc --version | tail -2;
@@ -46,7 +57,7 @@ rc=0
 
 if want check; then
   echo "=== check: correctness (all shapes, 3 seeds) + CuPy timing ==="
-  defs=(); for d in "${CANDIDATES[@]}"; do defs+=(--defines "$d"); done
+  defs=(); for d in "${CANDIDATES[@]}"; do defs+=(--defines "${d#*:}"); done
   t=$(step_timeout 200)
   if [ "$t" -eq 0 ]; then echo "check SKIPPED (deadline)"; rc=1; else
     timeout "$t" $CV --set shipped "${defs[@]}" --time --json "$OUTDIR/check.json" > "$OUTDIR/check.log" 2>&1 || rc=1
@@ -64,6 +75,9 @@ if want sanitize; then
     timeout "$t" compute-sanitizer --tool $tool $extra --error-exitcode 9 \
       $CV --set shipped --defines "TILE_M=16 TILE_N=16 KV_SPLIT=2 NUM_STAGES=4" \
       --defines "TILE_M=128 TILE_N=64 NUM_STAGES=3 DEQUANT_INT=1" --defines "TILE_M=16 TILE_N=64 KV_SPLIT=2" \
+      --defines "TILE_M=64 TILE_N=32 KV_SPLIT=2 WARP_M=32" --defines "TILE_M=64 TILE_N=16 KV_SPLIT=4 WARP_M=32" \
+      --defines "TILE_M=32 TILE_N=16 KV_SPLIT=4 WARP_M=32 NUM_STAGES=3 DEQUANT_INT=1" \
+      --defines "TILE_M=64 TILE_N=16 KV_SPLIT=4" --defines "TILE_M=64 TILE_N=32 KV_SPLIT=2 Q_IN_REGS=1" \
       --shapes sanitize --seeds 0 --no-reference-check > "$OUTDIR/sanitize_$tool.log" 2>&1
     r=$?; bad=""
     [ $r -ne 0 ] && bad="$bad exit=$r"
@@ -86,32 +100,35 @@ if want sass; then
 fi
 
 if want ncu; then
-  echo "=== ncu: ${NCU_DEFINES:=TILE_N=64}, long shape, one launch ==="
-  t=$(step_timeout 90)
-  if [ "$t" -eq 0 ]; then echo "ncu SKIPPED (deadline)"; rc=1; else
+  IFS=';' read -r -a ncu_sets <<< "${NCU_DEFINES:-TILE_N=64}"
+  : > "$OUTDIR/ncu.txt"
+  for nd in "${ncu_sets[@]}"; do
+    echo "=== ncu: $nd, long shape, one launch ===" | tee -a "$OUTDIR/ncu.txt"
+    t=$(step_timeout 90)
+    if [ "$t" -eq 0 ]; then echo "ncu SKIPPED (deadline)"; rc=1; continue; fi
     timeout "$t" ncu --clock-control none -k sdpa_fp8_fwd -c 1 --section SpeedOfLight --section WarpStateStats \
-      --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats \
-      $CV --defines "$NCU_DEFINES" --shapes long --seeds 0 --no-reference-check > "$OUTDIR/ncu.txt" 2>&1 || rc=1
-    grep -E "Duration|Throughput|Pipe|Issue|Eligible|Active Warps|Achieved Occupancy|Theoretical Occupancy|Stall|Block Limit|Registers|No Eligible|One or More" "$OUTDIR/ncu.txt" | head -40
-  fi
+      --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+      --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__inst_executed_op_ldsm.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg \
+      $CV --set none --defines "$nd" --shapes long --seeds 0 --no-reference-check >> "$OUTDIR/ncu.txt" 2>&1 || rc=1
+  done
+  grep -E "^=== ncu|Duration|Throughput|Pipe|Issue|Eligible|Achieved Occupancy|Theoretical Occupancy|Registers|wavefronts|bank_conflicts|ldsm|hmma|cycles_elapsed|Shared" "$OUTDIR/ncu.txt" | head -80
 fi
 
 if want bench; then
   echo "=== repro bench in a scratch copy (pipeline harness, isolated launches) ==="
-  t=$(step_timeout 240)
+  t=$(step_timeout 300)
   if [ "$t" -eq 0 ]; then echo "bench SKIPPED (deadline)"; rc=1; else
     SCR=/tmp/mma-bench; rm -rf "$SCR"; mkdir -p "$SCR"
     tar cf - --exclude=./.git --exclude=./target --exclude=./.repro --exclude=./artifacts --exclude=./reports . | tar xf - -C "$SCR"
-    python3 - "$SCR/pipeline.yaml" <<'EOF'
-import sys, yaml
+    CAND_LINES=$(printf '%s\n' "${CANDIDATES[@]}") python3 - "$SCR/pipeline.yaml" <<'EOF'
+import os, sys, yaml
 p = sys.argv[1]
 d = yaml.safe_load(open(p))
-extra = {
-    "mma-m32-n64": {"TILE_M": 32, "TILE_N": 64}, "mma-m128-n64": {"TILE_M": 128, "TILE_N": 64},
-    "mma-m64-n64-s3": {"TILE_N": 64, "NUM_STAGES": 3}, "mma-m64-n64-int": {"TILE_N": 64, "DEQUANT_INT": 1},
-    "mma-m64-kv2": {"KV_SPLIT": 2}, "mma-m128-kv2": {"TILE_M": 128, "KV_SPLIT": 2},
-    "mma-m16-kv2": {"TILE_M": 16, "KV_SPLIT": 2}, "mma-m16-n64": {"TILE_M": 16, "TILE_N": 64},
-}
+extra = {}
+for line in os.environ["CAND_LINES"].splitlines():
+    if ":" in line:
+        name, defs = line.strip().split(":", 1)
+        extra[name] = {k: int(v) for k, v in (t.split("=") for t in defs.split())}
 for n, defs in extra.items():
     d["variants"].setdefault(n, {"kernel": "sdpa_fp8_mma", "defines": defs})
 d["stages"] = {k: v for k, v in d["stages"].items() if k in ("build", "baselines", "bench")}

@@ -1,0 +1,122 @@
+//! sdpa_fp8_mma_tiles.cuh — the data movement of kernels/sdpa_fp8_mma.cu: cp.async of the raw
+//! e4m3 K/V tiles and of the fp16 Q tile into shared memory, and the once-per-block conversion
+//! of a raw K/V tile into the swizzled fp16 tile (with PV_FP8, V transposed to [d][key] e4m3
+//! instead).  Included by sdpa_fp8_mma.cu inside its namespace, after its layout constants;
+//! not a standalone header.
+
+#if PV_FP8
+// The 4 keys of V transpose group g (see VT_ROW): 32-key block kb, word w = 2t + h; its chunk
+// column is cc (16 columns).  Groups run word-fastest, so a warp's stores cover whole rows.
+struct VGroup {
+    int kb, w, cc;
+    __device__ __forceinline__ explicit VGroup(int g) : kb((g >> 3) % (KT / 32)), w(g & 7), cc((g >> 3) / (KT / 32)) {}
+    __device__ __forceinline__ int key(int i) const {  // i = 0..3
+        return 32 * kb + 16 * (w & 1) + 2 * (w >> 1) + (i & 1) + 8 * (i >> 1);
+    }
+};
+#endif
+
+// Thread t of the block owns raw chunks t, t + NT, ... of both the K and the V tile, in the
+// copy and in the conversion, so it only ever converts bytes its own cp.async wrote.
+constexpr int OWN = (RAW_CHUNKS + NT - 1) / NT;
+
+// cp.async tile `tile` (rows past S zero-filled: V must hold no NaN bytes there, since
+// P = 0 times NaN would poison O) into ring slot `slot` (shared-window address).
+__device__ __forceinline__ void issue_tile(const uint8_t* __restrict__ Kbh, const uint8_t* __restrict__ Vbh, int tile,
+                                           int S, uint32_t slot, int tid) {
+#pragma unroll
+    for (int i = 0; i < OWN; ++i) {
+        const int c = tid + i * NT;
+        if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
+            const int key = tile * KT + c / RAW_ROW_CHUNKS;
+            const bool valid = key < S;
+            const size_t g = valid ? (static_cast<size_t>(key) * D + (c % RAW_ROW_CHUNKS) * 16) : 0;
+            cp_async16_zfill(slot + c * 16, Kbh + g, valid);
+#if !PV_FP8
+            cp_async16_zfill(slot + RAW_TILE + c * 16, Vbh + g, valid);
+#endif
+        }
+    }
+#if PV_FP8
+    // V by transpose groups: the thread that transposes a group copies its 4 chunks.
+#pragma unroll
+    for (int i = 0; i < V_OWN; ++i) {
+        const int gi = tid + i * NT;
+        if (V_GROUPS % NT == 0 || gi < V_GROUPS) {
+            const VGroup grp(gi);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int kr = grp.key(r);
+                const int key = tile * KT + kr;
+                const bool valid = key < S;
+                const size_t g = valid ? (static_cast<size_t>(key) * D + grp.cc * 16) : 0;
+                cp_async16_zfill(slot + RAW_TILE + (kr * RAW_ROW_CHUNKS + grp.cc) * 16, Vbh + g, valid);
+            }
+        }
+    }
+#endif
+}
+
+// cp.async the fp16 Q tile (rows past S zero-filled) into the swizzled tile at `qs`.
+__device__ __forceinline__ void issue_q(const __half* __restrict__ Qbh, int q0, int S, uint32_t qs, int tid) {
+#pragma unroll
+    for (int i = 0; i < (Q_CHUNKS + NT - 1) / NT; ++i) {
+        const int c = tid + i * NT;
+        if (Q_CHUNKS % NT == 0 || c < Q_CHUNKS) {
+            const int r = c / (D / 8);
+            const bool valid = q0 + r < S;
+            const __half* src = valid ? Qbh + static_cast<size_t>(q0 + r) * D + (c % (D / 8)) * 8 : Qbh;
+            cp_async16_zfill(qs + hswz(r, c % (D / 8)), src, valid);
+        }
+    }
+}
+
+// This thread's raw chunks of ring slot `raw` -> fp16 (swizzled) in buffer `hbuf`.
+__device__ __forceinline__ void convert_tile(const unsigned char* raw, unsigned char* hbuf, int tid) {
+#pragma unroll
+    for (int i = 0; i < OWN; ++i) {
+        const int c = tid + i * NT;
+        if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
+            const int r = c / RAW_ROW_CHUNKS;
+            const int hc = 2 * (c % RAW_ROW_CHUNKS);  // first of the two fp16 chunks
+#pragma unroll
+            for (int m = 0; m < (PV_FP8 ? 1 : 2); ++m) {  // K, V (V stays e4m3 with PV_FP8)
+                const uint4 x = *reinterpret_cast<const uint4*>(raw + m * RAW_TILE + c * 16);
+                uint4 a, b;
+                e4m3x4_to_half2x2(x.x, a.x, a.y);
+                e4m3x4_to_half2x2(x.y, a.z, a.w);
+                e4m3x4_to_half2x2(x.z, b.x, b.y);
+                e4m3x4_to_half2x2(x.w, b.z, b.w);
+                *reinterpret_cast<uint4*>(hbuf + m * H_TILE + hswz(r, hc)) = a;
+                *reinterpret_cast<uint4*>(hbuf + m * H_TILE + hswz(r, hc + 1)) = b;
+            }
+        }
+    }
+#if PV_FP8
+    // This thread's V groups: 4 raw 16-byte rows (keys) -> 16 words of 4 keys each, one per
+    // column, by a 4x4 byte transpose per 32-bit word (prmt), into the [d][key] tile.
+    unsigned char* vt = hbuf + H_TILE;
+#pragma unroll
+    for (int i = 0; i < V_OWN; ++i) {
+        const int gi = tid + i * NT;
+        if (V_GROUPS % NT == 0 || gi < V_GROUPS) {
+            const VGroup grp(gi);
+            uint4 x[4];
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                x[r] = *reinterpret_cast<const uint4*>(raw + RAW_TILE + (grp.key(r) * RAW_ROW_CHUNKS + grp.cc) * 16);
+            unsigned char* col = vt + grp.cc * 16 * VT_ROW + 32 * grp.kb + 4 * grp.w;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {  // word q of each row: columns 4q .. 4q+3 of the chunk
+                const uint32_t a = (&x[0].x)[q], b = (&x[1].x)[q], c = (&x[2].x)[q], d = (&x[3].x)[q];
+                const uint32_t ab01 = __byte_perm(a, b, 0x5140), cd01 = __byte_perm(c, d, 0x5140);
+                const uint32_t ab23 = __byte_perm(a, b, 0x7362), cd23 = __byte_perm(c, d, 0x7362);
+                *reinterpret_cast<uint32_t*>(col + (4 * q + 0) * VT_ROW) = __byte_perm(ab01, cd01, 0x5410);
+                *reinterpret_cast<uint32_t*>(col + (4 * q + 1) * VT_ROW) = __byte_perm(ab01, cd01, 0x7632);
+                *reinterpret_cast<uint32_t*>(col + (4 * q + 2) * VT_ROW) = __byte_perm(ab23, cd23, 0x5410);
+                *reinterpret_cast<uint32_t*>(col + (4 * q + 3) * VT_ROW) = __byte_perm(ab23, cd23, 0x7632);
+            }
+        }
+    }
+#endif
+}
