@@ -342,4 +342,6 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
 }
 
 #[cfg(test)]
+mod gpu_tests;
+#[cfg(test)]
 mod tests;
