@@ -30,7 +30,7 @@ pub(super) fn plan(p: &Pipeline, variants: &[&String], o: &Options) -> Vec<Bench
     };
     let mut jobs = Vec::new();
     for &v in variants {
-        for s in &o.shapes {
+        for s in o.shapes() {
             for (i, recipe) in w.recipes(s).into_iter().enumerate() {
                 for &seed in &w.seeds {
                     jobs.push(BenchJob {

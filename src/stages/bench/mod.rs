@@ -70,7 +70,7 @@ impl StageKind for BenchStage {
         pipeline: &Pipeline,
         root: &Path,
     ) -> anyhow::Result<StageInputs> {
-        let o = options(spec, pipeline).map_err(|e| anyhow::anyhow!(e.message))?;
+        let o = options(spec, pipeline)?;
         let mut files: Vec<PathBuf> = pipeline.variants.keys().map(|v| cubin_path(v)).collect();
         files.push(cubin_path("reference"));
         for b in baseline_names(&o, root) {
@@ -83,7 +83,7 @@ impl StageKind for BenchStage {
         let params = BTreeMap::from([
             ("warmup".into(), o.warmup.to_string()),
             ("iters".into(), o.iters.to_string()),
-            ("shapes".into(), o.shapes.join(",")),
+            ("shapes".into(), o.shapes().join(",")),
             ("l2".into(), o.l2.clone()),
             ("method".into(), o.method.clone()),
             ("seeds".into(), format!("{:?}", w.map(|w| &w.seeds))),
@@ -117,7 +117,7 @@ impl StageKind for BenchStage {
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
-        let o = options(ctx.spec, ctx.pipeline).map_err(|e| anyhow::anyhow!(e.message))?;
+        let o = options(ctx.spec, ctx.pipeline)?;
         let out_dir = ctx.staging.join("artifacts/bench");
         std::fs::create_dir_all(&out_dir)
             .with_context(|| format!("cannot create {}", out_dir.display()))?;
