@@ -15,7 +15,7 @@ mod targets;
 mod tests;
 
 pub use ncu_call::NcuCall;
-pub use options::{timeout_of, ProfileOptions};
+pub use options::ProfileOptions;
 pub use targets::{resolve_targets, Program, Target};
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
@@ -27,13 +27,11 @@ use anyhow::Context;
 use ncu_call::{detected_arch, request_metrics};
 use run::{finish, keep_report, profile_job, read_target};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use targets::{primary_shape, skipped_target};
 
 /// Where the stage writes; the folder is its one declared output.
 const OUT_DIR: &str = "artifacts/ncu";
 const TOPK_FILE: &str = "artifacts/tune/topk.json";
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 pub struct Profile;
 
@@ -74,8 +72,7 @@ impl StageKind for Profile {
         pipeline: &Pipeline,
         root: &Path,
     ) -> anyhow::Result<StageInputs> {
-        let opts = ProfileOptions::from_spec(spec, pipeline)
-            .map_err(|e| anyhow::anyhow!("{}: {}", e.path.join("."), e.message))?;
+        let opts = ProfileOptions::from_spec(spec, pipeline)?;
         let mut inputs = StageInputs::default();
         let p = &mut inputs.params;
         p.insert("targets".into(), opts.targets.join(","));
@@ -86,7 +83,7 @@ impl StageKind for Profile {
         p.insert("keep_report".into(), opts.keep_report.to_string());
         p.insert("warmup".into(), opts.warmup.to_string());
         p.insert("iters".into(), opts.iters.to_string());
-        p.insert("launch_skip".into(), opts.launch_skip.to_string());
+        p.insert("launch_skip".into(), opts.launch_skip().to_string());
         p.insert("clock_control".into(), opts.clock_control.clone());
         if let Ok((name, s)) = primary_shape(pipeline) {
             p.insert(
@@ -110,8 +107,7 @@ impl StageKind for Profile {
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
-        let opts = ProfileOptions::from_spec(ctx.spec, ctx.pipeline)
-            .map_err(|e| anyhow::anyhow!("{}: {}", e.path.join("."), e.message))?;
+        let opts = ProfileOptions::from_spec(ctx.spec, ctx.pipeline)?;
         let out_dir = ctx.staging.join(OUT_DIR);
         std::fs::create_dir_all(&out_dir)
             .with_context(|| format!("cannot create {}", out_dir.display()))?;
@@ -152,10 +148,7 @@ impl StageKind for Profile {
             metrics: &metric_list,
             opts: &opts,
         };
-        let timeout = match &ctx.spec.timeout {
-            Some(t) => timeout_of(t).map_err(anyhow::Error::msg)?,
-            None => DEFAULT_TIMEOUT,
-        };
+        let timeout = opts.timeout;
         let arch = detected_arch(ctx.root);
         for (i, target) in targets.iter().enumerate() {
             (ctx.progress)(&format!(

@@ -27,7 +27,7 @@ impl NcuCall<'_> {
             s("-k"),
             format!("regex:^{}$", regex_escape(&target.entry)),
             s("--launch-skip"),
-            self.opts.launch_skip.to_string(),
+            self.opts.launch_skip().to_string(),
             s("--launch-count"),
             s("1"),
             s("--clock-control"),

@@ -3,11 +3,16 @@
 use super::targets::primary_shape;
 use crate::engine::OptionError;
 use crate::pipeline::{Pipeline, StageSpec};
-use serde::de::DeserializeOwned;
+use crate::stages::options::decode;
+use serde::Deserialize;
 use std::time::Duration;
 
+/// The limit of each ncu run when the stage sets no `timeout:`.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// The stage's own keys in pipeline.yaml.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ProfileOptions {
     /// `control`, `topk` (every member of the tune elite) or variant names.
     pub targets: Vec<String>,
@@ -19,10 +24,14 @@ pub struct ProfileOptions {
     pub warmup: u32,
     /// `repro exec --iters`.
     pub iters: u32,
-    /// Launches of the entry to skip before the profiled one (default: `warmup`).
-    pub launch_skip: u32,
+    /// Launches of the entry to skip before the profiled one (`None`: `warmup`).
+    pub launch_skip: Option<u32>,
     /// ncu `--clock-control`: `base` (ncu's default: clocks locked to base) or `none`.
     pub clock_control: String,
+    /// The limit of each ncu run: the common `timeout:` key (filled in by
+    /// [`ProfileOptions::from_spec`]).
+    #[serde(skip)]
+    pub timeout: Duration,
 }
 
 impl Default for ProfileOptions {
@@ -33,48 +42,22 @@ impl Default for ProfileOptions {
             keep_report: false,
             warmup: 5,
             iters: 1,
-            launch_skip: 5,
+            launch_skip: None,
             clock_control: "base".into(),
+            timeout: DEFAULT_TIMEOUT,
         }
     }
 }
 
-pub(super) fn option<T: DeserializeOwned>(
-    key: &str,
-    v: &serde_yaml::Value,
-) -> Result<T, OptionError> {
-    serde_yaml::from_value(v.clone()).map_err(|e| OptionError {
-        path: vec![key.to_string()],
-        message: format!("invalid value: {e}"),
-    })
-}
-
 impl ProfileOptions {
+    /// Launches of the entry to skip before the profiled one.
+    pub fn launch_skip(&self) -> u32 {
+        self.launch_skip.unwrap_or(self.warmup)
+    }
+
     /// Read and check the stage's options against the pipeline.
     pub fn from_spec(spec: &StageSpec, pipeline: &Pipeline) -> Result<Self, OptionError> {
-        let mut o = ProfileOptions::default();
-        let mut launch_skip = None;
-        for (k, v) in &spec.options {
-            let key = k.as_str().unwrap_or("");
-            match key {
-                "targets" => o.targets = option(key, v)?,
-                "metrics" => o.metrics = option(key, v)?,
-                "keep_report" => o.keep_report = option(key, v)?,
-                "warmup" => o.warmup = option(key, v)?,
-                "iters" => o.iters = option(key, v)?,
-                "launch_skip" => launch_skip = Some(option(key, v)?),
-                "clock_control" => o.clock_control = option(key, v)?,
-                _ => {
-                    return Err(OptionError {
-                        path: vec![k.as_str().map_or_else(|| format!("{k:?}"), str::to_string)],
-                        message: "unknown key; expected one of targets, metrics, keep_report, \
-                                  warmup, iters, launch_skip, clock_control"
-                            .into(),
-                    })
-                }
-            }
-        }
-        o.launch_skip = launch_skip.unwrap_or(o.warmup);
+        let mut o: ProfileOptions = decode("profile", spec)?;
         if !["base", "none"].contains(&o.clock_control.as_str()) {
             return Err(OptionError {
                 path: vec!["clock_control".into()],
@@ -123,32 +106,13 @@ impl ProfileOptions {
                 });
             }
         }
-        if let Some(t) = &spec.timeout {
-            timeout_of(t).map_err(|message| OptionError {
+        o.timeout = spec
+            .timeout_duration()
+            .map_err(|(text, why)| OptionError {
                 path: vec!["timeout".into()],
-                message,
-            })?;
-        }
+                message: format!("invalid timeout `{text}`: {why}"),
+            })?
+            .unwrap_or(DEFAULT_TIMEOUT);
         Ok(o)
     }
-}
-
-/// `600`, `"90s"`, `"10m"`, `"2h"` → a duration.
-pub fn timeout_of(v: &serde_yaml::Value) -> Result<Duration, String> {
-    let bad = || format!("expected seconds or a duration like `90s`, `10m`, `2h`; found {v:?}");
-    if let Some(s) = v.as_u64() {
-        return Ok(Duration::from_secs(s));
-    }
-    let text = v.as_str().ok_or_else(bad)?.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let n: u64 = text[..split].parse().map_err(|_| bad())?;
-    let unit = match &text[split..] {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        _ => return Err(bad()),
-    };
-    Ok(Duration::from_secs(n * unit))
 }
