@@ -7,8 +7,10 @@
 use crate::engine::OptionError;
 use crate::pipeline::diag::{did_you_mean, quoted_list};
 use crate::pipeline::spec::STAGE_KEYS;
-use crate::pipeline::StageSpec;
+use crate::pipeline::{check_duration, StageSpec};
 use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
+use serde::Deserialize;
+use std::time::Duration;
 
 /// Deserialize the `kind` stage's own keys into `T`. `T` must take every key as optional
 /// (`#[serde(default)]`), so a key can be checked alone to find which one is wrong.
@@ -46,6 +48,23 @@ pub fn decode<T: DeserializeOwned>(kind: &str, spec: &StageSpec) -> Result<T, Op
             message: format!("invalid options for a `{kind}` stage: {e}"),
         }
     })
+}
+
+/// A duration option (`90`, `1.5`, `500ms`, `90s`, `10m`, `2h`), read by the pipeline's one
+/// duration parser: `#[serde(deserialize_with = "crate::stages::options::duration")]`.
+pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Number(f64),
+        Text(String),
+    }
+    let text = match Written::deserialize(d)? {
+        Written::Number(n) => n.to_string(),
+        Written::Text(t) => t,
+    };
+    check_duration(&text)
+        .map_err(|why| de::Error::custom(format!("invalid duration `{text}`: {why}")))
 }
 
 /// The field names of a `#[derive(Deserialize)]` struct, as serde hands them to the
@@ -86,7 +105,6 @@ impl<'de> Deserializer<'de> for FieldNames<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde::Deserialize;
 
     #[derive(Debug, Default, Deserialize, PartialEq)]
     #[serde(default, deny_unknown_fields)]
@@ -94,6 +112,8 @@ mod tests {
         warmup: u32,
         keep: bool,
         names: Vec<String>,
+        #[serde(deserialize_with = "duration")]
+        limit: Duration,
     }
 
     fn spec(yaml: &str) -> StageSpec {
@@ -107,7 +127,7 @@ mod tests {
             (o.warmup, o.keep, o.names),
             (3, false, vec!["a".to_string()])
         );
-        assert_eq!(field_names::<Opts>(), ["warmup", "keep", "names"]);
+        assert_eq!(field_names::<Opts>(), ["warmup", "keep", "names", "limit"]);
     }
 
     #[test]
@@ -119,9 +139,20 @@ mod tests {
             "unknown key `warmpu` for a `x` stage\nhelp: did you mean `warmup`?"
         );
         let e = decode::<Opts>("x", &spec("zzz: 3")).unwrap_err();
-        assert!(e.message.ends_with("`keep`, `names`"), "{}", e.message);
+        assert!(e.message.ends_with("`names`, `limit`"), "{}", e.message);
         let e = decode::<Opts>("x", &spec("warmup: 3\nkeep: sure")).unwrap_err();
         assert_eq!(e.path, ["keep"]);
         assert!(e.message.contains("expected a boolean"), "{}", e.message);
+    }
+
+    #[test]
+    fn durations_take_the_pipelines_grammar() {
+        let limit = |yaml: &str| decode::<Opts>("x", &spec(yaml)).map(|o| o.limit);
+        assert_eq!(limit("limit: 90"), Ok(Duration::from_secs(90)));
+        assert_eq!(limit("limit: 1.5m"), Ok(Duration::from_secs(90)));
+        assert_eq!(limit("limit: 500ms"), Ok(Duration::from_millis(500)));
+        let e = limit("limit: 2d").unwrap_err();
+        assert_eq!(e.path, ["limit"]);
+        assert!(e.message.contains("invalid duration `2d`"), "{}", e.message);
     }
 }

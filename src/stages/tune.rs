@@ -48,14 +48,7 @@ pub fn elite_cubin_path(rank: u32) -> PathBuf {
 pub struct TuneStage;
 
 fn parse(spec: &StageSpec, pipeline: &Pipeline) -> anyhow::Result<TuneOptions> {
-    TuneOptions::parse(spec, pipeline).map_err(|e: OptionError| {
-        let at = if e.path.is_empty() {
-            String::new()
-        } else {
-            format!("`{}`: ", e.path.join("."))
-        };
-        anyhow::anyhow!("{at}{}", e.message)
-    })
+    Ok(TuneOptions::parse(spec, pipeline)?)
 }
 
 /// The distinct GPU models (with arch and driver), sorted.
