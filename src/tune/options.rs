@@ -181,7 +181,7 @@ impl TuneOptions {
         let mut base_defines = BTreeMap::new();
         if let Some(b) = &base {
             for (name, value) in &pipeline.variants[b].defines {
-                let v = crate::stages::build::define_value(value)
+                let v = crate::pipeline::define_value(value)
                     .map_err(|m| err("base", format!("define `{name}` of `{b}`: {m}")))?;
                 base_defines.insert(name.clone(), v);
             }

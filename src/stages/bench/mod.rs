@@ -21,14 +21,14 @@ mod tests;
 pub use gates::correctness_gates;
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
-use crate::pipeline::{Pipeline, StageSpec};
+use crate::pipeline::{defines_as_written, Pipeline, StageSpec};
 use crate::schema::{BenchFile, BenchResult, GateResult};
 use crate::stages::gpu_nodes::{self, OneGpuModel};
 use anyhow::Context as _;
 use gates::{attach_speedup, performance_gates};
 use jobs::{plan, run_jobs};
 use options::{baseline_names, options};
-use records::{append_to_log, defines_of, read_baseline, write};
+use records::{append_to_log, read_baseline, write};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -130,7 +130,7 @@ impl StageKind for BenchStage {
                         kind: "variant".into(),
                         status: "skipped".into(),
                         reason: Some(no.0.clone()),
-                        defines: defines_of(&spec.defines),
+                        defines: defines_as_written(&spec.defines),
                         nvcc_version: None,
                         precision: None,
                         results: vec![],
@@ -160,7 +160,7 @@ impl StageKind for BenchStage {
                     "not built: {} is missing; the build stage's record artifacts/build/{name}.json says why",
                     cubin_path(name).display()
                 )),
-                defines: defines_of(&ctx.pipeline.variants[name].defines),
+                defines: defines_as_written(&ctx.pipeline.variants[name].defines),
                 nvcc_version: None,
                 precision: None,
                 results: vec![],
@@ -251,7 +251,7 @@ impl StageKind for BenchStage {
                 name,
                 kind: "variant".into(),
                 reason: None,
-                defines: defines_of(&spec.defines),
+                defines: defines_as_written(&spec.defines),
                 results,
                 gates: file_gates,
             };

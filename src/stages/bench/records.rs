@@ -4,23 +4,7 @@
 use super::BASELINE_DIR;
 use crate::schema::{to_json_pretty, BenchFile};
 use anyhow::Context as _;
-use std::collections::BTreeMap;
 use std::path::Path;
-
-pub(super) fn defines_of(d: &crate::pipeline::Defines) -> BTreeMap<String, String> {
-    d.iter()
-        .map(|(k, v)| {
-            let s = match v {
-                serde_yaml::Value::String(s) => s.clone(),
-                other => serde_yaml::to_string(other)
-                    .unwrap_or_default()
-                    .trim()
-                    .to_string(),
-            };
-            (k.clone(), s)
-        })
-        .collect()
-}
 
 pub(super) fn write(dir: &Path, file: &BenchFile) -> anyhow::Result<()> {
     let path = dir.join(format!("{}.json", file.name));

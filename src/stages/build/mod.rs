@@ -20,7 +20,7 @@ mod tests;
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::gpu::{GpuInfo, NoGpu};
-use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
+use crate::pipeline::{define_value, KernelSpec, Pipeline, StageSpec};
 use crate::schema::{self, BuildRecord};
 use crate::stages::options::decode;
 use crate::toolchain::{self, NvccSearch, Toolchain};
@@ -103,19 +103,6 @@ fn is_file_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-/// A define's YAML value as it goes after `-DNAME=`: numbers and strings as written,
-/// booleans as 1/0, null as a bare `-DNAME`.
-pub fn define_value(value: &serde_yaml::Value) -> Result<String, String> {
-    use serde_yaml::Value;
-    match value {
-        Value::Number(n) => Ok(n.to_string()),
-        Value::String(s) => Ok(s.clone()),
-        Value::Bool(b) => Ok(if *b { "1" } else { "0" }.into()),
-        Value::Null => Ok(String::new()),
-        _ => Err("a define's value must be a number, a string, a boolean or empty".into()),
-    }
 }
 
 /// One cubin the stage builds: a variant or the reference.
