@@ -7,10 +7,9 @@ use crate::executor::Executor;
 use crate::gpu::client::{blank_result, exec_job, result_from_outcome, ExecRequest, ExecTarget};
 use crate::pipeline::{Pipeline, Recipe, Shape};
 use crate::schema::BenchResult;
+use crate::stages::slots::run_on_slots;
 use anyhow::Context as _;
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Mutex};
 
 /// One `repro exec` of the bench stage.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,57 +60,42 @@ pub(super) fn run_jobs(
         .as_ref()
         .context("no workload")?
         .shapes;
-    let queue = Mutex::new(jobs.iter().enumerate().collect::<VecDeque<_>>());
-    let executor: &dyn Executor = ctx.executor;
     // Children read the project's pipeline.yaml (as the profile stage's do).
-    let pipeline_file = ctx.pipeline_file.to_path_buf();
-    let pipeline_file = pipeline_file.as_path();
     let (cancel, repro_exe, root, log) = (ctx.cancel, ctx.repro_exe, ctx.root, ctx.log);
-    let (tx, rx) = mpsc::channel::<(usize, BenchResult)>();
+    let pipeline_file = ctx.pipeline_file;
+    let executor: &dyn Executor = ctx.executor;
     let mut results: Vec<Option<BenchResult>> = vec![None; jobs.len()];
-    std::thread::scope(|scope| {
-        for gpu in 0..slots {
-            let tx = tx.clone();
-            let queue = &queue;
-            scope.spawn(move || loop {
-                if cancel.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Some((i, job)) = queue.lock().unwrap().pop_front() else {
-                    return;
-                };
-                let shape = shapes[&job.shape];
-                let req = ExecRequest {
-                    target: ExecTarget::Variant(job.variant.clone()),
-                    shape: job.shape.clone(),
-                    inputs: job.inputs,
-                    precision: None,
-                    seed: job.seed,
-                    warmup: o.warmup,
-                    iters: o.iters,
-                    l2: o.l2.clone(),
-                    method: o.method.clone(),
-                    timing: job.timed,
-                };
-                let mut job = exec_job(repro_exe, pipeline_file, root, &req, Some(gpu), o.timeout);
-                job.log = Some(log.to_path_buf());
-                let result = match executor.run(&job, cancel) {
-                    Ok(outcome) => result_from_outcome(&req, &shape, &outcome),
-                    Err(err) => {
-                        failed(&req, &shape, format!("could not start repro exec: {err:#}"))
-                    }
-                };
-                if tx.send((i, result)).is_err() {
-                    return;
-                }
-            });
-        }
-        drop(tx);
-        for (done, (i, r)) in rx.iter().enumerate() {
+    let mut done = 0;
+    run_on_slots(
+        slots,
+        jobs,
+        cancel,
+        |gpu, job| {
+            let shape = shapes[&job.shape];
+            let req = ExecRequest {
+                target: ExecTarget::Variant(job.variant.clone()),
+                shape: job.shape.clone(),
+                inputs: job.inputs,
+                precision: None,
+                seed: job.seed,
+                warmup: o.warmup,
+                iters: o.iters,
+                l2: o.l2.clone(),
+                method: o.method.clone(),
+                timing: job.timed,
+            };
+            let mut job = exec_job(repro_exe, pipeline_file, root, &req, Some(gpu), o.timeout);
+            job.log = Some(log.to_path_buf());
+            match executor.run(&job, cancel) {
+                Ok(outcome) => result_from_outcome(&req, &shape, &outcome),
+                Err(err) => failed(&req, &shape, format!("could not start repro exec: {err:#}")),
+            }
+        },
+        |i, r| {
+            done += 1;
             let j = &jobs[i];
             (ctx.progress)(&format!(
-                "{}/{} {} {} {} seed {}: {}",
-                done + 1,
+                "{done}/{} {} {} {} seed {}: {}",
                 jobs.len(),
                 j.variant,
                 j.shape,
@@ -120,8 +104,8 @@ pub(super) fn run_jobs(
                 describe(&r)
             ));
             results[i] = Some(r);
-        }
-    });
+        },
+    );
     if ctx.cancel.load(Ordering::SeqCst) {
         anyhow::bail!("interrupted");
     }
