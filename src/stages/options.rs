@@ -5,8 +5,7 @@
 //! `pipeline::spans`); an unknown key gets a "did you mean" for the nearest known one.
 
 use crate::engine::OptionError;
-use crate::pipeline::diag::{did_you_mean, quoted_list};
-use crate::pipeline::spec::STAGE_KEYS;
+use crate::pipeline::validate::unknown_stage_key_help;
 use crate::pipeline::{check_duration, StageSpec};
 use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use serde::Deserialize;
@@ -24,9 +23,7 @@ pub fn decode<T: DeserializeOwned>(kind: &str, spec: &StageSpec) -> Result<T, Op
         if known.contains(&name.as_str()) {
             continue;
         }
-        let candidates = STAGE_KEYS.iter().chain(known).copied();
-        let help = did_you_mean(&name, candidates.clone())
-            .unwrap_or_else(|| format!("a `{kind}` stage takes {}", quoted_list(candidates)));
+        let help = unknown_stage_key_help(kind, &name, known);
         return Err(OptionError {
             message: format!("unknown key `{name}` for a `{kind}` stage\nhelp: {help}"),
             path: vec![name],
