@@ -159,3 +159,17 @@ pub struct OptionError {
     pub path: Vec<String>,
     pub message: String,
 }
+
+impl std::fmt::Display for OptionError {
+    /// `key.path: message` (the message's help line included), for errors found after the
+    /// loader, where no file position is at hand.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.path.join("."), self.message)
+        }
+    }
+}
+
+impl std::error::Error for OptionError {}

@@ -178,6 +178,35 @@ pub struct KernelSpec {
 /// Compile-time define values: integers or strings, written as `-DNAME=VALUE`.
 pub type Defines = BTreeMap<String, serde_yaml::Value>;
 
+/// A define's YAML value as it goes after `-DNAME=`: numbers and strings as written,
+/// booleans as 1/0, null as a bare `-DNAME`.
+pub fn define_value(value: &serde_yaml::Value) -> Result<String, String> {
+    use serde_yaml::Value;
+    match value {
+        Value::Number(n) => Ok(n.to_string()),
+        Value::String(s) => Ok(s.clone()),
+        Value::Bool(b) => Ok(if *b { "1" } else { "0" }.into()),
+        Value::Null => Ok(String::new()),
+        _ => Err("a define's value must be a number, a string, a boolean or empty".into()),
+    }
+}
+
+/// Defines as the pipeline writes them (`true` stays `true`), for records people read.
+pub fn defines_as_written(d: &Defines) -> BTreeMap<String, String> {
+    d.iter()
+        .map(|(k, v)| {
+            let s = match v {
+                serde_yaml::Value::String(s) => s.clone(),
+                other => serde_yaml::to_string(other)
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+            };
+            (k.clone(), s)
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantSpec {

@@ -276,6 +276,14 @@ fn resolve_kind(
     None
 }
 
+/// The help line for an unknown key `key` of a `kind` stage whose own keys are `known`:
+/// the nearest key, common or the kind's, else the list of them.
+pub fn unknown_stage_key_help(kind: &str, key: &str, known: &[&str]) -> String {
+    let candidates = STAGE_KEYS.iter().chain(known).copied();
+    did_you_mean(key, candidates.clone())
+        .unwrap_or_else(|| format!("a `{kind}` stage takes {}", quoted_list(candidates)))
+}
+
 /// Unknown option keys (for kinds that list theirs), then the kind's own checks.
 fn check_options(
     r: &mut Report,
@@ -293,14 +301,7 @@ fn check_options(
             if known.contains(&key.as_str()) {
                 continue;
             }
-            let candidates = STAGE_KEYS.iter().chain(known.iter()).copied();
-            let help = did_you_mean(&key, candidates.clone()).unwrap_or_else(|| {
-                format!(
-                    "a `{}` stage takes {}",
-                    kind.kind(),
-                    quoted_list(candidates)
-                )
-            });
+            let help = unknown_stage_key_help(kind.kind(), &key, known);
             r.at_key(
                 &["stages", name, &key],
                 format!("unknown key `{key}` in stage `{name}`"),

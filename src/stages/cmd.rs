@@ -13,7 +13,9 @@
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::executor::{ExitKind, Job};
 use crate::pipeline::{Command, Pipeline, StageSpec};
+use crate::stages::options::decode;
 use anyhow::bail;
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -26,8 +28,9 @@ const TOOLS: &str = "tools";
 /// The version recorded for a declared tool that is not there.
 const MISSING_TOOL: &str = "missing";
 
-/// What of the machine a `cmd` stage declared its results depend on.
-#[derive(Debug, Default, PartialEq)]
+/// What of the machine a `cmd` stage declared its results depend on: its own keys.
+#[derive(Debug, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 struct MachineNeeds {
     gpu: bool,
     /// Tool name → the command that prints its version.
@@ -35,39 +38,26 @@ struct MachineNeeds {
 }
 
 fn machine_needs(spec: &StageSpec) -> Result<MachineNeeds, OptionError> {
-    let mut needs = MachineNeeds::default();
-    if let Some(v) = spec.options.get(GPU) {
-        needs.gpu = v.as_bool().ok_or_else(|| {
-            option_error(
-                &[GPU],
-                "`gpu` must be true or false\nhelp: `gpu: true` when the command measures on this machine's GPU".into(),
-            )
-        })?;
-    }
-    if let Some(v) = spec.options.get(TOOLS) {
-        let map = v.as_mapping().ok_or_else(|| {
-            option_error(
-                &[TOOLS],
-                "`tools` must map a name to the command that prints its version\nhelp: e.g. `tools: {torch: [python3, -c, \"import torch; print(torch.__version__)\"]}`".into(),
-            )
-        })?;
-        for (name, argv) in map {
-            let name = name.as_str().unwrap_or_default().to_string();
-            let argv: Option<Vec<String>> = argv
-                .as_sequence()
-                .and_then(|seq| seq.iter().map(|a| a.as_str().map(String::from)).collect());
-            match argv {
-                Some(argv) if !argv.is_empty() && !name.is_empty() => {
-                    needs.tools.insert(name, argv);
-                }
-                _ => {
-                    return Err(option_error(
-                        &[TOOLS, &name],
-                        format!("tool `{name}` needs the command that prints its version, as a list\nhelp: e.g. `{name}: [{name}, --version]`"),
-                    ))
-                }
-            }
+    let needs: MachineNeeds = decode("cmd", spec).map_err(|e| {
+        let message = match e.path.first().map(String::as_str) {
+            Some(GPU) => "`gpu` must be true or false\nhelp: `gpu: true` when the command measures on this machine's GPU",
+            Some(TOOLS) => "`tools` must map a name to the command that prints its version\nhelp: e.g. `tools: {torch: [python3, -c, \"import torch; print(torch.__version__)\"]}`",
+            _ => return e,
+        };
+        OptionError {
+            path: e.path,
+            message: message.into(),
         }
+    })?;
+    if let Some((name, _)) = needs
+        .tools
+        .iter()
+        .find(|(name, argv)| name.is_empty() || argv.is_empty())
+    {
+        return Err(option_error(
+            &[TOOLS, name],
+            format!("tool `{name}` needs the command that prints its version, as a list\nhelp: e.g. `{name}: [{name}, --version]`"),
+        ));
     }
     Ok(needs)
 }
@@ -157,7 +147,7 @@ impl StageKind for CmdKind {
     ) -> anyhow::Result<StageInputs> {
         // Deps, params and env are fingerprinted by the engine from the spec; the machine
         // parts the stage declared are added here.
-        let needs = machine_needs(spec).map_err(|e| anyhow::anyhow!(e.message))?;
+        let needs = machine_needs(spec)?;
         Ok(StageInputs {
             tools: tool_versions(root, &needs),
             hardware: needs
@@ -220,7 +210,7 @@ impl StageKind for CmdKind {
 
 /// The skip for a stage whose declared GPU or tools this machine lacks; `None` when it can run.
 fn cannot_run_here(ctx: &RunCtx) -> anyhow::Result<Option<StageOutcome>> {
-    let needs = machine_needs(ctx.spec).map_err(|e| anyhow::anyhow!(e.message))?;
+    let needs = machine_needs(ctx.spec)?;
     if needs.gpu {
         if let Err(no) = crate::stages::gpu_nodes::stage_gpus(ctx) {
             return Ok(Some(StageOutcome::Skipped {

@@ -149,12 +149,6 @@ impl OneGpuModel {
     }
 }
 
-/// `allow_mixed_gpus: <bool>`.
-pub fn parse_allow_mixed(v: &serde_yaml::Value) -> Result<bool, String> {
-    v.as_bool()
-        .ok_or_else(|| format!("`{ALLOW_MIXED_GPUS}` expects true or false"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,11 +232,5 @@ mod tests {
         assert_eq!(hw("other"), "slurm partition gpu gres gpu:h100:1");
         // A local stage fingerprints this machine's GPUs (or says there are none).
         assert!(!hw("here").starts_with("slurm"), "{}", hw("here"));
-    }
-
-    #[test]
-    fn the_option_is_a_bool() {
-        assert_eq!(parse_allow_mixed(&serde_yaml::Value::Bool(true)), Ok(true));
-        assert!(parse_allow_mixed(&serde_yaml::Value::from("yes please")).is_err());
     }
 }

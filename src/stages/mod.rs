@@ -7,7 +7,9 @@ pub mod bench;
 pub mod build;
 pub mod cmd;
 pub mod gpu_nodes;
+pub mod options;
 pub mod profile;
+pub mod slots;
 pub mod summarize;
 pub mod tune;
 

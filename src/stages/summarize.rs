@@ -15,27 +15,40 @@
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::pipeline::{Pipeline, StageSpec};
 use crate::report::{self, artifacts::Artifacts, context, manifest, state::RunState};
+use crate::stages::options::decode;
 use anyhow::Context;
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 pub struct Summarize;
 
-const OPTIONS: [&str; 2] = ["template", "manifest_template"];
+/// The stage's own keys: the template paths, relative to the project root.
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Templates {
+    /// The report's template.
+    template: String,
+    manifest_template: String,
+}
 
-/// The template paths the stage uses: `(report, manifest)`.
-fn templates(spec: &StageSpec) -> (String, String) {
-    let opt = |key: &str, default: &str| {
-        spec.options
-            .get(key)
-            .and_then(|v| v.as_str())
-            .unwrap_or(default)
-            .to_string()
-    };
-    (
-        opt("template", report::SUMMARY_TEMPLATE),
-        opt("manifest_template", report::MANIFEST_TEMPLATE),
-    )
+impl Default for Templates {
+    fn default() -> Self {
+        Templates {
+            template: report::SUMMARY_TEMPLATE.into(),
+            manifest_template: report::MANIFEST_TEMPLATE.into(),
+        }
+    }
+}
+
+fn templates(spec: &StageSpec) -> Result<Templates, OptionError> {
+    decode("summarize", spec).map_err(|e| match e.path.first() {
+        Some(key) if e.message.starts_with("invalid value") => OptionError {
+            message: format!("`{key}` must be a path to a template relative to the project root, e.g. templates/summary.md.j2"),
+            path: e.path,
+        },
+        _ => e,
+    })
 }
 
 impl StageKind for Summarize {
@@ -55,24 +68,7 @@ impl StageKind for Summarize {
         spec: &StageSpec,
         _pipeline: &Pipeline,
     ) -> Result<(), OptionError> {
-        for (key, value) in &spec.options {
-            let key = key.as_str().unwrap_or_default();
-            if !OPTIONS.contains(&key) {
-                return Err(OptionError {
-                    path: vec![key.to_string()],
-                    message: format!(
-                        "unknown option `{key}` for a summarize stage; expected one of: {}",
-                        OPTIONS.join(", ")
-                    ),
-                });
-            }
-            if !value.is_string() {
-                return Err(OptionError {
-                    path: vec![key.to_string()],
-                    message: format!("`{key}` must be a path to a template relative to the project root, e.g. templates/summary.md.j2"),
-                });
-            }
-        }
+        templates(spec)?;
         Ok(())
     }
 
@@ -96,7 +92,10 @@ impl StageKind for Summarize {
         root: &Path,
     ) -> anyhow::Result<StageInputs> {
         let mut inputs = StageInputs::default();
-        let (summary, manifest) = templates(spec);
+        let Templates {
+            template: summary,
+            manifest_template: manifest,
+        } = templates(spec)?;
         for (key, rel) in [
             ("template.summary", summary),
             ("template.manifest", manifest),
@@ -122,7 +121,10 @@ impl StageKind for Summarize {
         let artifacts = Artifacts::load(ctx.root)?;
         let state = RunState::load(ctx.root, ctx.pipeline.stages.keys().map(String::as_str))?;
         let env = crate::env::capture(ctx.root, &capture_options(ctx.pipeline, &artifacts));
-        let (summary_tpl, manifest_tpl) = templates(ctx.spec);
+        let Templates {
+            template: summary_tpl,
+            manifest_template: manifest_tpl,
+        } = templates(ctx.spec)?;
         (ctx.progress)("rendering the report");
         let inputs = report::Inputs {
             pipeline: ctx.pipeline,

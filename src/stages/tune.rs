@@ -48,14 +48,7 @@ pub fn elite_cubin_path(rank: u32) -> PathBuf {
 pub struct TuneStage;
 
 fn parse(spec: &StageSpec, pipeline: &Pipeline) -> anyhow::Result<TuneOptions> {
-    TuneOptions::parse(spec, pipeline).map_err(|e: OptionError| {
-        let at = if e.path.is_empty() {
-            String::new()
-        } else {
-            format!("`{}`: ", e.path.join("."))
-        };
-        anyhow::anyhow!("{at}{}", e.message)
-    })
+    Ok(TuneOptions::parse(spec, pipeline)?)
 }
 
 /// The distinct GPU models (with arch and driver), sorted.
@@ -224,8 +217,8 @@ impl StageKind for TuneStage {
                 "seed": seed,
                 "warmup": o.warmup,
                 "iters": o.iters,
-                "l2": o.l2,
-                "method": o.method,
+                "l2": o.l2.name(),
+                "method": o.method.name(),
                 "shapes": o.shapes,
                 "check_shapes": o.check_shapes,
                 "dims": workload.shapes,
@@ -268,8 +261,8 @@ impl StageKind for TuneStage {
             seed,
             warmup: o.warmup,
             iters: o.iters,
-            l2: o.l2.clone(),
-            method: o.method.clone(),
+            l2: o.l2,
+            method: o.method,
             timeout: o.trial_timeout,
             slots,
             jobs,
@@ -341,5 +334,7 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
     Sha256::digest(bytes).to_vec()
 }
 
+#[cfg(test)]
+mod gpu_tests;
 #[cfg(test)]
 mod tests;

@@ -9,5 +9,4 @@ pub mod expr;
 pub mod memo;
 pub mod options;
 pub mod search;
-pub mod slots;
 pub mod space;

@@ -16,7 +16,7 @@
 //!   iters: 50
 //!   l2: warm                     # or flush
 //!   method: isolated             # or graph (`repro exec --method`)
-//!   trial_timeout: 60            # seconds per `repro exec` child
+//!   trial_timeout: 60            # per `repro exec` child: seconds or a duration (90s, 2m)
 //!   jobs: 8                      # parallel nvcc processes (default: the CPU count)
 //!   allow_mixed_gpus: false      # true: trials may be timed on different GPU models
 //! ```
@@ -24,31 +24,61 @@
 use super::expr::suggest;
 use super::space::Space;
 use crate::engine::OptionError;
-use crate::gpu::timing::Method;
+use crate::gpu::timing::{L2Mode, Method};
 use crate::pipeline::{Pipeline, StageSpec};
+use crate::stages::options::decode;
+use serde::Deserialize;
 use serde_yaml::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Every key a tune stage accepts.
-pub const KEYS: &[&str] = &[
-    "space",
-    "constraints",
-    "budget",
-    "population",
-    "elite",
-    "seed",
-    "shapes",
-    "base",
-    "kernel",
-    "warmup",
-    "iters",
-    "l2",
-    "method",
-    "trial_timeout",
-    "jobs",
-    "allow_mixed_gpus",
-];
+/// A tune stage's keys as written (see the module comment), with their defaults;
+/// [`TuneOptions::parse`] checks and resolves them.
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Keys {
+    /// Read by [`Space::from_yaml`], which names the parameter or constraint at fault.
+    space: Option<Value>,
+    constraints: Option<Value>,
+    budget: u32,
+    population: u32,
+    elite: u32,
+    seed: u64,
+    shapes: Option<Vec<String>>,
+    base: Option<String>,
+    kernel: Option<String>,
+    warmup: u32,
+    iters: u32,
+    l2: L2Mode,
+    method: Method,
+    #[serde(deserialize_with = "crate::stages::options::duration")]
+    trial_timeout: Duration,
+    jobs: Option<usize>,
+    allow_mixed_gpus: bool,
+}
+
+impl Default for Keys {
+    fn default() -> Self {
+        Keys {
+            space: None,
+            constraints: None,
+            budget: 64,
+            population: 8,
+            elite: 3,
+            seed: 0,
+            shapes: None,
+            base: None,
+            kernel: None,
+            warmup: 10,
+            iters: 50,
+            l2: L2Mode::Warm,
+            method: Method::Isolated,
+            trial_timeout: Duration::from_secs(60),
+            jobs: None,
+            allow_mixed_gpus: false,
+        }
+    }
+}
 
 /// A tune stage's options, resolved.
 #[derive(Debug, Clone)]
@@ -71,9 +101,9 @@ pub struct TuneOptions {
     pub check_shapes: Vec<String>,
     pub warmup: u32,
     pub iters: u32,
-    pub l2: String,
+    pub l2: L2Mode,
     /// `isolated` or `graph`.
-    pub method: String,
+    pub method: Method,
     pub trial_timeout: Duration,
     /// Parallel nvcc processes; `None`: one per CPU.
     pub jobs: Option<usize>,
@@ -88,43 +118,22 @@ fn err(key: &str, message: impl Into<String>) -> OptionError {
     }
 }
 
-fn positive(key: &str, v: &Value) -> Result<u64, OptionError> {
-    v.as_u64()
-        .filter(|n| *n > 0 && *n <= u32::MAX as u64)
-        .ok_or_else(|| err(key, "expected a positive integer"))
-}
-
 impl TuneOptions {
     pub fn parse(spec: &StageSpec, pipeline: &Pipeline) -> Result<TuneOptions, OptionError> {
-        let o = &spec.options;
-        for key in o.keys() {
-            let key = key.as_str().unwrap_or("?");
-            if !KEYS.contains(&key) {
-                let hint = suggest(key, KEYS)
-                    .map(|s| format!("; did you mean `{s}`?"))
-                    .unwrap_or_else(|| format!(" (expected one of: {})", KEYS.join(", ")));
-                return Err(err(
-                    key,
-                    format!("unknown option `{key}` for a tune stage{hint}"),
-                ));
-            }
-        }
+        let o: Keys = decode("tune", spec)?;
         let workload = pipeline.workload.as_ref().ok_or_else(|| OptionError {
             path: vec![],
             message: "a tune stage needs a `workload:` section with shapes".into(),
         })?;
-        let space = o.get("space").ok_or_else(|| OptionError {
+        let space = o.space.as_ref().ok_or_else(|| OptionError {
             path: vec![],
             message: "a tune stage needs a `space:` (e.g. `space: {TILE_M: [32, 64]}`)".into(),
         })?;
-        let space = Space::from_yaml(space, o.get("constraints"))?;
+        let space = Space::from_yaml(space, o.constraints.as_ref())?;
 
-        let base = match o.get("base") {
+        let base = match &o.base {
             None => None,
-            Some(v) => {
-                let name = v
-                    .as_str()
-                    .ok_or_else(|| err("base", "expected a variant name"))?;
+            Some(name) => {
                 if !pipeline.variants.contains_key(name) {
                     let names: Vec<&str> = pipeline.variants.keys().map(String::as_str).collect();
                     let hint = suggest(name, &names)
@@ -135,11 +144,8 @@ impl TuneOptions {
                 Some(name.to_string())
             }
         };
-        let kernel = match (o.get("kernel"), &base) {
-            (Some(v), _) => {
-                let k = v
-                    .as_str()
-                    .ok_or_else(|| err("kernel", "expected a kernel name"))?;
+        let kernel = match (o.kernel.as_deref(), &base) {
+            (Some(k), _) => {
                 if !pipeline.kernels.contains_key(k) {
                     return Err(err("kernel", format!("no kernel `{k}` under `kernels:`")));
                 }
@@ -175,23 +181,22 @@ impl TuneOptions {
         let mut base_defines = BTreeMap::new();
         if let Some(b) = &base {
             for (name, value) in &pipeline.variants[b].defines {
-                let v = crate::stages::build::define_value(value)
+                let v = crate::pipeline::define_value(value)
                     .map_err(|m| err("base", format!("define `{name}` of `{b}`: {m}")))?;
                 base_defines.insert(name.clone(), v);
             }
         }
 
         let shape_names: Vec<&str> = workload.shapes.keys().map(String::as_str).collect();
-        let shapes = match o.get("shapes") {
+        let shapes = match o.shapes {
             None => vec![workload.primary.clone()],
-            Some(v) => {
-                let list: Vec<String> = v
-                    .as_sequence()
-                    .and_then(|s| s.iter().map(|x| x.as_str().map(String::from)).collect())
-                    .filter(|l: &Vec<String>| !l.is_empty())
-                    .ok_or_else(|| {
-                        err("shapes", "expected a list of shape names, e.g. [mission]")
-                    })?;
+            Some(list) if list.is_empty() => {
+                return Err(err(
+                    "shapes",
+                    "expected a list of shape names, e.g. [mission]",
+                ))
+            }
+            Some(list) => {
                 if let Some(bad) = list.iter().find(|s| !workload.shapes.contains_key(*s)) {
                     return Err(err(
                         "shapes",
@@ -219,63 +224,34 @@ impl TuneOptions {
             }
         }
 
-        let int = |key: &str, default: u64| -> Result<u64, OptionError> {
-            o.get(key).map_or(Ok(default), |v| positive(key, v))
-        };
-        let seed = match o.get("seed") {
-            None => 0,
-            Some(v) => v
-                .as_u64()
-                .ok_or_else(|| err("seed", "expected a non-negative integer"))?,
-        };
-        let warmup = match o.get("warmup") {
-            None => 10,
-            Some(v) => v
-                .as_u64()
-                .filter(|n| *n <= u32::MAX as u64)
-                .ok_or_else(|| err("warmup", "expected a non-negative integer"))?,
-        };
-        let l2 = match o.get("l2").map(Value::as_str) {
-            None => "warm".to_string(),
-            Some(Some(m @ ("warm" | "flush"))) => m.to_string(),
-            Some(_) => return Err(err("l2", "expected `warm` or `flush`")),
-        };
-        let method = match o.get("method").map(Value::as_str) {
-            None => "isolated".to_string(),
-            Some(Some(m)) if Method::parse(m).is_some() => m.to_string(),
-            Some(_) => return Err(err("method", "expected `isolated` or `graph`")),
-        };
-        let elite = int("elite", 3)? as u32;
-        let population = int("population", 8)? as u32;
+        let positive = [
+            ("budget", o.budget as u64),
+            ("population", o.population as u64),
+            ("elite", o.elite as u64),
+            ("iters", o.iters as u64),
+            ("jobs", o.jobs.map_or(1, |n| n as u64)),
+        ];
+        if let Some((key, _)) = positive.iter().find(|(_, n)| *n == 0) {
+            return Err(err(key, "expected a positive integer"));
+        }
         Ok(TuneOptions {
             space,
             kernel,
             base,
             base_defines,
-            budget: int("budget", 64)? as u32,
-            population,
-            elite,
-            seed,
+            budget: o.budget,
+            population: o.population,
+            elite: o.elite,
+            seed: o.seed,
             shapes,
             check_shapes,
-            warmup: warmup as u32,
-            iters: int("iters", 50)? as u32,
-            l2,
-            method,
-            trial_timeout: Duration::from_secs(int("trial_timeout", 60)?),
-            jobs: o
-                .get("jobs")
-                .map(|v| positive("jobs", v))
-                .transpose()?
-                .map(|n| n as usize),
-            allow_mixed_gpus: o
-                .get("allow_mixed_gpus")
-                .map(|v| {
-                    v.as_bool()
-                        .ok_or_else(|| err("allow_mixed_gpus", "expected true or false"))
-                })
-                .transpose()?
-                .unwrap_or(false),
+            warmup: o.warmup,
+            iters: o.iters,
+            l2: o.l2,
+            method: o.method,
+            trial_timeout: o.trial_timeout,
+            jobs: o.jobs,
+            allow_mixed_gpus: o.allow_mixed_gpus,
         })
     }
 }
@@ -321,7 +297,7 @@ stages:
         assert_eq!((o.budget, o.population, o.elite, o.seed), (64, 8, 3, 0));
         assert_eq!(o.shapes, vec!["mission"]);
         assert_eq!(o.check_shapes, vec!["small", "mission"]);
-        assert_eq!((o.warmup, o.iters, o.l2.as_str()), (10, 50, "warm"));
+        assert_eq!((o.warmup, o.iters, o.l2), (10, 50, L2Mode::Warm));
         assert_eq!(o.trial_timeout, Duration::from_secs(60));
         assert_eq!(o.space.valid().len(), 2);
         assert!(!o.allow_mixed_gpus);

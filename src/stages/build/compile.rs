@@ -13,14 +13,13 @@
 use super::{ptxas, sources};
 use crate::executor::{CancelFlag, Executor, ExitKind, Job};
 use crate::schema::EntryResources;
+use crate::stages::slots::run_on_slots;
 use crate::toolchain::Toolchain;
 use crate::tools;
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Where compiled cubins are memoized, relative to the project root.
@@ -123,29 +122,19 @@ pub fn compile_many(
         }
     }
 
-    let done: Vec<Mutex<Option<CompileOutput>>> = reqs.iter().map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
+    // Requests that did not prepare have no key and are never owners.
+    let mut owned: Vec<Option<CompileOutput>> = vec![None; reqs.len()];
     let workers = jobs.clamp(1, unique.len().max(1));
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| loop {
-                let n = next.fetch_add(1, Ordering::SeqCst);
-                let Some(&i) = unique.get(n) else { break };
-                let Ok(p) = &prepared[i] else { continue };
-                let out = if cancel.load(Ordering::SeqCst) {
-                    CompileOutput::failed(p.command.clone(), "cancelled before it started".into())
-                } else {
-                    compile_prepared(executor, cancel, root, &reqs[i], p)
-                };
-                *done[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
-            });
-        }
-    });
-
-    let owned: Vec<Option<CompileOutput>> = done
-        .into_iter()
-        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
-        .collect();
+    run_on_slots(
+        workers as u32,
+        &unique,
+        cancel,
+        |_, &i| match &prepared[i] {
+            Ok(p) => Some(compile_prepared(executor, cancel, root, &reqs[i], p)),
+            Err(_) => None,
+        },
+        |j, out| owned[unique[j]] = out,
+    );
     prepared
         .iter()
         .enumerate()
@@ -153,8 +142,9 @@ pub fn compile_many(
             Err(e) => CompileOutput::failed(Vec::new(), e.clone()),
             Ok(p) => {
                 let owner = owner_of[p.key.as_str()];
+                // The pool starts nothing once `cancel` is set.
                 let mut out = owned[owner].clone().unwrap_or_else(|| {
-                    CompileOutput::failed(p.command.clone(), "not compiled".into())
+                    CompileOutput::failed(p.command.clone(), "cancelled before it started".into())
                 });
                 if owner != i {
                     out.cached = true;
@@ -510,7 +500,7 @@ mod tests {
     fn cancelled_before_start() {
         let (dir, tc) = project();
         let cancel = CancelFlag::default();
-        cancel.store(true, Ordering::SeqCst);
+        cancel.store(true, std::sync::atomic::Ordering::SeqCst);
         let ex = CountingExecutor::default();
         let outs = compile_many(&ex, &cancel, &tc, dir.path(), &[req(&[])], 1);
         assert_eq!(ex.count(), 0);

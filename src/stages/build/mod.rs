@@ -20,11 +20,13 @@ mod tests;
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::gpu::{GpuInfo, NoGpu};
-use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
+use crate::pipeline::{define_value, KernelSpec, Pipeline, StageSpec};
 use crate::schema::{self, BuildRecord};
+use crate::stages::options::decode;
 use crate::toolchain::{self, NvccSearch, Toolchain};
 use anyhow::Context;
 use compile::{CompileOutput, CompileRequest};
+use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -74,56 +76,24 @@ impl BuildStage {
 }
 
 /// The build stage's own options.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 struct Options {
+    /// Parallel nvcc processes; `None`: one per CPU.
     jobs: Option<usize>,
+    /// Extra nvcc flags, e.g. `["-lineinfo"]`.
     flags: Vec<String>,
 }
 
 fn options(spec: &StageSpec) -> Result<Options, OptionError> {
-    let mut opts = Options::default();
-    for (key, value) in &spec.options {
-        let key = key.as_str().unwrap_or("?");
-        let err = |message: String| OptionError {
-            path: vec![key.to_string()],
-            message,
-        };
-        match key {
-            "jobs" => match value.as_u64() {
-                Some(n) if n > 0 => opts.jobs = Some(n as usize),
-                _ => {
-                    return Err(err(
-                        "`jobs` must be a positive integer (parallel nvcc processes)".into(),
-                    ))
-                }
-            },
-            "flags" => {
-                let list = value.as_sequence().and_then(|seq| {
-                    seq.iter()
-                        .map(|v| v.as_str().map(str::to_string))
-                        .collect::<Option<Vec<_>>>()
-                });
-                match list {
-                    Some(flags) => opts.flags = flags,
-                    None => {
-                        return Err(err(
-                            "`flags` must be a list of strings, e.g. [\"-lineinfo\"]".into(),
-                        ))
-                    }
-                }
-            }
-            other => {
-                return Err(err(format!(
-                    "unknown option `{other}` for a build stage; expected `jobs` or `flags`"
-                )))
-            }
-        }
+    let opts: Options = decode("build", spec)?;
+    if opts.jobs == Some(0) {
+        return Err(OptionError {
+            path: vec!["jobs".into()],
+            message: "`jobs` must be a positive integer (parallel nvcc processes)".into(),
+        });
     }
     Ok(opts)
-}
-
-fn option_error(e: OptionError) -> anyhow::Error {
-    anyhow::anyhow!("build stage option `{}`: {}", e.path.join("."), e.message)
 }
 
 /// Letters, digits, `-`, `_`, `.`; not empty, not starting with `.`: safe as a file name.
@@ -133,19 +103,6 @@ fn is_file_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-/// A define's YAML value as it goes after `-DNAME=`: numbers and strings as written,
-/// booleans as 1/0, null as a bare `-DNAME`.
-pub fn define_value(value: &serde_yaml::Value) -> Result<String, String> {
-    use serde_yaml::Value;
-    match value {
-        Value::Number(n) => Ok(n.to_string()),
-        Value::String(s) => Ok(s.clone()),
-        Value::Bool(b) => Ok(if *b { "1" } else { "0" }.into()),
-        Value::Null => Ok(String::new()),
-        _ => Err("a define's value must be a number, a string, a boolean or empty".into()),
-    }
 }
 
 /// One cubin the stage builds: a variant or the reference.
@@ -357,7 +314,7 @@ impl StageKind for BuildStage {
         root: &Path,
         overrides: &BTreeMap<String, String>,
     ) -> anyhow::Result<StageInputs> {
-        let opts = options(spec).map_err(option_error)?;
+        let opts = options(spec)?;
         let mut inputs = StageInputs {
             files: source_files(pipeline, root, &opts.flags),
             ..StageInputs::default()
@@ -403,7 +360,7 @@ impl StageKind for BuildStage {
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
-        let opts = options(ctx.spec).map_err(option_error)?;
+        let opts = options(ctx.spec)?;
         let tc: Toolchain = self.search().find(ctx.root, toolchain::pin(ctx.pipeline))?;
         let gpus = crate::gpu::probe_cached(ctx.root);
         let choice = arch::select(

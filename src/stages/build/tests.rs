@@ -210,11 +210,7 @@ fn validate_rejects_a_variant_named_reference_and_unknown_options() {
     let p = pipeline(&TWO_VARIANTS.replace("{uses: build}", "{uses: build, jbos: 4}"));
     let e = stage.validate("build", &p.stages["build"], &p).unwrap_err();
     assert_eq!(e.path, ["jbos"]);
-    assert!(
-        e.message.contains("expected `jobs` or `flags`"),
-        "{}",
-        e.message
-    );
+    assert!(e.message.contains("did you mean `jobs`?"), "{}", e.message);
 
     let p = pipeline(&TWO_VARIANTS.replace("{uses: build}", "{uses: build, jobs: 0}"));
     assert_eq!(

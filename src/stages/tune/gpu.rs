@@ -5,15 +5,16 @@
 use super::Backend;
 use crate::executor::{CancelFlag, Executor};
 use crate::gpu::client::{blank_result, exec_job, result_from_outcome, ExecRequest, ExecTarget};
+use crate::gpu::timing::{L2Mode, Method};
 use crate::pipeline::{KernelSpec, Precision, PtxasGates, Recipe, Shape};
 use crate::schema::BenchResult;
 use crate::stages::build::compile::{self, CompileOutput, CompileRequest};
 use crate::stages::build::{cubin, gates};
 use crate::stages::gpu_nodes::OneGpuModel;
+use crate::stages::slots::run_on_slots;
 use crate::toolchain::Toolchain;
 use crate::tune::memo::Evaluation;
 use crate::tune::search::{Candidate, Objective};
-use crate::tune::slots::run_on_slots;
 use crate::tune::space::{show, Config};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
@@ -45,8 +46,8 @@ pub(super) struct GpuBackend<'a> {
     pub(super) seed: u64,
     pub(super) warmup: u32,
     pub(super) iters: u32,
-    pub(super) l2: String,
-    pub(super) method: String,
+    pub(super) l2: L2Mode,
+    pub(super) method: Method,
     pub(super) timeout: Duration,
     pub(super) slots: u32,
     pub(super) jobs: usize,
@@ -109,8 +110,8 @@ impl GpuBackend<'_> {
             seed: self.seed,
             warmup: self.warmup,
             iters: self.iters,
-            l2: self.l2.as_str().into(),
-            method: self.method.as_str().into(),
+            l2: self.l2,
+            method: self.method,
             timing,
         };
         let dims = self.shapes[shape];

@@ -1,6 +1,7 @@
-//! Spread work over GPU slots: one worker thread per slot, each taking the next item when
-//! it is free, so N GPUs stay busy with N trials at once. Results come back to the calling
-//! thread as they finish (for live progress and incremental memo writes).
+//! The one worker pool of the stages (bench jobs, tune trials, nvcc compiles): one worker
+//! thread per slot (a GPU, or an nvcc process), each taking the next item when it is free,
+//! so N GPUs stay busy with N trials at once. Results come back to the calling thread as
+//! they finish (for live progress and incremental memo writes).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,0 +1,131 @@
+//! The bench stage's `repro exec` jobs: the plan (variant × shape × recipe × seed) and the
+//! pool that runs them, one at a time per GPU slot.
+
+use super::options::Options;
+use crate::engine::RunCtx;
+use crate::executor::Executor;
+use crate::gpu::client::{blank_result, exec_job, result_from_outcome, ExecRequest, ExecTarget};
+use crate::pipeline::{Pipeline, Recipe, Shape};
+use crate::schema::BenchResult;
+use crate::stages::slots::run_on_slots;
+use anyhow::Context as _;
+use std::sync::atomic::Ordering;
+
+/// One `repro exec` of the bench stage.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct BenchJob {
+    pub(super) variant: String,
+    pub(super) shape: String,
+    pub(super) inputs: Recipe,
+    pub(super) seed: u64,
+    /// Only a shape's first recipe is timed; the others are checked for correctness.
+    pub(super) timed: bool,
+}
+
+/// Every (variant, shape, recipe, seed), variant-major.
+pub(super) fn plan(p: &Pipeline, variants: &[&String], o: &Options) -> Vec<BenchJob> {
+    let Some(w) = p.workload.as_ref() else {
+        return vec![];
+    };
+    let mut jobs = Vec::new();
+    for &v in variants {
+        for s in o.shapes() {
+            for (i, recipe) in w.recipes(s).into_iter().enumerate() {
+                for &seed in &w.seeds {
+                    jobs.push(BenchJob {
+                        variant: v.clone(),
+                        shape: s.clone(),
+                        inputs: recipe,
+                        seed,
+                        timed: i == 0,
+                    });
+                }
+            }
+        }
+    }
+    jobs
+}
+
+/// Run every job, one at a time per GPU slot (one thread each), and return the results in
+/// job order. A job the executor could not even start is a `failed` record too.
+pub(super) fn run_jobs(
+    ctx: &RunCtx,
+    o: &Options,
+    jobs: &[BenchJob],
+    slots: u32,
+) -> anyhow::Result<Vec<BenchResult>> {
+    let shapes = &ctx
+        .pipeline
+        .workload
+        .as_ref()
+        .context("no workload")?
+        .shapes;
+    // Children read the project's pipeline.yaml (as the profile stage's do).
+    let (cancel, repro_exe, root, log) = (ctx.cancel, ctx.repro_exe, ctx.root, ctx.log);
+    let pipeline_file = ctx.pipeline_file;
+    let executor: &dyn Executor = ctx.executor;
+    let mut results: Vec<Option<BenchResult>> = vec![None; jobs.len()];
+    let mut done = 0;
+    run_on_slots(
+        slots,
+        jobs,
+        cancel,
+        |gpu, job| {
+            let shape = shapes[&job.shape];
+            let req = ExecRequest {
+                target: ExecTarget::Variant(job.variant.clone()),
+                shape: job.shape.clone(),
+                inputs: job.inputs,
+                precision: None,
+                seed: job.seed,
+                warmup: o.warmup,
+                iters: o.iters,
+                l2: o.l2,
+                method: o.method,
+                timing: job.timed,
+            };
+            let mut job = exec_job(repro_exe, pipeline_file, root, &req, Some(gpu), o.timeout);
+            job.log = Some(log.to_path_buf());
+            match executor.run(&job, cancel) {
+                Ok(outcome) => result_from_outcome(&req, &shape, &outcome),
+                Err(err) => failed(&req, &shape, format!("could not start repro exec: {err:#}")),
+            }
+        },
+        |i, r| {
+            done += 1;
+            let j = &jobs[i];
+            (ctx.progress)(&format!(
+                "{done}/{} {} {} {} seed {}: {}",
+                jobs.len(),
+                j.variant,
+                j.shape,
+                j.inputs,
+                j.seed,
+                describe(&r)
+            ));
+            results[i] = Some(r);
+        },
+    );
+    if ctx.cancel.load(Ordering::SeqCst) {
+        anyhow::bail!("interrupted");
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.expect("every job reports"))
+        .collect())
+}
+
+pub(super) fn failed(req: &ExecRequest, shape: &Shape, reason: String) -> BenchResult {
+    let mut r = blank_result(&req.shape, shape, req.seed, req.warmup, req.iters, "failed");
+    r.error = Some(reason);
+    r
+}
+
+pub(super) fn describe(r: &BenchResult) -> String {
+    let verdict = |pass: bool| if pass { "✓" } else { "✗ incorrect" };
+    match (&r.status[..], r.p50_us, r.correctness_pass) {
+        ("ok", Some(p50), Some(pass)) => format!("{p50:.2} µs {}", verdict(pass)),
+        ("ok", None, Some(pass)) => format!("checked {}", verdict(pass)),
+        _ => format!("{} ({})", r.status, r.error.as_deref().unwrap_or("")),
+    }
+}

@@ -1,0 +1,275 @@
+//! The `bench` stage kind: every variant × shape × seed through `repro exec` child jobs
+//! (one per GPU at a time, with a timeout each), then speedups against the control and the
+//! baselines, and the correctness and performance gates. Writes
+//! `artifacts/bench/<variant>.json` (schema::BenchFile).
+//!
+//! Options (besides the common keys): `warmup` (20), `iters` (100), `shapes` (default all
+//! of `workload.shapes`), `l2` (`warm` | `flush`), `method` (`isolated` | `graph`, see
+//! `gpu::timing`; baselines timed by another method get no speedup), `baselines` (names of
+//! `artifacts/bench/baselines/<name>.json` to compare with; default every file there),
+//! `allow_mixed_gpus` (false: the stage fails when its records come from more than one GPU
+//! model). The common `timeout:` key is the limit for each `repro exec` (default 120 s).
+//! Every record names the node and GPU that measured it.
+
+mod gates;
+mod jobs;
+mod options;
+mod records;
+#[cfg(test)]
+mod tests;
+
+pub use gates::correctness_gates;
+
+use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
+use crate::pipeline::{defines_as_written, Pipeline, StageSpec};
+use crate::schema::{BenchFile, BenchResult, GateResult};
+use crate::stages::gpu_nodes::{self, OneGpuModel};
+use anyhow::Context as _;
+use gates::{attach_speedup, performance_gates};
+use jobs::{plan, run_jobs};
+use options::{baseline_names, options};
+use records::{append_to_log, read_baseline, write};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub struct BenchStage;
+
+/// Where baseline records are read from (the shipped `baselines` stage writes them).
+pub const BASELINE_DIR: &str = "artifacts/bench/baselines";
+
+fn cubin_path(name: &str) -> PathBuf {
+    PathBuf::from(".repro/cubins").join(format!("{name}.cubin"))
+}
+
+impl StageKind for BenchStage {
+    fn kind(&self) -> &'static str {
+        "bench"
+    }
+
+    fn validate(
+        &self,
+        _name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+    ) -> Result<(), OptionError> {
+        options(spec, pipeline).map(|_| ())
+    }
+
+    fn outputs(&self, _name: &str, _spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
+        pipeline
+            .variants
+            .keys()
+            .map(|v| PathBuf::from(format!("artifacts/bench/{v}.json")))
+            .collect()
+    }
+
+    fn inputs(
+        &self,
+        _name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+        root: &Path,
+    ) -> anyhow::Result<StageInputs> {
+        let o = options(spec, pipeline)?;
+        let mut files: Vec<PathBuf> = pipeline.variants.keys().map(|v| cubin_path(v)).collect();
+        files.push(cubin_path("reference"));
+        for b in baseline_names(&o, root) {
+            let f = PathBuf::from(BASELINE_DIR).join(format!("{b}.json"));
+            if root.join(&f).exists() {
+                files.push(f);
+            }
+        }
+        let w = pipeline.workload.as_ref();
+        let params = BTreeMap::from([
+            ("warmup".into(), o.warmup.to_string()),
+            ("iters".into(), o.iters.to_string()),
+            ("shapes".into(), o.shapes().join(",")),
+            ("l2".into(), o.l2.name().into()),
+            ("method".into(), o.method.name().into()),
+            ("seeds".into(), format!("{:?}", w.map(|w| &w.seeds))),
+            ("inputs".into(), format!("{:?}", w.map(|w| &w.inputs))),
+            (
+                "precision".into(),
+                pipeline
+                    .variants
+                    .keys()
+                    .map(|v| format!("{v}={}", pipeline.precision_of(v).name()))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            (
+                "primary".into(),
+                w.map(|w| w.primary.clone()).unwrap_or_default(),
+            ),
+            (
+                "control".into(),
+                pipeline.control.clone().unwrap_or_default(),
+            ),
+            ("gates".into(), serde_json::to_string(&pipeline.gates)?),
+        ]);
+        let hardware = Some(gpu_nodes::hardware(pipeline, spec, root));
+        Ok(StageInputs {
+            files,
+            params,
+            hardware,
+            ..StageInputs::default()
+        })
+    }
+
+    fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
+        let o = options(ctx.spec, ctx.pipeline)?;
+        let out_dir = ctx.staging.join("artifacts/bench");
+        std::fs::create_dir_all(&out_dir)
+            .with_context(|| format!("cannot create {}", out_dir.display()))?;
+        let gpus = match gpu_nodes::stage_gpus(ctx) {
+            Ok(g) => g,
+            Err(no) => {
+                for (name, spec) in &ctx.pipeline.variants {
+                    let file = BenchFile {
+                        name: name.clone(),
+                        kind: "variant".into(),
+                        status: "skipped".into(),
+                        reason: Some(no.0.clone()),
+                        defines: defines_as_written(&spec.defines),
+                        nvcc_version: None,
+                        precision: None,
+                        results: vec![],
+                        gates: vec![],
+                    };
+                    write(&out_dir, &file)?;
+                }
+                return Ok(StageOutcome::Skipped {
+                    reason: no.0,
+                    fix: gpu_nodes::no_gpu_fix(ctx.executor, "run the bench stage"),
+                });
+            }
+        };
+        // A variant that did not compile has no cubin: it fails alone, with the reason.
+        let (built, unbuilt): (Vec<&String>, Vec<&String>) = ctx
+            .pipeline
+            .variants
+            .keys()
+            .partition(|v| ctx.root.join(cubin_path(v)).is_file());
+        let mut failed_gates = Vec::new();
+        for name in unbuilt {
+            let file = BenchFile {
+                name: name.clone(),
+                kind: "variant".into(),
+                status: "failed".into(),
+                reason: Some(format!(
+                    "not built: {} is missing; the build stage's record artifacts/build/{name}.json says why",
+                    cubin_path(name).display()
+                )),
+                defines: defines_as_written(&ctx.pipeline.variants[name].defines),
+                nvcc_version: None,
+                precision: None,
+                results: vec![],
+                gates: vec![],
+            };
+            write(&out_dir, &file)?;
+            failed_gates.push(format!("{name}: not built"));
+        }
+        let jobs = plan(ctx.pipeline, &built, &o);
+        let slots = gpu_nodes::gpu_slots(ctx.executor, &gpus);
+        let results = run_jobs(ctx, &o, &jobs, slots)?;
+        OneGpuModel::new(o.allow_mixed_gpus)
+            .admit(&results)
+            .map_err(anyhow::Error::msg)?;
+
+        let mut by_variant: BTreeMap<String, Vec<BenchResult>> = BTreeMap::new();
+        for (job, r) in jobs.iter().zip(results) {
+            by_variant.entry(job.variant.clone()).or_default().push(r);
+        }
+        let mut baselines: Vec<(String, Option<BenchFile>)> = Vec::new();
+        for b in baseline_names(&o, ctx.root) {
+            let file = match read_baseline(ctx.root, &b, o.method.name()) {
+                Ok(file) => Some(file),
+                Err(why) => {
+                    append_to_log(ctx.log, &format!("no speedups vs {b}: {why}"))?;
+                    None
+                }
+            };
+            baselines.push((b, file));
+        }
+        let control = ctx.pipeline.control.clone();
+        let control_results = control.as_ref().and_then(|c| by_variant.get(c)).cloned();
+        for results in by_variant.values_mut() {
+            for (name, file) in &baselines {
+                attach_speedup(
+                    results,
+                    &format!("speedup_vs_{name}"),
+                    file.as_ref().map(|f| &f.results[..]),
+                );
+            }
+            if let Some(c) = &control_results {
+                attach_speedup(results, "speedup_vs_control", Some(c));
+            }
+        }
+
+        let correctness = ctx.pipeline.gates.correctness.clone().unwrap_or_default();
+        let mut gates: BTreeMap<String, Vec<GateResult>> = by_variant
+            .iter()
+            .map(|(v, rs)| {
+                let precision = ctx.pipeline.precision_of(v);
+                (v.clone(), correctness_gates(rs, &correctness, precision))
+            })
+            .collect();
+        let primary = ctx
+            .pipeline
+            .workload
+            .as_ref()
+            .map(|w| w.primary.clone())
+            .unwrap_or_default();
+        for (variant, gate) in performance_gates(
+            &by_variant,
+            control.as_deref(),
+            &primary,
+            ctx.pipeline,
+            &baselines,
+        ) {
+            gates.entry(variant).or_default().push(gate);
+        }
+
+        for (name, results) in by_variant {
+            let spec = &ctx.pipeline.variants[&name];
+            let file_gates = gates.remove(&name).unwrap_or_default();
+            failed_gates.extend(
+                file_gates
+                    .iter()
+                    .filter(|g| !g.pass)
+                    .map(|g| format!("{name}: {} {}", g.gate, g.subject)),
+            );
+            let file = BenchFile {
+                status: if results.iter().all(|r| r.status == "ok") {
+                    "ok"
+                } else {
+                    "failed"
+                }
+                .into(),
+                nvcc_version: crate::stages::build::recorded_nvcc(ctx.root, &name),
+                precision: Some(ctx.pipeline.precision_of(&name).name().into()),
+                name,
+                kind: "variant".into(),
+                reason: None,
+                defines: defines_as_written(&spec.defines),
+                results,
+                gates: file_gates,
+            };
+            write(&out_dir, &file)?;
+        }
+        Ok(if failed_gates.is_empty() {
+            StageOutcome::Passed
+        } else {
+            let more = failed_gates.len().saturating_sub(3);
+            let mut summary = failed_gates
+                .into_iter()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join("; ");
+            if more > 0 {
+                summary.push_str(&format!(" (and {more} more)"));
+            }
+            StageOutcome::GateFailed(summary)
+        })
+    }
+}

@@ -1,0 +1,392 @@
+//! The bench stage without a GPU: options, the job plan, speedups and gates, on made-up
+//! records and on results recorded on an H100.
+
+use super::gates::*;
+use super::jobs::plan;
+use super::options::*;
+use super::records::read_baseline;
+use super::*;
+use crate::gpu::client::blank_result;
+use crate::gpu::timing::{L2Mode, Method};
+use crate::pipeline::{Precision, Recipe, Shape};
+use crate::schema::to_json_pretty;
+use std::time::Duration;
+
+const YAML: &str = r#"
+version: 1
+workload:
+  op: sdpa_fp8
+  shapes:
+    small:   {B: 1, H: 1, S: 32, D: 64}
+    mission: {B: 2, H: 8, S: 512, D: 64}
+  primary: mission
+  seeds: [0, 1]
+kernels:
+  k: {source: kernels/k.cu, entry: sdpa_fp8_fwd}
+variants:
+  ctrl: {kernel: k}
+  fast: {kernel: k, defines: {X: 1}}
+  faster-but-wrong: {kernel: k, defines: {X: 2}}
+control: ctrl
+gates:
+  correctness: {max_abs_err: 0.06, mean_abs_err: 0.02, max_pct_bad: 1.0}
+  performance: {min_speedup_vs_control: 1.10, min_speedup_vs_baseline: {torch-sdpa-best: 1.0}}
+stages:
+  bench: {uses: bench, warmup: 5, iters: 50, shapes: [mission], l2: flush, timeout: 30s}
+"#;
+
+fn pipeline() -> Pipeline {
+    serde_yaml::from_str(YAML).unwrap()
+}
+
+/// A recorded-style result: `p50` µs, correct or not.
+fn rec(shape: &str, seed: u64, p50: f64, max_err: f64) -> BenchResult {
+    let s = Shape {
+        B: 2,
+        H: 8,
+        S: 512,
+        D: 64,
+    };
+    let mut r = blank_result(shape, &s, seed, 20, 100, "ok");
+    r.p50_us = Some(p50);
+    r.max_abs_err = Some(max_err);
+    r.mean_abs_err = Some(max_err / 10.0);
+    r.pct_bad = Some(if max_err > 0.06 { 5.0 } else { 0.0 });
+    r.nan_count = Some(0);
+    r.inf_count = Some(0);
+    r.correctness_pass = Some(max_err <= 0.06);
+    r
+}
+
+#[test]
+fn options_parse_and_reject_unknown_keys() {
+    let p = pipeline();
+    let o = options(&p.stages["bench"], &p).unwrap();
+    assert_eq!((o.warmup, o.iters, o.l2), (5, 50, L2Mode::Flush));
+    assert_eq!(o.shapes(), ["mission"]);
+    assert_eq!(o.timeout, Duration::from_secs(30));
+    let mut spec = p.stages["bench"].clone();
+    spec.options.insert("itres".into(), 3.into());
+    let err = options(&spec, &p).unwrap_err();
+    assert_eq!(err.path, vec!["itres"]);
+    assert!(
+        err.message.ends_with("help: did you mean `iters`?"),
+        "{}",
+        err.message
+    );
+    let mut spec = p.stages["bench"].clone();
+    spec.options.insert("iters".into(), 0.into());
+    assert_eq!(options(&spec, &p).unwrap_err().path, vec!["iters"]);
+    let mut spec = p.stages["bench"].clone();
+    spec.options.insert("warmup".into(), (-1).into());
+    assert_eq!(options(&spec, &p).unwrap_err().path, vec!["warmup"]);
+    let mut spec = p.stages["bench"].clone();
+    spec.timeout = Some("2 weeks".into());
+    assert_eq!(options(&spec, &p).unwrap_err().path, vec!["timeout"]);
+    let mut spec = p.stages["bench"].clone();
+    spec.options
+        .insert("shapes".into(), serde_yaml::from_str("[huge]").unwrap());
+    assert!(options(&spec, &p)
+        .unwrap_err()
+        .message
+        .contains("no shape `huge`"));
+    let mut spec = p.stages["bench"].clone();
+    spec.options.insert("l2".into(), "cold".into());
+    assert_eq!(options(&spec, &p).unwrap_err().path, vec!["l2"]);
+    assert_eq!(
+        o.method,
+        Method::Isolated,
+        "the ncu-comparable method by default"
+    );
+    let mut spec = p.stages["bench"].clone();
+    spec.options.insert("method".into(), "graph".into());
+    assert_eq!(options(&spec, &p).unwrap().method, Method::Graph);
+    spec.options.insert("method".into(), "cuda_graph".into());
+    assert_eq!(options(&spec, &p).unwrap_err().path, vec!["method"]);
+    assert!(!o.allow_mixed_gpus, "one GPU model per result by default");
+    let mut spec = p.stages["bench"].clone();
+    spec.options.insert("allow_mixed_gpus".into(), true.into());
+    assert!(options(&spec, &p).unwrap().allow_mixed_gpus);
+    spec.options
+        .insert("allow_mixed_gpus".into(), "sure".into());
+    assert_eq!(
+        options(&spec, &p).unwrap_err().path,
+        vec!["allow_mixed_gpus"]
+    );
+}
+
+#[test]
+fn plan_covers_variant_shape_seed() {
+    let p = pipeline();
+    let o = options(&p.stages["bench"], &p).unwrap();
+    let variants: Vec<&String> = p.variants.keys().collect();
+    let jobs = plan(&p, &variants, &o);
+    assert_eq!(jobs.len(), 3 * 2);
+    let first = &jobs[0];
+    assert_eq!(
+        (first.variant.as_str(), first.shape.as_str(), first.seed),
+        ("ctrl", "mission", 0)
+    );
+    assert_eq!((first.inputs, first.timed), (Recipe::Gaussian, true));
+}
+
+#[test]
+fn every_recipe_of_a_shape_is_checked_and_only_the_first_timed() {
+    let mut p = pipeline();
+    p.workload.as_mut().unwrap().inputs = BTreeMap::from([(
+        "mission".to_string(),
+        vec![Recipe::Gaussian, Recipe::Sink, Recipe::Sharp],
+    )]);
+    let o = options(&p.stages["bench"], &p).unwrap();
+    let ctrl = "ctrl".to_string();
+    let jobs = plan(&p, &[&ctrl], &o);
+    let seen: Vec<(Recipe, u64, bool)> = jobs.iter().map(|j| (j.inputs, j.seed, j.timed)).collect();
+    assert_eq!(
+        seen,
+        vec![
+            (Recipe::Gaussian, 0, true),
+            (Recipe::Gaussian, 1, true),
+            (Recipe::Sink, 0, false),
+            (Recipe::Sink, 1, false),
+            (Recipe::Sharp, 0, false),
+            (Recipe::Sharp, 1, false),
+        ]
+    );
+}
+
+#[test]
+fn an_incorrect_untimed_recipe_voids_a_variants_time_but_not_a_baselines() {
+    let mut sink = rec("mission", 0, 10.0, 0.01);
+    sink.inputs = "sink".into();
+    sink.p50_us = None;
+    sink.correctness_pass = Some(false);
+    let rs = vec![rec("mission", 0, 10.0, 0.01), sink];
+    assert_eq!(primary_time(&rs, "mission"), None);
+    assert_eq!(baseline_primary_time(&rs, "mission"), Some(10.0));
+    let g = correctness_gates(&rs, &Default::default(), Precision::Fp16Pv);
+    assert!(g.iter().any(|x| x.subject == "mission/sink/seed0"));
+}
+
+#[test]
+fn speedups_match_shape_and_seed_and_say_na_when_missing() {
+    let mut mine = vec![rec("mission", 0, 10.0, 0.01), rec("mission", 1, 10.0, 0.01)];
+    let base = vec![rec("mission", 0, 15.0, 0.01)];
+    attach_speedup(&mut mine, "speedup_vs_torch", Some(&base));
+    assert_eq!(mine[0].speedups["speedup_vs_torch"], Some(1.5));
+    assert_eq!(mine[1].speedups["speedup_vs_torch"], None);
+    attach_speedup(&mut mine, "speedup_vs_gone", None);
+    assert_eq!(mine[0].speedups["speedup_vs_gone"], None);
+    let json = serde_json::to_value(&mine[0]).unwrap();
+    assert_eq!(json["speedup_vs_torch"], 1.5);
+    assert!(json["speedup_vs_gone"].is_null());
+}
+
+#[test]
+fn correctness_gates_fail_on_errors_nan_and_crashes() {
+    let g = crate::pipeline::CorrectnessGates::default();
+    let ok = correctness_gates(&[rec("mission", 0, 10.0, 0.01)], &g, Precision::Fp16Pv);
+    assert!(ok.iter().all(|x| x.pass));
+    let planted = correctness_gates(&[rec("mission", 1, 10.0, 0.25)], &g, Precision::Fp16Pv);
+    assert!(planted
+        .iter()
+        .any(|x| x.gate == "correctness.max_abs_err" && !x.pass));
+    assert_eq!(planted[0].subject, "mission/seed1");
+    let mut nan = rec("mission", 0, 10.0, 0.0);
+    nan.nan_count = Some(3);
+    assert!(correctness_gates(&[nan], &g, Precision::Fp16Pv)
+        .iter()
+        .any(|x| x.gate == "correctness.nonfinite" && !x.pass));
+    let mut crashed = rec("mission", 0, 10.0, 0.0);
+    crashed.status = "failed".into();
+    let c = correctness_gates(&[crashed], &g, Precision::Fp16Pv);
+    assert_eq!(
+        (c.len(), c[0].gate.as_str(), c[0].pass),
+        (1, "correctness.completed", false)
+    );
+}
+
+fn variants(ctrl: f64, fast: f64, wrong: f64) -> BTreeMap<String, Vec<BenchResult>> {
+    BTreeMap::from([
+        (
+            "ctrl".into(),
+            vec![rec("mission", 0, ctrl, 0.01), rec("mission", 1, ctrl, 0.01)],
+        ),
+        (
+            "fast".into(),
+            vec![
+                rec("mission", 0, fast, 0.01),
+                rec("mission", 1, fast + 0.2, 0.01),
+            ],
+        ),
+        (
+            "faster-but-wrong".into(),
+            vec![rec("mission", 0, wrong, 0.3), rec("mission", 1, wrong, 0.3)],
+        ),
+    ])
+}
+
+#[test]
+fn performance_gate_uses_the_best_correct_variant() {
+    let p = pipeline();
+    let gates = performance_gates(&variants(12.0, 10.0, 1.0), Some("ctrl"), "mission", &p, &[]);
+    assert_eq!(
+        gates.len(),
+        1,
+        "the baseline gate is n/a without the baseline"
+    );
+    let (owner, g) = &gates[0];
+    assert_eq!(owner, "fast");
+    assert_eq!(g.subject, "fast vs ctrl on mission");
+    assert!((g.measured - 12.0 / 10.1).abs() < 1e-12, "{}", g.measured);
+    assert!(g.pass);
+    let slow = performance_gates(&variants(10.5, 10.0, 1.0), Some("ctrl"), "mission", &p, &[]);
+    assert!(!slow[0].1.pass);
+}
+
+#[test]
+fn baseline_gate_and_missing_control() {
+    let p = pipeline();
+    let base = BenchFile {
+        name: "torch-sdpa-best".into(),
+        kind: "baseline".into(),
+        status: "ok".into(),
+        reason: None,
+        defines: BTreeMap::new(),
+        nvcc_version: None,
+        precision: None,
+        results: vec![
+            rec("mission", 0, 20.0, 0.001),
+            rec("mission", 1, 20.0, 0.001),
+        ],
+        gates: vec![],
+    };
+    let gates = performance_gates(
+        &variants(12.0, 10.0, 1.0),
+        Some("ctrl"),
+        "mission",
+        &p,
+        &[("torch-sdpa-best".into(), Some(base))],
+    );
+    let b = &gates[1].1;
+    assert_eq!(b.gate, "performance.min_speedup_vs_torch-sdpa-best");
+    assert!((b.measured - 20.0 / 10.1).abs() < 1e-12);
+    let mut v = variants(12.0, 10.0, 1.0);
+    v.get_mut("ctrl").unwrap()[0].status = "failed".into();
+    let g = performance_gates(&v, Some("ctrl"), "mission", &p, &[]);
+    assert!(!g[0].1.pass);
+    assert!(g[0]
+        .1
+        .subject
+        .contains("control ctrl has no correct mission result"));
+}
+
+#[test]
+fn a_baseline_timed_by_another_method_is_not_compared() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(BASELINE_DIR)).unwrap();
+    // The recorded baseline was timed with CUDA graphs.
+    let recorded = include_str!("../../../tests/fixtures/bench/torch-sdpa-best.json");
+    let path = dir.path().join(BASELINE_DIR).join("torch-sdpa-best.json");
+    std::fs::write(&path, recorded).unwrap();
+    let root = dir.path();
+    assert!(read_baseline(root, "torch-sdpa-best", "graph").is_ok());
+    let why = read_baseline(root, "torch-sdpa-best", "isolated").unwrap_err();
+    assert!(
+        why.contains("timed by the graph method and the variants by the isolated method"),
+        "{why}"
+    );
+    let isolated = recorded.replace("\"cuda_graph\"", "\"isolated\"");
+    std::fs::write(&path, isolated).unwrap();
+    assert!(read_baseline(root, "torch-sdpa-best", "isolated").is_ok());
+    let skipped = r#"{"name": "torch-sdpa-best", "kind": "baseline", "status": "skipped",
+        "reason": "PyTorch is not installed", "results": [], "gates": []}"#;
+    std::fs::write(&path, skipped).unwrap();
+    let why = read_baseline(root, "torch-sdpa-best", "isolated").unwrap_err();
+    assert_eq!(why, "it was skipped (PyTorch is not installed)");
+    assert!(read_baseline(root, "torch-sdpa-default", "isolated")
+        .unwrap_err()
+        .starts_with("cannot read"));
+}
+
+#[test]
+fn bench_files_round_trip_through_json() {
+    let mut r = rec("mission", 0, 10.0, 0.01);
+    r.speedups
+        .insert("speedup_vs_torch-sdpa-default".into(), Some(2.0));
+    r.speedups.insert("speedup_vs_torch-sdpa-best".into(), None);
+    let file = BenchFile {
+        name: "fast".into(),
+        kind: "variant".into(),
+        status: "ok".into(),
+        reason: None,
+        defines: BTreeMap::from([("X".into(), "1".into())]),
+        nvcc_version: None,
+        precision: None,
+        results: vec![r],
+        gates: correctness_gates(
+            &[rec("mission", 0, 10.0, 0.01)],
+            &Default::default(),
+            Precision::Fp16Pv,
+        ),
+    };
+    let text = to_json_pretty(&file);
+    let back: BenchFile = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, file);
+}
+
+/// Results recorded on an H100 (docs/PERFORMANCE.md): `repro exec` lines for three
+/// variants × small/mission/long × seeds 0-2, and the baseline script's output.
+#[test]
+fn gates_and_speedups_on_results_recorded_on_an_h100() {
+    let records: Vec<BenchResult> = include_str!("../../../tests/fixtures/bench/h100-exec.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 27);
+    let names = ["stage2-baseline", "stage5-ws-p1", "stage5-ws-p2"];
+    let mut by_variant: BTreeMap<String, Vec<BenchResult>> = names
+        .iter()
+        .zip(records.chunks(9))
+        .map(|(n, rs)| (n.to_string(), rs.to_vec()))
+        .collect();
+    let best: BenchFile = serde_json::from_str(include_str!(
+        "../../../tests/fixtures/bench/torch-sdpa-best.json"
+    ))
+    .unwrap();
+    assert_eq!(best.defines["backend"], "cudnn");
+    for rs in by_variant.values_mut() {
+        attach_speedup(rs, "speedup_vs_torch-sdpa-best", Some(&best.results));
+        let g = correctness_gates(rs, &Default::default(), Precision::Fp16Pv);
+        assert!(g.iter().all(|x| x.pass), "{g:?}");
+    }
+    let ws1_mission0 = &by_variant["stage5-ws-p1"][3];
+    assert_eq!(
+        (ws1_mission0.shape.as_str(), ws1_mission0.seed),
+        ("mission", 0)
+    );
+    let s = ws1_mission0.speedups["speedup_vs_torch-sdpa-best"].unwrap();
+    assert!((s - 9.3293 / 21.296).abs() < 1e-3, "{s}");
+
+    let p = pipeline();
+    let gates = performance_gates(
+        &by_variant,
+        Some("stage2-baseline"),
+        "mission",
+        &p,
+        &[("torch-sdpa-best".into(), Some(best))],
+    );
+    let (owner, control_gate) = &gates[0];
+    assert_eq!(owner, "stage5-ws-p1");
+    assert!(
+        (control_gate.measured - 23.5838 / 21.2856).abs() < 1e-3,
+        "{}",
+        control_gate.measured
+    );
+    assert!(control_gate.pass, "1.108× >= 1.10×");
+    let (_, baseline_gate) = &gates[1];
+    assert!(
+        !baseline_gate.pass,
+        "cuDNN is faster: {}",
+        baseline_gate.measured
+    );
+}

@@ -1,0 +1,198 @@
+//! The `profile` stage kind: Nsight Compute on `repro exec` for each target (the control,
+//! named variants, the tune elite), one warm launch of the kernel's entry, `--csv --page raw`
+//! with an explicit metric list. Writes ncu's output as printed to
+//! `artifacts/ncu/<target>.csv` and the named metrics to `artifacts/ncu/summary.json`.
+//!
+//! Degrades honestly: no ncu → `skipped` with the install hint; `ERR_NVGPUCTRPERM` →
+//! `skipped` with the fix; a target whose program crashes or times out is `failed` with
+//! ncu's last lines, and the others still run.
+
+mod ncu_call;
+mod options;
+mod run;
+mod targets;
+#[cfg(test)]
+mod tests;
+
+pub use ncu_call::NcuCall;
+pub use options::ProfileOptions;
+pub use targets::{resolve_targets, Program, Target};
+
+use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
+use crate::executor::ExitKind;
+use crate::ncu as ncu_mod;
+use crate::pipeline::{Pipeline, StageSpec};
+use crate::schema::{NcuSummary, NcuTarget};
+use anyhow::Context;
+use ncu_call::{detected_arch, request_metrics};
+use run::{finish, keep_report, profile_job, read_target};
+use std::path::{Path, PathBuf};
+use targets::{primary_shape, skipped_target};
+
+/// Where the stage writes; the folder is its one declared output.
+const OUT_DIR: &str = "artifacts/ncu";
+const TOPK_FILE: &str = "artifacts/tune/topk.json";
+
+pub struct Profile;
+
+/// How one target's ncu run ended.
+pub(super) enum RunResult {
+    Done(Box<NcuTarget>),
+    /// ncu was refused the performance counters: the whole stage is skipped.
+    NoPermission(String),
+}
+
+impl StageKind for Profile {
+    fn kind(&self) -> &'static str {
+        "profile"
+    }
+
+    /// The metric names follow the architecture of the GPU present.
+    fn machine_params(&self) -> &'static [&'static str] {
+        &["metrics"]
+    }
+
+    fn validate(
+        &self,
+        _name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+    ) -> Result<(), OptionError> {
+        ProfileOptions::from_spec(spec, pipeline).map(|_| ())
+    }
+
+    fn outputs(&self, _name: &str, _spec: &StageSpec, _pipeline: &Pipeline) -> Outputs {
+        vec![PathBuf::from(OUT_DIR)]
+    }
+
+    fn inputs(
+        &self,
+        _name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+        root: &Path,
+    ) -> anyhow::Result<StageInputs> {
+        let opts = ProfileOptions::from_spec(spec, pipeline)?;
+        let mut inputs = StageInputs::default();
+        let p = &mut inputs.params;
+        p.insert("targets".into(), opts.targets.join(","));
+        p.insert(
+            "metrics".into(),
+            request_metrics(root, &opts.metrics).join(","),
+        );
+        p.insert("keep_report".into(), opts.keep_report.to_string());
+        p.insert("warmup".into(), opts.warmup.to_string());
+        p.insert("iters".into(), opts.iters.to_string());
+        p.insert("launch_skip".into(), opts.launch_skip().to_string());
+        p.insert("clock_control".into(), opts.clock_control.clone());
+        if let Ok((name, s)) = primary_shape(pipeline) {
+            p.insert(
+                "shape".into(),
+                format!("{name}={},{},{},{}", s.B, s.H, s.S, s.D),
+            );
+        }
+        let ncu_version = ncu_mod::find_ncu()
+            .and_then(|n| ncu_mod::version(root, &n))
+            .unwrap_or_else(|| "not found".into());
+        inputs.tools.insert("ncu".into(), ncu_version);
+        // Under Slurm the request (partition, gres): this machine may not be a GPU node.
+        inputs.hardware = crate::stages::gpu_nodes::slurm_request(pipeline, spec).or_else(|| {
+            let gpus = crate::gpu::probe_cached(root).ok()?;
+            let first = gpus.first()?;
+            Some(crate::stages::gpu_nodes::gpu_identity(
+                std::slice::from_ref(first),
+            ))
+        });
+        Ok(inputs)
+    }
+
+    fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
+        let opts = ProfileOptions::from_spec(ctx.spec, ctx.pipeline)?;
+        let out_dir = ctx.staging.join(OUT_DIR);
+        std::fs::create_dir_all(&out_dir)
+            .with_context(|| format!("cannot create {}", out_dir.display()))?;
+        let (targets, skipped) = resolve_targets(&opts, ctx.pipeline, ctx.root);
+        let mut summary = NcuSummary {
+            ncu_version: None,
+            clock_control: opts.clock_control.clone(),
+            targets: Vec::new(),
+        };
+        let skip_all = |summary: &mut NcuSummary, reason: &str, fix: &str| {
+            summary.targets = targets
+                .iter()
+                .map(|t| skipped_target(&t.label, &t.variant, &t.entry, reason.to_string()))
+                .collect();
+            StageOutcome::Skipped {
+                reason: reason.to_string(),
+                fix: fix.to_string(),
+            }
+        };
+
+        let Some(ncu) = ncu_mod::find_ncu() else {
+            let outcome = skip_all(
+                &mut summary,
+                "Nsight Compute (ncu) was not found on PATH, in $NCU, /usr/local/cuda/bin or /opt/nvidia/nsight-compute",
+                ncu_mod::INSTALL_HINT,
+            );
+            return finish(&out_dir, summary, skipped, outcome);
+        };
+        summary.ncu_version = ncu_mod::version(ctx.root, &ncu);
+        let (shape, _) = primary_shape(ctx.pipeline)?;
+        let metric_list = request_metrics(ctx.root, &opts.metrics);
+        let pipeline_file = ctx.pipeline_file.to_path_buf();
+        let call = NcuCall {
+            ncu: &ncu,
+            repro_exe: ctx.repro_exe,
+            pipeline_file: &pipeline_file,
+            shape: &shape,
+            metrics: &metric_list,
+            opts: &opts,
+        };
+        let timeout = opts.timeout;
+        let arch = detected_arch(ctx.root);
+        for (i, target) in targets.iter().enumerate() {
+            (ctx.progress)(&format!(
+                "ncu {} ({}/{})",
+                target.label,
+                i + 1,
+                targets.len()
+            ));
+            let job = profile_job(ctx, &call, target, timeout, &["--csv", "--page", "raw"]);
+            let outcome = ctx.executor.run(&job, ctx.cancel)?;
+            if outcome.exit == ExitKind::Cancelled {
+                anyhow::bail!("interrupted while profiling {}", target.label);
+            }
+            let stdout = String::from_utf8_lossy(&outcome.stdout).into_owned();
+            match read_target(target, &outcome, &stdout, arch, &opts.metrics) {
+                RunResult::NoPermission(line) => {
+                    let reason = format!("ncu may not read the GPU performance counters: {line}");
+                    let outcome = skip_all(&mut summary, &reason, ncu_mod::PERMISSION_FIX);
+                    return finish(&out_dir, summary, skipped, outcome);
+                }
+                RunResult::Done(mut record) => {
+                    let csv = out_dir.join(format!("{}.csv", target.label));
+                    std::fs::write(&csv, &outcome.stdout)
+                        .with_context(|| format!("cannot write {}", csv.display()))?;
+                    if opts.keep_report && record.status == "ok" {
+                        if let Err(why) = keep_report(ctx, &call, target, timeout) {
+                            record.reason = Some(format!("report not kept: {why}"));
+                        }
+                    }
+                    summary.targets.push(*record);
+                }
+            }
+        }
+        let failed: Vec<String> = summary
+            .targets
+            .iter()
+            .filter(|t| t.status == "failed")
+            .map(|t| t.target.clone())
+            .collect();
+        let outcome = if failed.is_empty() {
+            StageOutcome::Passed
+        } else {
+            StageOutcome::GateFailed(format!("ncu failed for {}", failed.join(", ")))
+        };
+        finish(&out_dir, summary, skipped, outcome)
+    }
+}

@@ -1,0 +1,88 @@
+//! The command line of one ncu invocation on `repro exec`, and the metric list it asks for.
+
+use super::options::ProfileOptions;
+use super::targets::{Program, Target};
+use crate::gpu::client::{ExecRequest, ExecTarget};
+use crate::gpu::timing::{L2Mode, Method};
+use crate::ncu::metrics::{self, Arch};
+use crate::pipeline::Recipe;
+use std::path::Path;
+
+/// Everything one ncu invocation needs besides the target.
+pub struct NcuCall<'a> {
+    pub ncu: &'a Path,
+    pub repro_exe: &'a Path,
+    pub pipeline_file: &'a Path,
+    pub shape: &'a str,
+    pub metrics: &'a [String],
+    pub opts: &'a ProfileOptions,
+}
+
+impl NcuCall<'_> {
+    /// `ncu <profiling flags> <extra> <repro> -f <pipeline> exec ...`.
+    pub fn argv(&self, target: &Target, extra: &[String]) -> Vec<String> {
+        let s = |x: &str| x.to_string();
+        let mut argv = vec![self.ncu.to_string_lossy().into_owned()];
+        argv.extend(extra.iter().cloned());
+        argv.extend([
+            s("--metrics"),
+            self.metrics.join(","),
+            s("-k"),
+            format!("regex:^{}$", regex_escape(&target.entry)),
+            s("--launch-skip"),
+            self.opts.launch_skip().to_string(),
+            s("--launch-count"),
+            s("1"),
+            s("--clock-control"),
+            self.opts.clock_control.clone(),
+            self.repro_exe.to_string_lossy().into_owned(),
+            s("-f"),
+            self.pipeline_file.to_string_lossy().into_owned(),
+            s("exec"),
+        ]);
+        let request = ExecRequest {
+            target: match &target.program {
+                Program::Variant(v) => ExecTarget::Variant(v.clone()),
+                Program::Cubin { path } => ExecTarget::Cubin {
+                    path: path.clone(),
+                    entry: target.entry.clone(),
+                },
+            },
+            shape: s(self.shape),
+            inputs: Recipe::Gaussian,
+            precision: None,
+            seed: 0,
+            warmup: self.opts.warmup,
+            iters: self.opts.iters,
+            l2: L2Mode::Warm,
+            // ncu serializes launches, so the isolated method's hold would wait for a
+            // release that comes only after it: launch plainly (ncu times each alone).
+            method: Method::Graph,
+            timing: true,
+        };
+        argv.extend(request.argv());
+        argv
+    }
+}
+
+pub(super) fn regex_escape(name: &str) -> String {
+    name.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special
+                .then_some('\\')
+                .into_iter()
+                .chain(std::iter::once(c))
+        })
+        .collect()
+}
+
+/// The metric list for the GPU this machine has (every architecture's names when unknown).
+pub(super) fn request_metrics(root: &Path, extra: &[String]) -> Vec<String> {
+    metrics::request_list(detected_arch(root), extra)
+}
+
+pub(super) fn detected_arch(root: &Path) -> Option<Arch> {
+    let gpus = crate::gpu::probe_cached(root).ok()?;
+    Arch::from_sm(&gpus.first()?.arch())
+}

@@ -1,0 +1,118 @@
+//! The profile stage's options, read from its `StageSpec` and checked against the pipeline.
+
+use super::targets::primary_shape;
+use crate::engine::OptionError;
+use crate::pipeline::{Pipeline, StageSpec};
+use crate::stages::options::decode;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// The limit of each ncu run when the stage sets no `timeout:`.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The stage's own keys in pipeline.yaml.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProfileOptions {
+    /// `control`, `topk` (every member of the tune elite) or variant names.
+    pub targets: Vec<String>,
+    /// Metrics to collect besides the built-in list (kept in `raw` of the summary).
+    pub metrics: Vec<String>,
+    /// Also save a full-set `.repro/ncu/<target>.ncu-rep` (not committed).
+    pub keep_report: bool,
+    /// `repro exec --warmup`: launches before the timed ones.
+    pub warmup: u32,
+    /// `repro exec --iters`.
+    pub iters: u32,
+    /// Launches of the entry to skip before the profiled one (`None`: `warmup`).
+    pub launch_skip: Option<u32>,
+    /// ncu `--clock-control`: `base` (ncu's default: clocks locked to base) or `none`.
+    pub clock_control: String,
+    /// The limit of each ncu run: the common `timeout:` key (filled in by
+    /// [`ProfileOptions::from_spec`]).
+    #[serde(skip)]
+    pub timeout: Duration,
+}
+
+impl Default for ProfileOptions {
+    fn default() -> Self {
+        ProfileOptions {
+            targets: vec!["control".into(), "topk".into()],
+            metrics: Vec::new(),
+            keep_report: false,
+            warmup: 5,
+            iters: 1,
+            launch_skip: None,
+            clock_control: "base".into(),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+impl ProfileOptions {
+    /// Launches of the entry to skip before the profiled one.
+    pub fn launch_skip(&self) -> u32 {
+        self.launch_skip.unwrap_or(self.warmup)
+    }
+
+    /// Read and check the stage's options against the pipeline.
+    pub fn from_spec(spec: &StageSpec, pipeline: &Pipeline) -> Result<Self, OptionError> {
+        let mut o: ProfileOptions = decode("profile", spec)?;
+        if !["base", "none"].contains(&o.clock_control.as_str()) {
+            return Err(OptionError {
+                path: vec!["clock_control".into()],
+                message: format!(
+                    "`{}` is not a clock-control mode; expected `base` (ncu's default: lock \
+                     clocks to base) or `none` (leave them alone)",
+                    o.clock_control
+                ),
+            });
+        }
+        if o.iters == 0 {
+            return Err(OptionError {
+                path: vec!["iters".into()],
+                message: "must be at least 1".into(),
+            });
+        }
+        if o.targets.is_empty() {
+            return Err(OptionError {
+                path: vec!["targets".into()],
+                message: "name at least one target: `control`, `topk` or a variant".into(),
+            });
+        }
+        if let Err(e) = primary_shape(pipeline) {
+            return Err(OptionError {
+                path: vec![],
+                message: format!("{e:#}"),
+            });
+        }
+        for (i, t) in o.targets.iter().enumerate() {
+            // `topk` profiles tune cubins of the control's kernel.
+            let known = ((t == "topk" || t == "control") && pipeline.control.is_some())
+                || pipeline.variants.contains_key(t);
+            if !known {
+                let hint = if t == "control" || t == "topk" {
+                    "the pipeline names no `control:` variant".to_string()
+                } else {
+                    let names: Vec<&str> = pipeline.variants.keys().map(String::as_str).collect();
+                    format!(
+                        "expected `control`, `topk` or a variant ({})",
+                        names.join(", ")
+                    )
+                };
+                return Err(OptionError {
+                    path: vec!["targets".into(), i.to_string()],
+                    message: format!("unknown target `{t}`: {hint}"),
+                });
+            }
+        }
+        o.timeout = spec
+            .timeout_duration()
+            .map_err(|(text, why)| OptionError {
+                path: vec!["timeout".into()],
+                message: format!("invalid timeout `{text}`: {why}"),
+            })?
+            .unwrap_or(DEFAULT_TIMEOUT);
+        Ok(o)
+    }
+}
