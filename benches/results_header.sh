@@ -2,7 +2,8 @@
 # Sourced by the bench scripts: `results_header "COMMAND"` prints the header every file under
 # benches/results/ starts with (the command, the device, the date and the git commit), so a
 # figure quoted in the docs can always be traced to what produced it.
-#   REPRO_COMMIT  the commit to name when the tree has no .git (a copy sent to a GPU machine)
+#   REPRO_COMMIT  the commit to name instead of asking git: a copy of the tree sent to a GPU
+#                 machine may carry no .git, or a stale one
 mkdir -p "$(dirname "${BASH_SOURCE[0]}")/results"
 results_device() {
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -15,13 +16,15 @@ results_device() {
 }
 results_commit() {
   local c
-  if c=$(git rev-parse --short=12 HEAD 2>/dev/null); then
+  if [ -n "${REPRO_COMMIT:-}" ]; then
+    echo "$REPRO_COMMIT"
+  elif c=$(git rev-parse --short=12 HEAD 2>/dev/null); then
     if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
       c="$c (with uncommitted changes)"
     fi
     echo "$c"
   else
-    echo "${REPRO_COMMIT:-unknown (no .git here; set REPRO_COMMIT)}"
+    echo "unknown (no .git here; set REPRO_COMMIT)"
   fi
 }
 results_header() {
