@@ -35,6 +35,16 @@
 //!    [d][key] shared tile whose key order matches the P fragment, so each B fragment is one
 //!    64-bit load.  Each 32-key step's P·V starts from zero accumulators and is added to O in
 //!    fp32 (two-level accumulation, fused with the alpha rescale).
+//!  * USE_WGMMA = 1 (built for sm_90a, which `repro build` picks on an H100/H200): each warpgroup
+//!    (4 warps, 64 query rows) runs S = Q·Kᵀ and O += P·V as `wgmma.mma_async` m64nNk16, with Q
+//!    and P as the A operand in registers (the same fragment layout as mma.sync) and K and V read
+//!    by the tensor cores straight from the fp16 tiles, whose XOR swizzle is Hopper's 128-byte
+//!    swizzle: once per 64 rows instead of once per warp through ldmatrix.  The row sums are
+//!    this thread's fp32 P, added across the quad at the end; P·V's wait is deferred to the next
+//!    barrier, so it overlaps the conversion of the next tile.  On other targets the define
+//!    changes nothing.  Helpers: sdpa_fp8_mma_wgmma.cuh.
+//!  * KV_VIA_REGS = 1: K/V bytes go global -> registers (one tile ahead) -> fp16 tile, instead of
+//!    through the cp.async ring in shared memory (two fewer shared-memory passes per tile).
 //!  * KV_SPLIT = 2 or 4 splits every K/V tile between that many warp groups that each run their
 //!    own online softmax over the same query rows; groups 1.. publish (m, l, O) through shared
 //!    memory at the end and group 0 merges.  More warps per query tile: more latency hiding
@@ -88,6 +98,24 @@
 #define MAX_REGS 128
 #endif
 
+// 1: on sm_90a (Hopper with its arch-specific features: an H100/H200 built by `repro build`),
+// S = Q·Kᵀ and O += P·V run as warpgroup MMAs (wgmma.mma_async m64nNk16): Q and P stay in
+// registers as the A operand, and the tensor cores read K and V straight from the swizzled fp16
+// tiles, once per 64 query rows instead of once per warp (ldmatrix).  Elsewhere (sm_89, sm_80, a
+// plain sm_90 build) the same variant compiles to the mma.sync path below: the define only
+// chooses, per architecture.  Needs WARP_M 16, HEAD_DIM 64, TILE_M 64 or 128, TILE_N 32 or 64.
+#ifndef USE_WGMMA
+#define USE_WGMMA 0
+#endif
+
+// 1: each thread loads its K/V chunks of tile j+1 from global memory straight into registers
+// (ld.global.nc, 16 bytes each) while tile j is computed, and converts them from there: no
+// shared-memory ring, so a tile crosses shared memory once (as fp16) instead of three times
+// (cp.async write, raw read, fp16 write).  NUM_STAGES is then unused.
+#ifndef KV_VIA_REGS
+#define KV_VIA_REGS 0
+#endif
+
 // P·V in FP8 (e4m3 P and V, m16n8k32, fp32 accumulate); needs sm_89+ and TILE_N >= 32 (one
 // 32-key k-block per softmax step).  See kernels/README.md for the error model.
 #ifndef PV_FP8
@@ -136,6 +164,18 @@
 #if (PV_FP8 != 0) && (PV_FP8 != 1)
 #error "sdpa_fp8_mma: PV_FP8 must be 0 or 1"
 #endif
+#if (USE_WGMMA != 0) && (USE_WGMMA != 1)
+#error "sdpa_fp8_mma: USE_WGMMA must be 0 or 1"
+#endif
+#if USE_WGMMA && ((WARP_M != 16) || (HEAD_DIM != 64) || (TILE_M % 64 != 0) || (TILE_N < 32) || (TILE_N > 64) || PV_FP8)
+#error "sdpa_fp8_mma: USE_WGMMA=1 needs WARP_M=16, HEAD_DIM=64, TILE_M 64 or 128, TILE_N 32 or 64 and PV_FP8=0 (one warpgroup per 64 query rows)"
+#endif
+#if (KV_VIA_REGS != 0) && (KV_VIA_REGS != 1)
+#error "sdpa_fp8_mma: KV_VIA_REGS must be 0 or 1"
+#endif
+#if KV_VIA_REGS && PV_FP8
+#error "sdpa_fp8_mma: KV_VIA_REGS=1 is not implemented with PV_FP8=1 (its V transpose reads four rows per thread)"
+#endif
 #if PV_FP8 && ((WARP_M != 16) || (KV_SPLIT > 2))
 #error "sdpa_fp8_mma: PV_FP8=1 is implemented for WARP_M=16 and KV_SPLIT 1 or 2 only"
 #endif
@@ -155,7 +195,11 @@
 // With KV_SPLIT > 1 the start of shared memory is reused at the end for the merge: per query
 // row and group other than 0, D fp32 outputs plus m and l.  With PV_FP8 = 1 the V half of each fp16 buffer holds the
 // transposed e4m3 V tile instead (D rows of VT_ROW <= 2*KT bytes: it fits; the formula is kept).
+#if KV_VIA_REGS
+#define MMA_SMEM_RAW 0
+#else
 #define MMA_SMEM_RAW (NUM_STAGES * 2 * KV_SPLIT * TILE_N * HEAD_DIM)
+#endif
 #define MMA_SMEM_F16 (2 * 2 * KV_SPLIT * TILE_N * HEAD_DIM * 2)
 #define MMA_SMEM_Q (TILE_M * HEAD_DIM * 2)
 #define MMA_SMEM_TILES (MMA_SMEM_RAW + MMA_SMEM_F16 + MMA_SMEM_Q)
@@ -173,6 +217,12 @@
 #define MMA_DEQUANT_INT 1
 #else
 #define MMA_DEQUANT_INT 0
+#endif
+// The warpgroup path: asked for, and compiling for sm_90a.
+#if USE_WGMMA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MMA_WGMMA 1
+#else
+#define MMA_WGMMA 0
 #endif
 
 namespace mma_attn {
@@ -197,7 +247,9 @@ constexpr int NTD = D / 8;               // 8-column n-tiles of O
 constexpr int RAW_ROW_CHUNKS = D / 16;   // 16-byte chunks per raw e4m3 row
 constexpr int RAW_TILE = KT * D;         // bytes of one raw K (or V) tile
 constexpr int RAW_CHUNKS = RAW_TILE / 16;
-constexpr int RAW_SLOT = 2 * RAW_TILE;
+#if !KV_VIA_REGS
+constexpr int RAW_SLOT = 2 * RAW_TILE;  // one ring slot: K and V
+#endif
 constexpr int H_ROW = 2 * D;             // bytes of one fp16 row
 constexpr int H_TILE = KT * H_ROW;       // bytes of one fp16 K (or V) tile
 constexpr int H_BUF = 2 * H_TILE;
@@ -229,6 +281,10 @@ static_assert(KBD % 2 == 0 && NTD % 2 == 0, "ldmatrix.x4 covers two k-blocks / t
 __device__ __forceinline__ int hswz(int r, int c) { return r * H_ROW + ((c ^ (r & 7)) << 4); }
 
 #include "sdpa_fp8_mma_ptx.cuh"  // cp.async, ldmatrix, mma.sync, e4m3 conversion, exp2
+#if MMA_WGMMA
+#include "sdpa_fp8_mma_wgmma.cuh"  // wgmma.mma_async, its fences and the smem descriptor
+static_assert(OFF_H % 1024 == 0 && H_TILE % 1024 == 0, "wgmma's 128B-swizzle tiles start on 1024-byte boundaries");
+#endif
 
 // One x4 B fragment (n-tiles 2i and 2i+1) used by every m16 tile of the warp:
 // acc[mt][2i] += a[mt]·(b0, b1), acc[mt][2i+1] += a[mt]·(b2, b3).
@@ -280,7 +336,7 @@ extern "C" __global__ void MMA_BOUNDS
                  __half* __restrict__ O,             // [B,H,S,D] fp16
                  int B, int H, int S, float softmax_scale) {
     using namespace mma_attn;
-    extern __shared__ __align__(128) unsigned char smem[];
+    extern __shared__ __align__(1024) unsigned char smem[];
 
     const int tid = threadIdx.x;
     const int q0 = blockIdx.x * TILE_M;
@@ -294,12 +350,34 @@ extern "C" __global__ void MMA_BOUNDS
     const int ntiles = (S + KT - 1) / KT;
     const uint32_t smem_s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
+#if KV_VIA_REGS
+    // Convert tile t (this thread's chunks, in registers) into fp16 buffer t % 2, then start the
+    // loads of tile t + 1 into the same registers.  The wait covers Q's copy (the only group).
+    RawChunks raw;
+    auto convert = [&](int t) {
+        cp_async_wait<0>();
+        convert_chunks(raw, smem + OFF_H + (t & 1) * H_BUF, tid);
+#if MMA_WGMMA
+        fence_proxy_async_shared();  // wgmma reads the tile through the async proxy
+#endif
+        if (t + 1 < ntiles) load_chunks(Kbh, Vbh, t + 1, S, tid, raw);
+    };
+
+    // ---- prologue: Q in flight (cp.async) and tile 0 into registers; tile 0 is converted below,
+    // and the first loop barrier publishes Q and tile 0 ----
+    issue_q(Q + base, q0, S, smem_s + OFF_Q, tid);
+    cp_async_commit();
+    load_chunks(Kbh, Vbh, 0, S, tid, raw);
+#else
     // Convert tile t into fp16 buffer t % 2.  Its raw bytes are this thread's own cp.async copies,
     // landed once all but the newest NUM_STAGES-1 commit groups are complete (tiles 0..NS-1 in
     // the prologue, then one refill group per loop iteration, so this is tile t's group).
     auto convert = [&](int t) {
         cp_async_wait<NUM_STAGES - 1>();
         convert_tile(smem + (t % NUM_STAGES) * RAW_SLOT, smem + OFF_H + (t & 1) * H_BUF, tid);
+#if MMA_WGMMA
+        fence_proxy_async_shared();  // wgmma reads the tile through the async proxy
+#endif
     };
 
     // ---- prologue: Q and tiles 0 .. NUM_STAGES-1 in flight, one commit group per tile (Q in
@@ -310,6 +388,7 @@ extern "C" __global__ void MMA_BOUNDS
         if (st < ntiles) issue_tile(Kbh, Vbh, st, S, smem_s + st * RAW_SLOT, tid);
         cp_async_commit();
     }
+#endif
 
     const int warp = tid >> 5;
     const int lane = tid & 31;
@@ -338,7 +417,10 @@ extern "C" __global__ void MMA_BOUNDS
     const uint32_t qaddr = smem_s + OFF_Q + (warp % ROW_WARPS) * WARP_M * H_ROW +
                            static_cast<uint32_t>(hswz((lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4));  // XOR kb << 5
 
-#if Q_IN_REGS
+#if MMA_WGMMA
+    if (smem_s & 1023) __trap();  // the swizzle pattern is taken from absolute address bits
+#endif
+#if Q_IN_REGS || MMA_WGMMA
     // Q fragments loaded once (MT = 1 here): every thread's Q copies landed with tile 0's group
     // (convert(0) waited for it); this barrier publishes the other threads' copies.
     __syncthreads();
@@ -361,11 +443,17 @@ extern "C" __global__ void MMA_BOUNDS
     }
 
     for (int j = 0; j < ntiles; ++j) {
+#if MMA_WGMMA
+        wgmma_wait_all();  // this warpgroup's P.V of tile j-1 has read its V tile
+        wgmma_fence_operand(o[0]);
+#endif
         __syncthreads();  // fp16 tile j complete; every warp is done with tile j-1's buffer
+#if !KV_VIA_REGS
         // Tile j's ring slot was converted before the barrier: refill it with tile j + NUM_STAGES.
         if (j + NUM_STAGES < ntiles)
             issue_tile(Kbh, Vbh, j + NUM_STAGES, S, smem_s + (j % NUM_STAGES) * RAW_SLOT, tid);
         cp_async_commit();
+#endif
 #pragma unroll 1
         for (int sub = 0; sub < TILE_N / SUB_N; ++sub) {
             // first key of this softmax step (this group's part of the tile, SUB_N keys)
@@ -377,6 +465,16 @@ extern "C" __global__ void MMA_BOUNDS
             // fragments come from registers (Q_IN_REGS) or are re-read from shared memory per
             // k-block pair, so only 8 registers of them per m16 tile are live at a time ----
             float s[MT][NTN][4];
+#if MMA_WGMMA
+            // The warpgroup's m64 x SUB_N x 16 per k-block: K is read from the tile by the tensor
+            // cores (+32 bytes per k-block inside its 128-byte rows).
+            wgmma_fence();
+#pragma unroll
+            for (int kb = 0; kb < KBD; ++kb) wgmma_rs<0>(s[0], qf[kb], sw128_desc(hb + kb * 32), kb);
+            wgmma_commit();
+            wgmma_wait_all();
+            wgmma_fence_operand(s[0]);
+#else
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -430,6 +528,7 @@ extern "C" __global__ void MMA_BOUNDS
                 }
 #endif
             }
+#endif  // MMA_WGMMA
 
             // ---- mask keys past S (only the last tile can have any) ----
             if (k0 + SUB_N > S) {
@@ -501,7 +600,6 @@ extern "C" __global__ void MMA_BOUNDS
                 }
             }
 #else
-            constexpr uint32_t ONES = 0x3c003c00u;  // half2(1, 1): P.1 gives the row sums
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 l_acc[mt][0] *= alpha[mt][0];  // (elements 1 and 3 are copies of 0 and 2, never read)
@@ -515,8 +613,36 @@ extern "C" __global__ void MMA_BOUNDS
                 }
             }
 
+#if MMA_WGMMA
+            // ---- P (fp16, in registers) is the A operand of the warpgroup's m64 x 64 x 16 per
+            // 16-key k-block; V is read by the tensor cores as an MN-major (transposed) B, 16 keys
+            // = two 8-row groups per k-block.  l gets this thread's fp32 P (its quad's partial
+            // sums are added after the loop).  P.V is waited for at the next barrier: pa must not be
+            // overwritten before that (in mma-wg-kv2's SASS nothing writes them; check again when
+            // the register count nears 128, see kernels/README.md) ----
+            {
+                uint32_t pa[KBN][4];
+#pragma unroll
+                for (int kb = 0; kb < KBN; ++kb)
+#pragma unroll
+                    for (int hh = 0; hh < 2; ++hh) {
+                        const float(&x)[4] = s[0][2 * kb + hh];
+                        const float p0 = fast_exp2(fmaf(x[0], c, mneg[0][0])), p1 = fast_exp2(fmaf(x[1], c, mneg[0][0]));
+                        const float p2 = fast_exp2(fmaf(x[2], c, mneg[0][1])), p3 = fast_exp2(fmaf(x[3], c, mneg[0][1]));
+                        l_acc[0][0] += p0 + p1;
+                        l_acc[0][2] += p2 + p3;
+                        pa[kb][2 * hh] = pack_half2(p0, p1);
+                        pa[kb][2 * hh + 1] = pack_half2(p2, p3);
+                    }
+                wgmma_fence();
+#pragma unroll
+                for (int kb = 0; kb < KBN; ++kb) wgmma_rs<1>(o[0], pa[kb], sw128_desc(hb + H_TILE + kb * 16 * H_ROW), 1);
+                wgmma_commit();  // waited for before the next barrier: it overlaps the conversion
+            }
+#else
             // ---- P (fp16, in registers); O += P V and l += P 1, one 16-key k-block at a time;
             // each V fragment is loaded once and used for all MT m16 tiles ----
+            constexpr uint32_t ONES = 0x3c003c00u;  // half2(1, 1): P.1 gives the row sums
 #pragma unroll
             for (int kb = 0; kb < KBN; ++kb) {
                 uint32_t pa[MT][4];
@@ -539,10 +665,22 @@ extern "C" __global__ void MMA_BOUNDS
                     mma_pair_all_tiles(o, nn, pa, b0, b1, b2, b3);
                 }
             }
-#endif
+#endif  // MMA_WGMMA
+#endif  // PV_FP8
         }
         if (j + 1 < ntiles) convert(j + 1);  // while the other warps may still compute tile j
     }
+
+#if MMA_WGMMA
+    wgmma_wait_all();  // the last P.V
+    wgmma_fence_operand(o[0]);
+    // ---- each thread summed its own columns of P: add the quad's four partial row sums ----
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        l_acc[0][2 * hr] += __shfl_xor_sync(0xffffffffu, l_acc[0][2 * hr], 1);
+        l_acc[0][2 * hr] += __shfl_xor_sync(0xffffffffu, l_acc[0][2 * hr], 2);
+    }
+#endif
 
 #if KV_SPLIT > 1
     // ---- merge the KV groups: groups 1 .. KV_SPLIT-1 publish (m, l, O), group 0 combines ----

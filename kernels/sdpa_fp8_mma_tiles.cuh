@@ -1,8 +1,8 @@
 //! sdpa_fp8_mma_tiles.cuh — the data movement of kernels/sdpa_fp8_mma.cu: cp.async of the raw
-//! e4m3 K/V tiles and of the fp16 Q tile into shared memory, and the once-per-block conversion
-//! of a raw K/V tile into the swizzled fp16 tile (with PV_FP8, V transposed to [d][key] e4m3
-//! instead).  Included by sdpa_fp8_mma.cu inside its namespace, after its layout constants;
-//! not a standalone header.
+//! e4m3 K/V tiles (or, with KV_VIA_REGS, ld.global of each thread's chunks into registers) and
+//! of the fp16 Q tile into shared memory, and the once-per-block conversion of a raw K/V tile
+//! into the swizzled fp16 tile (with PV_FP8, V transposed to [d][key] e4m3 instead).  Included
+//! by sdpa_fp8_mma.cu inside its namespace, after its layout constants; not a standalone header.
 
 #if PV_FP8
 // The 4 keys of V transpose group g (see VT_ROW): 32-key block kb, word w = 2t + h; its chunk
@@ -71,25 +71,63 @@ __device__ __forceinline__ void issue_q(const __half* __restrict__ Qbh, int q0, 
     }
 }
 
+// Raw chunk c (16 e4m3 bytes) -> its two fp16 chunks in the swizzled tile at `htile`.
+__device__ __forceinline__ void store_fp16_chunk(uint4 x, unsigned char* htile, int c) {
+    const int r = c / RAW_ROW_CHUNKS;
+    const int hc = 2 * (c % RAW_ROW_CHUNKS);  // first of the two fp16 chunks
+    uint4 a, b;
+    e4m3x4_to_half2x2(x.x, a.x, a.y);
+    e4m3x4_to_half2x2(x.y, a.z, a.w);
+    e4m3x4_to_half2x2(x.z, b.x, b.y);
+    e4m3x4_to_half2x2(x.w, b.z, b.w);
+    *reinterpret_cast<uint4*>(htile + hswz(r, hc)) = a;
+    *reinterpret_cast<uint4*>(htile + hswz(r, hc + 1)) = b;
+}
+
+#if KV_VIA_REGS
+// This thread's chunks of one tile, K and V, held in registers between load and conversion.
+struct RawChunks {
+    uint4 k[OWN], v[OWN];
+};
+
+// ld.global.nc of this thread's chunks of tile `tile` (rows past S become zero, as with cp.async).
+__device__ __forceinline__ void load_chunks(const uint8_t* __restrict__ Kbh, const uint8_t* __restrict__ Vbh, int tile,
+                                            int S, int tid, RawChunks& raw) {
+#pragma unroll
+    for (int i = 0; i < OWN; ++i) {
+        const int c = tid + i * NT;
+        raw.k[i] = raw.v[i] = make_uint4(0, 0, 0, 0);
+        const int key = tile * KT + c / RAW_ROW_CHUNKS;
+        if ((RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) && key < S) {
+            const size_t g = static_cast<size_t>(key) * D + (c % RAW_ROW_CHUNKS) * 16;
+            raw.k[i] = __ldg(reinterpret_cast<const uint4*>(Kbh + g));
+            raw.v[i] = __ldg(reinterpret_cast<const uint4*>(Vbh + g));
+        }
+    }
+}
+
+// This thread's chunks, from registers -> fp16 (swizzled) in buffer `hbuf`.
+__device__ __forceinline__ void convert_chunks(const RawChunks& raw, unsigned char* hbuf, int tid) {
+#pragma unroll
+    for (int i = 0; i < OWN; ++i) {
+        const int c = tid + i * NT;
+        if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
+            store_fp16_chunk(raw.k[i], hbuf, c);
+            store_fp16_chunk(raw.v[i], hbuf + H_TILE, c);
+        }
+    }
+}
+#endif
+
 // This thread's raw chunks of ring slot `raw` -> fp16 (swizzled) in buffer `hbuf`.
 __device__ __forceinline__ void convert_tile(const unsigned char* raw, unsigned char* hbuf, int tid) {
 #pragma unroll
     for (int i = 0; i < OWN; ++i) {
         const int c = tid + i * NT;
         if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
-            const int r = c / RAW_ROW_CHUNKS;
-            const int hc = 2 * (c % RAW_ROW_CHUNKS);  // first of the two fp16 chunks
 #pragma unroll
-            for (int m = 0; m < (PV_FP8 ? 1 : 2); ++m) {  // K, V (V stays e4m3 with PV_FP8)
-                const uint4 x = *reinterpret_cast<const uint4*>(raw + m * RAW_TILE + c * 16);
-                uint4 a, b;
-                e4m3x4_to_half2x2(x.x, a.x, a.y);
-                e4m3x4_to_half2x2(x.y, a.z, a.w);
-                e4m3x4_to_half2x2(x.z, b.x, b.y);
-                e4m3x4_to_half2x2(x.w, b.z, b.w);
-                *reinterpret_cast<uint4*>(hbuf + m * H_TILE + hswz(r, hc)) = a;
-                *reinterpret_cast<uint4*>(hbuf + m * H_TILE + hswz(r, hc + 1)) = b;
-            }
+            for (int m = 0; m < (PV_FP8 ? 1 : 2); ++m)  // K, V (V stays e4m3 with PV_FP8)
+                store_fp16_chunk(*reinterpret_cast<const uint4*>(raw + m * RAW_TILE + c * 16), hbuf + m * H_TILE, c);
         }
     }
 #if PV_FP8

@@ -95,7 +95,8 @@ fn check(name: &str, defines: &[String], shapes: &[(Shape, &[u64])]) {
 fn check_within(name: &str, defines: &[String], shapes: &[(Shape, &[u64])], bounds: (f64, f64)) {
     let dir = tempfile::tempdir().unwrap();
     let cubin = dir.path().join("k.cubin");
-    let arch = repro::gpu::probe().expect("a GPU")[0].arch();
+    // The target `repro build` picks for this GPU (sm_90a on an H100/H200: the wgmma path).
+    let arch = repro::stages::build::arch::target_for(&repro::gpu::probe().expect("a GPU")[0]);
     let defines: Vec<&str> = defines.iter().map(String::as_str).collect();
     compile(SOURCE, &defines, &arch, &cubin);
     let session = Session::open(0).unwrap();
@@ -149,6 +150,9 @@ fn other_mma_code_paths_match_fp64() {
         "TILE_M=16 TILE_N=16 KV_SPLIT=2 NUM_STAGES=4",
         "TILE_M=16 TILE_N=64 KV_SPLIT=2 NUM_STAGES=2",
         "TILE_M=128 TILE_N=64 NUM_STAGES=3 DEQUANT_INT=1",
+        "TILE_M=16 TILE_N=16 KV_SPLIT=2 KV_VIA_REGS=1",
+        "TILE_M=64 TILE_N=32 USE_WGMMA=1",
+        "TILE_M=128 TILE_N=64 KV_SPLIT=2 USE_WGMMA=1 KV_VIA_REGS=1 DEQUANT_INT=1",
     ];
     for c in configs {
         let defines: Vec<String> = c.split(' ').map(String::from).collect();

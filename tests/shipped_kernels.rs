@@ -1,7 +1,7 @@
 //! The shipped pipeline's variants compile for every architecture the kernels promise
-//! (sm_80, sm_89 for the L4, sm_90 for H100/H200) and pass the PTXAS gates there, through
-//! the real `repro build` on a copy of the project; a variant that does not compile fails
-//! alone. Needs nvcc (CI installs it); no GPU.
+//! (sm_80, sm_89 for the L4, sm_90 and sm_90a for H100/H200) and pass the PTXAS gates there,
+//! through the real `repro build` on a copy of the project; a variant that does not compile
+//! fails alone. Needs nvcc (CI installs it); no GPU.
 
 use assert_cmd::Command;
 use repro::schema::BuildRecord;
@@ -10,17 +10,18 @@ use repro::schema::BuildRecord;
 mod shipped;
 #[path = "support/skip.rs"]
 mod skip;
-use shipped::{copy_project, pinned_nvcc};
+use shipped::{copy_project, pinned_nvcc, pinned_toolchain};
 
 #[test]
-fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90() {
-    let Some(nvcc) = pinned_nvcc("shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90")
+fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
+    let Some(nvcc) =
+        pinned_nvcc("shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a")
     else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     copy_project(dir.path());
-    for arch in ["sm_80", "sm_89", "sm_90"] {
+    for arch in ["sm_80", "sm_89", "sm_90", "sm_90a"] {
         let out = Command::cargo_bin("repro")
             .unwrap()
             .current_dir(dir.path())
@@ -40,6 +41,8 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90() {
             "stage5-ws-p2",
             "mma-m64",
             "mma-m64-kv2",
+            "mma-m64-kv2-qr",
+            "mma-wg-kv2",
         ] {
             let path = dir.path().join(format!("artifacts/build/{variant}.json"));
             let rec: BuildRecord = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
@@ -52,6 +55,47 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90() {
                 rec.gates
             );
         }
+    }
+}
+
+/// `USE_WGMMA=1` takes the warpgroup path only where it exists: the sm_90a build of
+/// `mma-wg-kv2` issues `wgmma.mma_async`, the sm_90 and sm_89 builds of the same variant do not
+/// (they are the `mma.sync` kernel).
+#[test]
+fn the_wgmma_variant_uses_wgmma_on_sm90a_only() {
+    let Some(toolchain) = pinned_toolchain("the_wgmma_variant_uses_wgmma_on_sm90a_only") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    copy_project(dir.path());
+    let ptx = |arch: &str| -> String {
+        let out = std::process::Command::new(&toolchain.nvcc)
+            .current_dir(dir.path())
+            .args(["-ptx", "-O3", &format!("-arch={arch}"), "-o", "-"])
+            .args([
+                "-DTILE_M=64",
+                "-DTILE_N=32",
+                "-DKV_SPLIT=2",
+                "-DUSE_WGMMA=1",
+                "-DKV_VIA_REGS=1",
+            ])
+            .arg("kernels/sdpa_fp8_mma.cu")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{arch}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(ptx("sm_90a").contains("wgmma.mma_async"));
+    for arch in ["sm_90", "sm_89"] {
+        let text = ptx(arch);
+        assert!(
+            !text.contains("wgmma") && text.contains("mma.sync.aligned.m16n8k16"),
+            "{arch}"
+        );
     }
 }
 

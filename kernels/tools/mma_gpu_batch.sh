@@ -10,7 +10,7 @@
 #             against float64; CuPy timings (warm L2, back-to-back launches) on mission + long
 #   sanitize  compute-sanitizer memcheck and racecheck over the shipped mma variants and eight odd
 #             configs (KV_SPLIT 2 and 4 with sub-steps, TILE_N 16, NUM_STAGES 3/4, DEQUANT_INT,
-#             WARP_M 32, Q_IN_REGS), S = 1, 17,
+#             WARP_M 32, Q_IN_REGS, USE_WGMMA, KV_VIA_REGS), S = 1, 17,
 #             32, 100, 300
 #   sass      cuobjdump -sass of the default config, with an instruction histogram
 #   ncu       Nsight Compute (speed of light, warp states, pipes, memory workload incl. shared-memory
@@ -78,6 +78,9 @@ if want sanitize; then
       --defines "TILE_M=64 TILE_N=32 KV_SPLIT=2 WARP_M=32" --defines "TILE_M=64 TILE_N=16 KV_SPLIT=4 WARP_M=32" \
       --defines "TILE_M=32 TILE_N=16 KV_SPLIT=4 WARP_M=32 NUM_STAGES=3 DEQUANT_INT=1" \
       --defines "TILE_M=64 TILE_N=16 KV_SPLIT=4" --defines "TILE_M=64 TILE_N=32 KV_SPLIT=2 Q_IN_REGS=1" \
+      --defines "TILE_M=64 TILE_N=32 KV_SPLIT=2 USE_WGMMA=1 KV_VIA_REGS=1" --defines "TILE_M=64 TILE_N=32 USE_WGMMA=1" \
+      --defines "TILE_M=128 TILE_N=64 KV_SPLIT=2 USE_WGMMA=1 KV_VIA_REGS=1" \
+      --defines "TILE_M=16 TILE_N=16 KV_SPLIT=2 KV_VIA_REGS=1" \
       --shapes sanitize --seeds 0 --no-reference-check > "$OUTDIR/sanitize_$tool.log" 2>&1
     r=$?; bad=""
     [ $r -ne 0 ] && bad="$bad exit=$r"
@@ -108,10 +111,10 @@ if want ncu; then
     if [ "$t" -eq 0 ]; then echo "ncu SKIPPED (deadline)"; rc=1; continue; fi
     timeout "$t" ncu --clock-control none -k sdpa_fp8_fwd -c 1 --section SpeedOfLight --section WarpStateStats \
       --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-      --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__inst_executed_op_ldsm.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg \
+      --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__inst_executed_op_ldsm.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg,'regex:^sm__inst_executed_pipe_[a-z0-9_]*\.avg\.pct_of_peak_sustained_active$','regex:^smsp__average_warps_issue_stalled_[a-z_]*_per_issue_active\.ratio$' \
       $CV --set none --defines "$nd" --shapes long --seeds 0 --no-reference-check >> "$OUTDIR/ncu.txt" 2>&1 || rc=1
   done
-  grep -E "^=== ncu|Duration|Throughput|Pipe|Issue|Eligible|Achieved Occupancy|Theoretical Occupancy|Registers|wavefronts|bank_conflicts|ldsm|hmma|cycles_elapsed|Shared" "$OUTDIR/ncu.txt" | head -80
+  grep -E "^=== ncu|Duration|Throughput|Pipe|Issue|Eligible|Achieved Occupancy|Theoretical Occupancy|Registers|wavefronts|bank_conflicts|ldsm|hmma|cycles_elapsed|Shared|pipe_|stalled" "$OUTDIR/ncu.txt" | head -150
 fi
 
 if want bench; then
@@ -143,7 +146,7 @@ rows = {}
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     d = json.load(open(f))
     for r in d.get("results", []):
-        if r.get("status") == "ok":
+        if r.get("status") == "ok" and r.get("p50_us") is not None:  # timed runs only
             rows.setdefault((d["name"], r["shape"]), []).append(r)
 print(f"{'variant':22s} {'shape':8s} {'p50_us(med)':>11s} {'vs_best':>8s} {'max_abs':>9s}")
 for (n, s), rs in sorted(rows.items()):

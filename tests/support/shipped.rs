@@ -25,11 +25,16 @@ pub fn copy_project(to: &Path) {
 /// The nvcc version the shipped pipeline pins, when this machine has it (as `repro`
 /// finds it: PATH, CUDA_HOME, ..., repro's toolchain cache); else says the test is skipped.
 pub fn pinned_nvcc(test: &str) -> Option<String> {
+    pinned_toolchain(test).map(|tc| tc.version)
+}
+
+/// The pinned toolchain itself (its nvcc's path and version), or `None` after the skip notice.
+pub fn pinned_toolchain(test: &str) -> Option<repro::toolchain::Toolchain> {
     let root = Path::new(SOURCE_ROOT);
     let project = repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
     let pin = repro::toolchain::pin(&project.pipeline).copied();
     match repro::toolchain::find(root, pin.as_ref()) {
-        Ok(tc) => Some(tc.version),
+        Ok(tc) => Some(tc),
         Err(e) => {
             let first = e.to_string().lines().next().unwrap_or_default().to_string();
             skip::skipped(skip::Need::Nvcc, &format!("{test} needs nvcc: {first}"));

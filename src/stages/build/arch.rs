@@ -62,9 +62,24 @@ fn from_gpus(gpus: &[GpuInfo]) -> anyhow::Result<ArchChoice> {
         );
     }
     Ok(ArchChoice {
-        arch,
+        arch: target_for(first),
         from: format!("GPU {} ({})", first.index, first.name),
     })
+}
+
+/// The target to compile for this GPU: its `sm_XY`, except Hopper (compute capability 9.0),
+/// which gets `sm_90a`: its warpgroup MMA (`wgmma`) exists only in that arch-specific target.
+/// Such code runs on compute capability 9.0 alone, which is the GPU it is chosen for.
+pub fn target_for(gpu: &GpuInfo) -> String {
+    match gpu.compute_capability {
+        [9, 0] => "sm_90a".to_string(),
+        _ => gpu.arch(),
+    }
+}
+
+/// `sm_90a` → `sm_90`: the architecture a target runs on, without its feature suffix.
+pub fn base(arch: &str) -> &str {
+    arch.trim_end_matches(|c: char| c.is_ascii_lowercase())
 }
 
 /// `sm_` followed by digits and an optional feature suffix letter (`sm_90a`).
@@ -120,6 +135,16 @@ mod tests {
         let c = select(None, &gpus, Some("sm_90")).unwrap();
         assert_eq!(c.arch, "sm_89");
         assert_eq!(c.from, "GPU 0 (L4)");
+    }
+
+    #[test]
+    fn hopper_gets_its_arch_specific_target() {
+        let c = select(None, &Ok(vec![gpu(0, "H100", [9, 0])]), Some("sm_89")).unwrap();
+        assert_eq!(c.arch, "sm_90a");
+        let c = select(None, &Ok(vec![gpu(0, "B200", [10, 0])]), None).unwrap();
+        assert_eq!(c.arch, "sm_100");
+        assert_eq!(base("sm_90a"), "sm_90");
+        assert_eq!(base("sm_89"), "sm_89");
     }
 
     #[test]

@@ -219,7 +219,7 @@ fn driver_check_skip(gpus: &Result<Vec<GpuInfo>, NoGpu>, arch: &str) -> Option<S
     match gpus {
         Err(NoGpu(why)) => Some(format!("skipped: no GPU ({why})")),
         Ok(list) if list.is_empty() => Some("skipped: no GPU is visible".into()),
-        Ok(list) if list[0].arch() != arch => Some(format!(
+        Ok(list) if list[0].arch() != arch::base(arch) => Some(format!(
             "skipped: built for {arch} but GPU {} ({}) is {}",
             list[0].index,
             list[0].name,
