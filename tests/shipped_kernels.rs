@@ -42,6 +42,7 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
             "mma-m64",
             "mma-m64-kv2",
             "mma-m64-kv2-qr",
+            "mma-m64-kv2-qr-lr",
             "mma-wg-kv2",
         ] {
             let path = dir.path().join(format!("artifacts/build/{variant}.json"));

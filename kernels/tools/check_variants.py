@@ -146,6 +146,7 @@ MMA_SHIPPED = {
     "mma-m64": dict(TILE_M=64, TILE_N=64, KV_SPLIT=1, NUM_STAGES=2),
     "mma-m64-kv2": dict(TILE_M=64, TILE_N=32, KV_SPLIT=2, NUM_STAGES=2),
     "mma-m64-kv2-qr": dict(TILE_M=64, TILE_N=32, KV_SPLIT=2, NUM_STAGES=2, Q_IN_REGS=1),
+    "mma-m64-kv2-qr-lr": dict(TILE_M=64, TILE_N=32, KV_SPLIT=2, Q_IN_REGS=1, KV_VIA_REGS=1),
     "mma-wg-kv2": dict(TILE_M=64, TILE_N=32, KV_SPLIT=2, USE_WGMMA=1, KV_VIA_REGS=1),
 }
 MMA_SPACE = dict(TILE_M=[16, 32, 64, 128], TILE_N=[16, 32, 64, 128], KV_SPLIT=[1, 2, 4], NUM_STAGES=[2, 3, 4],
