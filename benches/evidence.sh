@@ -19,7 +19,7 @@
 #             over the 3072-point space against the Python mirror; no GPU needed)
 #                                            → results/kernel_constraints.md (~1–3 min)
 #   resources kernels/tools/check_variants.py --compile-only over the shipped variants of
-#             both kernels and their HEAD_DIM=128 twins for sm_80, sm_89, sm_90 (ptxas -v; no
+#             both kernels and their HEAD_DIM=128 twins for sm_80, sm_89, sm_90 (+ sm_90a for the mma family; ptxas -v; no
 #             GPU needed)        → results/kernel_resources.md, kernel_resources_mma.md (~30 s)
 #   tune      benches/tune_gpu.sh (search, then --exhaustive) → results/tune_vs_exhaustive.md
 #             (~1 min search + 2.5–5 min sweep)
@@ -76,7 +76,7 @@ constraints() { check_variants kernel_constraints --verify-constraints --compile
 resources() {
   local rc=0
   check_variants kernel_resources --compile-only --arch sm_80 sm_89 sm_90 --set shipped --d128 || rc=1
-  check_variants kernel_resources_mma --kernel mma --compile-only --arch sm_80 sm_89 sm_90 --set shipped --d128 || rc=1
+  check_variants kernel_resources_mma --kernel mma --compile-only --arch sm_80 sm_89 sm_90 sm_90a --set shipped --d128 || rc=1
   return "$rc"
 }
 
