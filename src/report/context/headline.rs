@@ -26,69 +26,61 @@ impl Builder<'_> {
                 num(t.and_then(|t| t.dram_bw_pct_peak), 1),
             )
         };
-        let mut rows = Vec::new();
-        for b in &baselines {
-            let p50 = shape_p50(&b.results, primary);
-            let (tc, occ, dram) = ncu_cells(&b.name);
-            rows.push(HeadlineRow {
-                name: b.name.clone(),
-                kind: "baseline".into(),
+        // One row: the cells every kind shares come from its name and p50.
+        let row = |name: String, kind: &str, p50: Option<f64>, status: String, machine: String| {
+            let (tc_util, occupancy, dram) = ncu_cells(&name);
+            HeadlineRow {
+                name,
+                kind: kind.into(),
                 best: false,
                 control: false,
                 p50: num(p50, 2),
                 vs: vs(p50),
-                tc_util: tc,
-                occupancy: occ,
+                tc_util,
+                occupancy,
                 dram,
-                status: self.file_status(b, &[]),
-                machine: measured_by(self.stage_writing(crate::stages::bench::BASELINE_DIR)),
-            });
+                status,
+                machine,
+            }
+        };
+        let mut rows = Vec::new();
+        for b in &baselines {
+            rows.push(row(
+                b.name.clone(),
+                "baseline",
+                shape_p50(&b.results, primary),
+                self.file_status(b, &[]),
+                measured_by(self.stage_writing(crate::stages::bench::BASELINE_DIR)),
+            ));
         }
         let mut variants: Vec<&BenchFile> = self.benches().iter().collect();
         let control = self.pipeline.control.as_deref();
         variants.sort_by_key(|f| (Some(f.name.as_str()) != control, f.name.clone()));
         for v in variants {
-            let p50 = shape_p50(&v.results, primary);
-            let (tc, occ, dram) = ncu_cells(&v.name);
             rows.push(HeadlineRow {
-                name: v.name.clone(),
-                kind: "variant".into(),
                 best: Some(v.name.as_str()) == best,
                 control: Some(v.name.as_str()) == control,
-                p50: num(p50, 2),
-                vs: vs(p50),
-                tc_util: tc,
-                occupancy: occ,
-                dram,
-                status: self.file_status(v, &self.build_failures(&v.name)),
-                machine: measured_by(self.stage_of("bench")),
+                ..row(
+                    v.name.clone(),
+                    "variant",
+                    shape_p50(&v.results, primary),
+                    self.file_status(v, &self.build_failures(&v.name)),
+                    measured_by(self.stage_of("bench")),
+                )
             });
         }
         if let Some(top) = self.artifacts.tune.as_ref().and_then(|t| t.elite.first()) {
-            let name = format!("tune-top{}", top.rank);
-            let p50 = shape_p50(&top.bench, primary).or(Some(top.p50_us));
-            let (tc, occ, dram) = ncu_cells(&name);
             let ok = top
                 .bench
                 .iter()
                 .all(|r| r.status == "ok" && r.correctness_pass == Some(true));
-            rows.push(HeadlineRow {
-                name,
-                kind: "tuned".into(),
-                best: false,
-                control: false,
-                p50: num(p50, 2),
-                vs: vs(p50),
-                tc_util: tc,
-                occupancy: occ,
-                dram,
-                status: if ok {
-                    "✅ pass".into()
-                } else {
-                    "❌ correctness".into()
-                },
-                machine: measured_by(self.stage_of("tune")),
-            });
+            rows.push(row(
+                format!("tune-top{}", top.rank),
+                "tuned",
+                shape_p50(&top.bench, primary).or(Some(top.p50_us)),
+                if ok { "✅ pass" } else { "❌ correctness" }.into(),
+                measured_by(self.stage_of("tune")),
+            ));
         }
         let baseline_note = baselines
             .is_empty()
