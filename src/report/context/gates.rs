@@ -211,12 +211,6 @@ impl Builder<'_> {
                 "not checked: pipeline.yaml names no `control` variant".into(),
             );
         };
-        let p50_of = |name: &str| {
-            self.benches()
-                .iter()
-                .find(|f| f.name == name)
-                .and_then(|f| shape_p50(&f.results, primary))
-        };
         let threshold = self
             .pipeline
             .gates
@@ -237,7 +231,10 @@ impl Builder<'_> {
         if let Some((_, gate)) = self.recorded_gate(CONTROL_GATE) {
             return Section::ran(vec![recorded_row(what, gate, failed, "performance")]);
         }
-        let speedup = p50_of(control).zip(p50_of(best)).map(|(c, b)| c / b);
+        let speedup = self
+            .variant_p50(control, primary)
+            .zip(self.variant_p50(best, primary))
+            .map(|(c, b)| c / b);
         let row = perf_row(
             what.clone(),
             speedup,
@@ -271,12 +268,7 @@ impl Builder<'_> {
                 self.skipped_because(first.reason.as_deref())
             ));
         }
-        let best_p50 = best.and_then(|b| {
-            self.benches()
-                .iter()
-                .find(|f| f.name == b)
-                .and_then(|f| shape_p50(&f.results, primary))
-        });
+        let best_p50 = best.and_then(|b| self.variant_p50(b, primary));
         let thresholds = self
             .pipeline
             .gates

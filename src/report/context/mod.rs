@@ -182,6 +182,12 @@ impl Builder<'_> {
         self.artifacts.benches.as_deref().unwrap_or_default()
     }
 
+    /// The p50 of variant `name` on `shape` (median over seeds), if it was measured.
+    pub(super) fn variant_p50(&self, name: &str, shape: &str) -> Option<f64> {
+        let file = self.benches().iter().find(|f| f.name == name)?;
+        shape_p50(&file.results, shape)
+    }
+
     /// Why nothing was measured, when the bench stage skipped every variant (no GPU, no
     /// driver): gates on its results are then not checked rather than failed.
     pub(super) fn bench_all_skipped(&self) -> Option<String> {

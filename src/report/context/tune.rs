@@ -11,12 +11,11 @@ impl Builder<'_> {
         if tune.trials.is_empty() {
             return Section::not_run(self.not_run("tune", "trials in artifacts/tune/tune_log.csv"));
         }
-        let control_p50 = self.pipeline.control.as_deref().and_then(|c| {
-            self.benches()
-                .iter()
-                .find(|f| f.name == c)
-                .and_then(|f| shape_p50(&f.results, primary))
-        });
+        let control_p50 = self
+            .pipeline
+            .control
+            .as_deref()
+            .and_then(|c| self.variant_p50(c, primary));
         Section::ran(tune_summary(tune, control_p50))
     }
 }
