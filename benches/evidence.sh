@@ -16,10 +16,12 @@
 #   sanitize  kernels/tools/gpu_check.sh sanitize → results/kernel_sanitize.md (≤ 7.5 min)
 #   kernels   kernels/tools/gpu_check.sh shipped  → results/kernel_variants.md (≤ 3.5 min)
 #   constraints  kernels/tools/check_variants.py --verify-constraints --compile-only (nvcc -E
-#             over the 3072-point space against the Python mirror; no GPU needed)
-#                                            → results/kernel_constraints.md (~1–3 min)
+#             over each kernel's define space against its Python mirror; no GPU needed)
+#                                            → results/kernel_constraints.md (~1–3 min),
+#                                              kernel_constraints_mma.md (~11 min on 2 cores)
 #   resources kernels/tools/check_variants.py --compile-only over the shipped variants of
-#             both kernels and their HEAD_DIM=128 twins for sm_80, sm_89, sm_90 (+ sm_90a for the mma family; ptxas -v; no
+#             both kernels and their HEAD_DIM=128 twins for sm_80, sm_89, sm_90 (and sm_90a
+#             for the mma family; ptxas -v; no
 #             GPU needed)        → results/kernel_resources.md, kernel_resources_mma.md (~30 s)
 #   tune      benches/tune_gpu.sh (search, then --exhaustive) → results/tune_vs_exhaustive.md
 #             (~1 min search + 2.5–5 min sweep)
@@ -70,7 +72,12 @@ check_variants() {
   return "$rc"
 }
 # The constraint mirror against nvcc -E, over the whole space.
-constraints() { check_variants kernel_constraints --verify-constraints --compile-only; }
+constraints() {
+  local rc=0
+  check_variants kernel_constraints --verify-constraints --compile-only || rc=1
+  check_variants kernel_constraints_mma --kernel mma --verify-constraints --compile-only --set none --jobs 4 || rc=1
+  return $rc
+}
 # ptxas -v of the shipped variants of both kernels (and their D=128 twins) on three
 # architectures.
 resources() {
