@@ -49,6 +49,10 @@
 //!    own online softmax over the same query rows; groups 1.. publish (m, l, O) through shared
 //!    memory at the end and group 0 merges.  More warps per query tile: more latency hiding
 //!    when the grid is small (2 is the fastest on an H100; 4 loses to the per-step costs).
+//!  * KV_GROUP_SYNC = 1 (with KV_SPLIT > 1): each group loads and converts only its own keys of
+//!    every tile and waits at a named barrier of its own warps, not the block's: the groups run
+//!    out of step, so one group's softmax overlaps another's MMAs (2-5 % faster on an H100,
+//!    benches/results/2026-11-24-sdpa-fp8-group-sync-h100.md).
 //!
 //! Needs sm_80 or newer (sm_80 has no e4m3 convert: it always takes the DEQUANT_INT path),
 //! softmax_scale > 0 and k_scale >= 0 (the row maximum is taken on unscaled scores, as in
@@ -116,6 +120,14 @@
 #define KV_VIA_REGS 0
 #endif
 
+// 1 (KV_SPLIT 2 or 4): each KV group loads and converts only its own TILE_N keys of every tile
+// and waits at a barrier of its own warps (bar.sync 1 + group) instead of __syncthreads: the
+// groups share no tile rows, so they drift apart and one group's softmax runs beside another's
+// MMAs instead of in lockstep.  Shared memory and the per-thread work are unchanged.
+#ifndef KV_GROUP_SYNC
+#define KV_GROUP_SYNC 0
+#endif
+
 // P·V in FP8 (e4m3 P and V, m16n8k32, fp32 accumulate); needs sm_89+ and TILE_N >= 32 (one
 // 32-key k-block per softmax step).  See kernels/README.md for the error model.
 #ifndef PV_FP8
@@ -175,6 +187,12 @@
 #endif
 #if KV_VIA_REGS && PV_FP8
 #error "sdpa_fp8_mma: KV_VIA_REGS=1 is not implemented with PV_FP8=1 (its V transpose reads four rows per thread)"
+#endif
+#if (KV_GROUP_SYNC != 0) && (KV_GROUP_SYNC != 1)
+#error "sdpa_fp8_mma: KV_GROUP_SYNC must be 0 or 1"
+#endif
+#if KV_GROUP_SYNC && ((KV_SPLIT == 1) || PV_FP8)
+#error "sdpa_fp8_mma: KV_GROUP_SYNC=1 needs KV_SPLIT 2 or 4 and PV_FP8=0 (the V transpose groups span the whole tile)"
 #endif
 #if PV_FP8 && ((WARP_M != 16) || (KV_SPLIT > 2))
 #error "sdpa_fp8_mma: PV_FP8=1 is implemented for WARP_M=16 and KV_SPLIT 1 or 2 only"
@@ -279,6 +297,25 @@ static_assert(KBD % 2 == 0 && NTD % 2 == 0, "ldmatrix.x4 covers two k-blocks / t
 // are XORed with the row, so the 8 rows an ldmatrix phase reads (same logical chunk) and the
 // chunks a quarter-warp stores after conversion fall into distinct banks.
 __device__ __forceinline__ int hswz(int r, int c) { return r * H_ROW + ((c ^ (r & 7)) << 4); }
+
+// The once-per-tile barrier: the whole block, or with KV_GROUP_SYNC only KV group `grp`'s warps
+// (named barrier 1 + grp; 0 is __syncthreads'), which are the only ones that write or read its
+// rows.  Barrier ids are immediates, so ptxas reserves KV_SPLIT + 1 barriers, not all 16.
+template <int ID>
+__device__ __forceinline__ void group_barrier() {
+    asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(NT / KV_SPLIT) : "memory");
+}
+__device__ __forceinline__ void tile_barrier(int grp) {
+#if KV_GROUP_SYNC
+    if (grp == 0) group_barrier<1>();
+    else if (KV_SPLIT == 2 || grp == 1) group_barrier<2>();
+    else if (grp == 2) group_barrier<3>();
+    else group_barrier<4>();
+#else
+    (void)grp;
+    __syncthreads();
+#endif
+}
 
 #include "sdpa_fp8_mma_ptx.cuh"  // cp.async, ldmatrix, mma.sync, e4m3 conversion, exp2
 #if MMA_WGMMA
@@ -420,10 +457,13 @@ extern "C" __global__ void MMA_BOUNDS
 #if MMA_WGMMA
     if (smem_s & 1023) __trap();  // the swizzle pattern is taken from absolute address bits
 #endif
-#if Q_IN_REGS || MMA_WGMMA
-    // Q fragments loaded once (MT = 1 here): every thread's Q copies landed with tile 0's group
-    // (convert(0) waited for it); this barrier publishes the other threads' copies.
+#if Q_IN_REGS || MMA_WGMMA || KV_GROUP_SYNC
+    // Every thread's Q copies landed with tile 0's group (convert(0) waited for it); this barrier
+    // publishes the other threads' copies (the loop's barriers span one KV group with KV_GROUP_SYNC).
     __syncthreads();
+#endif
+#if Q_IN_REGS || MMA_WGMMA
+    // Q fragments loaded once (MT = 1 here).
     uint32_t qf[KBD][4];
 #pragma unroll
     for (int kb = 0; kb < KBD; ++kb) ldmatrix_x4(qaddr ^ (kb << 5), qf[kb][0], qf[kb][1], qf[kb][2], qf[kb][3]);
@@ -447,7 +487,7 @@ extern "C" __global__ void MMA_BOUNDS
         wgmma_wait_all();  // this warpgroup's P.V of tile j-1 has read its V tile
         wgmma_fence_operand(o[0]);
 #endif
-        __syncthreads();  // fp16 tile j complete; every warp is done with tile j-1's buffer
+        tile_barrier(grp);  // fp16 tile j complete; every warp is done with tile j-1's buffer
 #if !KV_VIA_REGS
         // Tile j's ring slot was converted before the barrier: refill it with tile j + NUM_STAGES.
         if (j + NUM_STAGES < ntiles)

@@ -17,8 +17,20 @@ struct VGroup {
 #endif
 
 // Thread t of the block owns raw chunks t, t + NT, ... of both the K and the V tile, in the
-// copy and in the conversion, so it only ever converts bytes its own cp.async wrote.
-constexpr int OWN = (RAW_CHUNKS + NT - 1) / NT;
+// copy and in the conversion, so it only ever converts bytes its own copy wrote.  With
+// KV_GROUP_SYNC the same pattern runs within each KV group: the group's threads own exactly
+// the chunks of its TILE_N rows, so no thread touches another group's rows.
+constexpr int OWN_GROUPS = KV_GROUP_SYNC ? KV_SPLIT : 1;
+constexpr int OWN_THREADS = NT / OWN_GROUPS;       // threads sharing one set of rows
+constexpr int OWN_SPAN = RAW_CHUNKS / OWN_GROUPS;  // raw chunks of those rows
+constexpr int OWN = (OWN_SPAN + OWN_THREADS - 1) / OWN_THREADS;
+static_assert(NT % OWN_GROUPS == 0 && RAW_CHUNKS % OWN_GROUPS == 0, "groups own whole rows");
+
+// Tile chunk index of this thread's i-th raw chunk, or -1 when it has no i-th chunk.
+__device__ __forceinline__ int own_chunk(int tid, int i) {
+    const int local = tid % OWN_THREADS + i * OWN_THREADS;
+    return (OWN_SPAN % OWN_THREADS == 0 || local < OWN_SPAN) ? (tid / OWN_THREADS) * OWN_SPAN + local : -1;
+}
 
 // cp.async tile `tile` (rows past S zero-filled: V must hold no NaN bytes there, since
 // P = 0 times NaN would poison O) into ring slot `slot` (shared-window address).
@@ -26,8 +38,8 @@ __device__ __forceinline__ void issue_tile(const uint8_t* __restrict__ Kbh, cons
                                            int S, uint32_t slot, int tid) {
 #pragma unroll
     for (int i = 0; i < OWN; ++i) {
-        const int c = tid + i * NT;
-        if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
+        const int c = own_chunk(tid, i);
+        if (c >= 0) {
             const int key = tile * KT + c / RAW_ROW_CHUNKS;
             const bool valid = key < S;
             const size_t g = valid ? (static_cast<size_t>(key) * D + (c % RAW_ROW_CHUNKS) * 16) : 0;
@@ -95,10 +107,10 @@ __device__ __forceinline__ void load_chunks(const uint8_t* __restrict__ Kbh, con
                                             int S, int tid, RawChunks& raw) {
 #pragma unroll
     for (int i = 0; i < OWN; ++i) {
-        const int c = tid + i * NT;
+        const int c = own_chunk(tid, i);
         raw.k[i] = raw.v[i] = make_uint4(0, 0, 0, 0);
         const int key = tile * KT + c / RAW_ROW_CHUNKS;
-        if ((RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) && key < S) {
+        if (c >= 0 && key < S) {
             const size_t g = static_cast<size_t>(key) * D + (c % RAW_ROW_CHUNKS) * 16;
             raw.k[i] = __ldg(reinterpret_cast<const uint4*>(Kbh + g));
             raw.v[i] = __ldg(reinterpret_cast<const uint4*>(Vbh + g));
@@ -110,8 +122,8 @@ __device__ __forceinline__ void load_chunks(const uint8_t* __restrict__ Kbh, con
 __device__ __forceinline__ void convert_chunks(const RawChunks& raw, unsigned char* hbuf, int tid) {
 #pragma unroll
     for (int i = 0; i < OWN; ++i) {
-        const int c = tid + i * NT;
-        if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
+        const int c = own_chunk(tid, i);
+        if (c >= 0) {
             store_fp16_chunk(raw.k[i], hbuf, c);
             store_fp16_chunk(raw.v[i], hbuf + H_TILE, c);
         }
@@ -123,8 +135,8 @@ __device__ __forceinline__ void convert_chunks(const RawChunks& raw, unsigned ch
 __device__ __forceinline__ void convert_tile(const unsigned char* raw, unsigned char* hbuf, int tid) {
 #pragma unroll
     for (int i = 0; i < OWN; ++i) {
-        const int c = tid + i * NT;
-        if (RAW_CHUNKS % NT == 0 || c < RAW_CHUNKS) {
+        const int c = own_chunk(tid, i);
+        if (c >= 0) {
 #pragma unroll
             for (int m = 0; m < (PV_FP8 ? 1 : 2); ++m)  // K, V (V stays e4m3 with PV_FP8)
                 store_fp16_chunk(*reinterpret_cast<const uint4*>(raw + m * RAW_TILE + c * 16), hbuf + m * H_TILE, c);

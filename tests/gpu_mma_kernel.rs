@@ -153,6 +153,10 @@ fn other_mma_code_paths_match_fp64() {
         "TILE_M=16 TILE_N=16 KV_SPLIT=2 KV_VIA_REGS=1",
         "TILE_M=64 TILE_N=32 USE_WGMMA=1",
         "TILE_M=128 TILE_N=64 KV_SPLIT=2 USE_WGMMA=1 KV_VIA_REGS=1 DEQUANT_INT=1",
+        // One barrier per KV group: four chunks per thread through the ring, and a tile whose
+        // chunks leave some threads of each group without one.
+        "TILE_M=16 TILE_N=32 KV_SPLIT=2 NUM_STAGES=3 KV_GROUP_SYNC=1",
+        "TILE_M=128 TILE_N=16 KV_SPLIT=2 KV_VIA_REGS=1 KV_GROUP_SYNC=1",
     ];
     for c in configs {
         let defines: Vec<String> = c.split(' ').map(String::from).collect();

@@ -59,6 +59,24 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
     }
 }
 
+/// PTX of `kernels/sdpa_fp8_mma.cu` in the project copy at `dir`, for `arch`, with `defines`
+/// (`NAME=VALUE`).
+fn mma_ptx(nvcc: &std::path::Path, dir: &std::path::Path, arch: &str, defines: &str) -> String {
+    let out = std::process::Command::new(nvcc)
+        .current_dir(dir)
+        .args(["-ptx", "-O3", &format!("-arch={arch}"), "-o", "-"])
+        .args(defines.split(' ').map(|d| format!("-D{d}")))
+        .arg("kernels/sdpa_fp8_mma.cu")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{arch} {defines}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// `USE_WGMMA=1` takes the warpgroup path only where it exists: the sm_90a build of
 /// `mma-wg-kv2` issues `wgmma.mma_async`, the sm_90 and sm_89 builds of the same variant do not
 /// (they are the `mma.sync` kernel).
@@ -69,34 +87,47 @@ fn the_wgmma_variant_uses_wgmma_on_sm90a_only() {
     };
     let dir = tempfile::tempdir().unwrap();
     copy_project(dir.path());
-    let ptx = |arch: &str| -> String {
-        let out = std::process::Command::new(&toolchain.nvcc)
-            .current_dir(dir.path())
-            .args(["-ptx", "-O3", &format!("-arch={arch}"), "-o", "-"])
-            .args([
-                "-DTILE_M=64",
-                "-DTILE_N=32",
-                "-DKV_SPLIT=2",
-                "-DUSE_WGMMA=1",
-                "-DKV_VIA_REGS=1",
-            ])
-            .arg("kernels/sdpa_fp8_mma.cu")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{arch}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    assert!(ptx("sm_90a").contains("wgmma.mma_async"));
+    let wg = "TILE_M=64 TILE_N=32 KV_SPLIT=2 USE_WGMMA=1 KV_VIA_REGS=1";
+    assert!(mma_ptx(&toolchain.nvcc, dir.path(), "sm_90a", wg).contains("wgmma.mma_async"));
     for arch in ["sm_90", "sm_89"] {
-        let text = ptx(arch);
+        let text = mma_ptx(&toolchain.nvcc, dir.path(), arch, wg);
         assert!(
             !text.contains("wgmma") && text.contains("mma.sync.aligned.m16n8k16"),
             "{arch}"
         );
+    }
+}
+
+/// `KV_GROUP_SYNC=1` replaces the per-tile block barrier with one named barrier per KV group
+/// (ids 1 and 2, 128 threads each with `TILE_M` 64 and `KV_SPLIT` 2); without it there is none.
+#[test]
+fn kv_group_sync_gives_each_kv_group_its_own_barrier() {
+    let Some(toolchain) = pinned_toolchain("kv_group_sync_gives_each_kv_group_its_own_barrier")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    copy_project(dir.path());
+    let base = "TILE_M=64 TILE_N=32 KV_SPLIT=2 USE_WGMMA=1";
+    for arch in ["sm_90a", "sm_89"] {
+        let with = mma_ptx(
+            &toolchain.nvcc,
+            dir.path(),
+            arch,
+            &format!("{base} KV_GROUP_SYNC=1"),
+        );
+        let without = mma_ptx(&toolchain.nvcc, dir.path(), arch, base);
+        for id in [1, 2] {
+            let bar = format!("bar.sync {id}, 128;");
+            assert!(
+                with.contains(&bar),
+                "{arch}: no `{bar}` with KV_GROUP_SYNC=1"
+            );
+            assert!(
+                !without.contains(&bar),
+                "{arch}: `{bar}` without KV_GROUP_SYNC"
+            );
+        }
     }
 }
 

@@ -107,6 +107,8 @@ def accepted(c: dict):
         return False, "NUM_PRODUCER_WARPS must be 1 or 2"
     if c["NUM_STAGES"] not in (2, 3):
         return False, "NUM_STAGES must be 2 or 3"
+    if c["KV_GROUP_SYNC"] and c["KV_SPLIT"] == 1:
+        return False, "KV_GROUP_SYNC=1 needs KV_SPLIT 2 or 4"
     if c["MAX_REGS"] is not None and c["MAX_REGS"] != 0 and not 64 <= c["MAX_REGS"] <= 255:
         return False, "MAX_REGS must be 0 or 64..255"
     if c["HEAD_DIM"] not in (16, 32, 64, 128, 256):
@@ -141,7 +143,7 @@ def canonical(c: dict) -> dict:
 # ---------------------------------------------------------------------------------------------
 MMA_KERNEL = os.path.join(KDIR, "sdpa_fp8_mma.cu")
 MMA_DEFAULTS = dict(HEAD_DIM=64, TILE_M=64, TILE_N=32, KV_SPLIT=1, NUM_STAGES=2, DEQUANT_INT=0, WARP_M=16, Q_IN_REGS=0,
-                    USE_WGMMA=0, KV_VIA_REGS=0, MAX_REGS=None)
+                    USE_WGMMA=0, KV_VIA_REGS=0, KV_GROUP_SYNC=0, MAX_REGS=None)
 MMA_SHIPPED = {
     "mma-m64": dict(TILE_M=64, TILE_N=64, KV_SPLIT=1, NUM_STAGES=2),
     "mma-m64-kv2": dict(TILE_M=64, TILE_N=32, KV_SPLIT=2, NUM_STAGES=2),
@@ -151,7 +153,7 @@ MMA_SHIPPED = {
 }
 MMA_SPACE = dict(TILE_M=[16, 32, 64, 128], TILE_N=[16, 32, 64, 128], KV_SPLIT=[1, 2, 4], NUM_STAGES=[2, 3, 4],
                  DEQUANT_INT=[0, 1], WARP_M=[16, 32], Q_IN_REGS=[0, 1], USE_WGMMA=[0, 1],
-                 KV_VIA_REGS=[0, 1])
+                 KV_VIA_REGS=[0, 1], KV_GROUP_SYNC=[0, 1])
 
 
 def mma_smem_bytes(c: dict) -> int:
@@ -191,11 +193,13 @@ def mma_accepted(c: dict):
         return False, "NUM_STAGES must be 2, 3 or 4"
     if c["DEQUANT_INT"] not in (0, 1):
         return False, "DEQUANT_INT must be 0 or 1"
-    for k in ("USE_WGMMA", "KV_VIA_REGS"):
+    for k in ("USE_WGMMA", "KV_VIA_REGS", "KV_GROUP_SYNC"):
         if c[k] not in (0, 1):
             return False, f"{k} must be 0 or 1"
     if c["USE_WGMMA"] and (c["WARP_M"] != 16 or c["HEAD_DIM"] != 64 or c["TILE_M"] % 64 or c["TILE_N"] not in (32, 64)):
         return False, "USE_WGMMA=1 needs WARP_M=16, HEAD_DIM=64, TILE_M 64 or 128, TILE_N 32 or 64"
+    if c["KV_GROUP_SYNC"] and c["KV_SPLIT"] == 1:
+        return False, "KV_GROUP_SYNC=1 needs KV_SPLIT 2 or 4"
     if c["MAX_REGS"] is not None and c["MAX_REGS"] != 0 and not 64 <= c["MAX_REGS"] <= 255:
         return False, "MAX_REGS must be 0 or 64..255"
     if mma_smem_bytes(c) > SMEM_LIMIT:
@@ -206,7 +210,7 @@ def mma_accepted(c: dict):
 def mma_short_name(c: dict) -> str:
     return (f"mma-m{c['TILE_M']}n{c['TILE_N']}kv{c['KV_SPLIT']}s{c['NUM_STAGES']}"
             f"{'-w32' if c['WARP_M'] == 32 else ''}{'-qr' if c['Q_IN_REGS'] else ''}{'-wg' if c['USE_WGMMA'] else ''}"
-            f"{'-lr' if c['KV_VIA_REGS'] else ''}"
+            f"{'-lr' if c['KV_VIA_REGS'] else ''}{'-gs' if c['KV_GROUP_SYNC'] else ''}"
             f"{'-int' if c['DEQUANT_INT'] else ''}-d{c['HEAD_DIM']}"
             + ("" if c["MAX_REGS"] is None else f"-r{c['MAX_REGS']}"))
 
