@@ -479,3 +479,38 @@ fn a_duplicate_trial_and_an_elite_that_failed_are_caught() {
         "{problems:?}"
     );
 }
+
+/// The shipped pipeline profiles what it ships: every variant is a target of its profile stage
+/// (the control by name or as `control`), so the report never shows a shipped variant without
+/// its Nsight Compute row.
+#[test]
+fn the_shipped_profile_stage_covers_every_shipped_variant() {
+    let text = std::fs::read_to_string(source_root().join("pipeline.yaml")).unwrap();
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let control = doc["control"].as_str().unwrap();
+    let profiles: Vec<&serde_yaml::Value> = doc["stages"]
+        .as_mapping()
+        .unwrap()
+        .values()
+        .filter(|s| s["uses"].as_str() == Some("profile"))
+        .collect();
+    assert_eq!(profiles.len(), 1, "one profile stage in pipeline.yaml");
+    let targets: BTreeSet<&str> = profiles[0]["targets"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .map(|t| if t == "control" { control } else { t })
+        .collect();
+    let missing: Vec<&str> = doc["variants"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap())
+        .filter(|v| !targets.contains(v))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "pipeline.yaml: shipped variants the profile stage does not profile: {missing:?}"
+    );
+}

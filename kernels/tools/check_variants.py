@@ -56,11 +56,17 @@ DEFAULTS = dict(HEAD_DIM=64, TILE_M=32, TILE_N=32, NUM_WARPS=4, NUM_STAGES=2, US
 # MAX_REGS=None: not passed to nvcc, the kernel's computed default applies (see default_max_regs).
 KEYS = list(DEFAULTS)
 
-SHIPPED = {
-    "stage2-baseline": dict(USE_CP_ASYNC=1, USE_WMMA_PV=1, USE_WARP_SPECIALIZATION=0),
-    "stage5-ws-p1": dict(USE_CP_ASYNC=1, USE_WMMA_PV=1, USE_WARP_SPECIALIZATION=1, NUM_PRODUCER_WARPS=1),
-    "stage5-ws-p2": dict(USE_CP_ASYNC=1, USE_WMMA_PV=1, USE_WARP_SPECIALIZATION=1, NUM_PRODUCER_WARPS=2),
-}
+
+def shipped_variants(source: str) -> dict:
+    """The variants pipeline.yaml ships for the kernel whose source is kernels/`source`: name ->
+    defines (read from the pipeline itself, so this tool never checks a stale copy of the list)."""
+    import yaml  # PyYAML: only where the shipped set is needed
+    with open(os.path.join(KDIR, "..", "pipeline.yaml")) as f:
+        pipeline = yaml.safe_load(f)
+    kernels = {name: k["source"] for name, k in pipeline["kernels"].items()}
+    return {name: dict(v.get("defines", {})) for name, v in pipeline["variants"].items()
+            if kernels[v["kernel"]] == f"kernels/{source}"}
+
 
 SPACE = dict(TILE_M=[16, 32, 64, 128], TILE_N=[16, 32, 64, 128], NUM_WARPS=[2, 4, 8], NUM_STAGES=[2, 3],
              USE_CP_ASYNC=[0, 1], USE_WMMA_PV=[0, 1], USE_WARP_SPECIALIZATION=[0, 1],
@@ -107,8 +113,6 @@ def accepted(c: dict):
         return False, "NUM_PRODUCER_WARPS must be 1 or 2"
     if c["NUM_STAGES"] not in (2, 3):
         return False, "NUM_STAGES must be 2 or 3"
-    if c["KV_GROUP_SYNC"] and c["KV_SPLIT"] == 1:
-        return False, "KV_GROUP_SYNC=1 needs KV_SPLIT 2 or 4"
     if c["MAX_REGS"] is not None and c["MAX_REGS"] != 0 and not 64 <= c["MAX_REGS"] <= 255:
         return False, "MAX_REGS must be 0 or 64..255"
     if c["HEAD_DIM"] not in (16, 32, 64, 128, 256):
@@ -144,13 +148,6 @@ def canonical(c: dict) -> dict:
 MMA_KERNEL = os.path.join(KDIR, "sdpa_fp8_mma.cu")
 MMA_DEFAULTS = dict(HEAD_DIM=64, TILE_M=64, TILE_N=32, KV_SPLIT=1, NUM_STAGES=2, DEQUANT_INT=0, WARP_M=16, Q_IN_REGS=0,
                     USE_WGMMA=0, KV_VIA_REGS=0, KV_GROUP_SYNC=0, MAX_REGS=None)
-MMA_SHIPPED = {
-    "mma-m64": dict(TILE_M=64, TILE_N=64, KV_SPLIT=1, NUM_STAGES=2),
-    "mma-m64-kv2": dict(TILE_M=64, TILE_N=32, KV_SPLIT=2, NUM_STAGES=2),
-    "mma-m64-kv2-qr": dict(TILE_M=64, TILE_N=32, KV_SPLIT=2, NUM_STAGES=2, Q_IN_REGS=1),
-    "mma-m64-kv2-qr-lr": dict(TILE_M=64, TILE_N=32, KV_SPLIT=2, Q_IN_REGS=1, KV_VIA_REGS=1),
-    "mma-wg-kv2": dict(TILE_M=64, TILE_N=32, KV_SPLIT=2, USE_WGMMA=1, KV_VIA_REGS=1),
-}
 MMA_SPACE = dict(TILE_M=[16, 32, 64, 128], TILE_N=[16, 32, 64, 128], KV_SPLIT=[1, 2, 4], NUM_STAGES=[2, 3, 4],
                  DEQUANT_INT=[0, 1], WARP_M=[16, 32], Q_IN_REGS=[0, 1], USE_WGMMA=[0, 1],
                  KV_VIA_REGS=[0, 1], KV_GROUP_SYNC=[0, 1])
@@ -217,9 +214,9 @@ def mma_short_name(c: dict) -> str:
 
 def use_mma_family():
     """Point the tool at kernels/sdpa_fp8_mma.cu: its source, defines, shipped set and rules."""
-    global KERNEL, DEFAULTS, KEYS, SHIPPED, SPACE, smem_bytes, block_threads, accepted, canonical, short_name
+    global KERNEL, DEFAULTS, KEYS, SPACE, smem_bytes, block_threads, accepted, canonical, short_name
     KERNEL, DEFAULTS, KEYS = MMA_KERNEL, MMA_DEFAULTS, list(MMA_DEFAULTS)
-    SHIPPED, SPACE = MMA_SHIPPED, MMA_SPACE
+    SPACE = MMA_SPACE
     smem_bytes, block_threads, accepted = mma_smem_bytes, mma_block_threads, mma_accepted
     canonical, short_name = dict, mma_short_name
 
@@ -577,7 +574,7 @@ def main():
     # ---- which configs ----
     entries = []  # (name, cfg)
     if "shipped" in args.set:
-        entries += [(n, full(c)) for n, c in SHIPPED.items()]
+        entries += [(n, full(c)) for n, c in shipped_variants(os.path.basename(KERNEL)).items()]
     if "space" in args.set or "sample" in args.set:
         acc = {}
         for c in space_configs():
