@@ -507,3 +507,40 @@ fn a_report_of_results_from_two_machines_says_so_and_labels_each_row() {
     assert!(row("stage2-baseline").ends_with("| M1 |"), "{md}");
     assert!(row("tune-top1").ends_with("| M2 |"), "{md}");
 }
+
+/// Timings from one architecture must not pass for the pipeline's own: with `arch: sm_89`
+/// (an L4's) and `sm_90` builds the headline says `sm_89` is not measured; with `arch:`
+/// matching the builds (`sm_90a` counts as `sm_90`), or none, it says nothing.
+#[test]
+fn timings_from_another_architecture_say_the_pipelines_own_is_not_measured() {
+    let root = fixture("green");
+    let mut pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    let artifacts = Artifacts::load(&root).unwrap();
+    let state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
+    let template = report::load_template(&root, report::SUMMARY_TEMPLATE).unwrap();
+    let env = environment(true);
+    for (arch, says) in [
+        (Some("sm_89"), true),
+        (Some("sm_90a"), false),
+        (Some("sm_90"), false),
+        (None, false),
+    ] {
+        pipeline.arch = arch.map(String::from);
+        let inputs = report::Inputs {
+            pipeline: &pipeline,
+            artifacts: &artifacts,
+            state: &state,
+            env: &env,
+        };
+        let markdown = report::render_report(&inputs, &template).unwrap().markdown;
+        let line = "**Timings for `sm_89` (`arch:` in pipeline.yaml, the GPU this pipeline is written for) are not measured: every timing here ran on `sm_90` builds.**";
+        assert_eq!(markdown.contains(line), says, "arch {arch:?}");
+        assert_eq!(
+            markdown.contains("are not measured: every timing"),
+            says,
+            "arch {arch:?}"
+        );
+    }
+}

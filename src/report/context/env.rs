@@ -1,6 +1,7 @@
 //! The environment brief: GPU, driver, toolchain and how timings were taken.
 
 use super::*;
+use crate::stages::build::arch;
 
 impl Builder<'_> {
     pub(super) fn env_brief(&self) -> EnvBrief {
@@ -84,6 +85,38 @@ impl Builder<'_> {
             ncu: e.ncu.clone().unwrap_or_else(|| NA.into()),
             torch,
             timing,
+            unmeasured_arch: self.unmeasured_arch(),
         }
+    }
+
+    /// When the timings were taken on another architecture than the pipeline's own `arch:` (the
+    /// card it is written for, built when no GPU is present), one sentence saying that card's
+    /// timings are not measured: numbers from an H100 must not pass for an L4's.
+    fn unmeasured_arch(&self) -> Option<String> {
+        let declared = self.pipeline.arch.as_deref()?;
+        let measured = self
+            .benches()
+            .iter()
+            .flat_map(|f| &f.results)
+            .any(|r| r.status == "ok" && r.p50_us.is_some());
+        let built: std::collections::BTreeSet<&str> = self
+            .artifacts
+            .builds
+            .iter()
+            .flatten()
+            .filter(|b| b.status == "ok")
+            .map(|b| b.arch.as_str())
+            .collect();
+        if !measured
+            || built.is_empty()
+            || built.iter().any(|a| arch::base(a) == arch::base(declared))
+        {
+            return None;
+        }
+        let on: Vec<&str> = built.into_iter().collect();
+        Some(format!(
+            "Timings for `{declared}` (`arch:` in pipeline.yaml, the GPU this pipeline is written for) are not measured: every timing here ran on `{}` builds.",
+            on.join("`, `")
+        ))
     }
 }

@@ -204,6 +204,9 @@ pub struct EnvBrief {
     pub ncu: String,
     pub torch: String,
     pub timing: String,
+    /// Set when the timings ran on another architecture than pipeline.yaml's `arch:`: says that
+    /// architecture is not measured.
+    pub unmeasured_arch: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
