@@ -9,7 +9,9 @@
 # run by the e2e step with REPRO_GPU_TESTS=1.
 # Steps (default: all, in this order; rough wall time on one H100 with the shipped variants):
 #   e2e       benches/gpu_e2e.sh: pipeline from nothing, reruns, fault drills, GPU tests, repro compare,
-#             ncu check                       → results/e2e.md, results/ncu_check.md   (~5 min)
+#             ncu check                       → results/e2e.md, results/ncu_check.md   (more
+#             than 10 min on an H100 with the nine shipped variants of 2026-11-24, past one
+#             10-minute device call: split it with gpu_e2e.sh's PHASES)
 #   harness   benches/gpu_harness_vs_ncu.sh  → results/harness_vs_ncu.md (~20 s per variant;
 #             needs the cubins of a build: run after e2e or `repro stage build`)
 #   compile   benches/build_compile_times.sh 5 → results/compile_times.md (~1.5 min)
