@@ -480,33 +480,29 @@ fn a_duplicate_trial_and_an_elite_that_failed_are_caught() {
     );
 }
 
-/// The shipped pipeline profiles what it ships: every variant is a target of its profile stage
-/// (the control by name or as `control`), so the report never shows a shipped variant without
-/// its Nsight Compute row.
+/// The shipped pipeline profiles what it ships: the profile stage's targets, resolved as the
+/// stage resolves them (`control` to the control variant), cover every variant, so the report
+/// never shows a shipped variant without its Nsight Compute row.
 #[test]
 fn the_shipped_profile_stage_covers_every_shipped_variant() {
-    let text = std::fs::read_to_string(source_root().join("pipeline.yaml")).unwrap();
-    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
-    let control = doc["control"].as_str().unwrap();
-    let profiles: Vec<&serde_yaml::Value> = doc["stages"]
-        .as_mapping()
+    use repro::stages::profile::{resolve_targets, ProfileOptions};
+    let root = source_root();
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
         .unwrap()
+        .pipeline;
+    let profiles: Vec<_> = pipeline
+        .stages
         .values()
-        .filter(|s| s["uses"].as_str() == Some("profile"))
+        .filter(|s| s.uses == "profile")
         .collect();
     assert_eq!(profiles.len(), 1, "one profile stage in pipeline.yaml");
-    let targets: BTreeSet<&str> = profiles[0]["targets"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .map(|t| if t == "control" { control } else { t })
-        .collect();
-    let missing: Vec<&str> = doc["variants"]
-        .as_mapping()
-        .unwrap()
+    let opts = ProfileOptions::from_spec(profiles[0], &pipeline).unwrap();
+    let (run, _) = resolve_targets(&opts, &pipeline, &root);
+    let targets: BTreeSet<&str> = run.iter().map(|t| t.variant.as_str()).collect();
+    let missing: Vec<&str> = pipeline
+        .variants
         .keys()
-        .map(|k| k.as_str().unwrap())
+        .map(String::as_str)
         .filter(|v| !targets.contains(v))
         .collect();
     assert!(
