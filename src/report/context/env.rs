@@ -94,11 +94,7 @@ impl Builder<'_> {
     /// timings are not measured: numbers from an H100 must not pass for an L4's.
     fn unmeasured_arch(&self) -> Option<String> {
         let declared = self.pipeline.arch.as_deref()?;
-        let measured = self
-            .benches()
-            .iter()
-            .flat_map(|f| &f.results)
-            .any(|r| r.status == "ok" && r.p50_us.is_some());
+        let measured = any_timed(self.benches());
         let built: std::collections::BTreeSet<&str> = self
             .artifacts
             .builds

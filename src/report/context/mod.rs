@@ -155,12 +155,7 @@ impl Builder<'_> {
             control: self.pipeline.control.clone(),
             charts: Charts {
                 // Linked only when it shows a measurement.
-                p50: self
-                    .benches()
-                    .iter()
-                    .chain(self.baselines())
-                    .flat_map(|f| &f.results)
-                    .any(|r| r.status == "ok" && r.p50_us.is_some())
+                p50: any_timed(self.benches().iter().chain(self.baselines()))
                     .then(|| P50_CHART.to_string()),
                 tune: tune.ran.then(|| TUNE_CHART.to_string()),
             },

@@ -3,6 +3,14 @@
 
 use super::*;
 
+/// Whether any of `files` holds a timed result (`ok`, with a p50).
+pub fn any_timed<'f>(files: impl IntoIterator<Item = &'f BenchFile>) -> bool {
+    files
+        .into_iter()
+        .flat_map(|f| &f.results)
+        .any(|r| r.status == "ok" && r.p50_us.is_some())
+}
+
 /// Median of the per-seed p50s of the `ok` results for `shape`.
 pub fn shape_p50(results: &[BenchResult], shape: &str) -> Option<f64> {
     let mut v: Vec<f64> = results
