@@ -43,10 +43,12 @@ pub enum Command {
     Run(RunArgs),
     /// Run only the named stages against the recorded outputs of their upstream.
     Stage(StageArgs),
-    /// Say, per stage, up-to-date / stale / never-run / failed, and what changed.
+    /// Say, per stage, up-to-date / stale / never-run / failed / kept, and what changed.
     ///
-    /// Exits 0 whatever it finds, unless --exit-code: then 1 when anything is stale, never
-    /// run or failed.
+    /// `kept`: the stage cannot run on this machine (no GPU, no ncu, no torch) and keeps the
+    /// results measured elsewhere, saying where. Exits 0 whatever it finds, unless
+    /// --exit-code: then 1 when anything is stale, never run, failed, or kept although its
+    /// sources changed.
     Status(StatusArgs),
     /// Print the stage graph (text, Mermaid or Graphviz dot).
     Dag(DagArgs),
@@ -104,6 +106,32 @@ pub enum Command {
     Docs(DocsArgs),
     /// Show the nvcc in use and where it came from; `install` fetches the pinned one.
     Toolchain(ToolchainArgs),
+    /// Print a shell completion script for bash, zsh, fish, elvish or powershell.
+    ///
+    /// e.g. `repro completions bash > ~/.local/share/bash-completion/completions/repro`,
+    /// `repro completions zsh > ~/.zfunc/_repro`, `repro completions fish >
+    /// ~/.config/fish/completions/repro.fish` (docs/guide/commands.md).
+    Completions(CompletionsArgs),
+    /// Print the man page repro(1) as roff, or write one page per subcommand into a folder.
+    ///
+    /// `repro man | man -l -` reads it; `repro man --dir ~/.local/share/man/man1` installs
+    /// repro.1 and repro-<command>.1 for `man repro-run`.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write repro.1 and a page per subcommand (repro-run.1, …) into DIR instead of
+    /// printing repro.1.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -131,9 +159,6 @@ pub struct RunOpts {
     /// If another repro holds the project lock, wait for it instead of exiting.
     #[arg(long)]
     pub wait: bool,
-    /// GPU architecture to build for (e.g. sm_89), overriding the detected one.
-    #[arg(long)]
-    pub arch: Option<String>,
     /// Where to run stage processes: local or slurm (overrides pipeline.yaml).
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(crate::pipeline::validate::EXECUTOR_KINDS.iter().copied()))]
     pub executor: Option<String>,
@@ -165,7 +190,8 @@ pub struct StatusArgs {
     /// Machine-readable output (every changed value in full).
     #[arg(long)]
     pub json: bool,
-    /// Exit 1 when a stage is stale, never run or failed, 0 when all are up to date (as
+    /// Exit 1 when a stage is stale, never run, failed, or kept although its sources changed;
+    /// 0 when all are up to date or kept only because this machine cannot measure them (as
     /// `git diff --exit-code`), so a script or CI can ask "is anything stale?".
     #[arg(long)]
     pub exit_code: bool,

@@ -1,10 +1,12 @@
-//! Environment capture for the manifest and the report: git state (git2), the GPU (through
-//! [`crate::gpu::probe_cached`]), tool versions (through [`crate::tools::probe`], cached;
-//! nvcc through [`crate::toolchain`], as the build finds it), the host, repro's version and
-//! the creation time.
+//! Environment capture for the manifest and the report. What the results were made with —
+//! the GPU, the driver, nvcc, ncu, python and torch — comes from what the stages recorded
+//! ([`Recorded`]: the build records, the lock entries of the stages that ran the tools and
+//! the GPU, the previous manifest), never from the machine that renders: a report rendered
+//! on a laptop says the H100 and the Python the results were measured with. Only the run
+//! itself is this machine's: git state (git2), the host, repro's version, the time.
 //!
-//! Every field is optional where the machine may lack it: a missing tool or GPU is recorded
-//! as absent (`null` in the manifest, "n/a" in the report), never as an error.
+//! Every field is optional: what was not recorded is absent (`null` in the manifest, "n/a"
+//! in the report), never an error.
 
 use crate::pipeline::paths::RESULT_DIRS;
 use serde::Serialize;
@@ -21,16 +23,23 @@ pub struct GitState {
     pub dirty: bool,
 }
 
-/// The GPU as recorded in the manifest.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The GPU the results were measured on, as recorded in the manifest. The lock names its
+/// model, architecture and driver; the rest is known where it measured (and carried by the
+/// manifest since).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct GpuSnapshot {
     pub name: String,
-    pub uuid: String,
+    #[serde(default)]
+    pub uuid: Option<String>,
     pub compute_capability: String,
-    pub sm_count: u32,
-    pub memory_bytes: u64,
+    #[serde(default)]
+    pub sm_count: Option<u32>,
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    #[serde(default)]
     pub driver_version: Option<String>,
-    pub cuda_driver_version: String,
+    #[serde(default)]
+    pub cuda_driver_version: Option<String>,
 }
 
 /// Everything the manifest records about where and with what a run happened.
@@ -49,59 +58,86 @@ pub struct Environment {
     pub created_utc: String,
 }
 
-/// What [`capture`] should also look for.
+/// What the stages recorded of the machine and tools that made the results.
 #[derive(Debug, Clone, Default)]
 pub struct CaptureOptions {
-    /// The baselines ran: record python and torch versions.
-    pub baselines_ran: bool,
-    /// The torch version as the baseline records carry it (asked of python only if absent).
-    pub torch_from_records: Option<String>,
     /// The nvcc version(s) the build records name: what built the cubins the results
-    /// measured (the toolchain found here is asked only if absent).
+    /// measured (the toolchain found here is asked only if absent: nothing was built).
     pub nvcc_from_records: Option<String>,
     /// The nvcc version pipeline.yaml pins.
     pub nvcc_pin: Option<crate::toolchain::NvccVersion>,
+    /// The versions the lock recorded for the stages that ran ncu, python and torch.
+    pub ncu: Option<String>,
+    pub python: Option<String>,
+    pub torch: Option<String>,
+    /// The GPU the GPU stages' results were measured on, as their lock entries name it
+    /// (`NVIDIA H100 80GB HBM3 sm_90 driver 580.159.04`); `None`: nothing was.
+    pub measured_on: Option<String>,
+    /// The previous manifest's `gpu:`, which carries what the lock does not (SM count,
+    /// memory) from the machine that measured.
+    pub previous_gpu: Option<GpuSnapshot>,
 }
 
-/// Capture the environment of the project at `root`.
+/// Capture the environment of the project at `root`: the run's own git state, host and time,
+/// and what `opts` says the results were made with.
 pub fn capture(root: &Path, opts: &CaptureOptions) -> Environment {
-    let (gpu, gpu_note) = match crate::gpu::probe_cached(root) {
-        Ok(gpus) => match gpus.into_iter().next() {
-            Some(g) => (Some(snapshot(&g)), None),
-            None => (None, Some("no GPU visible".to_string())),
-        },
-        Err(e) => (None, Some(e.0)),
-    };
-    let version = |program: &str, args: &[&str], key: &str| {
-        let key = key.to_string();
-        crate::tools::probe(root, program, args, move |l| l.contains(&key)).map(|t| t.version)
-    };
-    let (python, torch) = if opts.baselines_ran {
-        let python = version("python3", &["--version"], "Python");
-        let torch = opts.torch_from_records.clone().or_else(|| {
-            crate::tools::probe(
-                root,
-                "python3",
-                &["-c", "import torch; print(torch.__version__)"],
-                |l| l.chars().next().is_some_and(|c| c.is_ascii_digit()),
-            )
-            .map(|t| t.version)
-        });
-        (python, torch)
-    } else {
-        (None, None)
-    };
+    let gpu = opts
+        .measured_on
+        .as_deref()
+        .map(|hw| measured_gpu(root, hw, opts.previous_gpu.as_ref()));
     Environment {
         git: git_state(root),
+        gpu_note: gpu
+            .is_none()
+            .then(|| "no result here was measured on a GPU".to_string()),
         gpu,
-        gpu_note,
         nvcc: nvcc(root, opts),
-        ncu: version("ncu", &["--version"], "Version"),
-        python,
-        torch,
+        ncu: opts.ncu.clone(),
+        python: opts.python.clone(),
+        torch: opts.torch.clone(),
         host: hostname(),
         repro_version: env!("CARGO_PKG_VERSION").to_string(),
         created_utc: chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    }
+}
+
+/// The GPU the lock names as `hardware` (`<model> sm_XY driver <version>`): this machine's,
+/// in full, when it is that GPU (it measured); else the previous manifest's, when it names
+/// that model; else what the lock says.
+fn measured_gpu(root: &Path, hardware: &str, previous: Option<&GpuSnapshot>) -> GpuSnapshot {
+    if let Ok(gpus) = crate::gpu::probe_cached(root) {
+        if let Some(g) = gpus
+            .iter()
+            .find(|g| crate::stages::gpu_nodes::gpu_identity(std::slice::from_ref(g)) == hardware)
+        {
+            return snapshot(g);
+        }
+    }
+    let (name, rest) = match hardware.find(" sm_") {
+        Some(at) => (&hardware[..at], &hardware[at + 1..]),
+        None => (hardware, ""),
+    };
+    if let Some(p) = previous.filter(|p| p.name == name) {
+        return p.clone();
+    }
+    let mut words = rest.split_whitespace();
+    let sm = words.next().unwrap_or_default();
+    let digits = sm.trim_start_matches("sm_");
+    let compute_capability = match digits.len() {
+        0 => String::new(),
+        n => format!("{}.{}", &digits[..n - 1], &digits[n - 1..]),
+    };
+    let driver_version = rest
+        .split_once("driver ")
+        .map(|(_, d)| d.trim().to_string());
+    GpuSnapshot {
+        name: name.to_string(),
+        uuid: None,
+        compute_capability,
+        sm_count: None,
+        memory_bytes: None,
+        driver_version,
+        cuda_driver_version: None,
     }
 }
 
@@ -133,12 +169,12 @@ fn nvcc_with(
 fn snapshot(g: &crate::gpu::GpuInfo) -> GpuSnapshot {
     GpuSnapshot {
         name: g.name.clone(),
-        uuid: g.uuid.clone(),
+        uuid: Some(g.uuid.clone()),
         compute_capability: format!("{}.{}", g.compute_capability[0], g.compute_capability[1]),
-        sm_count: g.sm_count,
-        memory_bytes: g.memory_bytes,
+        sm_count: Some(g.sm_count),
+        memory_bytes: Some(g.memory_bytes),
         driver_version: g.driver_version.clone(),
-        cuda_driver_version: g.cuda_driver_version.clone(),
+        cuda_driver_version: Some(g.cuda_driver_version.clone()),
     }
 }
 
@@ -271,10 +307,44 @@ mod tests {
     }
 
     #[test]
-    fn capture_without_baselines_skips_python_and_stamps_the_time() {
+    fn capture_records_what_was_recorded_not_this_machines_tools() {
         let dir = tempfile::tempdir().unwrap();
         let env = capture(dir.path(), &CaptureOptions::default());
         assert_eq!(env.created_utc.len(), "2026-01-01T00:00:00Z".len());
-        assert!(env.python.is_none() && env.torch.is_none());
+        // This machine has python3; the results were made without it.
+        assert!(env.python.is_none() && env.torch.is_none() && env.ncu.is_none());
+        assert!(env.gpu.is_none());
+        let recorded = CaptureOptions {
+            python: Some("Python 3.12.3".into()),
+            ncu: Some("Version 2025.3.1.0".into()),
+            measured_on: Some("NVIDIA H100 80GB HBM3 sm_90 driver 580.159.04".into()),
+            ..CaptureOptions::default()
+        };
+        let env = capture(dir.path(), &recorded);
+        assert_eq!(env.python.as_deref(), Some("Python 3.12.3"));
+        assert_eq!(env.ncu.as_deref(), Some("Version 2025.3.1.0"));
+        let gpu = env.gpu.unwrap();
+        assert_eq!(gpu.name, "NVIDIA H100 80GB HBM3");
+        assert_eq!(gpu.compute_capability, "9.0");
+        assert_eq!(gpu.driver_version.as_deref(), Some("580.159.04"));
+        assert_eq!(gpu.sm_count, None, "not recorded, not made up");
+    }
+
+    #[test]
+    fn the_previous_manifest_carries_what_the_lock_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let previous = GpuSnapshot {
+            name: "NVIDIA H100 80GB HBM3".into(),
+            uuid: Some("GPU-1".into()),
+            compute_capability: "9.0".into(),
+            sm_count: Some(132),
+            memory_bytes: Some(85017493504),
+            driver_version: Some("580.159.04".into()),
+            cuda_driver_version: Some("13.0".into()),
+        };
+        let hw = "NVIDIA H100 80GB HBM3 sm_90 driver 580.159.04";
+        assert_eq!(measured_gpu(dir.path(), hw, Some(&previous)), previous);
+        let other = measured_gpu(dir.path(), "NVIDIA L4 sm_89 driver 1", Some(&previous));
+        assert_eq!((other.name.as_str(), other.sm_count), ("NVIDIA L4", None));
     }
 }

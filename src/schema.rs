@@ -87,7 +87,7 @@ impl GateResult {
 
 // ---------------------------------------------------------------- build
 
-/// Resource usage of one entry function, from ptxas `-v` (and the driver where a GPU is present).
+/// Resource usage of one entry function, from ptxas `-v`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EntryResources {
     pub name: String,
@@ -103,31 +103,37 @@ pub struct EntryResources {
     pub spill_load_bytes: Option<u64>,
     pub barriers: Option<u32>,
     pub cmem_bytes: Option<u64>,
-    /// Registers per thread as the driver reports them (`cuFuncGetAttribute`), when a GPU was present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub driver_registers: Option<u32>,
-    /// Static shared memory as the driver reports it, when a GPU was present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub driver_smem_bytes: Option<u64>,
 }
 
-/// `artifacts/build/<variant>.json`.
+/// `artifacts/build/<variant>.json`: one variant compiled for every architecture the
+/// pipeline declares. It depends only on the sources, the pinned nvcc and the declared
+/// architectures — nothing of the machine that compiled it — so any machine writes the
+/// same bytes. What only a GPU can say (the driver's figures) is in the bench records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "BuildRecordOnDisk")]
 pub struct BuildRecord {
     pub variant: String,
     pub kernel: String,
     pub source: String,
     pub entry: String,
     pub defines: BTreeMap<String, String>,
-    pub arch: String,
     pub nvcc_version: String,
+    /// `ok` when every architecture compiled, else `compile_error`.
+    pub status: String,
+    /// Architecture (`sm_89`, `sm_90a`, …) → its compile, sorted.
+    pub archs: BTreeMap<String, ArchBuild>,
+}
+
+/// One architecture's compile of a variant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArchBuild {
     /// The full compile command, argv form.
     pub command: Vec<String>,
     /// `ok` or `compile_error`.
     pub status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// Content hash of the cubin (the cubin itself lives in the cache under `.repro/`).
+    /// Content hash of the cubin (the cubin itself is `.repro/cubins/<variant>.<arch>.cubin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cubin_sha256: Option<String>,
     pub entries: Vec<EntryResources>,
@@ -136,11 +142,88 @@ pub struct BuildRecord {
     /// `ptxas.max_smem_bytes` gate counts static + dynamic for the declared entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamic_smem_bytes: Option<u64>,
-    /// The cross-check of ptxas's figures against the driver's function attributes:
-    /// `ok`, `mismatch: ...`, or `skipped: <why>` (no GPU, or the cubin's arch differs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub driver_check: Option<String>,
     pub gates: Vec<GateResult>,
+}
+
+impl ArchBuild {
+    pub fn ok(&self) -> bool {
+        self.status == "ok"
+    }
+}
+
+impl BuildRecord {
+    /// The declared entry's resources on `arch`.
+    pub fn entry_on(&self, arch: &str) -> Option<&EntryResources> {
+        self.archs
+            .get(arch)?
+            .entries
+            .iter()
+            .find(|e| e.name == self.entry)
+    }
+
+    /// Every architecture's gates, with the architecture.
+    pub fn gates(&self) -> impl Iterator<Item = (&str, &GateResult)> {
+        self.archs
+            .iter()
+            .flat_map(|(a, b)| b.gates.iter().map(move |g| (a.as_str(), g)))
+    }
+}
+
+/// A build record as read: the per-architecture layout, or the single-architecture one
+/// written before it (`arch`, `command`, … at the top), read as one architecture, so
+/// `repro diff` still reads older commits' results.
+#[derive(Deserialize)]
+struct BuildRecordOnDisk {
+    variant: String,
+    kernel: String,
+    source: String,
+    entry: String,
+    defines: BTreeMap<String, String>,
+    nvcc_version: String,
+    status: String,
+    #[serde(default)]
+    archs: Option<BTreeMap<String, ArchBuild>>,
+    #[serde(default)]
+    arch: Option<String>,
+    #[serde(default)]
+    command: Vec<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    cubin_sha256: Option<String>,
+    #[serde(default)]
+    entries: Vec<EntryResources>,
+    #[serde(default)]
+    dynamic_smem_bytes: Option<u64>,
+    #[serde(default)]
+    gates: Vec<GateResult>,
+}
+
+impl From<BuildRecordOnDisk> for BuildRecord {
+    fn from(d: BuildRecordOnDisk) -> Self {
+        let archs = d.archs.unwrap_or_else(|| {
+            let single = ArchBuild {
+                command: d.command,
+                status: d.status.clone(),
+                error: d.error,
+                cubin_sha256: d.cubin_sha256,
+                entries: d.entries,
+                dynamic_smem_bytes: d.dynamic_smem_bytes,
+                gates: d.gates,
+            };
+            d.arch.into_iter().map(|a| (a, single.clone())).collect()
+        });
+        BuildRecord {
+            variant: d.variant,
+            kernel: d.kernel,
+            source: d.source,
+            entry: d.entry,
+            defines: d.defines,
+            nvcc_version: d.nvcc_version,
+            status: d.status,
+            archs,
+        }
+    }
 }
 
 // ---------------------------------------------------------------- bench
@@ -266,8 +349,30 @@ pub struct BenchFile {
     /// The precision class whose correctness thresholds judged it (`fp16-pv`, `fp8-pv`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision: Option<String>,
+    /// The architecture of the cubin that was measured (`sm_90a`: the declared one the
+    /// GPU runs). Absent for baselines and in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    /// What the CUDA driver reports for the loaded entry, checked against ptxas's figures
+    /// in the build record of `arch`. Absent for baselines and unmeasured files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<DriverCheck>,
     pub results: Vec<BenchResult>,
     pub gates: Vec<GateResult>,
+}
+
+/// The driver's view of a measured variant's entry (`cuFuncGetAttribute` on the loaded
+/// cubin) beside ptxas's, as the bench stage found it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriverCheck {
+    /// `ok`, `mismatch: …` (the figures that differ), or `skipped: <why>`.
+    pub check: String,
+    /// Registers per thread as the driver reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registers: Option<u32>,
+    /// Static shared memory as the driver reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub static_smem_bytes: Option<u64>,
 }
 
 // ---------------------------------------------------------------- tune

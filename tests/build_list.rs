@@ -3,13 +3,13 @@
 use assert_cmd::Command;
 use predicates::prelude::*;
 use repro::pipeline::PtxasGates;
-use repro::schema::{to_json_pretty, BuildRecord, EntryResources};
+use repro::schema::{to_json_pretty, ArchBuild, BuildRecord, EntryResources};
 use repro::stages::build::gates::record_gates;
 use std::path::Path;
 
 const PIPELINE: &str = r#"
 version: 1
-arch: sm_90
+arch: [sm_89, sm_90a]
 kernels:
   sdpa_fp8: {source: kernels/sdpa_fp8.cu, entry: sdpa_fp8_fwd}
 variants:
@@ -21,41 +21,51 @@ stages:
   build: {uses: build}
 "#;
 
-/// A build record whose gates are the build stage's own verdict on its resources (static +
-/// dynamic shared memory, as a block needs them at launch).
+/// A build record for sm_89 and sm_90a (`registers` and 8 more) whose gates are the build
+/// stage's own verdict on its resources (static + dynamic shared memory, as a block needs
+/// them at launch).
 fn ok_record(variant: &str, registers: u32, spills: u64) -> String {
-    let mut record = BuildRecord {
-        variant: variant.into(),
-        kernel: "sdpa_fp8".into(),
-        source: "kernels/sdpa_fp8.cu".into(),
-        entry: "sdpa_fp8_fwd".into(),
-        defines: Default::default(),
-        arch: "sm_90".into(),
-        nvcc_version: "Cuda compilation tools, release 13.0, V13.0.88".into(),
-        command: vec!["nvcc".into()],
-        status: "ok".into(),
-        error: None,
-        cubin_sha256: Some("00".into()),
-        entries: vec![EntryResources {
-            name: "sdpa_fp8_fwd".into(),
-            registers: Some(registers),
-            smem_bytes: Some(1024),
-            stack_bytes: Some(0),
-            spill_store_bytes: Some(spills),
-            spill_load_bytes: Some(spills),
-            barriers: Some(1),
-            ..EntryResources::default()
-        }],
-        dynamic_smem_bytes: Some(45056),
-        driver_check: Some("skipped: no GPU".into()),
-        gates: Vec::new(),
-    };
     let limits = PtxasGates {
         max_registers: Some(120),
         max_smem_bytes: Some(65536),
         max_spill_bytes: Some(0),
     };
-    record.gates = record_gates(&record, &limits);
+    let build = |registers: u32| {
+        let mut b = ArchBuild {
+            command: vec!["nvcc".into()],
+            status: "ok".into(),
+            error: None,
+            cubin_sha256: Some("00".into()),
+            entries: vec![EntryResources {
+                name: "sdpa_fp8_fwd".into(),
+                registers: Some(registers),
+                smem_bytes: Some(1024),
+                stack_bytes: Some(0),
+                spill_store_bytes: Some(spills),
+                spill_load_bytes: Some(spills),
+                barriers: Some(1),
+                ..EntryResources::default()
+            }],
+            dynamic_smem_bytes: Some(45056),
+            gates: Vec::new(),
+        };
+        b.gates = record_gates(&b, "sdpa_fp8_fwd", &limits);
+        b
+    };
+    let record = BuildRecord {
+        variant: variant.into(),
+        kernel: "sdpa_fp8".into(),
+        source: "kernels/sdpa_fp8.cu".into(),
+        entry: "sdpa_fp8_fwd".into(),
+        defines: Default::default(),
+        nvcc_version: "Cuda compilation tools, release 13.0, V13.0.88".into(),
+        status: "ok".into(),
+        archs: [
+            ("sm_89".to_string(), build(registers)),
+            ("sm_90a".to_string(), build(registers + 8)),
+        ]
+        .into(),
+    };
     to_json_pretty(&record)
 }
 
@@ -81,6 +91,7 @@ fn list(root: &Path) -> assert_cmd::assert::Assert {
 
 #[test]
 fn lists_resources_gates_and_failures() {
+    // Written before records held one section per architecture: read as sm_90's.
     let broken = r#"{"variant":"stage5-ws-p2","kernel":"sdpa_fp8","source":"kernels/sdpa_fp8.cu",
 "entry":"sdpa_fp8_fwd","defines":{},"arch":"sm_90","nvcc_version":"release 13.0","command":["nvcc"],
 "status":"compile_error","error":"nvcc failed (exit status 1):\nkernels/sdpa_fp8.cu(12): error: x","entries":[],"gates":[]}"#;

@@ -61,24 +61,27 @@ fn check_verdict(where_: &str, g: &GateResult, problems: &mut Vec<String>) {
 }
 
 fn check_build(where_: &str, r: &BuildRecord, gates: &Gates, problems: &mut Vec<String>) {
-    for g in &r.gates {
-        check_verdict(where_, g, problems);
-    }
-    if r.status != "ok" {
-        if !r.gates.is_empty() {
-            problems.push(format!("{where_}: a record that did not compile has gates"));
+    for (arch, b) in &r.archs {
+        let where_ = format!("{where_} ({arch})");
+        for g in &b.gates {
+            check_verdict(&where_, g, problems);
         }
-        return;
-    }
-    let Some(ptxas) = &gates.ptxas else { return };
-    let expected = record_gates(r, ptxas);
-    if r.gates != expected {
-        problems.push(format!(
-            "{where_}: PTXAS gates are not what the build stage computes from the record's \
-             resources (static + dynamic shared memory): recorded {:?}, expected {:?}",
-            brief(&r.gates),
-            brief(&expected)
-        ));
+        if !b.ok() {
+            if !b.gates.is_empty() {
+                problems.push(format!("{where_}: a build that did not compile has gates"));
+            }
+            continue;
+        }
+        let Some(ptxas) = &gates.ptxas else { continue };
+        let expected = record_gates(b, &r.entry, ptxas);
+        if b.gates != expected {
+            problems.push(format!(
+                "{where_}: PTXAS gates are not what the build stage computes from the record's \
+                 resources (static + dynamic shared memory): recorded {:?}, expected {:?}",
+                brief(&b.gates),
+                brief(&expected)
+            ));
+        }
     }
 }
 
@@ -446,7 +449,9 @@ fn a_gate_that_ignores_dynamic_shared_memory_is_caught() {
     let mut problems = Vec::new();
     check_build("ok", &r, &gates, &mut problems);
     assert!(problems.is_empty(), "{problems:?}");
-    r.dynamic_smem_bytes = Some(45056);
+    for b in r.archs.values_mut() {
+        b.dynamic_smem_bytes = Some(45056);
+    }
     check_build("dyn", &r, &gates, &mut problems);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].contains("static + dynamic"), "{problems:?}");

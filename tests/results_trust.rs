@@ -120,6 +120,68 @@ fn a_stage_that_cannot_run_here_keeps_the_results_measured_elsewhere() {
     assert_eq!(repo.bytes("artifacts/m.txt"), b"line one\nline two\n");
 }
 
+/// The rule: with unchanged sources, a machine that cannot re-measure leaves the committed
+/// tree as it was. Results measured and committed where the tool is, then a fresh clone
+/// where it is not (a no-GPU machine): `repro run` exits 0, reruns nothing that writes —
+/// the summary included — and `git status --porcelain` is empty; `repro status
+/// --exit-code` and `repro verify` pass there.
+#[test]
+fn a_fresh_clone_that_cannot_measure_leaves_the_committed_results_byte_for_byte() {
+    let pipeline = format!(
+        "{}  summary:\n    uses: summarize\n    needs: [measure]\n",
+        MEASURED.split("  report:").next().unwrap()
+    );
+    let repo = Repo::new(&pipeline);
+    repo.write("src/kernel.txt", "# header\nline one\n");
+    // The tool is on the measuring machine only.
+    repo.write(
+        "tool.sh",
+        "[ -n \"$PROBE_HERE\" ] || exit 3\necho probe 1.0\n",
+    );
+    repo.commit_all("sources");
+    let run = |root: &Path, args: &[&str], probe: bool| {
+        let mut cmd = Command::cargo_bin("repro").unwrap();
+        cmd.args(args).current_dir(root).env_remove("PROBE_HERE");
+        if probe {
+            cmd.env("PROBE_HERE", "1");
+        }
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let (code, text) = run(repo.root(), &["run"], true);
+    assert_eq!(code, Some(0), "{text}");
+    repo.commit_all("results");
+
+    let clone_dir = tempfile::tempdir().unwrap();
+    let clone = clone_dir.path().join("clone");
+    Repository::clone(repo.root().to_str().unwrap(), &clone).unwrap();
+    let (code, text) = run(&clone, &["run"], false);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("kept: earlier results"), "{text}");
+    let porcelain = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&clone)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&porcelain.stdout),
+        "",
+        "the clone changed: {text}"
+    );
+    let (code, status) = run(&clone, &["status", "--exit-code"], false);
+    assert_eq!(code, Some(0), "kept only for want of the tool: {status}");
+    assert!(status.contains("measure  kept"), "{status}");
+    let (code, verdict) = run(&clone, &["verify"], false);
+    assert_eq!(code, Some(0), "{verdict}");
+    // A source edit is not the machine: now the kept stage is behind.
+    std::fs::write(clone.join("src/kernel.txt"), "# header\nline two\n").unwrap();
+    run(&clone, &["run"], false);
+    let (code, status) = run(&clone, &["status", "--exit-code"], false);
+    assert_eq!(code, Some(1), "{status}");
+}
+
 #[test]
 fn a_stage_that_never_measured_records_its_skip_and_is_not_retried() {
     let repo = measured_repo();

@@ -21,40 +21,57 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
     };
     let dir = tempfile::tempdir().unwrap();
     copy_project(dir.path());
-    for arch in ["sm_80", "sm_89", "sm_90", "sm_90a"] {
-        let out = Command::cargo_bin("repro")
-            .unwrap()
-            .current_dir(dir.path())
-            .args(["build", "-q", "--arch", arch])
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{arch}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for variant in [
-            "stage2-baseline",
-            "stage5-ws-p1",
-            "stage5-ws-p2",
-            "mma-m64",
-            "mma-m64-kv2",
-            "mma-m64-kv2-qr",
-            "mma-m64-kv2-qr-lr",
-            "mma-wg-kv2",
-        ] {
-            let path = dir.path().join(format!("artifacts/build/{variant}.json"));
-            let rec: BuildRecord = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-            assert_eq!((rec.arch.as_str(), rec.status.as_str()), (arch, "ok"));
-            assert_eq!(rec.nvcc_version, nvcc, "built by the pinned toolchain");
-            assert_eq!(rec.command[0], "nvcc", "no machine path in the record");
+    // The shipped pipeline declares the L4's and the H100's; the kernels promise two more.
+    let file = dir.path().join("pipeline.yaml");
+    let yaml = std::fs::read_to_string(&file).unwrap();
+    let declared = "\narch: [sm_89, sm_90a]";
+    assert!(yaml.contains(declared), "the shipped `arch:` changed");
+    let four = ["sm_80", "sm_89", "sm_90", "sm_90a"];
+    std::fs::write(
+        &file,
+        yaml.replacen(declared, &format!("\narch: [{}]", four.join(", ")), 1),
+    )
+    .unwrap();
+    let out = Command::cargo_bin("repro")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["build", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for variant in [
+        "stage2-baseline",
+        "stage5-ws-p1",
+        "stage5-ws-p2",
+        "mma-m64",
+        "mma-m64-kv2",
+        "mma-m64-kv2-qr",
+        "mma-m64-kv2-qr-lr",
+        "mma-wg-kv2",
+    ] {
+        let path = dir.path().join(format!("artifacts/build/{variant}.json"));
+        let rec: BuildRecord = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(rec.status, "ok", "{variant}");
+        assert_eq!(rec.nvcc_version, nvcc, "built by the pinned toolchain");
+        let archs: Vec<&str> = rec.archs.keys().map(String::as_str).collect();
+        assert_eq!(archs, four, "{variant}: one section per declared arch");
+        for (arch, build) in &rec.archs {
+            assert_eq!(build.command[0], "nvcc", "no machine path in the record");
             assert!(
-                !rec.gates.is_empty() && rec.gates.iter().all(|g| g.pass),
+                !build.gates.is_empty() && build.gates.iter().all(|g| g.pass),
                 "{arch} {variant}: {:?}",
-                rec.gates
+                build.gates
             );
+            assert!(dir
+                .path()
+                .join(format!(".repro/cubins/{variant}.{arch}.cubin"))
+                .is_file());
         }
     }
 }
@@ -172,13 +189,19 @@ fn a_variant_that_does_not_compile_fails_alone() {
     };
     let rec = read("broken-tile");
     assert_eq!(rec.status, "compile_error");
-    assert!(rec.error.unwrap().contains("TILE_M must be one of"));
+    for arch in ["sm_89", "sm_90a"] {
+        let error = rec.archs[arch].error.as_deref().unwrap();
+        assert!(error.contains("TILE_M must be one of"), "{arch}: {error}");
+        assert!(!dir
+            .path()
+            .join(format!(".repro/cubins/broken-tile.{arch}.cubin"))
+            .exists());
+        assert!(dir
+            .path()
+            .join(format!(".repro/cubins/stage2-baseline.{arch}.cubin"))
+            .is_file());
+    }
     assert_eq!(read("stage2-baseline").status, "ok");
-    assert!(!dir.path().join(".repro/cubins/broken-tile.cubin").exists());
-    assert!(dir
-        .path()
-        .join(".repro/cubins/stage2-baseline.cubin")
-        .is_file());
     let status = repro(&["status"]);
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.lines().next().unwrap().starts_with("build"), "{text}");

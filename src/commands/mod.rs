@@ -5,6 +5,7 @@
 mod exec;
 mod pipeline;
 mod results;
+mod shell;
 mod toolchain;
 mod tools;
 
@@ -66,5 +67,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Toolchain(ToolchainArgs {
             action: Some(ToolchainAction::Install { version }),
         }) => toolchain::install(&cli.global.file, version.as_deref(), cli.global.quiet),
+        Command::Completions(args) => shell::completions(&args),
+        Command::Man(args) => shell::man(&args),
     }
 }

@@ -26,10 +26,6 @@ fn request(
     selection: Selection,
     overrides: BTreeMap<String, String>,
 ) -> Request {
-    let mut overrides = overrides;
-    if let Some(arch) = &opts.arch {
-        overrides.insert("arch".into(), arch.clone());
-    }
     Request {
         selection,
         jobs: opts.jobs,
@@ -64,8 +60,7 @@ pub fn stage(global: &GlobalArgs, args: &StageArgs) -> anyhow::Result<i32> {
     )
 }
 
-/// `repro build`: the `build`-kind stages, with `--arch` (`--list` is dispatched to
-/// `stages::build::list`).
+/// `repro build`: the `build`-kind stages (`--list` is dispatched to `stages::build::list`).
 pub fn build(global: &GlobalArgs, args: &BuildArgs) -> anyhow::Result<i32> {
     run_request(
         &global.file,
@@ -107,11 +102,30 @@ pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
     } else {
         print!("{}", status::render_text(&project, &statuses));
     }
-    Ok(if args.exit_code && !status::all_up_to_date(&statuses) {
+    let behind = statuses.iter().any(|s| !current_here(&project, s));
+    Ok(if args.exit_code && behind {
         exit::FAILED
     } else {
         exit::OK
     })
+}
+
+/// Whether a stage leaves nothing to do on this machine: up to date, or `kept` with
+/// nothing changed but the machine (its GPU, its tools' versions, the params it derives
+/// from them, the cubins it would load here) — results measured elsewhere that this
+/// machine cannot re-measure. A kept stage whose sources changed is behind.
+fn current_here(project: &crate::pipeline::Project, s: &status::StageStatus) -> bool {
+    let machine = project.stages[s.index].kind.machine_params();
+    match &s.state {
+        status::State::UpToDate => true,
+        status::State::Kept { changes, .. } => changes.iter().all(|c| match c.what {
+            "hardware" | "tool" => true,
+            "param" => machine.contains(&c.name.as_str()),
+            "dep" => c.name.starts_with(".repro/"),
+            _ => false,
+        }),
+        _ => false,
+    }
 }
 
 /// `repro dag [--mermaid | --dot]`.

@@ -213,35 +213,36 @@ fn resources(a: &Artifacts) -> String {
     let mut compilers = BTreeSet::new();
     for r in builds {
         compilers.insert(r.nvcc_version.clone());
-        let Some(e) = r.entries.iter().find(|e| e.name == r.entry) else {
-            let _ = writeln!(out, "| {} | {} | {} | | | | |", r.variant, r.arch, r.status);
-            continue;
-        };
-        let n = |x: Option<u64>| x.map_or("0".to_string(), |v| v.to_string());
-        let failed: Vec<String> = r
-            .gates
-            .iter()
-            .filter(|g| !g.pass)
-            .map(|g| format!("{} {} > {}", g.gate, g.measured, g.threshold))
-            .collect();
-        let verdict = if r.gates.is_empty() {
-            "not gated".to_string()
-        } else if failed.is_empty() {
-            "pass".to_string()
-        } else {
-            format!("FAIL: {}", failed.join(", "))
-        };
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {}/{} | {verdict} |",
-            r.variant,
-            r.arch,
-            e.registers.map_or(NA.to_string(), |v| v.to_string()),
-            n(e.smem_bytes),
-            n(r.dynamic_smem_bytes),
-            n(e.spill_store_bytes),
-            n(e.spill_load_bytes),
-        );
+        for (arch, build) in &r.archs {
+            let Some(e) = r.entry_on(arch) else {
+                let _ = writeln!(out, "| {} | {arch} | {} | | | | |", r.variant, build.status);
+                continue;
+            };
+            let n = |x: Option<u64>| x.map_or("0".to_string(), |v| v.to_string());
+            let failed: Vec<String> = build
+                .gates
+                .iter()
+                .filter(|g| !g.pass)
+                .map(|g| format!("{} {} > {}", g.gate, g.measured, g.threshold))
+                .collect();
+            let verdict = if build.gates.is_empty() {
+                "not gated".to_string()
+            } else if failed.is_empty() {
+                "pass".to_string()
+            } else {
+                format!("FAIL: {}", failed.join(", "))
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {arch} | {} | {} | {} | {}/{} | {verdict} |",
+                r.variant,
+                e.registers.map_or(NA.to_string(), |v| v.to_string()),
+                n(e.smem_bytes),
+                n(build.dynamic_smem_bytes),
+                n(e.spill_store_bytes),
+                n(e.spill_load_bytes),
+            );
+        }
     }
     let _ = write!(
         out,

@@ -315,8 +315,7 @@ pub fn evaluate_all(project: &Project, ctx: &mut EvalCtx) -> anyhow::Result<Vec<
 /// that writes byte-identical results (a comment-only kernel edit gives the same cubins)
 /// leaves what needs it up to date, and one that writes new results (new timings) makes it
 /// stale — early cutoff, as DVC and Bazel do. Kinds that record provenance (the summary's
-/// manifest names the sources' commit, and says which results were kept from another
-/// machine) opt out: they also see the upstream's fingerprint.
+/// manifest names the sources' commit) opt out: they also see the upstream's fingerprint.
 /// When the lock holds no such run, the stage is about to run, and its fingerprint stands
 /// in for outputs not yet written.
 ///
@@ -337,8 +336,10 @@ pub fn upstream_fingerprints(
             let (fingerprint, kept) = current(j).unwrap_or_default();
             let value = match lock.stages.get(name) {
                 Some(run) if run.fingerprint == fingerprint => recorded_upstream(run, early_cutoff),
-                // Kept results are what is in place, but a summary must say they are kept.
-                Some(run) if kept && early_cutoff => recorded_upstream(run, true),
+                // Kept results are the recorded run's, in place and unchanged: what needs
+                // them sees that run, so a machine that cannot re-measure reruns nothing
+                // downstream (the report says where each result was measured, from the lock).
+                Some(run) if kept => recorded_upstream(run, early_cutoff),
                 _ => fingerprint,
             };
             (name.clone(), value)
@@ -417,11 +418,6 @@ pub fn kept_from(project: &Project, i: usize) -> String {
         text.push_str(&format!(" at {c}"));
     }
     text
-}
-
-/// Whether every stage is up to date (`repro status --exit-code` exits 0 only then).
-pub fn all_up_to_date(statuses: &[StageStatus]) -> bool {
-    statuses.iter().all(|s| s.state == State::UpToDate)
 }
 
 /// `repro status` as text: one line per stage, then what changed, each in at most

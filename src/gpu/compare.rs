@@ -5,7 +5,7 @@
 //! bootstrap 95% confidence interval ([`crate::stats::ratio`]), as hyperfine says
 //! "A ran 1.09 ± 0.01 times faster than B".
 
-use super::exec::{load_pipeline, lookup_shape, reference, root_of, variant_cubin};
+use super::exec::{device_arch, load_pipeline, lookup_shape, reference, root_of, variant_entry};
 use super::harness::{DeviceInputs, Kernel, Reference, Session};
 use super::timing::{L2Mode, Method, TimingConfig};
 use super::workload::Inputs;
@@ -82,10 +82,26 @@ pub fn compare(file: &Path, args: &CompareRequest) -> anyhow::Result<Comparison>
     let b = resolve(pipeline.as_ref(), file, &args.b, args.entry.as_deref())?;
     let (shape_name, shape) = pick_shape(pipeline.as_ref(), args)?;
     super::driver_library_loads()?;
+    // The build's cubins (a variant's, the default reference) are those of this GPU's arch.
+    let builds_needed = a.1.is_none() || b.1.is_none() || args.reference.is_none();
+    let arch = match &pipeline {
+        Some(p) if builds_needed => Some(device_arch(p, file, args.device)?),
+        _ => None,
+    };
+    let located = |(name, cubin, entry): Named| -> Located {
+        let cubin = cubin.unwrap_or_else(|| {
+            root.join(crate::stages::build::cubin_path(
+                &name,
+                arch.as_deref().unwrap_or_default(),
+            ))
+        });
+        (name, cubin, entry)
+    };
     let c = measure(&Plan {
         pipeline: pipeline.as_ref(),
         root: &root,
-        sides: [a, b],
+        arch: arch.as_deref(),
+        sides: [located(a), located(b)],
         shape_name,
         shape,
         args,
@@ -93,8 +109,11 @@ pub fn compare(file: &Path, args: &CompareRequest) -> anyhow::Result<Comparison>
     Ok(c)
 }
 
-/// A side as named on the command line: `(name, cubin, entry)`.
-type Named = (String, PathBuf, String);
+/// A side as named on the command line: `(name, cubin, entry)`, the cubin `None` for a
+/// variant (the build's cubin of the GPU's architecture, found once the GPU is known).
+type Named = (String, Option<PathBuf>, String);
+/// A side with its cubin.
+type Located = (String, PathBuf, String);
 
 /// A variant name or a `.cubin` path.
 fn resolve(
@@ -114,7 +133,7 @@ fn resolve(
                 .into())
             }
         };
-        return Ok((what.to_string(), PathBuf::from(what), entry));
+        return Ok((what.to_string(), Some(PathBuf::from(what)), entry));
     }
     let Some(p) = pipeline else {
         return Err(UsageError(format!(
@@ -123,8 +142,8 @@ fn resolve(
         ))
         .into());
     };
-    let (cubin, entry) = variant_cubin(p, file, what).map_err(|e| UsageError(format!("{e:#}")))?;
-    Ok((what.to_string(), cubin, entry))
+    let entry = variant_entry(p, file, what).map_err(|e| UsageError(format!("{e:#}")))?;
+    Ok((what.to_string(), None, entry))
 }
 
 /// The entry point all kernels of the pipeline share, if they do.
@@ -159,7 +178,9 @@ fn pick_shape(
 struct Plan<'a> {
     pipeline: Option<&'a Pipeline>,
     root: &'a Path,
-    sides: [Named; 2],
+    /// The architecture of the build's cubins this GPU runs, when a pipeline names them.
+    arch: Option<&'a str>,
+    sides: [Located; 2],
     shape_name: String,
     shape: Shape,
     args: &'a CompareRequest,
@@ -180,7 +201,12 @@ fn measure(plan: &Plan) -> anyhow::Result<Comparison> {
     let session = Session::open(args.device)?;
     // Timed on the gaussian recipe, where every gate applies.
     let io = DeviceInputs::upload(&Inputs::generate(plan.shape, Recipe::Gaussian, args.seed))?;
-    let (ref_cubin, ref_entry) = reference(plan.pipeline, plan.root, args.reference.as_deref());
+    let (ref_cubin, ref_entry) = reference(
+        plan.pipeline,
+        plan.root,
+        plan.arch,
+        args.reference.as_deref(),
+    );
     let reference =
         Reference::load(&ref_cubin, &ref_entry).context("loading the reference kernel")?;
     let expected = session.run_reference(&reference, &io)?;

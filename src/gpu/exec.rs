@@ -59,7 +59,7 @@ pub struct ExecSettings {
     pub max_time: f64,
     /// Graph method: launches per sample (default: enough for a sample of at least 100 µs).
     pub launches_per_sample: Option<u32>,
-    /// The reference cubin (default `.repro/cubins/reference.cubin`).
+    /// The reference cubin (default the build's `.repro/cubins/reference.<ARCH>.cubin`).
     pub reference: Option<PathBuf>,
 }
 
@@ -101,8 +101,20 @@ pub fn run_request(
     let root = root_of(file);
     let pipeline = optional_pipeline(file)?;
     super::driver_library_loads()?;
+    // The build's cubins are per architecture: a variant, or the default reference, is
+    // the one of this GPU's.
+    let builds_needed =
+        matches!(req.target, ExecTarget::Variant(_)) || settings.reference.is_none();
+    let arch = match &pipeline {
+        Some(p) if builds_needed => Some(device_arch(p, file, settings.device)?),
+        _ => None,
+    };
     let (cubin, entry) = match &req.target {
-        ExecTarget::Variant(v) => variant_cubin(need_pipeline(&pipeline, file)?, file, v)?,
+        ExecTarget::Variant(v) => {
+            let entry = variant_entry(need_pipeline(&pipeline, file)?, file, v)?;
+            let arch = arch.as_deref().unwrap_or_default();
+            (root.join(crate::stages::build::cubin_path(v, arch)), entry)
+        }
         ExecTarget::Cubin { path, entry } => (path.clone(), entry.clone()),
     };
     let shape = match parse_dims(&req.shape) {
@@ -113,8 +125,12 @@ pub fn run_request(
         .as_ref()
         .and_then(|p| p.gates.correctness.clone())
         .unwrap_or_default();
-    let (reference_cubin, reference_entry) =
-        reference(pipeline.as_ref(), &root, settings.reference.as_deref());
+    let (reference_cubin, reference_entry) = reference(
+        pipeline.as_ref(),
+        &root,
+        arch.as_deref(),
+        settings.reference.as_deref(),
+    );
     let precision = req
         .precision
         .unwrap_or_else(|| match (&req.target, &pipeline) {
@@ -134,12 +150,22 @@ pub fn run_request(
     })
 }
 
-/// A variant's cubin (`.repro/cubins/<VARIANT>.cubin` beside `file`) and entry point.
-pub(super) fn variant_cubin(
-    p: &Pipeline,
-    file: &Path,
-    v: &str,
-) -> anyhow::Result<(PathBuf, String)> {
+/// The architecture of `p`'s cubins that GPU `device` runs: the declared one for its
+/// compute capability, or an error at `arch:` in `file` naming what to add.
+pub(super) fn device_arch(p: &Pipeline, file: &Path, device: u32) -> anyhow::Result<String> {
+    let gpus = super::probe()?;
+    let gpu = gpus.iter().find(|g| g.index == device).with_context(|| {
+        format!(
+            "there is no GPU {device}: the driver sees {} (indices from 0)",
+            gpus.len()
+        )
+    })?;
+    crate::stages::build::arch::for_gpu(gpu, &p.arch).map_err(|e| anyhow::anyhow!(e.at(file)))
+}
+
+/// The entry point of variant `v` of `p` (read from `file`): an error naming the variants
+/// when there is none. Its cubin is the build's `.repro/cubins/<VARIANT>.<ARCH>.cubin`.
+pub(super) fn variant_entry(p: &Pipeline, file: &Path, v: &str) -> anyhow::Result<String> {
     let spec = p.variants.get(v).with_context(|| {
         format!(
             "no variant `{v}` in {} (variants: {})",
@@ -153,18 +179,15 @@ pub(super) fn variant_cubin(
             spec.kernel
         )
     })?;
-    Ok((
-        root_of(file)
-            .join(".repro/cubins")
-            .join(format!("{v}.cubin")),
-        kernel.entry.clone(),
-    ))
+    Ok(kernel.entry.clone())
 }
 
-/// The reference kernel's cubin (`chosen`, else `.repro/cubins/reference.cubin`) and entry.
+/// The reference kernel's cubin (`chosen`, else the build's `.repro/cubins/reference.<ARCH>.cubin`)
+/// and entry.
 pub(super) fn reference(
     pipeline: Option<&Pipeline>,
     root: &Path,
+    arch: Option<&str>,
     chosen: Option<&Path>,
 ) -> (PathBuf, String) {
     let entry = pipeline
@@ -172,7 +195,13 @@ pub(super) fn reference(
         .and_then(|w| w.reference.as_ref())
         .map_or("sdpa_reference_f32".to_string(), |r| r.entry.clone());
     let cubin = chosen.map_or_else(
-        || root.join(".repro/cubins/reference.cubin"),
+        || {
+            let name = crate::stages::build::REFERENCE;
+            root.join(match arch {
+                Some(arch) => crate::stages::build::cubin_path(name, arch),
+                None => PathBuf::from(format!(".repro/cubins/{name}.cubin")),
+            })
+        },
         Path::to_path_buf,
     );
     (cubin, entry)

@@ -74,6 +74,16 @@ impl SpanIndex {
     }
 }
 
+/// `file:line:col` of the key at `path` in the pipeline file `file` (the nearest ancestor's
+/// when it is absent, `file:1:1` when the file cannot be read), for errors found while a
+/// stage runs, long after loading.
+pub fn position_of(file: &std::path::Path, path: &[&str]) -> String {
+    let pos = std::fs::read_to_string(file)
+        .map(|text| SpanIndex::build(&text).locate(path))
+        .unwrap_or(Pos { line: 1, col: 1 });
+    format!("{}:{}:{}", file.display(), pos.line, pos.col)
+}
+
 fn owned(path: &[&str]) -> KeyPath {
     path.iter().map(|s| s.to_string()).collect()
 }

@@ -10,9 +10,14 @@ use std::collections::BTreeMap;
 #[serde(deny_unknown_fields)]
 pub struct Pipeline {
     pub version: u32,
-    /// Fallback GPU architecture (`sm_89`) when no GPU is present to ask.
-    #[serde(default)]
-    pub arch: Option<String>,
+    /// The GPU architectures the build compiles every variant for (`arch: [sm_89,
+    /// sm_90a]`; one name alone is a list of one). Empty: the visible GPU's.
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub arch: Vec<String>,
     #[serde(default)]
     pub workload: Option<Workload>,
     #[serde(default)]
@@ -32,6 +37,31 @@ pub struct Pipeline {
     pub toolchain: Option<ToolchainSpec>,
     /// Stages in declaration order.
     pub stages: IndexMap<String, StageSpec>,
+}
+
+/// `arch: sm_89` or `arch: [sm_89, sm_90a]`, as a list.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    struct Visitor;
+    impl<'de> serde::de::Visitor<'de> for Visitor {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a GPU architecture like sm_89, or a list of them like [sm_89, sm_90a]")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(vec![v.to_string()])
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(a) = seq.next_element::<String>()? {
+                out.push(a);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_any(Visitor)
 }
 
 /// `toolchain: {nvcc: 13.0.88}`: the nvcc every compile must use.

@@ -56,6 +56,31 @@ impl Report<'_> {
     }
 }
 
+/// `arch:`: every entry an architecture like `sm_89` or `sm_90a`, none twice, and not an
+/// empty list.
+fn check_arch(r: &mut Report, archs: &[String]) {
+    const HELP: &str = "list the GPU architectures to compile for, e.g. `arch: [sm_89, sm_90a]` (an L4 is sm_89; an H100 runs sm_90a)";
+    if archs.is_empty() && r.spans().key(&["arch"]).is_some() {
+        r.at(&["arch"], "`arch:` lists no architecture".into(), HELP);
+    }
+    for (i, arch) in archs.iter().enumerate() {
+        let idx = i.to_string();
+        if !crate::stages::build::arch::is_valid(arch) {
+            r.at(
+                &["arch", &idx],
+                format!("`{arch}` is not a GPU architecture; expected one like sm_89 or sm_90a"),
+                HELP,
+            );
+        } else if archs[..i].contains(arch) {
+            r.at(
+                &["arch", &idx],
+                format!("`{arch}` is listed twice under `arch:`"),
+                "remove the second one",
+            );
+        }
+    }
+}
+
 /// Validate `p`, parsed from `text`, and resolve its stages. Nothing may run unless this
 /// succeeds.
 pub fn validate(
@@ -83,6 +108,7 @@ pub fn validate(
     if let Some(w) = &p.workload {
         check_inputs(&mut r, w);
     }
+    check_arch(&mut r, &p.arch);
     let registry: Vec<Arc<dyn StageKind>> = crate::stages::registry()
         .into_iter()
         .map(Arc::from)

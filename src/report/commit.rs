@@ -279,9 +279,10 @@ pub fn commit(project: &Project, message: Option<&str>, allow: Allow) -> anyhow:
     let pipeline = &project.pipeline;
     let artifacts = Artifacts::load(root)?;
     let state = RunState::load(root, pipeline.stages.keys().map(String::as_str))?;
+    let manifest = super::manifest::read(root);
     let env = crate::env::capture(
         root,
-        &crate::stages::summarize::capture_options(pipeline, &artifacts),
+        &crate::stages::summarize::capture_options(pipeline, &artifacts, &state, manifest.as_ref()),
     );
     let report = Builder::new(pipeline, &artifacts, &state, &env).build();
     let problems = problems(project, &state, &report)?;

@@ -420,9 +420,9 @@ fn gate_states(a: &Artifacts) -> BTreeMap<String, bool> {
     let mut out = BTreeMap::new();
     for b in a.builds.as_deref().unwrap_or_default() {
         out.insert(format!("build {}: compiles", b.variant), b.status == "ok");
-        for g in &b.gates {
+        for (arch, g) in b.gates() {
             out.insert(
-                format!("{} {} {}", g.gate, b.variant, g.subject)
+                format!("{} {} ({arch}) {}", g.gate, b.variant, g.subject)
                     .trim_end()
                     .to_string(),
                 g.pass,

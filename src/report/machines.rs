@@ -1,7 +1,8 @@
-//! Which machine made which results. A report whose results come from more than one
-//! machine — results kept from an earlier run elsewhere beside ones made here, or stages
-//! measured on different GPUs — says so at the top and labels each number with its
-//! machine (`M1`, `M2`, …), so an H100 number is never read as an L4 one.
+//! Which machine made which results, from what the lock records of each stage. A report
+//! whose results were measured on more than one GPU says so at the top and labels each
+//! number with its machine (`M1`, `M2`, …), so an H100 number is never read as an L4 one.
+//! Which machine renders the report plays no part: results kept because this one cannot
+//! measure read exactly as they did where they were measured.
 
 use super::state::RunState;
 use serde::Serialize;
@@ -9,7 +10,7 @@ use serde::Serialize;
 /// The machines behind a report's numbers.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Machines {
-    /// Said at the top of the report: more than one machine, or results kept from one.
+    /// Said at the top of the report: more than one machine.
     pub mixed: bool,
     pub list: Vec<Machine>,
 }
@@ -22,21 +23,12 @@ pub struct Machine {
     pub gpu: String,
     /// The stages whose recorded results it made.
     pub stages: Vec<String>,
-    /// Stages whose results were kept because this run could not re-run them, with why
-    /// (the reason as the report cites it).
-    pub kept: Vec<String>,
 }
 
 impl Machines {
-    /// From the engine's record of each stage (in `stages` order); `cite` turns a reason
-    /// into how the report cites it (a footnote).
-    pub fn of<'a>(
-        state: &RunState,
-        stages: impl IntoIterator<Item = &'a str>,
-        cite: impl Fn(&str) -> String,
-    ) -> Machines {
+    /// From the engine's record of each stage (in `stages` order).
+    pub fn of<'a>(state: &RunState, stages: impl IntoIterator<Item = &'a str>) -> Machines {
         let mut list: Vec<Machine> = Vec::new();
-        let mut any_kept = false;
         for name in stages {
             let Some(s) = state.stages.get(name) else {
                 continue;
@@ -54,21 +46,14 @@ impl Machines {
                         label: format!("M{}", list.len() + 1),
                         gpu: gpu.to_string(),
                         stages: Vec::new(),
-                        kept: Vec::new(),
                     });
                     list.len() - 1
                 }
             };
             list[at].stages.push(name.to_string());
-            if let Some(why) = &s.kept {
-                any_kept = true;
-                list[at]
-                    .kept
-                    .push(format!("`{name}` (not re-run here{})", because(&cite(why))));
-            }
         }
         Machines {
-            mixed: any_kept || list.len() > 1,
+            mixed: list.len() > 1,
             list,
         }
     }
@@ -86,25 +71,15 @@ impl Machines {
     }
 }
 
-/// ` [^1]` for a footnote, `: words` for a reason stated in place.
-fn because(cited: &str) -> String {
-    if cited.starts_with("[^") {
-        format!(" {cited}")
-    } else {
-        format!(": {cited}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::state::StageState;
 
-    fn stage(hardware: &str, kept: Option<&str>) -> StageState {
+    fn stage(hardware: &str) -> StageState {
         StageState {
             hardware: Some(hardware.into()),
             status: Some("passed".into()),
-            kept: kept.map(String::from),
             ..StageState::default()
         }
     }
@@ -112,44 +87,33 @@ mod tests {
     #[test]
     fn one_machine_is_not_mixed_and_labels_nothing() {
         let mut state = RunState::default();
-        state
-            .stages
-            .insert("bench".into(), stage("H100 sm_90", None));
-        state
-            .stages
-            .insert("tune".into(), stage("H100 sm_90", None));
-        let m = Machines::of(&state, ["bench", "tune"], str::to_string);
+        state.stages.insert("bench".into(), stage("H100 sm_90"));
+        state.stages.insert("tune".into(), stage("H100 sm_90"));
+        let m = Machines::of(&state, ["bench", "tune"]);
         assert!(!m.mixed);
         assert_eq!(m.list.len(), 1);
         assert_eq!(m.label_of(Some("bench")), "");
     }
 
     #[test]
-    fn kept_results_or_two_gpus_make_a_mixed_report_with_labels() {
+    fn one_gpu_is_not_mixed_and_two_gpus_make_a_mixed_report_with_labels() {
         let mut state = RunState::default();
-        state
-            .stages
-            .insert("bench".into(), stage("H100 sm_90", Some("no GPU")));
+        state.stages.insert("bench".into(), stage("H100 sm_90"));
         state.stages.insert("build".into(), StageState::default());
-        let m = Machines::of(&state, ["build", "bench"], str::to_string);
-        assert!(m.mixed, "kept results are from another machine");
-        assert_eq!(m.list[0].kept, ["`bench` (not re-run here: no GPU)"]);
-        assert_eq!(m.label_of(Some("bench")), "M1");
+        let m = Machines::of(&state, ["build", "bench"]);
+        assert!(!m.mixed, "one machine made them, whichever renders");
+        assert_eq!(m.list[0].stages, ["bench"]);
 
-        state.stages.insert("tune".into(), stage("L4 sm_89", None));
-        state
-            .stages
-            .insert("bench".into(), stage("H100 sm_90", None));
-        let m = Machines::of(&state, ["bench", "tune"], str::to_string);
+        state.stages.insert("tune".into(), stage("L4 sm_89"));
+        state.stages.insert("bench".into(), stage("H100 sm_90"));
+        let m = Machines::of(&state, ["bench", "tune"]);
         assert!(m.mixed);
+        assert_eq!(m.label_of(Some("bench")), "M1");
         assert_eq!(m.label_of(Some("tune")), "M2");
         // A stage without a recorded GPU that skipped is not a machine of the report.
-        let mut skipped = stage("no GPU: no driver", None);
+        let mut skipped = stage("no GPU: no driver");
         skipped.status = Some("skipped".into());
         state.stages.insert("profile".into(), skipped);
-        assert_eq!(
-            Machines::of(&state, ["profile"], str::to_string).list.len(),
-            0
-        );
+        assert_eq!(Machines::of(&state, ["profile"]).list.len(), 0);
     }
 }

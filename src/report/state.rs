@@ -25,12 +25,11 @@ pub struct StageState {
     pub reason: Option<String>,
     /// Output path (relative to the root) → recorded sha256.
     pub outputs: BTreeMap<String, String>,
-    /// Set when the last run could not re-run the stage on this machine and kept the
-    /// results of an earlier run (measured elsewhere): why it could not run.
-    pub kept: Option<String>,
     /// The machine its recorded results were made on, as its lock entry names it (GPU
     /// model, arch, driver), for stages that record one.
     pub hardware: Option<String>,
+    /// The tool versions its lock entry records (`nvcc`, `ncu`, `python`, `torch`, …).
+    pub tools: BTreeMap<String, String>,
 }
 
 impl StageState {
@@ -76,8 +75,8 @@ impl RunState {
                     elapsed_s: None,
                     reason,
                     hardware: entry.inputs.hardware.clone(),
+                    tools: entry.inputs.tools.clone(),
                     outputs: entry.outputs,
-                    kept: None,
                 },
             );
         }
@@ -85,8 +84,9 @@ impl RunState {
             let s = state.stages.entry(name).or_default();
             // A record of the run the lock describes, or of a later failed one.
             let current = s.fingerprint.as_deref() == Some(record.fingerprint.as_str());
-            if let Some(why) = record.kept() {
-                s.kept = Some(why.to_string());
+            // Results kept because this machine cannot re-run the stage read as the run
+            // that made them: nothing of this machine's attempt enters the report.
+            if record.kept().is_some() {
                 continue;
             }
             if current || record.outcome == Outcome::Failed {
@@ -96,6 +96,24 @@ impl RunState {
             }
         }
         Ok(state)
+    }
+
+    /// Stage times for the stages whose last run was not here: `previous` (the manifest of
+    /// an earlier summary) recorded them, with the fingerprint they still have. A report
+    /// re-rendered on another machine then says what the one that measured said.
+    pub fn carry_times(&mut self, previous: Option<&serde_yaml::Value>) {
+        let Some(stages) = previous.and_then(|m| m["stages"].as_mapping()) else {
+            return;
+        };
+        for (name, s) in self.stages.iter_mut() {
+            let Some(was) = stages.get(name.as_str()) else {
+                continue;
+            };
+            let same = was["fingerprint"].as_str() == s.fingerprint.as_deref();
+            if s.elapsed_s.is_none() && same {
+                s.elapsed_s = was["elapsed_s"].as_f64();
+            }
+        }
     }
 
     /// The pipeline's fingerprint: the sha256 of the sorted `stage<TAB>fingerprint` lines.

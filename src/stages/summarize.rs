@@ -119,8 +119,13 @@ impl StageKind for Summarize {
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
         (ctx.progress)("reading artifacts");
         let artifacts = Artifacts::load(ctx.root)?;
-        let state = RunState::load(ctx.root, ctx.pipeline.stages.keys().map(String::as_str))?;
-        let env = crate::env::capture(ctx.root, &capture_options(ctx.pipeline, &artifacts));
+        let mut state = RunState::load(ctx.root, ctx.pipeline.stages.keys().map(String::as_str))?;
+        let previous = manifest::read(ctx.root);
+        state.carry_times(previous.as_ref());
+        let env = crate::env::capture(
+            ctx.root,
+            &capture_options(ctx.pipeline, &artifacts, &state, previous.as_ref()),
+        );
         let Templates {
             template: summary_tpl,
             manifest_template: manifest_tpl,
@@ -154,31 +159,54 @@ impl StageKind for Summarize {
     }
 }
 
-/// Python/torch are recorded only when a baseline ran; the torch version comes from the
-/// baseline records (`defines: {torch: ...}`) when they carry it, nvcc's from the build
-/// records.
+/// What the results were made with, from what was recorded: nvcc from the build records;
+/// ncu, python and torch from the lock entries of the stages that ran them (torch from the
+/// baseline records when they carry it); the GPU from the lock entry of the first stage
+/// measured on one, with the previous manifest's `gpu:` for what the lock does not hold.
 pub fn capture_options(
     pipeline: &crate::pipeline::Pipeline,
     artifacts: &Artifacts,
+    state: &RunState,
+    previous_manifest: Option<&serde_yaml::Value>,
 ) -> crate::env::CaptureOptions {
-    let baselines = artifacts.baselines.as_deref().unwrap_or_default();
     let nvcc: std::collections::BTreeSet<&str> = artifacts
         .builds
         .iter()
         .flatten()
         .map(|b| b.nvcc_version.as_str())
         .collect();
+    // In pipeline order, the recorded stages that ran (not skipped for want of the tool).
+    let ran = || {
+        pipeline
+            .stages
+            .keys()
+            .filter_map(|n| state.stages.get(n))
+            .filter(|s| s.status.is_some() && !s.skipped())
+    };
+    let tool = |name: &str| {
+        ran()
+            .find_map(|s| s.tools.get(name))
+            .filter(|v| !v.starts_with("not found") && v.as_str() != "missing")
+            .cloned()
+    };
+    let baselines = artifacts.baselines.as_deref().unwrap_or_default();
+    let torch_from_records = baselines.iter().find_map(|b| {
+        b.defines
+            .get("torch")
+            .or_else(|| b.defines.get("torch_version"))
+            .cloned()
+    });
     crate::env::CaptureOptions {
         nvcc_from_records: (!nvcc.is_empty())
             .then(|| nvcc.into_iter().collect::<Vec<_>>().join("; ")),
         nvcc_pin: crate::toolchain::pin(pipeline).copied(),
-        baselines_ran: baselines.iter().any(|b| b.status == "ok"),
-        torch_from_records: baselines.iter().find_map(|b| {
-            b.defines
-                .get("torch")
-                .or_else(|| b.defines.get("torch_version"))
-                .cloned()
-        }),
+        ncu: tool("ncu"),
+        python: tool("python"),
+        torch: torch_from_records.or_else(|| tool("torch")),
+        measured_on: ran()
+            .filter_map(|s| s.hardware.clone())
+            .find(|h| !h.starts_with("no GPU")),
+        previous_gpu: previous_manifest.and_then(|m| serde_yaml::from_value(m["gpu"].clone()).ok()),
     }
 }
 

@@ -80,7 +80,7 @@ impl StageKind for TuneStage {
         "tune"
     }
 
-    /// The arch follows the GPU present (or `--arch`).
+    /// The arch is the declared one the GPU present runs.
     fn machine_params(&self) -> &'static [&'static str] {
         &["arch"]
     }
@@ -130,14 +130,22 @@ impl StageKind for TuneStage {
         // The tuner compiles the kernel itself: its code matters, not its comments.
         let code = sources::closure(root, Path::new(&kernel.source), &kernel.flags)
             .unwrap_or_else(|_| vec![PathBuf::from(&kernel.source)]);
-        let files = vec![cubin_path(crate::stages::build::REFERENCE)];
-        let gpus = crate::gpu::probe_cached(root);
-        let arch = arch::select(
-            overrides.get("arch").map(String::as_str),
-            &gpus,
-            pipeline.arch.as_deref(),
-        )
-        .map_or_else(|e| format!("unresolved: {e}"), |c| c.arch);
+        // It compiles for, and loads the reference of, the declared arch its GPU runs.
+        let arch = match crate::gpu::probe_cached(root) {
+            Ok(gpus) if !gpus.is_empty() => arch::for_gpu(&gpus[0], &pipeline.arch).map_err(|e| {
+                format!(
+                    "unresolved: no declared arch runs on it (needs {})",
+                    e.needs
+                )
+            }),
+            Ok(_) => Err("unresolved: no GPU is visible".into()),
+            Err(no) => Err(format!("unresolved: {no}")),
+        };
+        let files = match &arch {
+            Ok(a) => vec![cubin_path(crate::stages::build::REFERENCE, a)],
+            Err(_) => Vec::new(),
+        };
+        let arch = arch.unwrap_or_else(|why| why);
         let params = BTreeMap::from([
             ("arch".to_string(), arch),
             (
@@ -190,18 +198,16 @@ impl StageKind for TuneStage {
                 });
             }
         };
-        let arch = arch::select(
-            ctx.overrides.get("arch").map(String::as_str),
-            &gpus,
-            ctx.pipeline.arch.as_deref(),
-        )?
-        .arch;
+        let arch = arch::for_gpu(&gpu_list[0], &ctx.pipeline.arch)
+            .map_err(|e| anyhow::anyhow!(e.at(ctx.pipeline_file)))?;
         let tc = crate::toolchain::find(ctx.root, crate::toolchain::pin(ctx.pipeline))?;
         let workload = ctx.pipeline.workload.as_ref().context("no workload")?;
         let kernel = ctx.pipeline.kernels[&o.kernel].clone();
         let precision = kernel.precision.unwrap_or_default();
         let seed = workload.seeds.first().copied().unwrap_or(0);
-        let reference = ctx.root.join(cubin_path(crate::stages::build::REFERENCE));
+        let reference = ctx
+            .root
+            .join(cubin_path(crate::stages::build::REFERENCE, &arch));
         let key = serde_json::json!({
             "kernel": o.kernel,
             "entry": kernel.entry,

@@ -1,4 +1,5 @@
-//! The environment brief: GPU, driver, toolchain and how timings were taken.
+//! The environment brief: GPU, driver, toolchain and how timings were taken — as recorded
+//! by the stages that made the results (`crate::env`), not as the rendering machine has them.
 
 use super::*;
 use crate::stages::build::arch;
@@ -12,30 +13,25 @@ impl Builder<'_> {
             .flat_map(|f| f.results.iter())
             .find(|r| r.status == "ok");
         let gpu = match (&e.gpu, first.and_then(|r| r.device_name.clone())) {
-            (Some(g), _) => format!(
-                "{} (sm {}, {} SMs, {} GiB)",
-                g.name,
-                g.compute_capability,
-                g.sm_count,
-                g.memory_bytes / (1 << 30)
-            ),
+            (Some(g), _) => {
+                let mut facts = vec![format!("sm {}", g.compute_capability)];
+                facts.extend(g.sm_count.map(|n| format!("{n} SMs")));
+                facts.extend(g.memory_bytes.map(|b| format!("{} GiB", b / (1 << 30))));
+                format!("{} ({})", g.name, facts.join(", "))
+            }
             (None, Some(name)) => format!("{name} (from the bench records)"),
-            // The probe's message is usually a skip reason already stated: cite it.
-            (None, None) => match e.gpu_note.as_deref().map(|n| self.notes.cite(n)) {
-                Some(c) if c.starts_with("[^") => format!("{NA}: no GPU {c}"),
-                Some(c) => format!("{NA}: {c}"),
-                None => format!("{NA}: no GPU"),
-            },
+            (None, None) => format!("{NA}: no result here was measured on a GPU"),
         };
         let driver = e
             .gpu
             .as_ref()
             .map(|g| {
-                format!(
-                    "{}, CUDA {}",
-                    g.driver_version.as_deref().unwrap_or(NA),
-                    g.cuda_driver_version
-                )
+                let cuda = g
+                    .cuda_driver_version
+                    .as_ref()
+                    .map(|c| format!(", CUDA {c}"))
+                    .unwrap_or_default();
+                format!("{}{cuda}", g.driver_version.as_deref().unwrap_or(NA))
             })
             .unwrap_or_else(|| NA.into());
         // Launches per sample differ by shape (a sample lasts long enough to time): say
@@ -89,30 +85,69 @@ impl Builder<'_> {
         }
     }
 
-    /// When the timings were taken on another architecture than the pipeline's own `arch:` (the
-    /// card it is written for, built when no GPU is present), one sentence saying that card's
-    /// timings are not measured: numbers from an H100 must not pass for an L4's.
+    /// When the pipeline declares architectures that no timing here ran on (the L4's `sm_89`
+    /// beside the H100's `sm_90a`), one sentence saying their timings are not measured:
+    /// numbers from an H100 must not pass for an L4's.
     fn unmeasured_arch(&self) -> Option<String> {
-        let declared = self.pipeline.arch.as_deref()?;
-        let measured = any_timed(self.benches());
-        let built: std::collections::BTreeSet<&str> = self
-            .artifacts
-            .builds
+        let measured = self.measured_archs();
+        let unmeasured: Vec<&str> = self
+            .pipeline
+            .arch
             .iter()
-            .flatten()
-            .filter(|b| b.status == "ok")
-            .map(|b| b.arch.as_str())
+            .map(String::as_str)
+            .filter(|a| !measured.iter().any(|m| arch::base(m) == arch::base(a)))
             .collect();
-        if !measured
-            || built.is_empty()
-            || built.iter().any(|a| arch::base(a) == arch::base(declared))
-        {
+        if measured.is_empty() || unmeasured.is_empty() {
             return None;
         }
-        let on: Vec<&str> = built.into_iter().collect();
+        let list = |l: &[&str]| format!("`{}`", l.join("`, `"));
+        let on: Vec<&str> = measured.iter().map(String::as_str).collect();
         Some(format!(
-            "Timings for `{declared}` (`arch:` in pipeline.yaml, the GPU this pipeline is written for) are not measured: every timing here ran on `{}` builds.",
-            on.join("`, `")
+            "Timings for {} (declared in `arch:` in pipeline.yaml; built and gated, see PTXAS below) are not measured: every timing here ran on {} builds.",
+            list(&unmeasured),
+            list(&on)
         ))
+    }
+
+    /// The architectures of the cubins the timings ran on: what the bench records say; for
+    /// records written before they said it, the declared one the bench stage's recorded GPU
+    /// runs, else the one architecture each build record of that time held.
+    fn measured_archs(&self) -> std::collections::BTreeSet<String> {
+        let timed: Vec<&BenchFile> = self
+            .benches()
+            .iter()
+            .filter(|f| any_timed(std::slice::from_ref(*f)))
+            .collect();
+        let recorded: std::collections::BTreeSet<String> =
+            timed.iter().filter_map(|f| f.arch.clone()).collect();
+        if !recorded.is_empty() || timed.is_empty() {
+            return recorded;
+        }
+        let from_gpu = self
+            .stage_of("bench")
+            .and_then(|b| self.state.stages.get(b))
+            .and_then(|s| s.hardware.as_deref())
+            .and_then(|h| h.split_whitespace().find(|w| arch::is_valid(w)))
+            .map(|sm| {
+                let specific = format!("{sm}a");
+                if self.pipeline.arch.contains(&specific) {
+                    specific
+                } else {
+                    sm.to_string()
+                }
+            });
+        if let Some(a) = from_gpu {
+            return [a].into();
+        }
+        let builds = self.artifacts.builds.iter().flatten();
+        let single: Option<Vec<&String>> = builds
+            .filter(|b| b.status == "ok")
+            .map(|b| {
+                (b.archs.len() == 1)
+                    .then(|| b.archs.keys().next())
+                    .flatten()
+            })
+            .collect();
+        single.unwrap_or_default().into_iter().cloned().collect()
     }
 }

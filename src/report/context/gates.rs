@@ -2,6 +2,7 @@
 //! comparisons with the baselines.
 
 use super::*;
+use crate::schema::{ArchBuild, BuildRecord};
 
 impl Builder<'_> {
     pub(super) fn not_run_cmd_baselines(&self) -> String {
@@ -34,7 +35,7 @@ impl Builder<'_> {
         if b.status != "ok" {
             return vec!["compile error".into()];
         }
-        if b.gates.iter().any(|g| !g.pass) {
+        if b.gates().any(|(_, g)| !g.pass) {
             vec!["ptxas".into()]
         } else {
             Vec::new()
@@ -47,76 +48,93 @@ impl Builder<'_> {
         };
         let mut rows = Vec::new();
         for b in builds {
-            if b.status != "ok" {
-                let err = b
-                    .error
-                    .as_deref()
-                    .unwrap_or("no message")
-                    .lines()
-                    .next()
-                    .unwrap_or("");
-                failed.push(format!("build {}: compile error", b.variant));
-                rows.push(PtxasRow {
-                    variant: b.variant.clone(),
-                    entry: b.entry.clone(),
-                    registers: NA.into(),
-                    smem: NA.into(),
-                    spills: NA.into(),
-                    result: format!("❌ compile error: {err}"),
-                });
-                continue;
-            }
-            for e in &b.entries {
-                let gates: Vec<&GateResult> = b
-                    .gates
-                    .iter()
-                    .filter(|g| g.subject.is_empty() || g.subject == e.name)
-                    .collect();
-                let spills = e
-                    .spill_store_bytes
-                    .zip(e.spill_load_bytes)
-                    .map(|(s, l)| s + l);
-                // A gated figure shows what the gate judged (shared memory: static plus
-                // dynamic); an ungated one what ptxas reported.
-                let cell = |gate: &str, value: Option<u64>| {
-                    let shown = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or(NA.into());
-                    match gates.iter().find(|g| g.gate == gate) {
-                        Some(g) => {
-                            let judged = (!g.measured.is_nan()).then_some(g.measured as u64);
-                            format!(
-                                "{} {} {} {}",
-                                shown(judged),
-                                op_symbol(&g.op),
-                                g.threshold,
-                                mark(g.pass)
-                            )
-                        }
-                        None => shown(value),
-                    }
-                };
-                let pass = gates.iter().all(|g| g.pass);
-                for g in gates.iter().filter(|g| !g.pass) {
-                    failed.push(format!(
-                        "{} {} ({}): {} {} {}",
-                        g.gate,
-                        b.variant,
-                        e.name,
-                        g.measured,
-                        violated_symbol(&g.op),
-                        g.threshold
-                    ));
-                }
-                rows.push(PtxasRow {
-                    variant: b.variant.clone(),
-                    entry: e.name.clone(),
-                    registers: cell("ptxas.max_registers", e.registers.map(u64::from)),
-                    smem: cell("ptxas.max_smem_bytes", e.smem_bytes),
-                    spills: cell("ptxas.max_spill_bytes", spills),
-                    result: mark(pass).to_string(),
-                });
+            for (arch, build) in &b.archs {
+                rows.extend(self.ptxas_rows(b, arch, build, failed));
             }
         }
         Section::ran(rows)
+    }
+
+    /// The rows of one architecture's build of a variant: one per entry, or one saying it
+    /// did not compile.
+    fn ptxas_rows(
+        &self,
+        b: &BuildRecord,
+        arch: &str,
+        build: &ArchBuild,
+        failed: &mut Vec<String>,
+    ) -> Vec<PtxasRow> {
+        if !build.ok() {
+            let err = build
+                .error
+                .as_deref()
+                .unwrap_or("no message")
+                .lines()
+                .next()
+                .unwrap_or("");
+            failed.push(format!("build {} ({arch}): compile error", b.variant));
+            return vec![PtxasRow {
+                variant: b.variant.clone(),
+                arch: arch.to_string(),
+                entry: b.entry.clone(),
+                registers: NA.into(),
+                smem: NA.into(),
+                spills: NA.into(),
+                result: format!("❌ compile error: {err}"),
+            }];
+        }
+        let mut rows = Vec::new();
+        for e in &build.entries {
+            let gates: Vec<&GateResult> = build
+                .gates
+                .iter()
+                .filter(|g| g.subject.is_empty() || g.subject == e.name)
+                .collect();
+            let spills = e
+                .spill_store_bytes
+                .zip(e.spill_load_bytes)
+                .map(|(s, l)| s + l);
+            // A gated figure shows what the gate judged (shared memory: static plus
+            // dynamic); an ungated one what ptxas reported.
+            let cell = |gate: &str, value: Option<u64>| {
+                let shown = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or(NA.into());
+                match gates.iter().find(|g| g.gate == gate) {
+                    Some(g) => {
+                        let judged = (!g.measured.is_nan()).then_some(g.measured as u64);
+                        format!(
+                            "{} {} {} {}",
+                            shown(judged),
+                            op_symbol(&g.op),
+                            g.threshold,
+                            mark(g.pass)
+                        )
+                    }
+                    None => shown(value),
+                }
+            };
+            let pass = gates.iter().all(|g| g.pass);
+            for g in gates.iter().filter(|g| !g.pass) {
+                failed.push(format!(
+                    "{} {} ({arch}, {}): {} {} {}",
+                    g.gate,
+                    b.variant,
+                    e.name,
+                    g.measured,
+                    violated_symbol(&g.op),
+                    g.threshold
+                ));
+            }
+            rows.push(PtxasRow {
+                variant: b.variant.clone(),
+                arch: arch.to_string(),
+                entry: e.name.clone(),
+                registers: cell("ptxas.max_registers", e.registers.map(u64::from)),
+                smem: cell("ptxas.max_smem_bytes", e.smem_bytes),
+                spills: cell("ptxas.max_spill_bytes", spills),
+                result: mark(pass).to_string(),
+            });
+        }
+        rows
     }
 
     pub(super) fn correctness_gates(&self, failed: &mut Vec<String>) -> Section<CorrectnessTable> {

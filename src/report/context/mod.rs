@@ -72,12 +72,12 @@ impl<'a> Builder<'a> {
 
     /// Every reason something was skipped, for [`Notes`].
     pub(super) fn skip_reasons(&self) -> Vec<String> {
-        let kept = self.state.stages.values().filter_map(|s| s.kept.clone());
         let stages = self.state.stages.values().filter(|s| s.skipped());
         let files = self.benches().iter().chain(self.baselines());
         let results = self.benches().iter().flat_map(|f| &f.results);
         let targets = self.artifacts.ncu.iter().flat_map(|n| &n.targets);
-        kept.chain(stages.filter_map(|s| s.reason.clone()))
+        stages
+            .filter_map(|s| s.reason.clone())
             .chain(
                 files
                     .filter(|f| f.status == "skipped")
@@ -292,11 +292,7 @@ impl Builder<'_> {
     }
 
     pub(super) fn machines(&self) -> Machines {
-        Machines::of(
-            self.state,
-            self.pipeline.stages.keys().map(String::as_str),
-            |why| self.notes.cite(why),
-        )
+        Machines::of(self.state, self.pipeline.stages.keys().map(String::as_str))
     }
 
     /// The stage whose recorded outputs include a path under `prefix`.

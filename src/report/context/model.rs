@@ -90,6 +90,8 @@ pub struct Gates {
 #[derive(Debug, Clone, Serialize)]
 pub struct PtxasRow {
     pub variant: String,
+    /// The architecture compiled for (`sm_90a`).
+    pub arch: String,
     pub entry: String,
     pub registers: String,
     pub smem: String,
@@ -214,7 +216,10 @@ pub struct StageRow {
     pub name: String,
     pub kind: String,
     pub status: String,
-    /// Wall time of its last run (`12.3 s`), empty when none was recorded.
+    /// Where its recorded results were made: the GPU its lock entry names (its label when
+    /// the report is mixed), `any machine` for the build (it cross-compiles), else empty.
+    pub made_on: String,
+    /// Wall time of the run that made them (`12.3 s`), empty when none was recorded.
     pub time: String,
 }
 

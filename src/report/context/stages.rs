@@ -4,6 +4,7 @@ use super::*;
 
 impl Builder<'_> {
     pub(super) fn stage_rows(&self) -> Vec<StageRow> {
+        let machines = self.machines();
         self.pipeline
             .stages
             .iter()
@@ -24,10 +25,19 @@ impl Builder<'_> {
                     }
                     None => "– not run".into(),
                 };
+                let made_on = match st.and_then(|s| s.hardware.as_deref()) {
+                    _ if spec.uses == "build" => "any machine (cross-compiled)".to_string(),
+                    Some(gpu) if !gpu.starts_with("no GPU") && machines.mixed => {
+                        machines.label_of(Some(name))
+                    }
+                    Some(gpu) if !gpu.starts_with("no GPU") => gpu.to_string(),
+                    _ => String::new(),
+                };
                 StageRow {
                     name: name.clone(),
                     kind: spec.uses.clone(),
                     status,
+                    made_on,
                     time: st
                         .and_then(|s| s.elapsed_s)
                         .map(|t| format!("{t:.1} s"))

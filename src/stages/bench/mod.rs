@@ -9,8 +9,11 @@
 //! `artifacts/bench/baselines/<name>.json` to compare with; default every file there),
 //! `allow_mixed_gpus` (false: the stage fails when its records come from more than one GPU
 //! model). The common `timeout:` key is the limit for each `repro exec` (default 120 s).
-//! Every record names the node and GPU that measured it.
+//! Every record names the node and GPU that measured it, the architecture of the cubin it
+//! loaded (the declared one its GPU runs) and the driver's register and shared-memory
+//! figures for it beside ptxas's (`driver`).
 
+mod driver;
 mod gates;
 mod jobs;
 mod options;
@@ -22,7 +25,8 @@ pub use gates::correctness_gates;
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::pipeline::{defines_as_written, Pipeline, StageSpec};
-use crate::schema::{BenchFile, BenchResult, GateResult};
+use crate::schema::{BenchFile, BenchResult, BuildRecord, DriverCheck, GateResult};
+use crate::stages::build::{arch, cubin_path, record_path, REFERENCE};
 use crate::stages::gpu_nodes::{self, OneGpuModel};
 use anyhow::Context as _;
 use gates::{attach_speedup, performance_gates};
@@ -37,8 +41,11 @@ pub struct BenchStage;
 /// Where baseline records are read from (the shipped `baselines` stage writes them).
 pub const BASELINE_DIR: &str = "artifacts/bench/baselines";
 
-fn cubin_path(name: &str) -> PathBuf {
-    PathBuf::from(".repro/cubins").join(format!("{name}.cubin"))
+/// The architecture whose cubins this machine's first visible GPU loads, when there is a
+/// GPU and the pipeline declares its architecture (for fingerprints: never asks the GPU).
+fn probed_arch(pipeline: &Pipeline, root: &Path) -> Option<String> {
+    let gpus = crate::gpu::probe_cached(root).ok()?;
+    arch::for_gpu(gpus.first()?, &pipeline.arch).ok()
 }
 
 impl StageKind for BenchStage {
@@ -71,8 +78,13 @@ impl StageKind for BenchStage {
         root: &Path,
     ) -> anyhow::Result<StageInputs> {
         let o = options(spec, pipeline)?;
-        let mut files: Vec<PathBuf> = pipeline.variants.keys().map(|v| cubin_path(v)).collect();
-        files.push(cubin_path("reference"));
+        // The cubins it loads are those of its GPU's architecture; without a GPU here it
+        // cannot run, and keeps what was measured elsewhere.
+        let mut files: Vec<PathBuf> = Vec::new();
+        if let Some(arch) = probed_arch(pipeline, root) {
+            files.extend(pipeline.variants.keys().map(|v| cubin_path(v, &arch)));
+            files.push(cubin_path(REFERENCE, &arch));
+        }
         for b in baseline_names(&o, root) {
             let f = PathBuf::from(BASELINE_DIR).join(format!("{b}.json"));
             if root.join(&f).exists() {
@@ -133,6 +145,8 @@ impl StageKind for BenchStage {
                         defines: defines_as_written(&spec.defines),
                         nvcc_version: None,
                         precision: None,
+                        arch: None,
+                        driver: None,
                         results: vec![],
                         gates: vec![],
                     };
@@ -144,12 +158,15 @@ impl StageKind for BenchStage {
                 });
             }
         };
+        // The declared architecture the GPU runs; none is an error at `arch:`.
+        let arch = arch::for_gpu(&gpus[0], &ctx.pipeline.arch)
+            .map_err(|e| anyhow::anyhow!(e.at(ctx.pipeline_file)))?;
         // A variant that did not compile has no cubin: it fails alone, with the reason.
         let (built, unbuilt): (Vec<&String>, Vec<&String>) = ctx
             .pipeline
             .variants
             .keys()
-            .partition(|v| ctx.root.join(cubin_path(v)).is_file());
+            .partition(|v| ctx.root.join(cubin_path(v, &arch)).is_file());
         let mut failed_gates = Vec::new();
         for name in unbuilt {
             let file = BenchFile {
@@ -158,17 +175,20 @@ impl StageKind for BenchStage {
                 status: "failed".into(),
                 reason: Some(format!(
                     "not built: {} is missing; the build stage's record artifacts/build/{name}.json says why",
-                    cubin_path(name).display()
+                    cubin_path(name, &arch).display()
                 )),
                 defines: defines_as_written(&ctx.pipeline.variants[name].defines),
                 nvcc_version: None,
                 precision: None,
+                arch: Some(arch.clone()),
+                driver: None,
                 results: vec![],
                 gates: vec![],
             };
             write(&out_dir, &file)?;
             failed_gates.push(format!("{name}: not built"));
         }
+        let checks = driver_checks(ctx, gpus[0].index, &arch, &built);
         let jobs = plan(ctx.pipeline, &built, &o);
         let slots = gpu_nodes::gpu_slots(ctx.executor, &gpus);
         let results = run_jobs(ctx, &o, &jobs, slots)?;
@@ -248,6 +268,8 @@ impl StageKind for BenchStage {
                 .into(),
                 nvcc_version: crate::stages::build::recorded_nvcc(ctx.root, &name),
                 precision: Some(ctx.pipeline.precision_of(&name).name().into()),
+                arch: Some(arch.clone()),
+                driver: checks.get(&name).cloned(),
                 name,
                 kind: "variant".into(),
                 reason: None,
@@ -272,4 +294,40 @@ impl StageKind for BenchStage {
             StageOutcome::GateFailed(summary)
         })
     }
+}
+
+/// The driver's figures for each built variant's entry on GPU `gpu`, checked against its
+/// build record's ptxas figures for `arch`; a check that cannot run says why.
+fn driver_checks(
+    ctx: &RunCtx,
+    gpu: u32,
+    arch: &str,
+    built: &[&String],
+) -> BTreeMap<String, DriverCheck> {
+    built
+        .iter()
+        .map(|&name| {
+            let record = std::fs::read(ctx.root.join(record_path(name)))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<BuildRecord>(&b).ok());
+            let check = match record.as_ref().and_then(|r| r.entry_on(arch)) {
+                None => driver::skipped(&format!(
+                    "artifacts/build/{name}.json has no {arch} entry to compare with"
+                )),
+                Some(entry) => driver::cross_check(
+                    ctx.executor,
+                    ctx.cancel,
+                    ctx.repro_exe,
+                    ctx.root,
+                    gpu,
+                    &ctx.root.join(cubin_path(name, arch)),
+                    entry,
+                )
+                .unwrap_or_else(|e| {
+                    driver::skipped(&format!("could not read the driver's attributes: {e:#}"))
+                }),
+            };
+            (name.clone(), check)
+        })
+        .collect()
 }

@@ -254,6 +254,8 @@ fn baseline_gate_and_missing_control() {
         defines: BTreeMap::new(),
         nvcc_version: None,
         precision: None,
+        arch: None,
+        driver: None,
         results: vec![
             rec("mission", 0, 20.0, 0.001),
             rec("mission", 1, 20.0, 0.001),
@@ -321,7 +323,13 @@ fn bench_files_round_trip_through_json() {
         reason: None,
         defines: BTreeMap::from([("X".into(), "1".into())]),
         nvcc_version: None,
-        precision: None,
+        precision: Some("fp16-pv".into()),
+        arch: Some("sm_90a".into()),
+        driver: Some(crate::schema::DriverCheck {
+            check: "ok".into(),
+            registers: Some(96),
+            static_smem_bytes: Some(0),
+        }),
         results: vec![r],
         gates: correctness_gates(
             &[rec("mission", 0, 10.0, 0.01)],

@@ -1,80 +1,70 @@
-//! Which GPU architecture to compile for: `--arch`, else the visible GPUs (which must
-//! agree), else `pipeline.yaml`'s top-level `arch:`, else a clear error.
+//! GPU architectures: the build compiles every one `pipeline.yaml`'s top-level `arch:`
+//! declares, on any machine (nvcc cross-compiles), so what it records does not depend on
+//! the machine; a GPU stage loads the declared one its GPU runs ([`for_gpu`]), and a GPU
+//! none of them runs on is an error naming the key (docs/guide/build.md).
 
-use crate::gpu::{GpuInfo, NoGpu};
+use crate::gpu::GpuInfo;
+use std::path::Path;
 
-/// The chosen architecture and where it came from (for messages and records).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ArchChoice {
-    /// e.g. `sm_90`.
-    pub arch: String,
-    /// e.g. `--arch`, `GPU 0 (NVIDIA H100 80GB HBM3)`, `pipeline.yaml arch:`.
-    pub from: String,
-}
-
-/// Pick the architecture. `gpus` is what [`crate::gpu::probe_cached`] returned.
-pub fn select(
-    override_arch: Option<&str>,
-    gpus: &Result<Vec<GpuInfo>, NoGpu>,
-    pipeline_arch: Option<&str>,
-) -> anyhow::Result<ArchChoice> {
-    if let Some(a) = override_arch {
-        check("--arch", a)?;
-        return Ok(ArchChoice {
-            arch: a.to_string(),
-            from: "--arch".into(),
-        });
-    }
-    let no_gpu_reason = match gpus {
-        Ok(list) if !list.is_empty() => return from_gpus(list),
-        Ok(_) => "no GPU is visible".to_string(),
-        Err(NoGpu(why)) => why.clone(),
-    };
-    match pipeline_arch {
-        Some(a) => {
-            check("pipeline.yaml `arch:`", a)?;
-            Ok(ArchChoice {
-                arch: a.to_string(),
-                from: "pipeline.yaml arch:".into(),
-            })
-        }
-        None => anyhow::bail!(
-            "cannot choose a GPU architecture to compile for: no GPU to ask ({no_gpu_reason}) \
-             and pipeline.yaml has no top-level `arch:`. Add e.g. `arch: sm_89` to pipeline.yaml \
-             or pass `--arch sm_89`"
-        ),
-    }
-}
-
-/// All visible GPUs must share one architecture.
-fn from_gpus(gpus: &[GpuInfo]) -> anyhow::Result<ArchChoice> {
-    let first = &gpus[0];
-    let arch = first.arch();
-    if gpus.iter().any(|g| g.arch() != arch) {
-        let list: Vec<String> = gpus
-            .iter()
-            .map(|g| format!("GPU {} {} ({})", g.index, g.name, g.arch()))
-            .collect();
-        anyhow::bail!(
-            "the visible GPUs have different architectures: {}. Pass `--arch` to choose one, or \
-             make one kind visible with CUDA_VISIBLE_DEVICES",
-            list.join(", ")
-        );
-    }
-    Ok(ArchChoice {
-        arch: target_for(first),
-        from: format!("GPU {} ({})", first.index, first.name),
-    })
-}
-
-/// The target to compile for this GPU: its `sm_XY`, except Hopper (compute capability 9.0),
-/// which gets `sm_90a`: its warpgroup MMA (`wgmma`) exists only in that arch-specific target.
-/// Such code runs on compute capability 9.0 alone, which is the GPU it is chosen for.
+/// The target to compile for this GPU when nothing is declared (a pipeline without a build
+/// stage): its `sm_XY`, except Hopper
+/// (compute capability 9.0), which gets `sm_90a`: its warpgroup MMA (`wgmma`) exists only
+/// in that arch-specific target, which runs on compute capability 9.0 alone.
 pub fn target_for(gpu: &GpuInfo) -> String {
     match gpu.compute_capability {
         [9, 0] => "sm_90a".to_string(),
         _ => gpu.arch(),
     }
+}
+
+/// A GPU whose architecture the pipeline does not declare: no cubin of the build runs on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Undeclared {
+    /// e.g. `GPU 0 (NVIDIA L4, compute capability 8.9)`.
+    pub gpu: String,
+    /// The architecture it needs, e.g. `sm_89`.
+    pub needs: String,
+    pub declared: Vec<String>,
+}
+
+impl Undeclared {
+    /// The error, at `arch:`'s position in `pipeline_file` (`pipeline.yaml:4:1: …`).
+    pub fn at(&self, pipeline_file: &Path) -> String {
+        let mut with = self.declared.clone();
+        with.push(self.needs.clone());
+        format!(
+            "{}: `arch:` declares {}, and none of it runs on {}, which needs `{}` cubins\n  \
+             help: add it to `arch:` in {}, e.g. `arch: [{}]`, so the build compiles it",
+            crate::pipeline::spans::position_of(pipeline_file, &["arch"]),
+            self.declared.join(", "),
+            self.gpu,
+            self.needs,
+            pipeline_file.display(),
+            with.join(", ")
+        )
+    }
+}
+
+/// The declared architecture whose cubins run on `gpu`: for compute capability X.Y,
+/// `sm_XYa` when declared (Hopper's wgmma needs `sm_90a`), else `sm_XY`. With nothing
+/// declared, the one the build then compiled ([`target_for`]).
+pub fn for_gpu(gpu: &GpuInfo, declared: &[String]) -> Result<String, Undeclared> {
+    if declared.is_empty() {
+        return Ok(target_for(gpu));
+    }
+    let plain = gpu.arch();
+    let specific = format!("{plain}a");
+    [specific, plain.clone()]
+        .into_iter()
+        .find(|a| declared.contains(a))
+        .ok_or_else(|| Undeclared {
+            gpu: format!(
+                "GPU {} ({}, compute capability {}.{})",
+                gpu.index, gpu.name, gpu.compute_capability[0], gpu.compute_capability[1]
+            ),
+            needs: plain,
+            declared: declared.to_vec(),
+        })
 }
 
 /// `sm_90a` → `sm_90`: the architecture a target runs on, without its feature suffix.
@@ -91,14 +81,6 @@ pub fn is_valid(arch: &str) -> bool {
     !digits.is_empty()
         && digits.chars().all(|c| c.is_ascii_digit())
         && rest.len() - digits.len() <= 1
-}
-
-fn check(what: &str, arch: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        is_valid(arch),
-        "{what} `{arch}` is not a GPU architecture; expected one like sm_80, sm_89, sm_90 or sm_90a"
-    );
-    Ok(())
 }
 
 #[cfg(test)]
@@ -118,59 +100,46 @@ mod tests {
         }
     }
 
-    fn no_gpu() -> Result<Vec<GpuInfo>, NoGpu> {
-        Err(NoGpu("no CUDA driver".into()))
+    fn archs(list: &[&str]) -> Vec<String> {
+        list.iter().map(|a| a.to_string()).collect()
     }
 
     #[test]
-    fn override_beats_gpu_and_pipeline() {
-        let gpus = Ok(vec![gpu(0, "H100", [9, 0])]);
-        let c = select(Some("sm_80"), &gpus, Some("sm_89")).unwrap();
-        assert_eq!((c.arch.as_str(), c.from.as_str()), ("sm_80", "--arch"));
-    }
-
-    #[test]
-    fn gpu_beats_pipeline() {
-        let gpus = Ok(vec![gpu(0, "L4", [8, 9]), gpu(1, "L4", [8, 9])]);
-        let c = select(None, &gpus, Some("sm_90")).unwrap();
-        assert_eq!(c.arch, "sm_89");
-        assert_eq!(c.from, "GPU 0 (L4)");
-    }
-
-    #[test]
-    fn hopper_gets_its_arch_specific_target() {
-        let c = select(None, &Ok(vec![gpu(0, "H100", [9, 0])]), Some("sm_89")).unwrap();
-        assert_eq!(c.arch, "sm_90a");
-        let c = select(None, &Ok(vec![gpu(0, "B200", [10, 0])]), None).unwrap();
-        assert_eq!(c.arch, "sm_100");
+    fn a_gpu_loads_the_cubins_of_its_declared_architecture() {
+        let declared = archs(&["sm_89", "sm_90a"]);
+        let h100 = gpu(0, "H100", [9, 0]);
+        assert_eq!(for_gpu(&h100, &declared).unwrap(), "sm_90a");
+        assert_eq!(for_gpu(&h100, &archs(&["sm_90"])).unwrap(), "sm_90");
+        assert_eq!(
+            for_gpu(&h100, &archs(&["sm_90", "sm_90a"])).unwrap(),
+            "sm_90a",
+            "the arch-specific target wins"
+        );
+        assert_eq!(for_gpu(&gpu(0, "L4", [8, 9]), &declared).unwrap(), "sm_89");
+        assert_eq!(for_gpu(&h100, &[]).unwrap(), "sm_90a", "nothing declared");
+        assert_eq!(for_gpu(&gpu(0, "B200", [10, 0]), &[]).unwrap(), "sm_100");
         assert_eq!(base("sm_90a"), "sm_90");
         assert_eq!(base("sm_89"), "sm_89");
     }
 
     #[test]
-    fn mixed_gpus_are_an_error_naming_them() {
-        let gpus = Ok(vec![gpu(0, "L4", [8, 9]), gpu(1, "H100", [9, 0])]);
-        let e = select(None, &gpus, Some("sm_90")).unwrap_err().to_string();
+    fn an_undeclared_gpu_is_an_error_at_the_arch_key_naming_what_to_add() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pipeline.yaml");
+        std::fs::write(&file, "version: 1\narch: [sm_90a]\nstages: {}\n").unwrap();
+        let a100 = gpu(1, "NVIDIA A100", [8, 0]);
+        let e = for_gpu(&a100, &archs(&["sm_90a"])).unwrap_err();
+        assert_eq!(e.needs, "sm_80");
+        let text = e.at(&file);
         assert!(
-            e.contains("GPU 0 L4 (sm_89)") && e.contains("GPU 1 H100 (sm_90)"),
-            "{e}"
+            text.starts_with(&format!("{}:2:1: ", file.display())),
+            "{text}"
         );
-        assert!(e.contains("--arch"), "{e}");
-    }
-
-    #[test]
-    fn pipeline_arch_without_gpu() {
-        let c = select(None, &no_gpu(), Some("sm_89")).unwrap();
-        assert_eq!(c.arch, "sm_89");
-        let c = select(None, &Ok(vec![]), Some("sm_89")).unwrap();
-        assert_eq!(c.arch, "sm_89");
-    }
-
-    #[test]
-    fn nothing_to_go_on_says_how_to_fix() {
-        let e = select(None, &no_gpu(), None).unwrap_err().to_string();
-        assert!(e.contains("no CUDA driver"), "{e}");
-        assert!(e.contains("arch: sm_89") && e.contains("--arch"), "{e}");
+        assert!(
+            text.contains("GPU 1 (NVIDIA A100, compute capability 8.0)"),
+            "{text}"
+        );
+        assert!(text.contains("`arch: [sm_90a, sm_80]`"), "{text}");
     }
 
     #[test]
@@ -181,7 +150,5 @@ mod tests {
         for good in ["sm_80", "sm_89", "sm_90", "sm_90a", "sm_100"] {
             assert!(is_valid(good), "{good}");
         }
-        let e = select(Some("90"), &no_gpu(), None).unwrap_err().to_string();
-        assert!(e.contains("--arch `90`"), "{e}");
     }
 }

@@ -6,7 +6,7 @@
 //! missing one fails the register gate (measured as NaN: nothing to vouch for).
 
 use crate::pipeline::PtxasGates;
-use crate::schema::{BuildRecord, EntryResources, GateResult};
+use crate::schema::{ArchBuild, EntryResources, GateResult};
 
 /// One result per (entry, configured gate): `ptxas.max_registers`, `ptxas.max_smem_bytes`,
 /// `ptxas.max_spill_bytes` (spill stores + loads), with the entry name as subject.
@@ -44,11 +44,11 @@ pub fn ptxas_gates(entries: &[EntryResources], gates: &PtxasGates) -> Vec<GateRe
     results
 }
 
-/// The gates of a build record as the build stage writes them: the declared entry's shared
-/// memory is static plus dynamic (what a block needs at launch).
-pub fn record_gates(record: &BuildRecord, gates: &PtxasGates) -> Vec<GateResult> {
+/// The gates of one architecture's build as the build stage writes them: the declared
+/// `entry`'s shared memory is static plus dynamic (what a block needs at launch).
+pub fn record_gates(build: &ArchBuild, entry: &str, gates: &PtxasGates) -> Vec<GateResult> {
     ptxas_gates(
-        &with_dynamic_smem(&record.entries, &record.entry, record.dynamic_smem_bytes),
+        &with_dynamic_smem(&build.entries, entry, build.dynamic_smem_bytes),
         gates,
     )
 }

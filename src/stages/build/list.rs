@@ -52,29 +52,31 @@ pub fn render(root: &Path, variants: &[&str]) -> anyhow::Result<String> {
     Ok(table(&rows))
 }
 
-/// One row per entry function of a record (or one saying it failed to compile).
+/// One row per (architecture, entry function) of a record, or one per architecture that
+/// failed to compile.
 fn record_rows(rec: &BuildRecord) -> Vec<Vec<String>> {
-    if rec.status != "ok" {
-        // The compiler's first error line says more than the exit status above it.
-        let error = rec.error.as_deref().unwrap_or("");
-        let why = error
-            .lines()
-            .find(|l| l.contains("error"))
-            .or_else(|| error.lines().next())
-            .unwrap_or("")
-            .trim();
-        return vec![vec![
-            rec.variant.clone(),
-            rec.entry.clone(),
-            rec.arch.clone(),
-            format!("{}: {why}", rec.status),
-        ]];
-    }
     let num = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
-    rec.entries
-        .iter()
-        .map(|e| {
-            let failed: Vec<String> = rec
+    let mut rows = Vec::new();
+    for (arch, build) in &rec.archs {
+        if !build.ok() {
+            // The compiler's first error line says more than the exit status above it.
+            let error = build.error.as_deref().unwrap_or("");
+            let why = error
+                .lines()
+                .find(|l| l.contains("error"))
+                .or_else(|| error.lines().next())
+                .unwrap_or("")
+                .trim();
+            rows.push(vec![
+                rec.variant.clone(),
+                rec.entry.clone(),
+                arch.clone(),
+                format!("{}: {why}", build.status),
+            ]);
+            continue;
+        }
+        for e in &build.entries {
+            let failed: Vec<String> = build
                 .gates
                 .iter()
                 .filter(|g| g.subject == e.name && !g.pass)
@@ -83,20 +85,20 @@ fn record_rows(rec: &BuildRecord) -> Vec<Vec<String>> {
                     format!("{name} {}>{}", g.measured, g.threshold)
                 })
                 .collect();
-            let has_gates = rec.gates.iter().any(|g| g.subject == e.name);
+            let has_gates = build.gates.iter().any(|g| g.subject == e.name);
             let gates = match (has_gates, failed.is_empty()) {
                 (false, _) => "-".to_string(),
                 (true, true) => "✅ pass".to_string(),
                 (true, false) => format!("❌ {}", failed.join(", ")),
             };
-            vec![
+            rows.push(vec![
                 rec.variant.clone(),
                 e.name.clone(),
-                rec.arch.clone(),
+                arch.clone(),
                 num(e.registers.map(u64::from)),
                 num(e.smem_bytes),
                 if e.name == rec.entry {
-                    num(rec.dynamic_smem_bytes)
+                    num(build.dynamic_smem_bytes)
                 } else {
                     "-".into()
                 },
@@ -104,9 +106,10 @@ fn record_rows(rec: &BuildRecord) -> Vec<Vec<String>> {
                 format!("{}/{}", num(e.spill_store_bytes), num(e.spill_load_bytes)),
                 num(e.barriers.map(u64::from)),
                 gates,
-            ]
-        })
-        .collect()
+            ]);
+        }
+    }
+    rows
 }
 
 /// Left-aligned columns separated by two spaces; short rows span the rest.

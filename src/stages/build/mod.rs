@@ -1,6 +1,8 @@
-//! The `build` stage kind: compiles every variant (and the workload's reference kernel) to
-//! a cubin with nvcc, reads the ptxas resource report, applies the PTXAS gates and writes
-//! `artifacts/build/<variant>.json` plus `.repro/cubins/<name>.cubin`.
+//! The `build` stage kind: compiles every variant (and the workload's reference kernel) for
+//! every architecture `arch:` declares with nvcc, reads the ptxas resource report, applies
+//! the PTXAS gates per architecture and writes `artifacts/build/<variant>.json` plus
+//! `.repro/cubins/<name>.<arch>.cubin`. nvcc cross-compiles, so it needs no GPU, and its
+//! records depend only on the sources, the pinned nvcc and the declared architectures.
 //!
 //! Options (besides the common stage keys): `jobs` (parallel nvcc processes; default: all
 //! cores) and `flags` (extra nvcc flags for every compile).
@@ -8,7 +10,6 @@
 pub mod arch;
 pub mod compile;
 pub mod cubin;
-pub mod driver;
 pub mod gates;
 pub mod list;
 pub mod ptxas;
@@ -19,9 +20,8 @@ pub(crate) mod test_support;
 mod tests;
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
-use crate::gpu::{GpuInfo, NoGpu};
 use crate::pipeline::{define_value, KernelSpec, Pipeline, StageSpec};
-use crate::schema::{self, BuildRecord};
+use crate::schema::{self, ArchBuild, BuildRecord};
 use crate::stages::options::decode;
 use crate::toolchain::{self, NvccSearch, Toolchain};
 use anyhow::Context;
@@ -48,9 +48,9 @@ pub fn recorded_nvcc(root: &Path, variant: &str) -> Option<String> {
         .map(|r| r.nvcc_version)
 }
 
-/// `.repro/cubins/<name>.cubin` (a variant, or [`REFERENCE`]).
-pub fn cubin_path(name: &str) -> PathBuf {
-    PathBuf::from(format!(".repro/cubins/{name}.cubin"))
+/// `.repro/cubins/<name>.<arch>.cubin` (a variant, or [`REFERENCE`]).
+pub fn cubin_path(name: &str, arch: &str) -> PathBuf {
+    PathBuf::from(format!(".repro/cubins/{name}.{arch}.cubin"))
 }
 
 /// The `build` kind.
@@ -105,21 +105,32 @@ fn is_file_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// One cubin the stage builds: a variant or the reference.
+/// What the stage builds for every architecture: a variant or the reference.
 struct Target {
     name: String,
     kernel: String,
     spec: KernelSpec,
+    /// The compile, with an empty `arch` ([`Target::on`] fills it in).
     req: CompileRequest,
 }
 
+impl Target {
+    /// The compile of this target for `arch`.
+    fn on(&self, arch: &str) -> CompileRequest {
+        CompileRequest {
+            arch: arch.to_string(),
+            ..self.req.clone()
+        }
+    }
+}
+
 /// Every variant (sorted by name), then the reference if the workload declares one.
-fn targets(pipeline: &Pipeline, arch: &str, extra_flags: &[String]) -> anyhow::Result<Vec<Target>> {
+fn targets(pipeline: &Pipeline, extra_flags: &[String]) -> anyhow::Result<Vec<Target>> {
     let request = |spec: &KernelSpec, defines: BTreeMap<String, String>| CompileRequest {
         source: PathBuf::from(&spec.source),
         entry: spec.entry.clone(),
         defines,
-        arch: arch.to_string(),
+        arch: String::new(),
         flags: spec.flags.iter().chain(extra_flags).cloned().collect(),
     };
     let mut out = Vec::new();
@@ -214,29 +225,9 @@ fn source_files(pipeline: &Pipeline, root: &Path, extra_flags: &[String]) -> Vec
     files.into_iter().collect()
 }
 
-/// `driver_check` when the cross-check cannot run, or `None` when it can.
-fn driver_check_skip(gpus: &Result<Vec<GpuInfo>, NoGpu>, arch: &str) -> Option<String> {
-    match gpus {
-        Err(NoGpu(why)) => Some(format!("skipped: no GPU ({why})")),
-        Ok(list) if list.is_empty() => Some("skipped: no GPU is visible".into()),
-        Ok(list) if list[0].arch() != arch::base(arch) => Some(format!(
-            "skipped: built for {arch} but GPU {} ({}) is {}",
-            list[0].index,
-            list[0].name,
-            list[0].arch()
-        )),
-        Ok(_) => None,
-    }
-}
-
 impl StageKind for BuildStage {
     fn kind(&self) -> &'static str {
         "build"
-    }
-
-    /// The arch follows the GPU present (or `--arch`); the driver check needs a driver.
-    fn machine_params(&self) -> &'static [&'static str] {
-        &["arch", "driver_check"]
     }
 
     fn validate(
@@ -256,12 +247,14 @@ impl StageKind for BuildStage {
                  cubin (.repro/cubins/{REFERENCE}.cubin); rename the variant"
             )));
         }
-        if let Some(a) = &pipeline.arch {
-            if !arch::is_valid(a) {
-                return Err(stage_err(format!(
-                    "pipeline.yaml `arch: {a}` is not a GPU architecture; expected one like sm_89 or sm_90"
-                )));
-            }
+        if pipeline.arch.is_empty() {
+            return Err(stage_err(
+                "the build stage compiles every variant for the GPU architectures \
+                 pipeline.yaml's top-level `arch:` declares, and it declares none\nhelp: add \
+                 e.g. `arch: [sm_89, sm_90a]` at the top of pipeline.yaml (an L4 is sm_89, an \
+                 H100 runs sm_90a)"
+                    .into(),
+            ));
         }
         if let Some(bad) = pipeline.variants.keys().find(|v| !is_file_name(v)) {
             return Err(stage_err(format!(
@@ -269,71 +262,47 @@ impl StageKind for BuildStage {
                  letters, digits, `-`, `_` and `.`, not starting with `.`"
             )));
         }
-        // Checks that every variant's kernel is declared and its defines are scalars; the
-        // arch plays no part in that.
-        targets(pipeline, "", &[]).map_err(|e| stage_err(format!("{e:#}")))?;
+        // Checks that every variant's kernel is declared and its defines are scalars.
+        targets(pipeline, &[]).map_err(|e| stage_err(format!("{e:#}")))?;
         Ok(())
     }
 
     fn outputs(&self, _name: &str, _spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
-        let mut outs: Outputs = pipeline
-            .variants
-            .keys()
-            .flat_map(|v| [record_path(v), cubin_path(v)])
-            .collect();
+        let mut outs: Outputs = pipeline.variants.keys().map(|v| record_path(v)).collect();
+        outs.extend(variant_cubins(pipeline));
         if pipeline
             .workload
             .as_ref()
             .is_some_and(|w| w.reference.is_some())
         {
-            outs.push(cubin_path(REFERENCE));
+            outs.extend(pipeline.arch.iter().map(|a| cubin_path(REFERENCE, a)));
         }
         outs
     }
 
-    /// A variant that fails to compile has no cubin; it fails alone (see `run`).
+    /// A variant that fails to compile for an architecture has no cubin for it; it fails
+    /// alone (see `run`).
     fn optional_outputs(&self, _name: &str, _spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
-        pipeline.variants.keys().map(|v| cubin_path(v)).collect()
+        variant_cubins(pipeline)
     }
 
     fn inputs(
-        &self,
-        name: &str,
-        spec: &StageSpec,
-        pipeline: &Pipeline,
-        root: &Path,
-    ) -> anyhow::Result<StageInputs> {
-        self.inputs_with_overrides(name, spec, pipeline, root, &BTreeMap::new())
-    }
-
-    fn inputs_with_overrides(
         &self,
         _name: &str,
         spec: &StageSpec,
         pipeline: &Pipeline,
         root: &Path,
-        overrides: &BTreeMap<String, String>,
     ) -> anyhow::Result<StageInputs> {
         let opts = options(spec)?;
         let mut inputs = StageInputs {
             files: source_files(pipeline, root, &opts.flags),
             ..StageInputs::default()
         };
-        // A missing nvcc or an undecidable arch is reported by `run`; here it only has to
-        // change the fingerprint once it is fixed.
+        // A missing nvcc is reported by `run`; here it only has to change the fingerprint
+        // once it is fixed. Nothing of the machine (GPU, driver) is an input.
         let nvcc = toolchain::fingerprint(root, &self.search(), toolchain::pin(pipeline));
         inputs.tools.insert("nvcc".into(), nvcc);
-        let gpus = crate::gpu::probe_cached(root);
-        let arch = arch::select(
-            overrides.get("arch").map(String::as_str),
-            &gpus,
-            pipeline.arch.as_deref(),
-        )
-        .map_or_else(|e| format!("unresolved: {e}"), |c| c.arch);
-        let cross_check =
-            driver_check_skip(&gpus, &arch).unwrap_or_else(|| "driver attributes".into());
-        inputs.params.insert("driver_check".into(), cross_check);
-        if let Ok(targets) = targets(pipeline, &arch, &opts.flags) {
+        if let Ok(targets) = targets(pipeline, &opts.flags) {
             for t in targets {
                 let value = serde_json::json!({
                     "kernel": t.kernel,
@@ -347,7 +316,7 @@ impl StageKind for BuildStage {
                     .insert(format!("target.{}", t.name), value.to_string());
             }
         }
-        inputs.params.insert("arch".into(), arch);
+        inputs.params.insert("arch".into(), pipeline.arch.join(","));
         Ok(inputs)
     }
 
@@ -362,72 +331,71 @@ impl StageKind for BuildStage {
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
         let opts = options(ctx.spec)?;
         let tc: Toolchain = self.search().find(ctx.root, toolchain::pin(ctx.pipeline))?;
-        let gpus = crate::gpu::probe_cached(ctx.root);
-        let choice = arch::select(
-            ctx.overrides.get("arch").map(String::as_str),
-            &gpus,
-            ctx.pipeline.arch.as_deref(),
-        )?;
-        let targets = targets(ctx.pipeline, &choice.arch, &opts.flags)?;
+        let archs = &ctx.pipeline.arch;
+        let targets = targets(ctx.pipeline, &opts.flags)?;
         let jobs = opts
             .jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         (ctx.progress)(&format!(
-            "compiling {} cubin(s) for {} (from {}) with nvcc {} from {}, {} at a time",
-            targets.len(),
-            choice.arch,
-            choice.from,
+            "compiling {} cubin(s) for {} with nvcc {} from {}, {} at a time",
+            targets.len() * archs.len(),
+            archs.join(", "),
             tc.release()
                 .map_or_else(|| tc.version.clone(), |v| v.to_string()),
             tc.source,
             jobs
         ));
-        let reqs: Vec<CompileRequest> = targets.iter().map(|t| t.req.clone()).collect();
+        // Target-major: target i's compile for archs[j] is request i * archs.len() + j.
+        let reqs: Vec<CompileRequest> = targets
+            .iter()
+            .flat_map(|t| archs.iter().map(|a| t.on(a)))
+            .collect();
         let outs = compile::compile_many(ctx.executor, ctx.cancel, &tc, ctx.root, &reqs, jobs);
         if ctx.cancel.load(std::sync::atomic::Ordering::SeqCst) {
             anyhow::bail!("interrupted while compiling");
         }
-        write_log(ctx.log, &targets, &outs)?;
+        write_log(ctx.log, &reqs, &targets, archs, &outs)?;
 
-        let skip_check = driver_check_skip(&gpus, &choice.arch);
         let ptxas_gates = ctx.pipeline.gates.ptxas.as_ref();
         let mut failed = Vec::new();
         let mut gate_failures = Vec::new();
-        for (t, out) in targets.iter().zip(&outs) {
-            if let Some(cubin) = out.cubin.as_ref().filter(|_| out.ok) {
-                copy_into(ctx.staging, cubin, &cubin_path(&t.name))?;
-            } else {
-                let error = out.error.as_deref().unwrap_or("unknown error");
-                if t.name == REFERENCE {
-                    // Nothing can be checked without the reference: the stage fails.
-                    anyhow::bail!(
-                        "the reference kernel failed to compile (full compiler output in {}):\n{}",
-                        ctx.log.display(),
-                        first_lines(error, 8)
-                    );
+        for (t, outs) in targets.iter().zip(outs.chunks(archs.len())) {
+            let mut record = new_record(t, &tc);
+            for (arch, out) in archs.iter().zip(outs) {
+                if let Some(cubin) = out.cubin.as_ref().filter(|_| out.ok) {
+                    copy_into(ctx.staging, cubin, &cubin_path(&t.name, arch))?;
+                } else {
+                    let error = out.error.as_deref().unwrap_or("unknown error");
+                    if t.name == REFERENCE {
+                        // Nothing can be checked without the reference: the stage fails.
+                        anyhow::bail!(
+                            "the reference kernel failed to compile for {arch} (full compiler output in {}):\n{}",
+                            ctx.log.display(),
+                            first_lines(error, 8)
+                        );
+                    }
+                    let first_error = error
+                        .lines()
+                        .find(|l| l.contains("error"))
+                        .or(error.lines().next())
+                        .unwrap_or_default();
+                    failed.push(format!("{} ({arch}): {}", t.name, first_error.trim()));
                 }
-                let first_error = error
-                    .lines()
-                    .find(|l| l.contains("error"))
-                    .or(error.lines().next())
-                    .unwrap_or_default();
-                failed.push(format!("{}: {}", t.name, first_error.trim()));
+                let mut build = arch_build(out);
+                if let (true, Some(g)) = (out.ok, ptxas_gates) {
+                    build.gates = gates::record_gates(&build, &t.spec.entry, g);
+                    gate_failures.extend(gates::describe_failures(
+                        &format!("{} ({arch})", t.name),
+                        &build.gates,
+                    ));
+                }
+                record.archs.insert(arch.clone(), build);
             }
             if t.name == REFERENCE {
                 continue;
             }
-            let mut record = new_record(t, &tc, &choice.arch, out);
-            if out.ok {
-                record.dynamic_smem_bytes =
-                    out.cubin.as_deref().and_then(cubin::dynamic_smem_bytes);
-                if let Some(g) = ptxas_gates {
-                    record.gates = gates::record_gates(&record, g);
-                    gate_failures.extend(gates::describe_failures(&t.name, &record.gates));
-                }
-                record.driver_check = Some(match &skip_check {
-                    Some(why) => why.clone(),
-                    None => check_with_driver(ctx, out, &mut record),
-                });
+            if record.archs.values().any(|b| !b.ok()) {
+                record.status = "compile_error".into();
             }
             let path = ctx.staging.join(record_path(&t.name));
             write_file(&path, schema::to_json_pretty(&record).as_bytes())?;
@@ -453,47 +421,55 @@ impl StageKind for BuildStage {
     }
 }
 
-/// Cross-check the declared entry with the driver; the record's `driver_check` text.
-fn check_with_driver(ctx: &RunCtx, out: &CompileOutput, record: &mut BuildRecord) -> String {
-    let (Some(cubin), Some(entry)) = (
-        out.cubin.as_ref(),
-        record.entries.iter_mut().find(|e| e.name == record.entry),
-    ) else {
-        return "skipped: no cubin or entry to load".into();
-    };
-    driver::cross_check(
-        ctx.executor,
-        ctx.cancel,
-        ctx.repro_exe,
-        ctx.root,
-        cubin,
-        entry,
-    )
-    .unwrap_or_else(|e| format!("skipped: could not read the driver's attributes: {e:#}"))
+/// Every variant's cubin for every declared architecture.
+fn variant_cubins(pipeline: &Pipeline) -> Outputs {
+    pipeline
+        .variants
+        .keys()
+        .flat_map(|v| pipeline.arch.iter().map(move |a| cubin_path(v, a)))
+        .collect()
 }
 
-fn new_record(t: &Target, tc: &Toolchain, arch: &str, out: &CompileOutput) -> BuildRecord {
+/// The record of `t`, without its architectures yet.
+fn new_record(t: &Target, tc: &Toolchain) -> BuildRecord {
     BuildRecord {
         variant: t.name.clone(),
         kernel: t.kernel.clone(),
         source: t.spec.source.clone(),
         entry: t.spec.entry.clone(),
         defines: t.req.defines.clone(),
-        arch: arch.to_string(),
         nvcc_version: tc.version.clone(),
+        status: "ok".into(),
+        archs: BTreeMap::new(),
+    }
+}
+
+/// One architecture's section of a record, from its compile (gates added by the caller).
+fn arch_build(out: &CompileOutput) -> ArchBuild {
+    ArchBuild {
         command: out.command.clone(),
         status: if out.ok { "ok" } else { "compile_error" }.into(),
         error: out.error.clone(),
         cubin_sha256: out.cubin_sha256.clone(),
         entries: out.entries.clone(),
-        dynamic_smem_bytes: None,
+        dynamic_smem_bytes: out
+            .cubin
+            .as_deref()
+            .filter(|_| out.ok)
+            .and_then(cubin::dynamic_smem_bytes),
         gates: Vec::new(),
-        driver_check: None,
     }
 }
 
-/// Append every compile's command and outcome to the stage log.
-fn write_log(log: &Path, targets: &[Target], outs: &[CompileOutput]) -> anyhow::Result<()> {
+/// Append every compile's command and outcome to the stage log (`reqs` target-major, as
+/// `run` made them).
+fn write_log(
+    log: &Path,
+    reqs: &[CompileRequest],
+    targets: &[Target],
+    archs: &[String],
+    outs: &[CompileOutput],
+) -> anyhow::Result<()> {
     if let Some(dir) = log.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -502,13 +478,19 @@ fn write_log(log: &Path, targets: &[Target], outs: &[CompileOutput]) -> anyhow::
         .append(true)
         .open(log)
         .with_context(|| format!("cannot open the stage log {}", log.display()))?;
-    for (t, out) in targets.iter().zip(outs) {
+    for (i, (req, out)) in reqs.iter().zip(outs).enumerate() {
+        let name = &targets[i / archs.len().max(1)].name;
         let state = match (out.ok, out.cached) {
             (true, true) => "cached",
             (true, false) => "compiled",
             (false, _) => "FAILED",
         };
-        writeln!(f, "== {} ({state}): {}", t.name, out.command.join(" "))?;
+        writeln!(
+            f,
+            "== {name} {} ({state}): {}",
+            req.arch,
+            out.command.join(" ")
+        )?;
         if let Some(e) = &out.error {
             writeln!(f, "{e}")?;
         }

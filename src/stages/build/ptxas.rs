@@ -143,8 +143,6 @@ mod tests {
                 barriers: Some(1),
                 // sm_90 reports no cmem[0] here.
                 cmem_bytes: None,
-                driver_registers: None,
-                driver_smem_bytes: None,
             }
         );
         let scale = entry(&entries, "scale_kernel");

@@ -1,9 +1,10 @@
 //! The build stage through its `StageKind` API, with a local test executor.
 
-use super::test_support::{fake_nvcc, fake_nvcc_version, real_nvcc, CountingExecutor};
+use super::test_support::{fake_nvcc_version, real_nvcc, CountingExecutor};
 use super::*;
 use crate::executor::CancelFlag;
 use crate::toolchain::NvccSearch;
+use sha2::Digest;
 
 /// A project folder holding `kernels/` (copies of `tests/fixtures/cuda/*.cu`).
 fn project() -> tempfile::TempDir {
@@ -163,7 +164,7 @@ fn a_pinned_nvcc_is_the_only_one_used_and_is_recorded_without_its_path() {
         rec.nvcc_version,
         "Cuda compilation tools, release 13.0, V13.0.88"
     );
-    assert_eq!(rec.command[0], "nvcc");
+    assert_eq!(rec.archs["sm_89"].command[0], "nvcc");
     let text = std::fs::read_to_string(staging.join(record_path("double"))).unwrap();
     assert!(
         !text.contains(&dir.path().display().to_string()),
@@ -172,20 +173,17 @@ fn a_pinned_nvcc_is_the_only_one_used_and_is_recorded_without_its_path() {
 }
 
 #[test]
-fn no_arch_to_go_on_is_a_clear_error() {
-    let dir = project();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    fake_nvcc(&bin);
-    let stage = BuildStage::with_nvcc_search(NvccSearch {
-        path_var: Some(bin.into_os_string()),
-        ..NvccSearch::default()
-    });
+fn a_build_stage_needs_declared_architectures() {
     let p = pipeline(&TWO_VARIANTS.replace("arch: sm_89\n", ""));
-    let (res, _) = run_stage(&stage, &p, dir.path(), &[], &CountingExecutor::default());
-    let err = format!("{:#}", res.unwrap_err());
-    assert!(err.contains("cannot choose a GPU architecture"), "{err}");
-    assert!(err.contains("arch: sm_89"), "{err}");
+    let e = BuildStage::default()
+        .validate("build", &p.stages["build"], &p)
+        .unwrap_err();
+    assert!(e.message.contains("declares none"), "{}", e.message);
+    assert!(
+        e.message.contains("help: add e.g. `arch: [sm_89, sm_90a]`"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
@@ -244,23 +242,26 @@ fn outputs_list_records_and_cubins_including_the_reference() {
     let p = pipeline(&TWO_VARIANTS.replace(
         "version: 1\n",
         "version: 1\nworkload:\n  op: sdpa_fp8\n  shapes: {small: {B: 1, H: 1, S: 32, D: 64}}\n  primary: small\n  reference: {source: kernels/multi.cu, entry: reduce_smem}\n",
-    ));
+    ).replace("arch: sm_89", "arch: [sm_89, sm_90a]"));
     let outs = BuildStage::default().outputs("build", &p.stages["build"], &p);
     let outs: Vec<String> = outs.iter().map(|p| p.display().to_string()).collect();
     assert_eq!(
         outs,
         [
             "artifacts/build/double.json",
-            ".repro/cubins/double.cubin",
             "artifacts/build/triple.json",
-            ".repro/cubins/triple.cubin",
-            ".repro/cubins/reference.cubin",
+            ".repro/cubins/double.sm_89.cubin",
+            ".repro/cubins/double.sm_90a.cubin",
+            ".repro/cubins/triple.sm_89.cubin",
+            ".repro/cubins/triple.sm_90a.cubin",
+            ".repro/cubins/reference.sm_89.cubin",
+            ".repro/cubins/reference.sm_90a.cubin",
         ]
     );
 }
 
 #[test]
-fn inputs_cover_sources_arch_and_defines() {
+fn inputs_cover_sources_arch_and_defines_and_nothing_of_the_machine() {
     let dir = project();
     // Notes beside the kernels are not inputs of the build; a header is, included or not.
     std::fs::write(dir.path().join("kernels/README.md"), "notes\n").unwrap();
@@ -270,6 +271,12 @@ fn inputs_cover_sources_arch_and_defines() {
     let spec = &p.stages["build"];
     let base = stage.inputs("build", spec, &p, dir.path()).unwrap();
     assert_eq!(base.params["arch"], "sm_89");
+    assert_eq!(
+        base.hardware, None,
+        "no GPU, no driver: nothing of the machine"
+    );
+    let keys: Vec<&str> = base.params.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["arch", "target.double", "target.triple"]);
     assert_eq!(base.tools["nvcc"], "not found");
     let files: Vec<String> = base.files.iter().map(|f| f.display().to_string()).collect();
     assert_eq!(
@@ -288,58 +295,62 @@ fn inputs_cover_sources_arch_and_defines() {
         base.params
     );
 
-    let overridden = BTreeMap::from([("arch".to_string(), "sm_90".to_string())]);
-    let with = stage
-        .inputs_with_overrides("build", spec, &p, dir.path(), &overridden)
+    let two = pipeline(&TWO_VARIANTS.replace("arch: sm_89", "arch: [sm_89, sm_90a]"));
+    let both = stage
+        .inputs("build", &two.stages["build"], &two, dir.path())
         .unwrap();
-    assert_eq!(with.params["arch"], "sm_90");
+    assert_eq!(both.params["arch"], "sm_89,sm_90a");
 }
 
 #[test]
-fn builds_variants_for_sm89_and_sm90_and_caches_them() {
-    let Some(_) = real_nvcc("builds_variants_for_sm89_and_sm90_and_caches_them") else {
+fn builds_every_declared_arch_in_one_record_and_caches_them() {
+    let Some(_) = real_nvcc("builds_every_declared_arch_in_one_record_and_caches_them") else {
         return;
     };
     let dir = project();
     let root = dir.path();
-    let p = pipeline(TWO_VARIANTS);
+    let p = pipeline(&TWO_VARIANTS.replace("arch: sm_89", "arch: [sm_89, sm_90a]"));
     let stage = BuildStage::default();
-    for arch in ["sm_89", "sm_90"] {
-        let ex = CountingExecutor::default();
-        let (res, staging) = run_stage(&stage, &p, root, &[("arch", arch)], &ex);
-        assert_eq!(res.unwrap(), StageOutcome::Passed);
-        assert_eq!(ex.count(), 2, "two variants compiled for {arch}");
-        for v in ["double", "triple"] {
-            let rec = record(&staging, v);
-            assert_eq!(rec.arch, arch);
-            assert_eq!(rec.status, "ok");
-            assert!(rec.nvcc_version.contains("release"), "{}", rec.nvcc_version);
-            assert!(rec.command.contains(&format!("-arch={arch}")));
-            let e = rec
-                .entries
-                .iter()
-                .find(|e| e.name == "scale_kernel")
-                .unwrap();
+    let ex = CountingExecutor::default();
+    let (res, staging) = run_stage(&stage, &p, root, &[], &ex);
+    assert_eq!(res.unwrap(), StageOutcome::Passed);
+    assert_eq!(ex.count(), 4, "two variants compiled for two archs");
+    for v in ["double", "triple"] {
+        let rec = record(&staging, v);
+        assert_eq!(rec.status, "ok");
+        assert!(rec.nvcc_version.contains("release"), "{}", rec.nvcc_version);
+        let archs: Vec<&str> = rec.archs.keys().map(String::as_str).collect();
+        assert_eq!(archs, ["sm_89", "sm_90a"]);
+        for (arch, build) in &rec.archs {
+            assert!(build.ok());
+            assert!(build.command.contains(&format!("-arch={arch}")));
+            let e = rec.entry_on(arch).unwrap();
+            assert_eq!(e.name, "scale_kernel");
             assert!(e.registers.unwrap() > 0);
-            assert_eq!(rec.gates.len(), 6, "3 gates x 2 entries");
-            assert!(rec.gates.iter().all(|g| g.pass));
-            assert!(rec
-                .driver_check
-                .as_deref()
-                .unwrap()
-                .starts_with("skipped: "));
-            let cubin = std::fs::read(staging.join(cubin_path(v))).unwrap();
+            assert_eq!(build.gates.len(), 6, "3 gates x 2 entries");
+            assert!(build.gates.iter().all(|g| g.pass));
+            let cubin = std::fs::read(staging.join(cubin_path(v, arch))).unwrap();
             assert_eq!(&cubin[..4], b"\x7fELF");
+            assert_eq!(
+                build.cubin_sha256.as_deref(),
+                Some(crate::tools::hex(&sha2::Sha256::digest(&cubin)).as_str())
+            );
         }
-        let triple = record(&staging, "triple").command;
-        assert!(triple.contains(&"-DSCALE=3".to_string()), "{triple:?}");
-
-        let ex = CountingExecutor::default();
-        let (res, again) = run_stage(&stage, &p, root, &[("arch", arch)], &ex);
-        assert_eq!(res.unwrap(), StageOutcome::Passed);
-        assert_eq!(ex.count(), 0, "an unchanged build runs no nvcc");
-        assert_eq!(record(&again, "double"), record(&staging, "double"));
+        let text = std::fs::read_to_string(staging.join(record_path(v))).unwrap();
+        assert!(!text.contains("driver"), "nothing of the GPU: {text}");
     }
+    let triple = &record(&staging, "triple").archs["sm_90a"].command;
+    assert!(triple.contains(&"-DSCALE=3".to_string()), "{triple:?}");
+
+    let ex = CountingExecutor::default();
+    let (res, again) = run_stage(&stage, &p, root, &[], &ex);
+    assert_eq!(res.unwrap(), StageOutcome::Passed);
+    assert_eq!(ex.count(), 0, "an unchanged build runs no nvcc");
+    assert_eq!(
+        std::fs::read(again.join(record_path("double"))).unwrap(),
+        std::fs::read(staging.join(record_path("double"))).unwrap(),
+        "the same bytes"
+    );
 }
 
 #[test]
@@ -372,23 +383,26 @@ fn one_broken_variant_fails_alone_as_a_failed_gate() {
     };
     assert!(summary.contains("did not compile"), "{summary}");
     assert!(
-        summary.contains("broken: ") && summary.contains("undefined_thing"),
+        summary.contains("broken (sm_89): ") && summary.contains("undefined_thing"),
         "{summary}"
     );
-    assert!(!staging.join(cubin_path("broken")).exists());
+    assert!(!staging.join(cubin_path("broken", "sm_89")).exists());
     let broken = record(&staging, "broken");
     assert_eq!(broken.status, "compile_error");
-    assert!(broken
+    let sm89 = &broken.archs["sm_89"];
+    assert_eq!(sm89.status, "compile_error");
+    assert!(sm89
         .error
+        .as_deref()
         .unwrap()
         .contains("identifier \"undefined_thing\" is undefined"));
-    assert!(broken.entries.is_empty() && broken.cubin_sha256.is_none());
+    assert!(sm89.entries.is_empty() && sm89.cubin_sha256.is_none());
     let ok = record(&staging, "double");
     assert_eq!(ok.status, "ok");
-    assert!(staging.join(cubin_path("double")).is_file());
+    assert!(staging.join(cubin_path("double", "sm_89")).is_file());
     let log = std::fs::read_to_string(dir.path().join(".repro/logs/build.log")).unwrap();
     assert!(
-        log.contains("== broken (FAILED)") && log.contains("undefined_thing"),
+        log.contains("== broken sm_89 (FAILED)") && log.contains("undefined_thing"),
         "{log}"
     );
 }
@@ -453,19 +467,21 @@ stages:
         panic!("expected a gate failure");
     };
     assert!(
-        why.contains("spilly spilly: ptxas.max_registers 24 > 16"),
+        why.contains("spilly (sm_90) spilly: ptxas.max_registers 24 > 16"),
         "{why}"
     );
     assert!(why.contains("ptxas.max_spill_bytes"), "{why}");
     let rec = record(&staging, "spilly");
-    let e = &rec.entries[0];
+    let e = rec.entry_on("sm_90").unwrap();
     assert!(
         e.spill_store_bytes.unwrap() > 0 && e.spill_load_bytes.unwrap() > 0,
         "{e:?}"
     );
-    assert!(rec.command.contains(&"-maxrregcount=16".to_string()));
+    assert!(rec.archs["sm_90"]
+        .command
+        .contains(&"-maxrregcount=16".to_string()));
     assert!(
-        staging.join(cubin_path(REFERENCE)).is_file(),
+        staging.join(cubin_path(REFERENCE, "sm_90")).is_file(),
         "reference cubin written"
     );
     assert!(
@@ -505,10 +521,14 @@ stages:
         panic!("expected the smem gate to fail");
     };
     let rec = record(&staging, "tiled");
-    assert_eq!(rec.dynamic_smem_bytes, Some(40000));
-    assert_eq!(rec.entries[0].smem_bytes, Some(128), "ptxas: static only");
+    assert_eq!(rec.archs["sm_89"].dynamic_smem_bytes, Some(40000));
+    assert_eq!(
+        rec.entry_on("sm_89").unwrap().smem_bytes,
+        Some(128),
+        "ptxas: static only"
+    );
     assert!(
-        why.contains("tiled tiled: ptxas.max_smem_bytes 40128 > 32768"),
+        why.contains("tiled (sm_89) tiled: ptxas.max_smem_bytes 40128 > 32768"),
         "{why}"
     );
 }

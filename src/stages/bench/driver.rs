@@ -1,8 +1,10 @@
-//! Cross-checks ptxas's figures with what the CUDA driver reports for the loaded function
-//! (`repro exec --attributes`, run as a child job so a driver fault stays contained).
+//! Cross-checks ptxas's figures (the build record of the measured architecture) with what
+//! the CUDA driver reports for the loaded function (`repro exec --attributes`, run as a
+//! child job so a driver fault stays contained). Only a GPU can say this, so it is the
+//! bench stage's, recorded in its records; the build's records stay machine-independent.
 
 use crate::executor::{CancelFlag, Executor, Job};
-use crate::schema::EntryResources;
+use crate::schema::{DriverCheck, EntryResources};
 use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;
@@ -18,17 +20,19 @@ pub struct DriverAttributes {
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Load `cubin` on GPU 0, read `entry`'s attributes into `res`'s driver fields, and return
-/// the record's `driver_check`: `ok` or `mismatch: ...`. A failure to load is an `Err` with
-/// the reason (the caller records it; the build itself does not fail for it).
+/// Load `cubin` on GPU `gpu`, read the attributes of the entry `res` (ptxas's figures for
+/// it) and compare: `ok` or
+/// `mismatch: ...`. A failure to load is an `Err` with the reason (the caller records it as
+/// `skipped`; the measurement itself does not fail for it).
 pub fn cross_check(
     executor: &dyn Executor,
     cancel: &CancelFlag,
     repro_exe: &Path,
     root: &Path,
+    gpu: u32,
     cubin: &Path,
-    res: &mut EntryResources,
-) -> anyhow::Result<String> {
+    res: &EntryResources,
+) -> anyhow::Result<DriverCheck> {
     let argv = vec![
         repro_exe.to_string_lossy().into_owned(),
         "exec".into(),
@@ -38,10 +42,10 @@ pub fn cross_check(
         "--entry".into(),
         res.name.clone(),
     ];
-    let mut job = Job::new(format!("build:attributes:{}", res.name), argv, root);
+    let mut job = Job::new(format!("bench:attributes:{}", res.name), argv, root);
     job.capture_stdout = true;
     job.timeout = Some(TIMEOUT);
-    job.gpu = Some(0);
+    job.gpu = Some(gpu);
     let outcome = executor.run(&job, cancel)?;
     anyhow::ensure!(
         outcome.success(),
@@ -56,10 +60,8 @@ pub fn cross_check(
     Ok(compare(res, &attrs))
 }
 
-/// Fill the driver fields of `res` and say whether they agree with ptxas.
-pub fn compare(res: &mut EntryResources, attrs: &DriverAttributes) -> String {
-    res.driver_registers = Some(attrs.registers);
-    res.driver_smem_bytes = Some(attrs.static_smem_bytes);
+/// The driver's figures, and whether they agree with ptxas's (`res`).
+pub fn compare(res: &EntryResources, attrs: &DriverAttributes) -> DriverCheck {
     let mut diffs = Vec::new();
     if res.registers != Some(attrs.registers) {
         diffs.push(format!(
@@ -76,10 +78,23 @@ pub fn compare(res: &mut EntryResources, attrs: &DriverAttributes) -> String {
             attrs.static_smem_bytes
         ));
     }
-    if diffs.is_empty() {
-        "ok".into()
-    } else {
-        format!("mismatch: {} ({})", res.name, diffs.join("; "))
+    DriverCheck {
+        check: if diffs.is_empty() {
+            "ok".into()
+        } else {
+            format!("mismatch: {} ({})", res.name, diffs.join("; "))
+        },
+        registers: Some(attrs.registers),
+        static_smem_bytes: Some(attrs.static_smem_bytes),
+    }
+}
+
+/// The record of a check that could not run, and why.
+pub fn skipped(why: &str) -> DriverCheck {
+    DriverCheck {
+        check: format!("skipped: {why}"),
+        registers: None,
+        static_smem_bytes: None,
     }
 }
 
@@ -101,28 +116,33 @@ mod tests {
     }
 
     #[test]
-    fn agreement_is_ok_and_fills_driver_fields() {
-        let mut e = EntryResources {
+    fn agreement_is_ok_with_the_driver_figures() {
+        let e = EntryResources {
             name: "k".into(),
             registers: Some(30),
             smem_bytes: None,
             ..EntryResources::default()
         };
-        assert_eq!(compare(&mut e, &attrs(30, 0)), "ok");
-        assert_eq!(e.driver_registers, Some(30));
-        assert_eq!(e.driver_smem_bytes, Some(0));
+        let check = compare(&e, &attrs(30, 0));
+        assert_eq!(check.check, "ok");
+        assert_eq!(check.registers, Some(30));
+        assert_eq!(check.static_smem_bytes, Some(0));
     }
 
     #[test]
     fn disagreement_names_both_figures() {
-        let mut e = EntryResources {
+        let e = EntryResources {
             name: "k".into(),
             registers: Some(30),
             smem_bytes: Some(1024),
             ..EntryResources::default()
         };
-        let note = compare(&mut e, &attrs(32, 1024));
-        assert_eq!(note, "mismatch: k (registers: ptxas 30 vs driver 32)");
+        let check = compare(&e, &attrs(32, 1024));
+        assert_eq!(
+            check.check,
+            "mismatch: k (registers: ptxas 30 vs driver 32)"
+        );
+        assert_eq!(check.registers, Some(32));
     }
 
     #[test]
@@ -143,8 +163,8 @@ mod tests {
 
 #[cfg(test)]
 mod job_tests {
-    use super::super::test_support::{make_executable, CountingExecutor};
     use super::*;
+    use crate::stages::build::test_support::{make_executable, CountingExecutor};
 
     /// A stand-in for `repro` whose `exec --attributes` prints `json` (or fails on `fail`).
     fn fake_repro(dir: &Path, json: &str) -> std::path::PathBuf {
@@ -179,18 +199,21 @@ mod job_tests {
             r#"{"registers":32,"static_smem_bytes":1024,"local_bytes":0,"max_threads_per_block":1024}"#,
         );
         let ex = CountingExecutor::default();
-        let mut e = entry();
-        let note = cross_check(
+        let check = cross_check(
             &ex,
             &CancelFlag::default(),
             &exe,
             dir.path(),
+            0,
             Path::new("x.cubin"),
-            &mut e,
+            &entry(),
         )
         .unwrap();
-        assert_eq!(note, "mismatch: k (registers: ptxas 30 vs driver 32)");
-        assert_eq!(e.driver_registers, Some(32));
+        assert_eq!(
+            check.check,
+            "mismatch: k (registers: ptxas 30 vs driver 32)"
+        );
+        assert_eq!(check.registers, Some(32));
         let argv = &ex.jobs.lock().unwrap()[0];
         assert_eq!(
             argv[1..],
@@ -207,8 +230,9 @@ mod job_tests {
             &CancelFlag::default(),
             &exe,
             dir.path(),
+            0,
             Path::new("x.cubin"),
-            &mut entry(),
+            &entry(),
         )
         .unwrap_err()
         .to_string();
