@@ -213,7 +213,10 @@ constexpr float LOG2E = 1.4426950408889634f;
         (r) * 16.f + 5.f, (r) * 16.f + 6.f, (r) * 16.f + 7.f, (r) * 16.f + 8.f,              \
         (r) * 16.f + 9.f, (r) * 16.f + 10.f, (r) * 16.f + 11.f, (r) * 16.f + 12.f,           \
         (r) * 16.f + 13.f, (r) * 16.f + 14.f, (r) * 16.f + 15.f
-__device__ __align__(128) const float kFragIndex[256] = {
+// `extern`: external linkage. A namespace-scope `const` has internal linkage, and nvcc names
+// internal symbols after a hash of the source's absolute path, so the cubin (and the build
+// record's digest) would change with the checkout's folder.
+extern __device__ __align__(128) const float kFragIndex[256] = {
     SDPA_IDX_ROW(0),  SDPA_IDX_ROW(1),  SDPA_IDX_ROW(2),  SDPA_IDX_ROW(3),
     SDPA_IDX_ROW(4),  SDPA_IDX_ROW(5),  SDPA_IDX_ROW(6),  SDPA_IDX_ROW(7),
     SDPA_IDX_ROW(8),  SDPA_IDX_ROW(9),  SDPA_IDX_ROW(10), SDPA_IDX_ROW(11),

@@ -59,8 +59,6 @@ fn without_a_driver_the_stage_is_skipped_with_the_reason() {
         .hardware
         .unwrap()
         .starts_with("no GPU: no CUDA driver"));
-    assert!(inputs
-        .files
-        .iter()
-        .any(|f| f.ends_with(".repro/cubins/reference.cubin")));
+    // Without a GPU it loads no cubin here: which architecture's it would is the GPU's.
+    assert!(inputs.files.is_empty(), "{:?}", inputs.files);
 }

@@ -157,6 +157,48 @@ pub struct DiffReport {
 impl DiffReport {
     /// Something got slower, a measurement was lost, or a gate went from pass to fail or
     /// from checked to not checked.
+    /// The one line a reviewer reads first: what the whole comparison amounts to, then the
+    /// rows per verdict and the gates that flipped, e.g. `**No change**: 55 SAME; no gate
+    /// flipped.`
+    pub fn verdict_line(&self) -> String {
+        let order = [
+            Verdict::Slower,
+            Verdict::Lost,
+            Verdict::Faster,
+            Verdict::Unclear,
+            Verdict::OtherGpu,
+            Verdict::Same,
+        ];
+        let counts: Vec<String> = order
+            .iter()
+            .filter_map(|v| {
+                let n = self.rows.iter().filter(|r| r.verdict == *v).count();
+                (n > 0).then(|| format!("{n} {}", v.as_str()))
+            })
+            .collect();
+        let all_same = self.rows.iter().all(|r| r.verdict == Verdict::Same);
+        let overall = if self.regressed() {
+            "❌ Regressed"
+        } else if self.rows.iter().any(|r| r.verdict == Verdict::Faster) {
+            "✅ Faster, nothing slower"
+        } else if all_same && self.flipped_gates.is_empty() && self.ncu.is_empty() {
+            "No change"
+        } else {
+            "Nothing slower"
+        };
+        let rows = if counts.is_empty() {
+            "no measurement on either side".to_string()
+        } else {
+            counts.join(", ")
+        };
+        let gates = match self.flipped_gates.len() {
+            0 => "no gate flipped".to_string(),
+            1 => "1 gate flipped".to_string(),
+            n => format!("{n} gates flipped"),
+        };
+        format!("**{overall}**: {rows}; {gates}.")
+    }
+
     pub fn regressed(&self) -> bool {
         self.rows
             .iter()
@@ -557,12 +599,19 @@ pub fn markdown(r: &DiffReport) -> String {
         }
     };
     let mut s = format!(
-        "### repro diff: working tree vs `{}` ({})\n\nGPU before: {}; GPU after: {}.\n\n| Variant | Shape | Before p50 (µs) | After p50 (µs) | Change | Noise ± (µs, before / after) | Verdict |\n|---|---|---:|---:|---:|---:|---|\n",
+        "### repro diff: working tree vs `{}` ({})\n\n{}\n\nGPU before: {}; GPU after: {}.\n\n",
         r.rev,
         r.commit,
+        r.verdict_line(),
         side(&r.gpus_before),
         side(&r.gpus_after),
     );
+    // Rows that all read SAME say nothing the verdict line did not: folded away.
+    let fold = !r.rows.is_empty() && r.rows.iter().all(|row| row.verdict == Verdict::Same);
+    if fold {
+        s += "<details><summary>Every row</summary>\n\n";
+    }
+    s += "| Variant | Shape | Before p50 (µs) | After p50 (µs) | Change | Noise ± (µs, before / after) | Verdict |\n|---|---|---:|---:|---:|---:|---|\n";
     for row in &r.rows {
         let label = if row.kind == "baseline" {
             format!("{} (baseline)", row.name)
@@ -580,6 +629,9 @@ pub fn markdown(r: &DiffReport) -> String {
             noise(row.after),
             row.verdict.as_str()
         );
+    }
+    if fold {
+        s += "\n</details>\n";
     }
     s += &format!(
         "\nFASTER/SLOWER: the change is at least {:.0}% and larger than the combined noise of both sides; SAME: below {:.0}%; UNCLEAR: within the noise or not measured on both sides; LOST: measured before, not now; OTHER GPU: measured on different GPU models, not compared.\n",
@@ -656,5 +708,57 @@ mod tests {
             noise_us: None,
         });
         assert_eq!(verdict(no_noise, m(80.0, 1.0)), Verdict::Unclear);
+    }
+
+    fn report(verdicts: &[Verdict]) -> DiffReport {
+        DiffReport {
+            rev: "HEAD~5".into(),
+            commit: "abc".into(),
+            gpus_before: vec!["H100".into()],
+            gpus_after: vec!["H100".into()],
+            min_rel_change: MIN_REL_CHANGE,
+            rows: verdicts
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Row {
+                    name: format!("v{i}"),
+                    kind: "variant".into(),
+                    shape: "mission".into(),
+                    before: m(10.0, 0.1),
+                    after: m(10.0, 0.1),
+                    change_pct: Some(0.0),
+                    verdict: *v,
+                })
+                .collect(),
+            flipped_gates: vec![],
+            ncu: vec![],
+            lost_profiles: vec![],
+        }
+    }
+
+    #[test]
+    fn a_diff_says_in_one_line_what_it_amounts_to_and_folds_rows_that_all_read_same() {
+        let same = report(&[Verdict::Same; 55]);
+        assert_eq!(
+            same.verdict_line(),
+            "**No change**: 55 SAME; no gate flipped."
+        );
+        let md = markdown(&same);
+        assert!(md.contains("\n\n**No change**: 55 SAME"), "{md}");
+        assert!(md.contains("<details><summary>Every row</summary>"), "{md}");
+
+        let mixed = report(&[Verdict::Same, Verdict::Slower, Verdict::Faster]);
+        assert_eq!(
+            mixed.verdict_line(),
+            "**❌ Regressed**: 1 SLOWER, 1 FASTER, 1 SAME; no gate flipped."
+        );
+        assert!(
+            !markdown(&mixed).contains("<details>"),
+            "rows that differ are shown"
+        );
+        let faster = report(&[Verdict::Faster, Verdict::Same]);
+        assert!(faster
+            .verdict_line()
+            .starts_with("**✅ Faster, nothing slower**"));
     }
 }

@@ -138,7 +138,13 @@ fn upstream_problems(
                 .map(|run| recorded_upstream(run, early_cutoff));
             let recorded = entry.inputs.upstream.get(need);
             (expected.as_ref() != recorded).then(|| {
-                format!("stage `{stage}` was made from other results of `{need}` than those committed: rerun `repro run`")
+                let on = match entry.inputs.hardware.as_deref() {
+                    Some(hw) if !hw.starts_with("no GPU") => {
+                        format!(" on a machine that can measure it ({hw})")
+                    }
+                    _ => String::new(),
+                };
+                format!("stage `{stage}` was made from other results of `{need}` than those committed: run `repro run`{on}, then `repro commit`")
             })
         })
         .collect()
