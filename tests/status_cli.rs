@@ -103,7 +103,7 @@ fn help_documents_exit_code() {
     let help = stdout(&repro(Path::new("."), &["status", "--help"]).success());
     let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        help.contains("--exit-code Exit 1 when a stage is stale, never run or failed, 0 when all are up to date (as `git diff --exit-code`)"),
+        help.contains("--exit-code Exit 1 when a stage is stale, never run, failed, or kept although its sources changed; 0 when all are up to date or kept only because this machine cannot measure them (as `git diff --exit-code`)"),
         "{help}"
     );
 }

@@ -156,7 +156,10 @@ fn the_lock_records_the_toolchain_and_another_nvcc_makes_the_build_stale() {
         record.contains("\"nvcc_version\": \"Cuda compilation tools, release 13.0, V13.0.88\""),
         "{record}"
     );
-    assert!(record.contains("\"command\": [\n    \"nvcc\","), "{record}");
+    assert!(
+        record.contains("\"command\": [\n        \"nvcc\","),
+        "{record}"
+    );
     assert!(
         !record.contains(&*dir.path().to_string_lossy()),
         "no machine path: {record}"
