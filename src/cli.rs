@@ -339,6 +339,12 @@ pub struct ExecArgs {
     /// discover the GPUs of a cluster node through the executor.
     #[arg(long, conflicts_with_all = ["variant", "cubin", "dump_inputs", "attributes"])]
     pub query_devices: bool,
+    /// Serve many runs in one process, for the stages (docs/guide/gpu.md, "The GPU
+    /// worker"): read one JSON request per line on stdin, answer each with one JSON line on
+    /// stdout, keep the CUDA context, the loaded modules and the reference outputs between
+    /// runs, exit when stdin ends or a run leaves the context unusable.
+    #[arg(long, conflicts_with_all = ["variant", "cubin", "dump_inputs", "attributes", "query_devices", "shape", "dims"])]
+    pub worker: bool,
 }
 
 fn parse_recipe(s: &str) -> Result<Recipe, String> {

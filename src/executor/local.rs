@@ -16,9 +16,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// How long a process group gets between SIGTERM and SIGKILL.
-const GRACE: Duration = Duration::from_secs(2);
+pub(super) const GRACE: Duration = Duration::from_secs(2);
 /// Lines of output kept for error messages.
-const TAIL_LINES: usize = 20;
+pub(super) const TAIL_LINES: usize = 20;
 
 /// Runs jobs as local processes.
 #[derive(Debug, Default)]
@@ -65,7 +65,7 @@ pub fn hostname() -> String {
     crate::env::hostname().unwrap_or_else(|| "unknown".into())
 }
 
-fn signal_group(pgid: u32, signal: i32) {
+pub(super) fn signal_group(pgid: u32, signal: i32) {
     // SAFETY: killpg only sends a signal; a group that is gone gives ESRCH, ignored.
     unsafe {
         libc::killpg(pgid as libc::pid_t, signal);
@@ -74,7 +74,7 @@ fn signal_group(pgid: u32, signal: i32) {
 
 /// Have the child killed when the thread that starts it (which waits for it) dies, as it
 /// does when `repro` is killed with SIGKILL.
-fn die_with_parent(cmd: &mut std::process::Command) {
+pub(super) fn die_with_parent(cmd: &mut std::process::Command) {
     // SAFETY: getpid is async-signal-safe; so are prctl, getppid and _exit, the only
     // calls made between fork and exec.
     let parent = unsafe { libc::getpid() };
