@@ -122,7 +122,8 @@ pub struct RunOpts {
     /// Print the plan (what would run, what would be skipped, and why) and change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Rerun even if up to date.
+    /// Rerun even if up to date, measuring again what the bench and profile stages would
+    /// reuse from the committed results.
     #[arg(long)]
     pub force: bool,
     /// Stop at the first failing stage instead of running what does not depend on it.

@@ -544,3 +544,47 @@ fn timings_from_another_architecture_say_the_pipelines_own_is_not_measured() {
         );
     }
 }
+
+/// Results a run copied from an earlier one instead of measuring (bench variants, profile
+/// targets) are named under the headline with the run that measured them.
+#[test]
+fn results_reused_from_an_earlier_run_name_that_run() {
+    let root = fixture("green");
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    let mut artifacts = Artifacts::load(&root).unwrap();
+    let earlier = repro::schema::Measured {
+        run: "2026-11-25T10:00:00Z".into(),
+        commit: Some("61c0dd9c1234".into()),
+        key: Default::default(),
+        reused: true,
+    };
+    let benches = artifacts.benches.as_mut().unwrap();
+    benches[0].measured = Some(earlier.clone());
+    benches[1].measured = Some(repro::schema::Measured {
+        reused: false,
+        ..earlier.clone()
+    });
+    let reused_bench = benches[0].name.clone();
+    let ncu = artifacts.ncu.as_mut().unwrap();
+    ncu.targets[0].measured = Some(earlier);
+    let reused_target = ncu.targets[0].target.clone();
+    let state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
+    let env = environment(true);
+    let inputs = report::Inputs {
+        pipeline: &pipeline,
+        artifacts: &artifacts,
+        state: &state,
+        env: &env,
+    };
+    let template = report::load_template(&root, report::SUMMARY_TEMPLATE).unwrap();
+    let md = report::render_report(&inputs, &template).unwrap().markdown;
+    let want = format!(
+        "Reused, not measured again (cubin, workload, harness options, GPU and driver unchanged): \
+         bench `{reused_bench}`, profile `{reused_target}` from the run of 2026-11-25T10:00:00Z at 61c0dd9c1234."
+    );
+    assert!(md.contains(&want), "{want}\n{md}");
+    let plain = render_fixture("green", &env).report.markdown;
+    assert!(!plain.contains("Reused, not measured again"), "{plain}");
+}

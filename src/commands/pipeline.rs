@@ -30,6 +30,10 @@ fn request(
     if let Some(arch) = &opts.arch {
         overrides.insert("arch".into(), arch.clone());
     }
+    if opts.force {
+        // Forced GPU stages measure again what they could reuse.
+        overrides.insert(crate::stages::reuse::REMEASURE.into(), "true".into());
+    }
     Request {
         selection,
         jobs: opts.jobs,

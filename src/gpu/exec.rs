@@ -48,6 +48,10 @@ pub(super) fn root_of(file: &Path) -> PathBuf {
     }
 }
 
+/// Bump when a change here changes what a run measures (the timing method, the correctness
+/// check): records measured before are then not reused (`stages::reuse`).
+pub const HARNESS_REVISION: u32 = 1;
+
 /// What `repro exec` takes beyond the [`ExecRequest`] the stages send: the GPU, when to
 /// stop sampling, the graph method's batch, another reference kernel.
 #[derive(Debug, Clone, PartialEq)]
@@ -201,11 +205,7 @@ pub fn run_request(
 }
 
 /// A variant's cubin (`.repro/cubins/<VARIANT>.cubin` beside `file`) and entry point.
-pub(super) fn variant_cubin(
-    p: &Pipeline,
-    file: &Path,
-    v: &str,
-) -> anyhow::Result<(PathBuf, String)> {
+pub fn variant_cubin(p: &Pipeline, file: &Path, v: &str) -> anyhow::Result<(PathBuf, String)> {
     let spec = p.variants.get(v).with_context(|| {
         format!(
             "no variant `{v}` in {} (variants: {})",
@@ -228,7 +228,7 @@ pub(super) fn variant_cubin(
 }
 
 /// The reference kernel's cubin (`chosen`, else `.repro/cubins/reference.cubin`) and entry.
-pub(super) fn reference(
+pub fn reference(
     pipeline: Option<&Pipeline>,
     root: &Path,
     chosen: Option<&Path>,
