@@ -8,7 +8,7 @@
 //! on the caller's thread, which may end first), carrying the run id, its stderr appended
 //! to the job's log.
 
-use super::local::{die_with_parent, signal_group, GRACE, TAIL_LINES};
+use super::local::{die_with_parent, signal_group, visible_gpu, GRACE, TAIL_LINES};
 use super::{CancelFlag, ExitKind, Job, JobOutcome};
 use anyhow::Context as _;
 use std::collections::VecDeque;
@@ -195,7 +195,7 @@ pub fn start_local(job: &Job, cancel: &CancelFlag) -> anyhow::Result<Box<dyn Con
         .stderr(Stdio::piped())
         .process_group(0);
     if let Some(gpu) = job.gpu {
-        cmd.env("CUDA_VISIBLE_DEVICES", gpu.to_string());
+        cmd.env("CUDA_VISIBLE_DEVICES", visible_gpu(gpu));
     }
     // After the job's own env: a stage cannot take its processes out of the run.
     cmd.env(super::orphans::RUN_ID_ENV, super::orphans::run_id());
@@ -412,7 +412,7 @@ mod tests {
         let mut job = sh("echo \"$REPRO_RUN_ID $CUDA_VISIBLE_DEVICES\"");
         job.gpu = Some(2);
         let mut c = start(&job);
-        let want = format!("{} 2", super::super::orphans::run_id());
+        let want = format!("{} {}", super::super::orphans::run_id(), visible_gpu(2));
         assert_eq!(c.receive(Duration::from_secs(10)), Received::Line(want));
         c.end(Ending::Finish).unwrap();
     }

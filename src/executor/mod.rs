@@ -28,8 +28,8 @@ pub struct Job {
     pub log: Option<PathBuf>,
     /// Also keep stdout in memory and return it (for `repro exec`'s JSON line).
     pub capture_stdout: bool,
-    /// The job needs one GPU: which visible device index (sets `CUDA_VISIBLE_DEVICES`
-    /// locally; a GPU request for a scheduler).
+    /// The job needs one GPU: which visible device index (locally `CUDA_VISIBLE_DEVICES` is
+    /// set to that GPU, see [`local::visible_gpu`]; a GPU request for a scheduler).
     pub gpu: Option<u32>,
 }
 

@@ -36,13 +36,14 @@ type InputsKey = (String, [u32; 4], Recipe, u64);
 
 /// A session and what it has loaded and computed so far.
 pub struct Warm {
-    session: Session,
-    device_name: String,
+    // Fields drop in order: the modules before the session releases the context.
     /// Most recently used last.
     kernels: Vec<LoadedKernel>,
     /// Reference modules by cubin digest and entry.
     references: HashMap<(String, String), Reference>,
     prepared: HashMap<InputsKey, Rc<Prepared>>,
+    device_name: String,
+    session: Session,
 }
 
 fn digest(bytes: &[u8]) -> String {

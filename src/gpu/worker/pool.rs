@@ -44,7 +44,10 @@ impl WorkerSetup<'_> {
         ];
         let mut job = Job::new(format!("exec-worker:gpu{gpu}"), argv, self.root);
         job.gpu = Some(gpu);
-        job.env = BTreeMap::from([(GPU_INDEX_ENV.to_string(), gpu.to_string())]);
+        // The GPU's number on this machine, for the records (locally; a scheduler's node
+        // numbers its own).
+        let physical = crate::executor::local::visible_gpu(gpu);
+        job.env = BTreeMap::from([(GPU_INDEX_ENV.to_string(), physical)]);
         job.log = self.log.map(Path::to_path_buf);
         job
     }

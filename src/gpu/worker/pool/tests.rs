@@ -224,6 +224,7 @@ fn the_job_names_the_worker_its_gpu_and_the_pipeline() {
         ["-f", "pipeline.yaml", "exec", "--worker"].map(String::from)
     );
     assert_eq!(job.gpu, Some(3));
-    assert_eq!(job.env.get(GPU_INDEX_ENV).map(String::as_str), Some("3"));
+    let physical = crate::executor::local::visible_gpu(3);
+    assert_eq!(job.env.get(GPU_INDEX_ENV), Some(&physical));
     assert_eq!(job.timeout, None, "each answer is timed instead");
 }
