@@ -5,8 +5,10 @@
 //! requests, noting each request.
 
 mod common;
+#[path = "support/lock.rs"]
+mod lock;
 
-use repro::engine::lockfile::{LockEntry, LockFile};
+use lock::lock_outputs;
 use repro::engine::{RunCtx, StageKind, StageOutcome};
 use repro::executor::local::LocalExecutor;
 use repro::executor::{CancelFlag, Executor, Job, JobOutcome};
@@ -120,27 +122,15 @@ impl Project {
         };
         let outcome = repro::stages::bench::BenchStage.run(&ctx).unwrap();
         assert_eq!(outcome, StageOutcome::Passed);
-        let mut lock = LockFile::load(&self.root).unwrap();
-        let mut outputs = BTreeMap::new();
         let out = self.root.join("artifacts/bench");
         std::fs::create_dir_all(&out).unwrap();
-        for v in ["a", "b"] {
-            let rel = format!("artifacts/bench/{v}.json");
-            std::fs::copy(staging.join(&rel), self.root.join(&rel)).unwrap();
-            let digest = repro::stages::reuse::file_digest(&self.root.join(&rel)).unwrap();
-            outputs.insert(rel, digest);
+        let outputs: Vec<String> = ["a", "b"]
+            .map(|v| format!("artifacts/bench/{v}.json"))
+            .to_vec();
+        for rel in &outputs {
+            std::fs::copy(staging.join(rel), self.root.join(rel)).unwrap();
         }
-        lock.stages.insert(
-            "bench".into(),
-            LockEntry {
-                fingerprint: "f".into(),
-                gate_failed: None,
-                skipped: None,
-                inputs: Default::default(),
-                outputs,
-            },
-        );
-        lock.save(&self.root).unwrap();
+        lock_outputs(&self.root, "bench", &outputs);
         let seen = std::fs::read_to_string(&requests).unwrap_or_default();
         let mut variants: Vec<String> = seen
             .lines()

@@ -154,7 +154,8 @@ fn bench_stage_survives_fault_and_hang_and_fails_the_planted_error() {
 fn a_fault_in_the_middle_of_a_batch_fails_that_run_and_a_fresh_worker_takes_the_rest() {
     use repro::executor::CancelFlag;
     use repro::gpu::client::{ExecRequest, ExecTarget};
-    use repro::gpu::worker::pool::{WorkerSetup, Workers};
+    use repro::gpu::discover::StageJobs;
+    use repro::gpu::worker::pool::Workers;
     use std::time::Duration;
     if !gpu_tests_enabled(
         "a_fault_in_the_middle_of_a_batch_fails_that_run_and_a_fresh_worker_takes_the_rest",
@@ -176,7 +177,7 @@ fn a_fault_in_the_middle_of_a_batch_fails_that_run_and_a_fresh_worker_takes_the_
     let (cancel, exe) = (CancelFlag::default(), repro_bin());
     let pipeline_file = root.join("pipeline.yaml");
     let workers = Workers::new(
-        WorkerSetup {
+        StageJobs {
             executor: &TestExecutor,
             cancel: &cancel,
             repro_exe: &exe,

@@ -2,6 +2,8 @@
 //! that prints what the real one prints (the permission error; a real captured CSV; a crash).
 //! Every scenario changes the process environment (`PATH`, `NCU`), so they run in one test.
 
+#[path = "support/lock.rs"]
+mod lock;
 #[path = "support/skip.rs"]
 mod skip;
 
@@ -161,30 +163,17 @@ impl Project {
 
     /// Move the staged outputs in and lock their digests, as the engine does.
     fn commit(&self, staging: &Path) {
-        use repro::engine::lockfile::{LockEntry, LockFile};
         let out = self.root().join("artifacts/ncu");
         let _ = std::fs::remove_dir_all(&out);
         std::fs::create_dir_all(&out).unwrap();
-        let mut outputs = BTreeMap::new();
+        let mut outputs = Vec::new();
         for e in std::fs::read_dir(staging.join("artifacts/ncu")).unwrap() {
             let e = e.unwrap();
             let rel = format!("artifacts/ncu/{}", e.file_name().to_string_lossy());
             std::fs::copy(e.path(), self.root().join(&rel)).unwrap();
-            let digest = repro::stages::reuse::file_digest(&e.path()).unwrap();
-            outputs.insert(rel, digest);
+            outputs.push(rel);
         }
-        let mut lock = LockFile::load(self.root()).unwrap();
-        lock.stages.insert(
-            "ncu-profile".into(),
-            LockEntry {
-                fingerprint: "f".into(),
-                gate_failed: None,
-                skipped: None,
-                inputs: Default::default(),
-                outputs,
-            },
-        );
-        lock.save(self.root()).unwrap();
+        lock::lock_outputs(self.root(), "ncu-profile", &outputs);
     }
 }
 

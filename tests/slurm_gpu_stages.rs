@@ -10,8 +10,8 @@ mod support;
 use repro::executor::slurm::{SlurmExecutor, SlurmSettings};
 use repro::executor::{CancelFlag, Executor};
 use repro::gpu::client::{ExecRequest, ExecTarget};
-use repro::gpu::discover::{stage_gpus, Query};
-use repro::gpu::worker::pool::{WorkerSetup, Workers};
+use repro::gpu::discover::{stage_gpus, StageJobs};
+use repro::gpu::worker::pool::Workers;
 use repro::pipeline::Shape;
 use repro::schema::BenchResult;
 use repro::stages::gpu_nodes::{gpu_slots, OneGpuModel};
@@ -76,7 +76,7 @@ fn measure(executor: &dyn Executor, root: &Path, exe: &Path, seeds: u64) -> Vec<
     let pipeline = root.join("pipeline.yaml");
     let slots = executor.gpu_slots();
     let workers = Workers::new(
-        WorkerSetup {
+        StageJobs {
             executor,
             cancel: &cancel,
             repro_exe: exe,
@@ -121,7 +121,7 @@ fn gpus_are_probed_on_a_node_and_each_record_names_its_node() {
     let (dir, exe) = project("Fake L4");
     let cancel = CancelFlag::default();
     let log = dir.path().join("bench.log");
-    let gpus = stage_gpus(&Query {
+    let gpus = stage_gpus(&StageJobs {
         executor: &executor,
         cancel: &cancel,
         repro_exe: &exe,

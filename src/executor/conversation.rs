@@ -109,6 +109,16 @@ impl Lines {
     }
 }
 
+/// Write `line` and a newline to a job's stdin, unless it was closed.
+pub(super) fn send_line(stdin: &mut Option<ChildStdin>, line: &str) -> std::io::Result<()> {
+    let stdin = stdin
+        .as_mut()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdin is closed"))?;
+    stdin.write_all(line.as_bytes())?;
+    stdin.write_all(b"\n")?;
+    stdin.flush()
+}
+
 /// The last lines of a stream, kept as they are read.
 #[derive(Debug, Default, Clone)]
 pub(super) struct Tail(Arc<Mutex<VecDeque<String>>>);
@@ -129,9 +139,10 @@ impl Tail {
 }
 
 /// The job's log, shared by the threads that append to it.
-type Log = Arc<Mutex<Option<File>>>;
+pub(super) type Log = Arc<Mutex<Option<File>>>;
 
-fn open_log(job: &Job) -> anyhow::Result<Log> {
+/// `job.log` opened for appending (its folder made), or none.
+pub(super) fn open_log(job: &Job) -> anyhow::Result<Log> {
     let file = match &job.log {
         Some(path) => {
             if let Some(dir) = path.parent() {
@@ -264,12 +275,7 @@ impl Local {
 
 impl Conversation for Local {
     fn send(&mut self, line: &str) -> std::io::Result<()> {
-        let stdin = self.stdin.as_mut().ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdin is closed")
-        })?;
-        stdin.write_all(line.as_bytes())?;
-        stdin.write_all(b"\n")?;
-        stdin.flush()
+        send_line(&mut self.stdin, line)
     }
 
     fn receive(&mut self, timeout: Duration) -> Received {

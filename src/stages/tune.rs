@@ -13,7 +13,6 @@
 //! `artifacts/tune/exhaustive.csv` and `artifacts/tune/comparison.json`.
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
-use crate::gpu::worker::pool::{WorkerSetup, Workers};
 use crate::gpu::GpuInfo;
 use crate::pipeline::{KernelSpec, Pipeline, StageSpec};
 use crate::stages::build::{arch, cubin_path, sources};
@@ -240,18 +239,8 @@ impl StageKind for TuneStage {
         let jobs = o.jobs.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         });
-        let workers = Workers::new(
-            WorkerSetup {
-                executor: ctx.executor,
-                cancel: ctx.cancel,
-                repro_exe: ctx.repro_exe,
-                // Workers read the project's pipeline.yaml, as the bench stage's do.
-                pipeline_file: ctx.pipeline_file,
-                root: ctx.root,
-                log: Some(ctx.log),
-            },
-            slots,
-        );
+        // Workers read the project's pipeline.yaml, as the bench stage's do.
+        let workers = gpu_nodes::workers(ctx, slots);
         let mut backend = GpuBackend {
             executor: ctx.executor,
             cancel: ctx.cancel,

@@ -4,9 +4,8 @@
 //! while the job waits in the queue; killing the conversation `scancel`s the job.
 
 use super::{read_stderr, write_log, SlurmExecutor, StepState, POLL};
-use crate::executor::conversation::{Ending, Lines, Received};
+use crate::executor::conversation::{send_line, Ending, Lines, Received};
 use crate::executor::{CancelFlag, Conversation, ExitKind, Job, JobOutcome};
-use std::io::Write;
 use std::process::{Child, ChildStdin, ExitStatus, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -73,12 +72,7 @@ pub(super) fn start<'a>(
 
 impl Conversation for Step<'_> {
     fn send(&mut self, line: &str) -> std::io::Result<()> {
-        let stdin = self.stdin.as_mut().ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdin is closed")
-        })?;
-        stdin.write_all(line.as_bytes())?;
-        stdin.write_all(b"\n")?;
-        stdin.flush()
+        send_line(&mut self.stdin, line)
     }
 
     fn receive(&mut self, timeout: Duration) -> Received {

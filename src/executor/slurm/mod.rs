@@ -16,12 +16,12 @@ mod srun;
 pub use cluster::SlurmError;
 use cluster::SlurmTools;
 
+use crate::executor::conversation::{open_log, Log as SharedLog};
 use crate::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 use crate::pipeline::ExecutorSpec;
 use anyhow::Context;
 use report::{Cancelled, Started, TaskEnd};
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -340,27 +340,6 @@ impl StepState {
             self.alloc_error = Some(e.to_string());
         }
     }
-}
-
-type SharedLog = Arc<Mutex<Option<File>>>;
-
-fn open_log(job: &Job) -> anyhow::Result<SharedLog> {
-    let file = match &job.log {
-        Some(path) => {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("cannot create {}", dir.display()))?;
-            }
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("cannot open log {}", path.display()))?;
-            Some(f)
-        }
-        None => None,
-    };
-    Ok(Arc::new(Mutex::new(file)))
 }
 
 fn write_log(log: &SharedLog, line: &[u8]) -> anyhow::Result<()> {

@@ -51,11 +51,28 @@ impl Answer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::gpu::client::{blank_result, ExecTarget};
     use crate::gpu::timing::{L2Mode, Method};
     use crate::pipeline::{Precision, Recipe, Shape};
+
+    /// A run of variant `v` on shape `small` with seed `seed` (which the stand-in workers
+    /// of the tests read to decide what to do).
+    pub(crate) fn request(seed: u64) -> ExecRequest {
+        ExecRequest {
+            target: ExecTarget::Variant("v".into()),
+            shape: "small".into(),
+            inputs: Recipe::Gaussian,
+            precision: None,
+            seed,
+            warmup: 1,
+            iters: 2,
+            l2: L2Mode::Warm,
+            method: Method::Isolated,
+            timing: true,
+        }
+    }
 
     #[test]
     fn requests_and_answers_round_trip_as_lines() {

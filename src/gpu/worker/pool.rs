@@ -5,10 +5,9 @@
 //! error, and the slot's next run starts a fresh worker.
 
 use super::{Answer, Request};
-use crate::executor::{
-    CancelFlag, Conversation, Ending, Executor, ExitKind, Job, JobOutcome, Received,
-};
+use crate::executor::{Conversation, Ending, ExitKind, Job, JobOutcome, Received};
 use crate::gpu::client::{failed_result, why_it_ended, ExecRequest, GPU_INDEX_ENV};
+use crate::gpu::discover::StageJobs;
 use crate::pipeline::Shape;
 use crate::schema::BenchResult;
 use std::collections::BTreeMap;
@@ -17,53 +16,24 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// What starting a worker takes, besides its GPU.
-#[derive(Clone, Copy)]
-pub struct WorkerSetup<'a> {
-    pub executor: &'a dyn Executor,
-    pub cancel: &'a CancelFlag,
-    /// The `repro` binary the worker runs.
-    pub repro_exe: &'a Path,
-    /// The pipeline the worker reads (`-f`); the job runs in `root`.
-    pub pipeline_file: &'a Path,
-    pub root: &'a Path,
-    /// The stage's log: the workers' output, and a line whenever one is replaced.
-    pub log: Option<&'a Path>,
-}
-
-impl WorkerSetup<'_> {
-    /// The `repro exec --worker` job for GPU slot `gpu` (the executor makes it the only
-    /// GPU the worker sees).
-    pub fn job(&self, gpu: u32) -> Job {
-        let argv = vec![
-            self.repro_exe.display().to_string(),
-            "-f".into(),
-            self.pipeline_file.display().to_string(),
-            "exec".into(),
-            "--worker".into(),
-        ];
-        let mut job = Job::new(format!("exec-worker:gpu{gpu}"), argv, self.root);
-        job.gpu = Some(gpu);
-        // The GPU's number on this machine, for the records (locally; a scheduler's node
-        // numbers its own).
-        let physical = crate::executor::local::visible_gpu(gpu);
-        job.env = BTreeMap::from([(GPU_INDEX_ENV.to_string(), physical)]);
-        job.log = self.log.map(Path::to_path_buf);
-        job
-    }
-
-    fn note(&self, line: &str) {
-        if let Some(log) = self.log {
-            // A log that cannot be written loses the note, never the run.
-            if let Ok(mut f) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log)
-            {
-                let _ = writeln!(f, "{line}");
-            }
-        }
-    }
+/// The `repro exec --worker` job for GPU slot `gpu` (the executor makes it the only GPU
+/// the worker sees).
+pub fn worker_job(jobs: &StageJobs, gpu: u32) -> Job {
+    let argv = vec![
+        jobs.repro_exe.display().to_string(),
+        "-f".into(),
+        jobs.pipeline_file.display().to_string(),
+        "exec".into(),
+        "--worker".into(),
+    ];
+    let mut job = Job::new(format!("exec-worker:gpu{gpu}"), argv, jobs.root);
+    job.gpu = Some(gpu);
+    // The GPU's number on this machine, for the records (locally; a scheduler's node
+    // numbers its own).
+    let physical = crate::executor::local::visible_gpu(gpu);
+    job.env = BTreeMap::from([(GPU_INDEX_ENV.to_string(), physical)]);
+    job.log = jobs.log.map(Path::to_path_buf);
+    job
 }
 
 /// A running worker.
@@ -74,7 +44,7 @@ struct Live<'a> {
 
 /// One worker per GPU slot, each used by one thread at a time (the slot's).
 pub struct Workers<'a> {
-    setup: WorkerSetup<'a>,
+    jobs: StageJobs<'a>,
     slots: Vec<Mutex<Option<Live<'a>>>>,
 }
 
@@ -94,9 +64,9 @@ enum Exchange {
 }
 
 impl<'a> Workers<'a> {
-    pub fn new(setup: WorkerSetup<'a>, slots: u32) -> Workers<'a> {
+    pub fn new(jobs: StageJobs<'a>, slots: u32) -> Workers<'a> {
         Workers {
-            setup,
+            jobs,
             slots: (0..slots.max(1)).map(|_| Mutex::new(None)).collect(),
         }
     }
@@ -114,11 +84,8 @@ impl<'a> Workers<'a> {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         if worker.is_none() {
-            match self
-                .setup
-                .executor
-                .converse(&self.setup.job(slot), self.setup.cancel)
-            {
+            let job = worker_job(&self.jobs, slot);
+            match self.jobs.executor.converse(&job, self.jobs.cancel) {
                 Ok(talk) => *worker = Some(Live { talk, next_id: 0 }),
                 Err(e) => {
                     let why = format!("could not start repro exec --worker: {e:#}");
@@ -149,14 +116,24 @@ impl<'a> Workers<'a> {
         }
     }
 
+    /// Say in the stage's log that slot `slot`'s worker ended, and why.
     fn replaced(&self, slot: u32, why: &str, ended: anyhow::Result<JobOutcome>) {
         let how = match ended {
             Ok(o) => format!("{:?}", o.exit),
             Err(e) => format!("{e:#}"),
         };
-        self.setup.note(&format!(
-            "repro exec --worker on GPU slot {slot} ended ({how}): {why}; a fresh worker takes the slot's next run"
-        ));
+        let Some(log) = self.jobs.log else { return };
+        // A log that cannot be written loses the note, never the run.
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            let _ = writeln!(
+                f,
+                "repro exec --worker on GPU slot {slot} ended ({how}): {why}; a fresh worker takes the slot's next run"
+            );
+        }
     }
 }
 

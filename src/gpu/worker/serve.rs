@@ -98,8 +98,8 @@ impl Run for Runner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::client::{blank_result, ExecRequest, ExecTarget};
-    use crate::pipeline::{Recipe, Shape};
+    use crate::gpu::client::{blank_result, ExecRequest};
+    use crate::pipeline::Shape;
     use crate::schema::BenchResult;
 
     /// Seeds 0.. succeed; seed 13 faults and poisons the context; seed 7 fails harmlessly.
@@ -135,18 +135,7 @@ mod tests {
     }
 
     fn line(id: u64, seed: u64) -> String {
-        let run = ExecRequest {
-            target: ExecTarget::Variant("v".into()),
-            shape: "small".into(),
-            inputs: Recipe::Gaussian,
-            precision: None,
-            seed,
-            warmup: 1,
-            iters: 2,
-            l2: "warm".into(),
-            method: "isolated".into(),
-            timing: true,
-        };
+        let run = crate::gpu::worker::tests::request(seed);
         serde_json::to_string(&Request { id, run }).unwrap()
     }
 

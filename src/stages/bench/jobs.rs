@@ -4,7 +4,6 @@
 use super::options::Options;
 use crate::engine::RunCtx;
 use crate::gpu::client::{ExecRequest, ExecTarget};
-use crate::gpu::worker::pool::{WorkerSetup, Workers};
 use crate::pipeline::{Pipeline, Recipe};
 use crate::schema::BenchResult;
 use crate::stages::slots::run_on_slots;
@@ -61,18 +60,8 @@ pub(super) fn run_jobs(
         .as_ref()
         .context("no workload")?
         .shapes;
-    let workers = Workers::new(
-        WorkerSetup {
-            executor: ctx.executor,
-            cancel: ctx.cancel,
-            repro_exe: ctx.repro_exe,
-            // Workers read the project's pipeline.yaml (as the profile stage's children do).
-            pipeline_file: ctx.pipeline_file,
-            root: ctx.root,
-            log: Some(ctx.log),
-        },
-        slots,
-    );
+    // Workers read the project's pipeline.yaml (as the profile stage's children do).
+    let workers = crate::stages::gpu_nodes::workers(ctx, slots);
     let mut results: Vec<Option<BenchResult>> = vec![None; jobs.len()];
     let mut done = 0;
     run_on_slots(

@@ -194,8 +194,8 @@ fn fake_backend<'a>(
         executor,
         cancel,
         root,
-        workers: Workers::new(
-            WorkerSetup {
+        workers: crate::gpu::worker::pool::Workers::new(
+            crate::gpu::discover::StageJobs {
                 executor,
                 cancel,
                 repro_exe: exe,

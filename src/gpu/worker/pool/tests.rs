@@ -4,8 +4,8 @@
 
 use super::*;
 use crate::executor::local::LocalExecutor;
-use crate::gpu::client::ExecTarget;
-use crate::pipeline::Recipe;
+use crate::executor::CancelFlag;
+use crate::gpu::worker::tests::request;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
@@ -57,33 +57,19 @@ impl Fixture {
         }
     }
 
-    fn workers(&self) -> Workers<'_> {
-        Workers::new(
-            WorkerSetup {
-                executor: &self.executor,
-                cancel: &self.cancel,
-                repro_exe: &self.exe,
-                pipeline_file: Path::new("pipeline.yaml"),
-                root: self.dir.path(),
-                log: Some(&self.log),
-            },
-            1,
-        )
+    fn jobs(&self) -> StageJobs<'_> {
+        StageJobs {
+            executor: &self.executor,
+            cancel: &self.cancel,
+            repro_exe: &self.exe,
+            pipeline_file: Path::new("pipeline.yaml"),
+            root: self.dir.path(),
+            log: Some(&self.log),
+        }
     }
-}
 
-fn req(seed: u64) -> ExecRequest {
-    ExecRequest {
-        target: ExecTarget::Variant("v".into()),
-        shape: "small".into(),
-        inputs: Recipe::Gaussian,
-        precision: None,
-        seed,
-        warmup: 1,
-        iters: 2,
-        l2: "warm".into(),
-        method: "isolated".into(),
-        timing: true,
+    fn workers(&self) -> Workers<'_> {
+        Workers::new(self.jobs(), 1)
     }
 }
 
@@ -91,7 +77,7 @@ fn req(seed: u64) -> ExecRequest {
 fn batch(workers: &Workers, seeds: &[u64], timeout: Duration) -> Vec<BenchResult> {
     seeds
         .iter()
-        .map(|&s| workers.run(0, &req(s), &SMALL, timeout))
+        .map(|&s| workers.run(0, &request(s), &SMALL, timeout))
         .collect()
 }
 
@@ -217,8 +203,7 @@ fn a_worker_that_cannot_start_fails_the_run_not_the_stage() {
 #[test]
 fn the_job_names_the_worker_its_gpu_and_the_pipeline() {
     let f = Fixture::new(FAKE_WORKER);
-    let w = f.workers();
-    let job = w.setup.job(3);
+    let job = worker_job(&f.jobs(), 3);
     assert_eq!(
         job.argv[1..],
         ["-f", "pipeline.yaml", "exec", "--worker"].map(String::from)
