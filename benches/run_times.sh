@@ -48,7 +48,7 @@ run() {
   work=$(mktemp -d "/tmp/run-times-$label.XXXXXX")
   cp -a "$tree/." "$work/"
   cd "$work"
-  if [ ! -d .git ]; then
+  if [ ! -d .git ] && command -v git >/dev/null; then
     git init -q && git add -A && git -c user.name=bench -c user.email=bench@localhost commit -qm "$label"
   fi
   local n=0 step file t0 rc secs counts
