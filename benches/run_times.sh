@@ -15,8 +15,10 @@
 # targets reused go to OUTDIR/LABEL.tsv; repro's output (its stage table) to
 # OUTDIR/LABEL-STEP.txt. A run may end 1 (a failed gate), never 2 or more.
 #
-# `table` prints the results file: the header (command, device, date, commit), then both
-# labels' steps side by side and each step's stage table.
+# `table` prints the results file: the header (command, device, date, commit; with
+# RUN_TIMES_HEADER=FILE, that file's, for a table made away from the machine that measured),
+# then both labels' steps side by side and each step's stage table. RUN_TIMES_NOTE says how
+# the two sides ran (e.g. side by side on two GPUs).
 set -euo pipefail
 
 count_reuse() { # bench variants measured, bench variants reused, profile targets reused
@@ -78,12 +80,15 @@ table() {
   local out=$1 before=$2 after=$3
   local root
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-  # shellcheck source=benches/results_header.sh
-  . "$root/benches/results_header.sh"
-  echo "# repro run, before and after the GPU worker and per-variant reuse (issue 28)"
-  echo
-  results_header "bash benches/run_times.sh run REPRO TREE LABEL OUTDIR, for $before (before) and $after (after); bash benches/run_times.sh table OUTDIR $before $after"
-  echo "Wall time of \`repro run -q\` in a clean copy of each commit's tree. \`fresh\`: from nothing (\`rm -rf .repro artifacts reports\`); \`edit-mma\`, \`edit-fp8\`: then a one-line edit to that kernel (a new \`__device__ int\`: every cubin of the kernel changes, its behaviour does not) and \`repro run\` again. Bench measured / reused: variants whose results the bench stage measured, or copied from the run before (key unchanged). One run of each."
+  if [ -n "${RUN_TIMES_HEADER:-}" ]; then
+    # Made elsewhere than where it was measured: the header of the call that measured.
+    cat "$RUN_TIMES_HEADER"
+  else
+    # shellcheck source=benches/results_header.sh
+    . "$root/benches/results_header.sh"
+    results_header "bash benches/run_times.sh run REPRO TREE LABEL OUTDIR, for $before (before) and $after (after); bash benches/run_times.sh table OUTDIR $before $after"
+  fi
+  echo "Wall time of \`repro run -q\` in a clean copy of each commit's tree${RUN_TIMES_NOTE:+ ($RUN_TIMES_NOTE)}. \`fresh\`: from nothing (\`rm -rf .repro artifacts reports\`); \`edit-mma\`, \`edit-fp8\`: then a one-line edit to that kernel (a new \`__device__ int\`: every cubin of the kernel changes, its behaviour does not) and \`repro run\` again. Bench measured / reused: variants whose results the bench stage measured, or copied from the run before (key unchanged). One run of each."
   echo
   echo "| step | $before: s (exit) | $after: s (exit) | $after: bench variants measured / reused | $after: profile targets reused |"
   echo "|---|---:|---:|---:|---:|"
@@ -100,7 +105,7 @@ table() {
     for step in fresh edit-mma edit-fp8; do
       [ -f "$out/$label-$step.txt" ] || continue
       echo
-      echo "## $label, $step: repro's stage table"
+      echo "Stage times, $label, $step (repro's table):"
       echo
       echo '```text'
       grep -E '^[a-z0-9_-]+ +([0-9.]+s|-) ' "$out/$label-$step.txt" || tail -12 "$out/$label-$step.txt"
