@@ -150,7 +150,8 @@ pub struct RunOpts {
     /// Print the plan (what would run, what would be skipped, and why) and change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Rerun even if up to date.
+    /// Rerun even if up to date, measuring again what the bench and profile stages would
+    /// reuse from the committed results.
     #[arg(long)]
     pub force: bool,
     /// Stop at the first failing stage instead of running what does not depend on it.
@@ -365,6 +366,12 @@ pub struct ExecArgs {
     /// discover the GPUs of a cluster node through the executor.
     #[arg(long, conflicts_with_all = ["variant", "cubin", "dump_inputs", "attributes"])]
     pub query_devices: bool,
+    /// Serve many runs in one process, for the stages (docs/guide/gpu.md, "The GPU
+    /// worker"): read one JSON request per line on stdin, answer each with one JSON line on
+    /// stdout, keep the CUDA context, the loaded modules and the reference outputs between
+    /// runs, exit when stdin ends or a run leaves the context unusable.
+    #[arg(long, conflicts_with_all = ["variant", "cubin", "dump_inputs", "attributes", "query_devices", "shape", "dims"])]
+    pub worker: bool,
 }
 
 fn parse_recipe(s: &str) -> Result<Recipe, String> {

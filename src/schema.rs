@@ -330,6 +330,26 @@ impl BenchResult {
     }
 }
 
+/// Where a variant's bench records (or a target's profile) come from: the run that
+/// measured them and what they depend on. A later run copies them instead of measuring
+/// again while `key` is unchanged (docs/guide/results.md, "Reused results").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// When the run that measured them started (RFC 3339, UTC).
+    pub run: String,
+    /// The commit checked out for that run (`<sha>`, `<sha>+dirty` with uncommitted
+    /// changes), when the project is in git.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// What the results depend on: the digest of the cubin loaded (`cubin_sha256`), of the
+    /// workload (`workload_sha256`) and of the harness options (`harness_sha256`), the GPU
+    /// model (`gpu`) and its driver (`driver`); for a profile also `ncu`.
+    pub key: BTreeMap<String, String>,
+    /// Copied from that earlier run's record by this one, not measured again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
+}
+
 /// `artifacts/bench/<variant>.json` and `artifacts/bench/baselines/<name>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchFile {
@@ -359,6 +379,10 @@ pub struct BenchFile {
     pub driver: Option<DriverCheck>,
     pub results: Vec<BenchResult>,
     pub gates: Vec<GateResult>,
+    /// The run that measured `results` and their reuse key (absent for baselines, skipped
+    /// and unbuilt variants, and files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
 }
 
 /// The driver's view of a measured variant's entry (`cuFuncGetAttribute` on the loaded
@@ -453,6 +477,9 @@ pub struct NcuTarget {
     /// Every raw metric read, as ncu printed it (value with unit).
     pub raw: BTreeMap<String, String>,
     pub top_stalls: Vec<StallReason>,
+    /// The run that profiled it and the reuse key (absent for targets not profiled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
 }
 
 /// `artifacts/ncu/summary.json`.

@@ -146,3 +146,93 @@ fn bench_stage_survives_fault_and_hang_and_fails_the_planted_error() {
         other => panic!("expected a gate failure, got {other:?}"),
     }
 }
+
+/// One worker takes a batch; a fault in the middle fails that run alone (the worker answers,
+/// says its context is lost and exits), a hang is killed at its timeout, and a fresh worker
+/// takes the rest, measuring what the first one did.
+#[test]
+fn a_fault_in_the_middle_of_a_batch_fails_that_run_and_a_fresh_worker_takes_the_rest() {
+    use repro::executor::CancelFlag;
+    use repro::gpu::client::{ExecRequest, ExecTarget};
+    use repro::gpu::discover::StageJobs;
+    use repro::gpu::worker::pool::Workers;
+    use std::time::Duration;
+    if !gpu_tests_enabled(
+        "a_fault_in_the_middle_of_a_batch_fails_that_run_and_a_fresh_worker_takes_the_rest",
+    ) {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let cubins = root.join(".repro/cubins");
+    std::fs::create_dir_all(&cubins).unwrap();
+    let arch = arch();
+    compile(REFERENCE_CU, &[], &arch, &cubins.join("reference.cubin"));
+    for (variant, source) in [("naive", "naive"), ("fault", "fault"), ("hang", "hang")] {
+        let cu = format!("tests/fixtures/cuda/{source}.cu");
+        compile(&cu, &[], &arch, &cubins.join(format!("{variant}.cubin")));
+    }
+    std::fs::write(root.join("pipeline.yaml"), PIPELINE).unwrap();
+    let log = root.join("bench.log");
+    let (cancel, exe) = (CancelFlag::default(), repro_bin());
+    let pipeline_file = root.join("pipeline.yaml");
+    let workers = Workers::new(
+        StageJobs {
+            executor: &TestExecutor,
+            cancel: &cancel,
+            repro_exe: &exe,
+            pipeline_file: &pipeline_file,
+            root,
+            log: Some(&log),
+        },
+        1,
+    );
+    let small = Shape {
+        B: 1,
+        H: 2,
+        S: 128,
+        D: 64,
+    };
+    let run = |variant: &str, seed: u64| {
+        let req = ExecRequest {
+            target: ExecTarget::Variant(variant.into()),
+            shape: "small".into(),
+            inputs: Recipe::Gaussian,
+            precision: None,
+            seed,
+            warmup: 2,
+            iters: 10,
+            l2: "warm".into(),
+            method: "isolated".into(),
+            timing: true,
+        };
+        workers.run(0, &req, &small, Duration::from_secs(10))
+    };
+    let batch = [
+        ("naive", 0),
+        ("naive", 1),
+        ("fault", 0),
+        ("naive", 0),
+        ("hang", 0),
+        ("naive", 1),
+    ];
+    let got: Vec<_> = batch.iter().map(|&(v, s)| run(v, s)).collect();
+    for i in [0, 1, 3, 5] {
+        assert_eq!(got[i].status, "ok", "run {i}: {:?}", got[i]);
+        assert_eq!(got[i].correctness_pass, Some(true), "run {i}");
+        assert!(got[i].p50_us.unwrap() > 0.0);
+    }
+    let fault = got[2].error.as_deref().unwrap();
+    assert!(
+        fault.starts_with("repro exec: ") && fault.contains("CUDA_ERROR_ILLEGAL_ADDRESS"),
+        "{fault}"
+    );
+    let hang = got[4].error.as_deref().unwrap();
+    assert!(hang.starts_with("timed out after"), "{hang}");
+    // Fresh workers compute the same reference and check.
+    assert_eq!(got[0].max_abs_err, got[3].max_abs_err);
+    assert_eq!(got[1].max_abs_err, got[5].max_abs_err);
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("its CUDA context was lost"), "{log}");
+    assert!(log.contains("ended (TimedOut)"), "{log}");
+}

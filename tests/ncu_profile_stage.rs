@@ -2,6 +2,8 @@
 //! that prints what the real one prints (the permission error; a real captured CSV; a crash).
 //! Every scenario changes the process environment (`PATH`, `NCU`), so they run in one test.
 
+#[path = "support/lock.rs"]
+mod lock;
 #[path = "support/skip.rs"]
 mod skip;
 
@@ -17,7 +19,11 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// Runs jobs as plain child processes (no timeout handling: the scripts here end at once).
-struct ChildProcesses;
+/// `elsewhere`: say the jobs run on another machine, so the stage asks a probe job for the
+/// GPUs (a stand-in `repro` answers it).
+struct ChildProcesses {
+    elsewhere: bool,
+}
 
 impl Executor for ChildProcesses {
     fn name(&self) -> &str {
@@ -60,7 +66,15 @@ impl Executor for ChildProcesses {
     fn gpu_slots(&self) -> u32 {
         1
     }
+    fn runs_jobs_here(&self) -> bool {
+        !self.elsewhere
+    }
 }
+
+/// Stands in for `repro exec --query-devices`: one H100.
+const FAKE_REPRO: &str = r#"#!/bin/sh
+echo '[{"index":0,"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-0","compute_capability":[9,0],"sm_count":132,"memory_bytes":85000000000,"cuda_driver_version":"13.0","driver_version":"580.159.04"}]'
+"#;
 
 const PIPELINE: &str = "version: 1
 workload:
@@ -99,6 +113,14 @@ impl Project {
 
     /// Run the stage into a fresh staging folder; returns the outcome and that folder.
     fn run(&self) -> (StageOutcome, PathBuf) {
+        self.run_with(
+            &ChildProcesses { elsewhere: false },
+            Path::new("/nonexistent/repro"),
+        )
+    }
+
+    /// [`Project::run`] through `executor`, with `repro` at `repro_exe`.
+    fn run_with(&self, executor: &dyn Executor, repro_exe: &Path) -> (StageOutcome, PathBuf) {
         let staging = self
             .root()
             .join(format!(".repro/staging-{}", rand_suffix()));
@@ -114,9 +136,9 @@ impl Project {
             root: self.root(),
             staging: &staging,
             log: &log,
-            executor: &ChildProcesses,
+            executor,
             cancel: &cancel,
-            repro_exe: Path::new("/nonexistent/repro"),
+            repro_exe,
             pipeline_file: &self.root().join("pipeline.yaml"),
             overrides: &overrides,
             progress: &|_| {},
@@ -126,12 +148,32 @@ impl Project {
 
     /// Install an executable `ncu` script in the project's bin/.
     fn fake_ncu(&self, body: &str) -> PathBuf {
-        let path = self.root().join("bin/ncu");
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        self.script("bin/ncu", &format!("#!/bin/sh\n{body}\n"))
+    }
+
+    /// Write an executable script at `rel`.
+    fn script(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.root().join(rel);
+        std::fs::write(&path, text).unwrap();
         let mut perm = std::fs::metadata(&path).unwrap().permissions();
         std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
         std::fs::set_permissions(&path, perm).unwrap();
         path
+    }
+
+    /// Move the staged outputs in and lock their digests, as the engine does.
+    fn commit(&self, staging: &Path) {
+        let out = self.root().join("artifacts/ncu");
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out).unwrap();
+        let mut outputs = Vec::new();
+        for e in std::fs::read_dir(staging.join("artifacts/ncu")).unwrap() {
+            let e = e.unwrap();
+            let rel = format!("artifacts/ncu/{}", e.file_name().to_string_lossy());
+            std::fs::copy(e.path(), self.root().join(&rel)).unwrap();
+            outputs.push(rel);
+        }
+        lock::lock_outputs(self.root(), "ncu-profile", &outputs);
     }
 }
 
@@ -277,4 +319,54 @@ fn profile_stage_skips_and_fails_honestly() {
     let saved = std::fs::read(staging.join("artifacts/ncu/control.csv")).unwrap();
     assert_eq!(saved, std::fs::read(fixture("stage_mode.csv")).unwrap());
     assert!(staging.join("artifacts/ncu/bad.csv").exists());
+
+    // 4. A target whose cubin, GPU, driver, ncu and options are unchanged keeps its committed
+    //    profile: only the rebuilt one is profiled again.
+    project.fake_ncu(&format!(
+        "case \"$*\" in *--version*) echo 'Version 2025.3.1.0'; exit 0;; esac\n\
+         echo \"$*\" >> '{}'\ncat '{}'",
+        project.root().join("ncu-calls.txt").display(),
+        fixture("stage_mode.csv").display()
+    ));
+    let repro = project.script("fake-repro", FAKE_REPRO);
+    std::fs::create_dir_all(project.root().join(".repro/cubins")).unwrap();
+    for cubin in ["good", "bad", "reference"] {
+        let path = project.root().join(format!(".repro/cubins/{cubin}.cubin"));
+        std::fs::write(path, cubin).unwrap();
+    }
+    let elsewhere = ChildProcesses { elsewhere: true };
+    let profiled = |run: &dyn Fn() -> PathBuf| -> (usize, PathBuf) {
+        let calls = project.root().join("ncu-calls.txt");
+        let _ = std::fs::remove_file(&calls);
+        let staging = run();
+        let n = std::fs::read_to_string(&calls).map_or(0, |c| c.lines().count());
+        (n, staging)
+    };
+    let run = || {
+        let (outcome, staging) = project.run_with(&elsewhere, &repro);
+        assert_eq!(outcome, StageOutcome::Passed);
+        project.commit(&staging);
+        staging
+    };
+    let (n, staging) = profiled(&run);
+    assert_eq!(n, 2, "control and bad are profiled");
+    let first = summary(&staging).targets[0].measured.clone().unwrap();
+    assert!(!first.reused);
+    assert_eq!(first.key["ncu"], "Version 2025.3.1.0");
+    let (n, staging) = profiled(&run);
+    assert_eq!(n, 0, "nothing changed");
+    let s = summary(&staging);
+    assert!(s.targets[..2]
+        .iter()
+        .all(|t| t.measured.as_ref().unwrap().reused));
+    assert_eq!(s.targets[0].measured.as_ref().unwrap().run, first.run);
+    assert_eq!(s.targets[0].kernel_time_us, Some(16.544));
+    let saved = std::fs::read(staging.join("artifacts/ncu/control.csv")).unwrap();
+    assert_eq!(saved, std::fs::read(fixture("stage_mode.csv")).unwrap());
+    std::fs::write(project.root().join(".repro/cubins/bad.cubin"), "rebuilt").unwrap();
+    let (n, staging) = profiled(&run);
+    assert_eq!(n, 1, "only the rebuilt target");
+    let s = summary(&staging);
+    assert!(s.targets[0].measured.as_ref().unwrap().reused);
+    assert!(!s.targets[1].measured.as_ref().unwrap().reused);
 }

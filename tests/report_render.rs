@@ -90,6 +90,24 @@ fn render_fixture(name: &str, env: &Environment) -> Rendered {
     Rendered { report, manifest }
 }
 
+/// The summary of the `green` fixture's pipeline from `artifacts` and `state`, by the
+/// built-in template.
+fn green_summary(artifacts: &Artifacts, state: &RunState) -> String {
+    let root = fixture("green");
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    let env = environment(true);
+    let inputs = report::Inputs {
+        pipeline: &pipeline,
+        artifacts,
+        state,
+        env: &env,
+    };
+    let template = report::load_template(&root, report::SUMMARY_TEMPLATE).unwrap();
+    report::render_report(&inputs, &template).unwrap().markdown
+}
+
 /// The manifest with its machine- and time-dependent values replaced.
 fn redact(manifest: &str) -> String {
     manifest
@@ -474,15 +492,7 @@ fn a_report_of_results_from_two_machines_says_so_and_labels_each_row() {
     bench.hardware = Some("NVIDIA H100 80GB HBM3 sm_90 driver 580.95.05".into());
     state.stages.get_mut("evo-tune").unwrap().hardware =
         Some("NVIDIA L4 sm_89 driver 580.95.05".into());
-    let env = environment(true);
-    let inputs = report::Inputs {
-        pipeline: &pipeline,
-        artifacts: &artifacts,
-        state: &state,
-        env: &env,
-    };
-    let template = report::load_template(&root, report::SUMMARY_TEMPLATE).unwrap();
-    let md = report::render_report(&inputs, &template).unwrap().markdown;
+    let md = green_summary(&artifacts, &state);
     assert!(
         md.contains("These results were measured on more than one machine"),
         "{md}"
@@ -575,4 +585,40 @@ fn timings_from_another_architecture_say_the_pipelines_own_is_not_measured() {
             "arch {arch:?}"
         );
     }
+}
+
+/// Results a run copied from an earlier one instead of measuring (bench variants, profile
+/// targets) are named under the headline with the run that measured them.
+#[test]
+fn results_reused_from_an_earlier_run_name_that_run() {
+    let root = fixture("green");
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    let mut artifacts = Artifacts::load(&root).unwrap();
+    let earlier = repro::schema::Measured {
+        run: "2026-11-25T10:00:00Z".into(),
+        commit: Some("61c0dd9c1234".into()),
+        key: Default::default(),
+        reused: true,
+    };
+    let benches = artifacts.benches.as_mut().unwrap();
+    benches[0].measured = Some(earlier.clone());
+    benches[1].measured = Some(repro::schema::Measured {
+        reused: false,
+        ..earlier.clone()
+    });
+    let reused_bench = benches[0].name.clone();
+    let ncu = artifacts.ncu.as_mut().unwrap();
+    ncu.targets[0].measured = Some(earlier);
+    let reused_target = ncu.targets[0].target.clone();
+    let state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
+    let md = green_summary(&artifacts, &state);
+    let want = format!(
+        "Reused, not measured again (cubin, workload, harness options, GPU and driver unchanged): \
+         bench `{reused_bench}`, profile `{reused_target}` from the run of 2026-11-25T10:00:00Z at 61c0dd9c1234."
+    );
+    assert!(md.contains(&want), "{want}\n{md}");
+    let plain = render_fixture("green", &environment(true)).report.markdown;
+    assert!(!plain.contains("Reused, not measured again"), "{plain}");
 }

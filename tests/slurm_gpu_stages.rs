@@ -9,27 +9,33 @@ mod support;
 
 use repro::executor::slurm::{SlurmExecutor, SlurmSettings};
 use repro::executor::{CancelFlag, Executor};
-use repro::gpu::client::{exec_job, result_from_outcome, ExecRequest, ExecTarget};
-use repro::gpu::discover::{stage_gpus, Query};
+use repro::gpu::client::{ExecRequest, ExecTarget};
+use repro::gpu::discover::{stage_gpus, StageJobs};
+use repro::gpu::worker::pool::Workers;
 use repro::pipeline::Shape;
 use repro::schema::BenchResult;
 use repro::stages::gpu_nodes::{gpu_slots, OneGpuModel};
+use repro::stages::slots::run_on_slots;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use support::{enabled, job_records};
 
 /// Stands in for `repro`: `exec --query-devices` prints one GPU of model `$MODEL`;
-/// `exec --variant ...` prints a bench record measured on it, with the GPU index Slurm
-/// gave the step (as `repro exec` does).
+/// `exec --worker` answers each request with a bench record measured on it, with the GPU
+/// index Slurm gave the step (as `repro exec` does).
 const FAKE_REPRO: &str = r#"#!/bin/sh
 case "$*" in
   *--query-devices*)
     printf '[{"index":0,"name":"%s","uuid":"GPU-fake","compute_capability":[8,9],"sm_count":58,"memory_bytes":24000000000,"cuda_driver_version":"13.0","driver_version":"580.0"}]\n' "$MODEL"
     ;;
   *)
-    printf '{"shape":"small","B":1,"H":1,"S":32,"D":64,"seed":%s,"warmup":1,"iters":5,"status":"ok","device_index":%s,"device_name":"%s","timing_mode":null,"p50_us":4.0,"p90_us":null,"p99_us":null,"mean_us":null,"std_us":null,"min_us":null,"ci95_us":null,"cv":null,"samples":null,"max_abs_err":0.001,"mean_abs_err":null,"pct_bad":null,"rel_l2_err":null,"nan_count":null,"inf_count":null,"correctness_pass":true}\n' \
-      "$9" "${SLURM_STEP_GPUS:-0}" "$MODEL"
+    while read -r line; do
+      id=$(printf '%s' "$line" | sed 's/.*"id":\([0-9]*\).*/\1/')
+      seed=$(printf '%s' "$line" | sed 's/.*"seed":\([0-9]*\).*/\1/')
+      printf '{"id":%s,"result":{"shape":"small","B":1,"H":1,"S":32,"D":64,"seed":%s,"warmup":1,"iters":5,"status":"ok","device_index":%s,"device_name":"%s","timing_mode":null,"p50_us":4.0,"p90_us":null,"p99_us":null,"mean_us":null,"std_us":null,"min_us":null,"ci95_us":null,"cv":null,"samples":null,"max_abs_err":0.001,"mean_abs_err":null,"pct_bad":null,"rel_l2_err":null,"nan_count":null,"inf_count":null,"correctness_pass":true}}\n' \
+        "$id" "$seed" "${SLURM_STEP_GPUS:-0}" "$MODEL"
+    done
     ;;
 esac
 "#;
@@ -63,43 +69,47 @@ fn project(model: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, exe)
 }
 
-/// The bench stage's loop in small: `seeds` measurements, `gpu_slots` at a time.
+/// The bench stage's loop in small: `seeds` measurements on one worker (a Slurm job) per
+/// GPU slot, `gpu_slots` at a time.
 fn measure(executor: &dyn Executor, root: &Path, exe: &Path, seeds: u64) -> Vec<BenchResult> {
     let cancel = CancelFlag::default();
-    let measure_one = |seed: u64, slot: u32| {
-        let req = ExecRequest {
-            target: ExecTarget::Variant("v".into()),
-            shape: "small".into(),
-            inputs: repro::pipeline::Recipe::Gaussian,
-            precision: None,
-            seed,
-            warmup: 1,
-            iters: 5,
-            l2: "warm".into(),
-            method: "graph".into(),
-            timing: true,
-        };
-        let job = exec_job(
-            exe,
-            &root.join("pipeline.yaml"),
+    let pipeline = root.join("pipeline.yaml");
+    let slots = executor.gpu_slots();
+    let workers = Workers::new(
+        StageJobs {
+            executor,
+            cancel: &cancel,
+            repro_exe: exe,
+            pipeline_file: &pipeline,
             root,
-            &req,
-            Some(slot),
-            Duration::from_secs(60),
-        );
-        let outcome = executor.run(&job, &cancel).expect("srun starts");
-        result_from_outcome(&req, &SMALL, &outcome)
-    };
-    let slots = executor.gpu_slots() as u64;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..seeds)
-            .map(|seed| {
-                let measure_one = &measure_one;
-                s.spawn(move || measure_one(seed, (seed % slots) as u32))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
+            log: None,
+        },
+        slots,
+    );
+    let items: Vec<u64> = (0..seeds).collect();
+    let mut results = vec![None; items.len()];
+    run_on_slots(
+        slots,
+        &items,
+        &cancel,
+        |slot, &seed| {
+            let req = ExecRequest {
+                target: ExecTarget::Variant("v".into()),
+                shape: "small".into(),
+                inputs: repro::pipeline::Recipe::Gaussian,
+                precision: None,
+                seed,
+                warmup: 1,
+                iters: 5,
+                l2: "warm".into(),
+                method: "graph".into(),
+                timing: true,
+            };
+            workers.run(slot, &req, &SMALL, Duration::from_secs(60))
+        },
+        |i, r| results[i] = Some(r),
+    );
+    results.into_iter().map(Option::unwrap).collect()
 }
 
 #[test]
@@ -111,7 +121,7 @@ fn gpus_are_probed_on_a_node_and_each_record_names_its_node() {
     let (dir, exe) = project("Fake L4");
     let cancel = CancelFlag::default();
     let log = dir.path().join("bench.log");
-    let gpus = stage_gpus(&Query {
+    let gpus = stage_gpus(&StageJobs {
         executor: &executor,
         cancel: &cancel,
         repro_exe: &exe,

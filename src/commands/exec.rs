@@ -1,11 +1,12 @@
-//! `repro exec` (one kernel, one shape, one seed → one JSON line; the stages' worker) and
-//! `repro compare A B`.
+//! `repro exec` (one kernel, one shape, one seed → one JSON line; with `--worker`, many
+//! runs as JSON lines, the stages' worker) and `repro compare A B`.
 
 use super::exit;
 use crate::cli::{CompareArgs, ExecArgs, GlobalArgs};
 use crate::gpu::client::{ExecRequest, ExecTarget};
 use crate::gpu::compare::{self, CompareRequest};
 use crate::gpu::exec::{self, ExecSettings};
+use crate::gpu::worker::serve::{serve, Served};
 use crate::pipeline::{Recipe, Shape};
 use anyhow::bail;
 
@@ -73,6 +74,23 @@ pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
         let n = exec::dump_inputs(&global.file, dir, shape.as_deref(), args.seed, args.inputs)?;
         eprintln!("wrote {n} input set(s) to {}", dir.display());
         return Ok(exit::OK);
+    }
+    if args.worker {
+        let stdin = std::io::stdin().lock();
+        return match serve(
+            &global.file,
+            &settings(args),
+            stdin,
+            std::io::stdout().lock(),
+        )? {
+            Served::AllAnswered => Ok(exit::OK),
+            Served::ContextLost => {
+                eprintln!(
+                    "error: the CUDA context is unusable after the last run; this worker ends"
+                );
+                Ok(exit::FAILED)
+            }
+        };
     }
     let result = exec::run_request(&global.file, &request(args)?, &settings(args))?;
     println!("{}", serde_json::to_string(&result)?);

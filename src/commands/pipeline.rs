@@ -26,6 +26,11 @@ fn request(
     selection: Selection,
     overrides: BTreeMap<String, String>,
 ) -> Request {
+    let mut overrides = overrides;
+    if opts.force {
+        // Forced GPU stages measure again what they could reuse.
+        overrides.insert(crate::stages::reuse::REMEASURE.into(), "true".into());
+    }
     Request {
         selection,
         jobs: opts.jobs,

@@ -16,9 +16,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// How long a process group gets between SIGTERM and SIGKILL.
-const GRACE: Duration = Duration::from_secs(2);
+pub(super) const GRACE: Duration = Duration::from_secs(2);
 /// Lines of output kept for error messages.
-const TAIL_LINES: usize = 20;
+pub(super) const TAIL_LINES: usize = 20;
 
 /// Runs jobs as local processes.
 #[derive(Debug, Default)]
@@ -60,12 +60,30 @@ impl Executor for LocalExecutor {
     }
 }
 
+/// `CUDA_VISIBLE_DEVICES` for a job given visible GPU `index`: the `index`-th entry of
+/// this process's own `CUDA_VISIBLE_DEVICES` when it has one (repro itself was given some
+/// GPUs: its jobs stay on them), else the index.
+pub fn visible_gpu(index: u32) -> String {
+    visible_gpu_of(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(), index)
+}
+
+fn visible_gpu_of(ours: Option<&str>, index: u32) -> String {
+    ours.and_then(|v| {
+        v.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .nth(index as usize)
+            .map(str::to_string)
+    })
+    .unwrap_or_else(|| index.to_string())
+}
+
 /// This machine's host name, `unknown` when it has none.
 pub fn hostname() -> String {
     crate::env::hostname().unwrap_or_else(|| "unknown".into())
 }
 
-fn signal_group(pgid: u32, signal: i32) {
+pub(super) fn signal_group(pgid: u32, signal: i32) {
     // SAFETY: killpg only sends a signal; a group that is gone gives ESRCH, ignored.
     unsafe {
         libc::killpg(pgid as libc::pid_t, signal);
@@ -74,7 +92,7 @@ fn signal_group(pgid: u32, signal: i32) {
 
 /// Have the child killed when the thread that starts it (which waits for it) dies, as it
 /// does when `repro` is killed with SIGKILL.
-fn die_with_parent(cmd: &mut std::process::Command) {
+pub(super) fn die_with_parent(cmd: &mut std::process::Command) {
     // SAFETY: getpid is async-signal-safe; so are prctl, getppid and _exit, the only
     // calls made between fork and exec.
     let parent = unsafe { libc::getpid() };
@@ -110,7 +128,7 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
         expr = expr.env(k, v);
     }
     if let Some(gpu) = job.gpu {
-        expr = expr.env("CUDA_VISIBLE_DEVICES", gpu.to_string());
+        expr = expr.env("CUDA_VISIBLE_DEVICES", visible_gpu(gpu));
     }
     // After the job's own env: a stage cannot take its processes out of the run.
     expr = expr.env(super::orphans::RUN_ID_ENV, super::orphans::run_id());
@@ -271,6 +289,16 @@ mod tests {
         let log = std::fs::read_to_string(dir.path().join("logs/j.log")).unwrap();
         assert_eq!(log, "before\nhi\ndev=1\n");
         assert_eq!(out.tail, "hi\ndev=1");
+    }
+
+    #[test]
+    fn a_jobs_gpu_is_one_of_those_repro_was_given() {
+        assert_eq!(visible_gpu_of(None, 1), "1");
+        assert_eq!(visible_gpu_of(Some("3"), 0), "3");
+        assert_eq!(visible_gpu_of(Some("2, 5"), 1), "5");
+        assert_eq!(visible_gpu_of(Some("GPU-abc,GPU-def"), 0), "GPU-abc");
+        // More slots than GPUs given (a cluster's count): the index itself.
+        assert_eq!(visible_gpu_of(Some("3"), 1), "1");
     }
 
     #[test]

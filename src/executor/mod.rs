@@ -2,6 +2,7 @@
 //! [`Executor`]: local child processes today, a cluster scheduler (Slurm) behind the same
 //! interface. No stage spawns processes around it.
 
+pub mod conversation;
 pub mod local;
 pub mod orphans;
 pub mod slurm;
@@ -27,8 +28,8 @@ pub struct Job {
     pub log: Option<PathBuf>,
     /// Also keep stdout in memory and return it (for `repro exec`'s JSON line).
     pub capture_stdout: bool,
-    /// The job needs one GPU: which visible device index (sets `CUDA_VISIBLE_DEVICES`
-    /// locally; a GPU request for a scheduler).
+    /// The job needs one GPU: which visible device index (locally `CUDA_VISIBLE_DEVICES` is
+    /// set to that GPU, see [`local::visible_gpu`]; a GPU request for a scheduler).
     pub gpu: Option<u32>,
 }
 
@@ -93,11 +94,24 @@ impl JobOutcome {
 /// Set when the user interrupts (Ctrl-C / SIGTERM): executors kill what they started.
 pub type CancelFlag = Arc<AtomicBool>;
 
+pub use conversation::{Conversation, Ending, Received};
+
 /// Starts jobs. `run` blocks until the job ends; stages that want concurrency call it from
 /// several threads.
 pub trait Executor: Send + Sync {
     fn name(&self) -> &str;
     fn run(&self, job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome>;
+    /// Start `job` for a conversation: lines to its stdin, lines back from its stdout, until
+    /// the caller ends it (a long-lived `repro exec --worker`). The job's `timeout` is not
+    /// applied: the caller times each answer. The default starts a local process, as
+    /// [`local`] does; executors whose jobs run elsewhere start it there.
+    fn converse<'a>(
+        &'a self,
+        job: &Job,
+        cancel: &CancelFlag,
+    ) -> anyhow::Result<Box<dyn Conversation + 'a>> {
+        conversation::start_local(job, cancel)
+    }
     /// How many GPU jobs may run at once (visible GPUs locally; a limit on a cluster).
     fn gpu_slots(&self) -> u32;
     /// Do jobs run on the machine running repro, seeing its GPUs? When not (a cluster),

@@ -1,17 +1,19 @@
-//! For stages: run `repro exec` as an executor job and read its result back. A crash,
-//! timeout or unreadable output becomes a `failed` [`BenchResult`] with the reason, never
-//! an error, so one bad kernel does not stop a stage.
+//! For stages: what one `repro exec` run is ([`ExecRequest`], sent to a GPU worker, see
+//! [`super::worker`]) and the records a run without a result becomes: a crash, timeout or
+//! unreadable answer is a `failed` [`BenchResult`] with the reason, never an error, so one
+//! bad kernel does not stop a stage.
 
 use super::timing::{L2Mode, Method};
-use crate::executor::{ExitKind, Job, JobOutcome};
+use crate::executor::{ExitKind, JobOutcome};
 use crate::pipeline::{Precision, Recipe, Shape};
 use crate::schema::BenchResult;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
 /// What to run: a variant of pipeline.yaml, or a cubin and its entry.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ExecTarget {
     Variant(String),
     Cubin { path: PathBuf, entry: String },
@@ -19,8 +21,9 @@ pub enum ExecTarget {
 
 /// One `repro exec` run: what the bench, tune and profile stages ask for, and what the
 /// command line parses back ([`ExecRequest::argv`] and `commands::exec` are each other's
-/// inverse; a test checks the round trip). A `shape` is a name of pipeline.yaml or `B,H,S,D`.
-#[derive(Debug, Clone, PartialEq)]
+/// inverse; a test checks the round trip). A worker reads it as JSON
+/// ([`super::worker`]). A `shape` is a name of pipeline.yaml or `B,H,S,D`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecRequest {
     pub target: ExecTarget,
     /// A shape name of pipeline.yaml.
@@ -103,33 +106,6 @@ impl ExecRequest {
 /// executor restricts the child to that GPU, which the child then sees as device 0).
 pub const GPU_INDEX_ENV: &str = "REPRO_GPU_INDEX";
 
-/// The `repro exec` job for `req`, on GPU `gpu` (the executor sets
-/// `CUDA_VISIBLE_DEVICES`), killed after `timeout`.
-pub fn exec_job(
-    repro_exe: &Path,
-    pipeline_file: &Path,
-    root: &Path,
-    req: &ExecRequest,
-    gpu: Option<u32>,
-    timeout: Duration,
-) -> Job {
-    let mut argv: Vec<String> = vec![
-        repro_exe.display().to_string(),
-        "-f".into(),
-        pipeline_file.display().to_string(),
-        "exec".into(),
-    ];
-    argv.extend(req.argv());
-    let mut job = Job::new(format!("exec:{}", req.label()), argv, root);
-    job.timeout = Some(timeout);
-    job.capture_stdout = true;
-    job.gpu = gpu;
-    if let Some(g) = gpu {
-        job.env = BTreeMap::from([(GPU_INDEX_ENV.to_string(), g.to_string())]);
-    }
-    job
-}
-
 /// A record with the identity fields filled and every measurement empty.
 pub fn blank_result(
     shape_name: &str,
@@ -176,48 +152,33 @@ pub fn blank_result(
     }
 }
 
-/// The result of a finished `repro exec` job: its JSON line, or a `failed` record saying
-/// why there is none (fault, timeout, signal, garbage on stdout). Either way it names the
-/// node the executor ran the job on.
-pub fn result_from_outcome(req: &ExecRequest, shape: &Shape, outcome: &JobOutcome) -> BenchResult {
-    let mut result = parse_outcome(req, shape, outcome);
-    result.node = outcome.node.clone();
-    result
+/// A `failed` record for `req` saying why.
+pub fn failed_result(req: &ExecRequest, shape: &Shape, reason: String) -> BenchResult {
+    let mut r = blank_result(&req.shape, shape, req.seed, req.warmup, req.iters, "failed");
+    r.inputs = req.inputs.name().to_string();
+    r.error = Some(reason);
+    r
 }
 
-fn parse_outcome(req: &ExecRequest, shape: &Shape, outcome: &JobOutcome) -> BenchResult {
-    let failed = |reason: String| {
-        let mut r = blank_result(&req.shape, shape, req.seed, req.warmup, req.iters, "failed");
-        r.inputs = req.inputs.name().to_string();
-        r.error = Some(reason);
-        r
-    };
+/// How `program` ended, for a run it left without a result: its exit code or signal with
+/// its error lines, the timeout, the interrupt, or the scheduler's reason.
+pub(crate) fn why_it_ended(program: &str, outcome: &JobOutcome) -> String {
     match &outcome.exit {
-        ExitKind::Code(0) => match outcome.last_stdout_line() {
-            None => failed("repro exec printed no result line".into()),
-            Some(line) => match serde_json::from_str::<BenchResult>(&line) {
-                Ok(r) => r,
-                Err(e) => failed(format!(
-                    "repro exec printed a line that is not a bench result ({e}): {}",
-                    truncate(&line, 200)
-                )),
-            },
-        },
-        ExitKind::Code(code) => failed(format!(
-            "repro exec exited with code {code}: {}",
+        ExitKind::Code(code) => format!(
+            "{program} exited with code {code}: {}",
             error_lines(&outcome.tail)
-        )),
-        ExitKind::Signal(sig) => failed(format!(
-            "repro exec was killed by signal {sig} ({}): {}",
+        ),
+        ExitKind::Signal(sig) => format!(
+            "{program} was killed by signal {sig} ({}): {}",
             signal_name(*sig),
             error_lines(&outcome.tail)
-        )),
-        ExitKind::TimedOut => failed(format!(
+        ),
+        ExitKind::TimedOut => format!(
             "timed out after {:.1} s and was killed (a hang or deadlock in the kernel?)",
             outcome.elapsed.as_secs_f64()
-        )),
-        ExitKind::Cancelled => failed("cancelled (the run was interrupted)".into()),
-        ExitKind::Scheduler(reason) => failed(format!("the scheduler ended the job: {reason}")),
+        ),
+        ExitKind::Cancelled => "cancelled (the run was interrupted)".into(),
+        ExitKind::Scheduler(reason) => format!("the scheduler ended the job: {reason}"),
     }
 }
 
@@ -266,6 +227,7 @@ fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     const MISSION: Shape = Shape {
         B: 2,
@@ -289,10 +251,10 @@ mod tests {
         }
     }
 
-    fn outcome(exit: ExitKind, stdout: &str, tail: &str) -> JobOutcome {
+    fn outcome(exit: ExitKind, tail: &str) -> JobOutcome {
         JobOutcome {
             exit,
-            stdout: stdout.as_bytes().to_vec(),
+            stdout: Vec::new(),
             tail: tail.into(),
             node: None,
             elapsed: Duration::from_millis(2500),
@@ -300,32 +262,19 @@ mod tests {
     }
 
     #[test]
-    fn job_carries_every_option() {
+    fn argv_carries_every_option() {
         let mut r = req();
         r.timing = false;
         r.l2 = L2Mode::Flush;
         r.method = Method::Graph;
         r.inputs = Recipe::Sink;
         r.precision = Some(Precision::Fp8Pv);
-        let job = exec_job(
-            Path::new("/bin/repro"),
-            Path::new("/p/pipeline.yaml"),
-            Path::new("/p"),
-            &r,
-            Some(3),
-            Duration::from_secs(60),
-        );
         assert_eq!(
-            job.argv.join(" "),
-            "/bin/repro -f /p/pipeline.yaml exec --variant stage5-ws-p1 --shape mission --seed 2 \
-             --warmup 20 --iters 100 --l2 flush --method graph --inputs sink --precision fp8-pv \
-             --no-timing"
+            r.argv().join(" "),
+            "--variant stage5-ws-p1 --shape mission --seed 2 --warmup 20 --iters 100 --l2 flush \
+             --method graph --inputs sink --precision fp8-pv --no-timing"
         );
-        assert_eq!(job.gpu, Some(3));
-        assert_eq!(job.env.get(GPU_INDEX_ENV).map(String::as_str), Some("3"));
-        assert_eq!(job.timeout, Some(Duration::from_secs(60)));
-        assert!(job.capture_stdout);
-        assert_eq!(job.name, "exec:stage5-ws-p1:mission:sink:2");
+        assert_eq!(r.label(), "stage5-ws-p1:mission:sink:2");
     }
 
     #[test]
@@ -335,52 +284,12 @@ mod tests {
             path: "/c/fault.cubin".into(),
             entry: "sdpa_fp8_fwd".into(),
         };
-        let job = exec_job(
-            Path::new("repro"),
-            Path::new("pipeline.yaml"),
-            Path::new("."),
-            &r,
-            None,
-            Duration::from_secs(1),
-        );
-        assert!(job
-            .argv
+        r.shape = "2,8,512,64".into();
+        assert!(r
+            .argv()
             .join(" ")
-            .contains("--cubin /c/fault.cubin --entry sdpa_fp8_fwd"));
-        assert!(job.env.is_empty());
-        assert_eq!(r.label(), "fault:mission:2");
-    }
-
-    #[test]
-    fn a_result_line_round_trips() {
-        let mut good = blank_result("mission", &MISSION, 2, 20, 100, "ok");
-        good.p50_us = Some(12.5);
-        good.correctness_pass = Some(true);
-        let line = serde_json::to_string(&good).unwrap();
-        let got = result_from_outcome(
-            &req(),
-            &MISSION,
-            &outcome(ExitKind::Code(0), &format!("{line}\n"), ""),
-        );
-        assert_eq!(got, good);
-    }
-
-    #[test]
-    fn results_name_the_node_that_ran_them_even_when_failed() {
-        let line =
-            serde_json::to_string(&blank_result("mission", &MISSION, 2, 20, 100, "ok")).unwrap();
-        let mut ran = outcome(ExitKind::Code(0), &line, "");
-        ran.node = Some("gpu-node-07".into());
-        let got = result_from_outcome(&req(), &MISSION, &ran);
-        assert_eq!(got.node.as_deref(), Some("gpu-node-07"));
-        assert!(serde_json::to_string(&got)
-            .unwrap()
-            .contains(r#""node":"gpu-node-07""#));
-        let mut killed = outcome(ExitKind::Scheduler("TIMEOUT".into()), "", "");
-        killed.node = Some("gpu-node-08".into());
-        let got = result_from_outcome(&req(), &MISSION, &killed);
-        assert_eq!(got.status, "failed");
-        assert_eq!(got.node.as_deref(), Some("gpu-node-08"));
+            .starts_with("--cubin /c/fault.cubin --entry sdpa_fp8_fwd --dims 2,8,512,64 "));
+        assert_eq!(r.label(), "fault:2,8,512,64:2");
     }
 
     #[test]
@@ -392,30 +301,34 @@ mod tests {
     }
 
     #[test]
-    fn a_fault_is_a_failed_record_with_the_driver_message() {
-        let tail = "warming up\nerror: running the kernel: cuStreamSynchronize failed: \
-                    CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)\n";
-        let got = result_from_outcome(&req(), &MISSION, &outcome(ExitKind::Code(1), "", tail));
+    fn a_failed_record_keeps_the_runs_identity() {
+        let mut r = req();
+        r.inputs = Recipe::Sink;
+        let got = failed_result(&r, &MISSION, "why".into());
         assert_eq!(got.status, "failed");
         assert_eq!((got.B, got.S, got.seed), (2, 512, 2));
-        let err = got.error.unwrap();
-        assert!(err.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{err}");
-        assert!(err.starts_with("repro exec exited with code 1"), "{err}");
+        assert_eq!(got.inputs, "sink");
+        assert_eq!(got.error.as_deref(), Some("why"));
         assert_eq!(got.p50_us, None);
     }
 
     #[test]
-    fn timeout_signal_and_garbage_are_failures() {
-        let t = result_from_outcome(&req(), &MISSION, &outcome(ExitKind::TimedOut, "", ""));
-        assert!(t.error.unwrap().contains("timed out after 2.5 s"));
-        let s = result_from_outcome(&req(), &MISSION, &outcome(ExitKind::Signal(11), "", "x"));
-        assert!(s.error.unwrap().contains("SIGSEGV"));
-        let g = result_from_outcome(&req(), &MISSION, &outcome(ExitKind::Code(0), "hello\n", ""));
-        assert!(g.error.unwrap().contains("not a bench result"));
-        let e = result_from_outcome(&req(), &MISSION, &outcome(ExitKind::Code(0), "\n", ""));
-        assert_eq!(
-            e.error.as_deref(),
-            Some("repro exec printed no result line")
+    fn how_a_run_ended_names_the_code_signal_timeout_or_scheduler() {
+        let tail = "warming up\nerror: running the kernel: cuStreamSynchronize failed: \
+                    CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)\n";
+        let code = why_it_ended("repro exec", &outcome(ExitKind::Code(1), tail));
+        assert!(
+            code.starts_with("repro exec exited with code 1: error: running"),
+            "{code}"
         );
+        assert!(code.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{code}");
+        let t = why_it_ended("w", &outcome(ExitKind::TimedOut, ""));
+        assert!(t.starts_with("timed out after 2.5 s"), "{t}");
+        let s = why_it_ended("w", &outcome(ExitKind::Signal(11), "a\nb\nc\nd"));
+        assert_eq!(s, "w was killed by signal 11 (SIGSEGV): b | c | d");
+        let slurm = why_it_ended("w", &outcome(ExitKind::Scheduler("TIMEOUT".into()), ""));
+        assert_eq!(slurm, "the scheduler ended the job: TIMEOUT");
+        let none = why_it_ended("w", &outcome(ExitKind::Code(2), ""));
+        assert_eq!(none, "w exited with code 2: no output");
     }
 }

@@ -13,20 +13,22 @@ use std::time::Duration;
 /// How long the probe job may take (queueing aside, it only initializes CUDA).
 const QUERY_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Where and how to run the probe job.
-pub struct Query<'a> {
+/// Where a GPU stage's jobs run and what they run: the probe job here, the GPU workers
+/// ([`super::worker::pool`]).
+#[derive(Clone, Copy)]
+pub struct StageJobs<'a> {
     pub executor: &'a dyn Executor,
     pub cancel: &'a CancelFlag,
     pub repro_exe: &'a Path,
     pub pipeline_file: &'a Path,
     pub root: &'a Path,
-    /// The stage's log, which the probe job's output is appended to.
+    /// The stage's log, which the jobs' output is appended to.
     pub log: Option<&'a Path>,
 }
 
 /// The GPUs the stage's jobs will see: the local probe when the executor runs jobs on this
 /// machine, else a probe job through the executor. Every failure is a [`NoGpu`] with the reason.
-pub fn stage_gpus(q: &Query) -> Result<Vec<GpuInfo>, NoGpu> {
+pub fn stage_gpus(q: &StageJobs) -> Result<Vec<GpuInfo>, NoGpu> {
     if q.executor.runs_jobs_here() {
         return super::probe_cached(q.root);
     }

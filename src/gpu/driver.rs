@@ -347,15 +347,24 @@ impl Drop for Event {
 /// A loaded cubin.
 pub struct Module(sys::CUmodule);
 
+/// The bytes of the cubin at `path`.
+pub fn read_cubin(path: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| {
+        format!(
+            "cannot read the cubin {}: build it first (`repro stage build`)",
+            path.display()
+        )
+    })
+}
+
 impl Module {
     /// Load a cubin (or fatbin/PTX) file.
     pub fn load(path: &Path) -> anyhow::Result<Module> {
-        let mut image = std::fs::read(path).with_context(|| {
-            format!(
-                "cannot read the cubin {}: build it first (`repro stage build`)",
-                path.display()
-            )
-        })?;
+        Module::from_file_bytes(path, read_cubin(path)?)
+    }
+
+    /// Load the bytes read from the cubin at `path` (named in errors).
+    pub fn from_file_bytes(path: &Path, mut image: Vec<u8>) -> anyhow::Result<Module> {
         image.push(0); // PTX text must be NUL-terminated; harmless for ELF images
         Module::from_image(&image).with_context(|| {
             format!(

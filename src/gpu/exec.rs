@@ -3,8 +3,9 @@
 //! (a function's driver attributes, for the build stage).
 
 use super::client::{blank_result, ExecRequest, ExecTarget, GPU_INDEX_ENV};
-use super::harness::{self, DeviceInputs, Kernel, Reference, Session};
+use super::harness::{self, DeviceInputs, Session};
 use super::timing::{Method, TimingConfig};
+use super::warm::Warm;
 use super::workload::{self, DumpEntry, DumpIndex, Inputs};
 use crate::pipeline::{CorrectnessGates, Pipeline, Precision, Recipe, Shape};
 use crate::schema::{BenchResult, TimingMode};
@@ -47,6 +48,10 @@ pub(super) fn root_of(file: &Path) -> PathBuf {
     }
 }
 
+/// Bump when a change here changes what a run measures (the timing method, the correctness
+/// check): records measured before are then not reused (`stages::reuse`).
+pub const HARNESS_REVISION: u32 = 1;
+
 /// What `repro exec` takes beyond the [`ExecRequest`] the stages send: the GPU, when to
 /// stop sampling, the graph method's batch, another reference kernel.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,69 +90,139 @@ fn need_pipeline<'a>(pipeline: &'a Option<Pipeline>, file: &Path) -> anyhow::Res
     })
 }
 
-/// `repro exec`: load `req.target`, check it against the reference on `req`'s inputs, time
-/// it unless `!req.timing`; the record `repro exec` prints.
+/// The project a `repro exec` process serves: its pipeline.yaml, read once, and the
+/// architecture of the build's cubins this process's GPU loads, found once.
+pub struct Project {
+    file: PathBuf,
+    root: PathBuf,
+    pipeline: Option<Pipeline>,
+    arch: std::cell::OnceCell<String>,
+}
+
+impl Project {
+    /// Read the pipeline at `file`, if there is one (a `--cubin` run needs none).
+    pub fn load(file: &Path) -> anyhow::Result<Project> {
+        Ok(Project {
+            file: file.to_path_buf(),
+            root: root_of(file),
+            pipeline: optional_pipeline(file)?,
+            arch: std::cell::OnceCell::new(),
+        })
+    }
+
+    fn pipeline(&self) -> anyhow::Result<&Pipeline> {
+        need_pipeline(&self.pipeline, &self.file)
+    }
+
+    /// The architecture of the build's cubins that GPU `device` loads.
+    fn arch(&self, p: &Pipeline, device: u32) -> anyhow::Result<&str> {
+        if self.arch.get().is_none() {
+            let _ = self.arch.set(device_arch(p, &self.file, device)?);
+        }
+        Ok(self.arch.get().expect("set above"))
+    }
+
+    /// What `req` loads and how it is judged.
+    fn resolve(&self, req: &ExecRequest, settings: &ExecSettings) -> anyhow::Result<Resolved> {
+        // The build's cubins are per architecture: a variant, or the default reference, is
+        // the one of this GPU's.
+        let builds_needed =
+            matches!(req.target, ExecTarget::Variant(_)) || settings.reference.is_none();
+        let arch = match &self.pipeline {
+            Some(p) if builds_needed => Some(self.arch(p, settings.device)?),
+            _ => None,
+        };
+        let (cubin, entry) = match &req.target {
+            ExecTarget::Variant(v) => {
+                variant_cubin(self.pipeline()?, &self.file, v, arch.unwrap_or_default())?
+            }
+            ExecTarget::Cubin { path, entry } => (path.clone(), entry.clone()),
+        };
+        let shape = match parse_dims(&req.shape) {
+            Ok(d) => d,
+            Err(_) => lookup_shape(self.pipeline()?, &req.shape)?,
+        };
+        let pipeline = self.pipeline.as_ref();
+        let gates = pipeline
+            .and_then(|p| p.gates.correctness.clone())
+            .unwrap_or_default();
+        let reference = reference(pipeline, &self.root, arch, settings.reference.as_deref());
+        let precision = req
+            .precision
+            .unwrap_or_else(|| match (&req.target, pipeline) {
+                (ExecTarget::Variant(v), Some(p)) => p.precision_of(v),
+                _ => Precision::default(),
+            });
+        Ok(Resolved {
+            cubin,
+            entry,
+            reference,
+            shape,
+            gates,
+            precision,
+        })
+    }
+}
+
+/// Runs requests in one process (one, or a worker's many), keeping a [`Warm`] session
+/// between them.
+pub struct Runner {
+    project: Project,
+    settings: ExecSettings,
+    warm: Option<Warm>,
+    /// No session could be opened: nothing will run in this process.
+    no_session: bool,
+}
+
+impl Runner {
+    pub fn new(file: &Path, settings: &ExecSettings) -> anyhow::Result<Runner> {
+        let project = Project::load(file)?;
+        super::driver_library_loads()?;
+        Ok(Runner {
+            project,
+            settings: settings.clone(),
+            warm: None,
+            no_session: false,
+        })
+    }
+
+    /// `repro exec`: load `req.target`, check it against the reference on `req`'s inputs,
+    /// time it unless `!req.timing`; the record `repro exec` prints.
+    pub fn run(&mut self, req: &ExecRequest) -> anyhow::Result<BenchResult> {
+        if self.settings.launches_per_sample.is_some() && req.method != Method::Graph {
+            bail!(
+                "--launches-per-sample applies to --method graph; the {} method times one launch per sample\nhelp: add `--method graph`, or drop --launches-per-sample",
+                req.method
+            );
+        }
+        let resolved = self.project.resolve(req, &self.settings)?;
+        let warm = match &mut self.warm {
+            Some(w) => w,
+            None => match Warm::open(self.settings.device) {
+                Ok(w) => self.warm.insert(w),
+                Err(e) => {
+                    self.no_session = true;
+                    return Err(e);
+                }
+            },
+        };
+        measure(warm, &resolved, req, &self.settings)
+    }
+
+    /// May this process take another run after one failed? Not when no session could be
+    /// opened, nor when a sticky CUDA error poisoned the context.
+    pub fn usable(&self) -> bool {
+        !self.no_session && self.warm.as_ref().is_none_or(Warm::usable)
+    }
+}
+
+/// One `repro exec` run in a process of its own.
 pub fn run_request(
     file: &Path,
     req: &ExecRequest,
     settings: &ExecSettings,
 ) -> anyhow::Result<BenchResult> {
-    if settings.launches_per_sample.is_some() && req.method != Method::Graph {
-        bail!(
-            "--launches-per-sample applies to --method graph; the {} method times one launch per sample\nhelp: add `--method graph`, or drop --launches-per-sample",
-            req.method
-        );
-    }
-    let root = root_of(file);
-    let pipeline = optional_pipeline(file)?;
-    super::driver_library_loads()?;
-    // The build's cubins are per architecture: a variant, or the default reference, is
-    // the one of this GPU's.
-    let builds_needed =
-        matches!(req.target, ExecTarget::Variant(_)) || settings.reference.is_none();
-    let arch = match &pipeline {
-        Some(p) if builds_needed => Some(device_arch(p, file, settings.device)?),
-        _ => None,
-    };
-    let (cubin, entry) = match &req.target {
-        ExecTarget::Variant(v) => {
-            let entry = variant_entry(need_pipeline(&pipeline, file)?, file, v)?;
-            let arch = arch.as_deref().unwrap_or_default();
-            (root.join(crate::stages::build::cubin_path(v, arch)), entry)
-        }
-        ExecTarget::Cubin { path, entry } => (path.clone(), entry.clone()),
-    };
-    let shape = match parse_dims(&req.shape) {
-        Ok(d) => d,
-        Err(_) => lookup_shape(need_pipeline(&pipeline, file)?, &req.shape)?,
-    };
-    let gates = pipeline
-        .as_ref()
-        .and_then(|p| p.gates.correctness.clone())
-        .unwrap_or_default();
-    let (reference_cubin, reference_entry) = reference(
-        pipeline.as_ref(),
-        &root,
-        arch.as_deref(),
-        settings.reference.as_deref(),
-    );
-    let precision = req
-        .precision
-        .unwrap_or_else(|| match (&req.target, &pipeline) {
-            (ExecTarget::Variant(v), Some(p)) => p.precision_of(v),
-            _ => Precision::default(),
-        });
-    run(&Run {
-        cubin: &cubin,
-        entry: &entry,
-        reference_cubin: &reference_cubin,
-        reference_entry: &reference_entry,
-        shape,
-        gates: &gates,
-        precision,
-        req,
-        settings,
-    })
+    Runner::new(file, settings)?.run(req)
 }
 
 /// The architecture of `p`'s cubins that GPU `device` runs: the declared one for its
@@ -161,6 +236,21 @@ pub(super) fn device_arch(p: &Pipeline, file: &Path, device: u32) -> anyhow::Res
         )
     })?;
     crate::stages::build::arch::for_gpu(gpu, &p.arch).map_err(|e| anyhow::anyhow!(e.at(file)))
+}
+
+/// Variant `v`'s cubin for `arch` (the build's `.repro/cubins/<VARIANT>.<ARCH>.cubin` beside
+/// `file`) and entry point.
+pub fn variant_cubin(
+    p: &Pipeline,
+    file: &Path,
+    v: &str,
+    arch: &str,
+) -> anyhow::Result<(PathBuf, String)> {
+    let entry = variant_entry(p, file, v)?;
+    Ok((
+        root_of(file).join(crate::stages::build::cubin_path(v, arch)),
+        entry,
+    ))
 }
 
 /// The entry point of variant `v` of `p` (read from `file`): an error naming the variants
@@ -184,7 +274,7 @@ pub(super) fn variant_entry(p: &Pipeline, file: &Path, v: &str) -> anyhow::Resul
 
 /// The reference kernel's cubin (`chosen`, else the build's `.repro/cubins/reference.<ARCH>.cubin`)
 /// and entry.
-pub(super) fn reference(
+pub fn reference(
     pipeline: Option<&Pipeline>,
     root: &Path,
     arch: Option<&str>,
@@ -220,34 +310,35 @@ pub(super) fn lookup_shape(p: &Pipeline, name: &str) -> anyhow::Result<Shape> {
     })
 }
 
-struct Run<'a> {
-    cubin: &'a Path,
-    entry: &'a str,
-    reference_cubin: &'a Path,
-    reference_entry: &'a str,
+/// A request resolved against the project: what to load, on what, judged how.
+struct Resolved {
+    cubin: PathBuf,
+    entry: String,
+    /// The reference kernel's cubin and entry.
+    reference: (PathBuf, String),
     shape: Shape,
-    gates: &'a CorrectnessGates,
+    gates: CorrectnessGates,
     precision: Precision,
-    req: &'a ExecRequest,
-    settings: &'a ExecSettings,
 }
 
-fn run(r: &Run) -> anyhow::Result<BenchResult> {
-    let (req, settings) = (r.req, r.settings);
+fn measure(
+    warm: &mut Warm,
+    r: &Resolved,
+    req: &ExecRequest,
+    settings: &ExecSettings,
+) -> anyhow::Result<BenchResult> {
     let (seed, recipe) = (req.seed, req.inputs);
-    let inputs = Inputs::generate(r.shape, recipe, seed);
-    let session = Session::open(settings.device)?;
-    let io = DeviceInputs::upload(&inputs)?;
-    let reference = Reference::load(r.reference_cubin, r.reference_entry)
-        .context("loading the reference kernel")?;
-    let expected = session.run_reference(&reference, &io)?;
-    let kernel = Kernel::load(r.cubin, r.entry, session.max_dynamic_smem)?;
-    let accuracy = session.check(&kernel, &io, &expected, r.gates.max_abs_err)?;
+    let (ref_cubin, ref_entry) = &r.reference;
+    let prepared = warm.prepared((ref_cubin, ref_entry), r.shape, recipe, seed)?;
+    let io = DeviceInputs::upload(&prepared.inputs)?;
+    let kernel = warm.kernel(&r.cubin, &r.entry)?;
+    let session = warm.session();
+    let accuracy = session.check(&kernel, &io, &prepared.expected, r.gates.max_abs_err)?;
 
     let mut out = blank_result(&req.shape, &r.shape, seed, req.warmup, req.iters, "ok");
     out.inputs = recipe.name().to_string();
     out.device_index = Some(device_index(|k| std::env::var(k).ok(), settings.device));
-    out.device_name = Some(super::driver::Device::get(settings.device)?.name()?);
+    out.device_name = Some(warm.device_name().to_string());
     out.max_abs_err = Some(accuracy.max_abs_err);
     out.mean_abs_err = Some(accuracy.mean_abs_err);
     out.pct_bad = Some(accuracy.pct_bad);
@@ -255,7 +346,7 @@ fn run(r: &Run) -> anyhow::Result<BenchResult> {
     out.max_err_over_ref_std = Some(accuracy.max_err_over_ref_std);
     out.nan_count = Some(accuracy.nan_count);
     out.inf_count = Some(accuracy.inf_count);
-    out.correctness_pass = Some(accuracy.passes(r.gates, r.precision, recipe == Recipe::Gaussian));
+    out.correctness_pass = Some(accuracy.passes(&r.gates, r.precision, recipe == Recipe::Gaussian));
     if req.timing {
         let cfg = TimingConfig {
             method: req.method,

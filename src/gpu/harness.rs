@@ -53,7 +53,26 @@ pub struct Kernel {
 impl Kernel {
     /// Load `entry` from `cubin` and read its geometry globals.
     pub fn load(cubin: &Path, entry: &str, max_dynamic_smem: u32) -> anyhow::Result<Kernel> {
-        let module = Module::load(cubin)?;
+        Kernel::from_module(Module::load(cubin)?, cubin, entry, max_dynamic_smem)
+    }
+
+    /// [`Kernel::load`] from the bytes already read from `cubin`.
+    pub fn from_file_bytes(
+        cubin: &Path,
+        image: Vec<u8>,
+        entry: &str,
+        max_dynamic_smem: u32,
+    ) -> anyhow::Result<Kernel> {
+        let module = Module::from_file_bytes(cubin, image)?;
+        Kernel::from_module(module, cubin, entry, max_dynamic_smem)
+    }
+
+    fn from_module(
+        module: Module,
+        cubin: &Path,
+        entry: &str,
+        max_dynamic_smem: u32,
+    ) -> anyhow::Result<Kernel> {
         let function = module.function(entry)?;
         let mut values = [0u32; 4];
         for (value, name) in values.iter_mut().zip(GEOMETRY_GLOBALS) {
@@ -105,7 +124,15 @@ pub struct Reference {
 
 impl Reference {
     pub fn load(cubin: &Path, entry: &str) -> anyhow::Result<Reference> {
-        let module = Module::load(cubin)?;
+        Reference::from_module(Module::load(cubin)?, entry)
+    }
+
+    /// [`Reference::load`] from the bytes already read from `cubin`.
+    pub fn from_file_bytes(cubin: &Path, image: Vec<u8>, entry: &str) -> anyhow::Result<Reference> {
+        Reference::from_module(Module::from_file_bytes(cubin, image)?, entry)
+    }
+
+    fn from_module(module: Module, entry: &str) -> anyhow::Result<Reference> {
         let function = module.function(entry)?;
         Ok(Reference {
             _module: module,
@@ -188,7 +215,7 @@ impl DeviceInputs {
 pub struct Session {
     // Fields drop in order: the stream must go before the context is released.
     stream: Stream,
-    _ctx: Context,
+    ctx: Context,
     pub l2_bytes: usize,
     pub max_dynamic_smem: u32,
 }
@@ -207,10 +234,16 @@ impl Session {
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
         Ok(Session {
             stream: Stream::new()?,
-            _ctx: ctx,
+            ctx,
             l2_bytes: l2.max(0) as usize,
             max_dynamic_smem: smem.max(0) as u32,
         })
+    }
+
+    /// Whether the context still works after a failed run. A sticky error (an illegal
+    /// address, a trap, a launch failure) poisons it for good: every call fails after it.
+    pub fn usable(&self) -> bool {
+        self.ctx.synchronize().is_ok()
     }
 
     /// Run the reference into `io.o_ref` (poisoned first) and return it as f64.

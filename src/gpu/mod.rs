@@ -1,6 +1,6 @@
 //! Everything that talks to the GPU (through cudarc). The engine never calls in here
-//! directly: GPU work runs in `repro exec` child processes, and stages learn about the
-//! hardware through [`probe_cached`].
+//! directly: GPU work runs in `repro exec` child processes (a long-lived worker per GPU
+//! slot, [`worker`]), and stages learn about the hardware through [`probe_cached`].
 
 pub mod blocker;
 pub mod check;
@@ -13,6 +13,8 @@ pub mod exec;
 pub mod harness;
 pub mod recipes;
 pub mod timing;
+pub mod warm;
+pub mod worker;
 pub mod workload;
 
 use serde::{Deserialize, Serialize};

@@ -400,6 +400,7 @@ pub fn summarize(launch: &Launch, arch: Option<Arch>, extra: &[String], id: Targ
         metric_names,
         raw,
         top_stalls,
+        measured: None,
     }
 }
 

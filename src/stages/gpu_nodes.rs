@@ -4,7 +4,8 @@
 
 use crate::engine::RunCtx;
 use crate::executor::Executor;
-use crate::gpu::discover::{self, Query};
+use crate::gpu::discover::{self, StageJobs};
+use crate::gpu::worker::pool::Workers;
 use crate::gpu::{GpuInfo, NoGpu};
 use crate::pipeline::{Pipeline, StageSpec};
 use crate::schema::BenchResult;
@@ -17,14 +18,25 @@ pub const ALLOW_MIXED_GPUS: &str = "allow_mixed_gpus";
 
 /// The GPUs the stage's `repro exec` jobs will run on (see [`discover::stage_gpus`]).
 pub fn stage_gpus(ctx: &RunCtx) -> Result<Vec<GpuInfo>, NoGpu> {
-    discover::stage_gpus(&Query {
+    discover::stage_gpus(&stage_jobs(ctx))
+}
+
+/// How `ctx`'s stage starts its GPU jobs: through its executor, the running `repro` on the
+/// project's pipeline file, output to the stage's log.
+pub fn stage_jobs<'a>(ctx: &RunCtx<'a>) -> StageJobs<'a> {
+    StageJobs {
         executor: ctx.executor,
         cancel: ctx.cancel,
         repro_exe: ctx.repro_exe,
         pipeline_file: ctx.pipeline_file,
         root: ctx.root,
         log: Some(ctx.log),
-    })
+    }
+}
+
+/// One GPU worker per slot for `ctx`'s stage (docs/guide/gpu.md, "The GPU worker").
+pub fn workers<'a>(ctx: &RunCtx<'a>, slots: u32) -> Workers<'a> {
+    Workers::new(stage_jobs(ctx), slots)
 }
 
 /// GPUs as one line (model, arch, driver each), for fingerprints and memo keys.

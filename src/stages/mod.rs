@@ -9,6 +9,7 @@ pub mod cmd;
 pub mod gpu_nodes;
 pub mod options;
 pub mod profile;
+pub mod reuse;
 pub mod slots;
 pub mod summarize;
 pub mod tune;

@@ -1,9 +1,9 @@
-//! The one worker pool of the stages (bench jobs, tune trials, nvcc compiles): one worker
-//! thread per slot (a GPU, or an nvcc process), each taking the next item when it is free,
-//! so N GPUs stay busy with N trials at once. Results come back to the calling thread as
-//! they finish (for live progress and incremental memo writes).
+//! The one thread pool of the stages (bench runs, tune trials, nvcc compiles): one thread
+//! per slot (a GPU, or an nvcc process), each taking the next item when it is free, so N
+//! GPUs stay busy with N trials at once. Items may be given up front or arrive while the
+//! slots work ([`run_streamed`]). Results come back to the calling thread as they finish
+//! (for live progress and incremental memo writes).
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
 
@@ -15,23 +15,48 @@ pub fn run_on_slots<T, R>(
     items: &[T],
     cancel: &AtomicBool,
     work: impl Fn(u32, &T) -> R + Sync,
-    mut sink: impl FnMut(usize, R),
+    sink: impl FnMut(usize, R),
 ) where
     T: Sync,
     R: Send,
 {
-    let queue = Mutex::new((0..items.len()).collect::<VecDeque<_>>());
+    let (tx, rx) = mpsc::channel();
+    for item in items.iter().enumerate() {
+        tx.send(item).expect("the receiver is here");
+    }
+    drop(tx);
+    run_streamed(slots, rx, cancel, work, sink);
+}
+
+/// [`run_on_slots`] for items that arrive while the slots work (the tune stage's compiled
+/// candidates, measured as each compile finishes): `(index, item)` from `items` until its
+/// senders are gone.
+pub fn run_streamed<T, R>(
+    slots: u32,
+    items: mpsc::Receiver<(usize, T)>,
+    cancel: &AtomicBool,
+    work: impl Fn(u32, T) -> R + Sync,
+    mut sink: impl FnMut(usize, R),
+) where
+    T: Send,
+    R: Send,
+{
+    let items = Mutex::new(items);
     let (tx, rx) = mpsc::channel::<(usize, R)>();
     std::thread::scope(|scope| {
         for slot in 0..slots.max(1) {
-            let (tx, queue, work) = (tx.clone(), &queue, &work);
+            let (tx, items, work) = (tx.clone(), &items, &work);
             scope.spawn(move || loop {
                 if cancel.load(Ordering::SeqCst) {
                     return;
                 }
-                let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
-                let Some(i) = next else { return };
-                if tx.send((i, work(slot, &items[i]))).is_err() {
+                let next = items.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                let Ok((i, item)) = next else { return };
+                // The wait for an item may have outlasted an interrupt.
+                if cancel.load(Ordering::SeqCst) {
+                    return;
+                }
+                if tx.send((i, work(slot, item))).is_err() {
                     return;
                 }
             });
@@ -95,5 +120,28 @@ mod tests {
             |_, ()| done += 1,
         );
         assert_eq!(done, 2);
+    }
+
+    #[test]
+    fn streamed_items_are_worked_on_as_they_arrive() {
+        let (tx, rx) = mpsc::channel();
+        let mut got = Vec::new();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                for i in 0..5usize {
+                    tx.send((i, i * 3)).unwrap();
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            });
+            run_streamed(
+                2,
+                rx,
+                &AtomicBool::new(false),
+                |_, x| x + 1,
+                |i, r| got.push((i, r)),
+            );
+        });
+        got.sort();
+        assert_eq!(got, (0..5).map(|i| (i, i * 3 + 1)).collect::<Vec<_>>());
     }
 }

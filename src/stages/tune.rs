@@ -245,15 +245,13 @@ impl StageKind for TuneStage {
         let jobs = o.jobs.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         });
-        // Children read the project's pipeline.yaml, as the bench and profile stages' do.
-        let pipeline_file = ctx.pipeline_file.to_path_buf();
+        // Workers read the project's pipeline.yaml, as the bench stage's do.
+        let workers = gpu_nodes::workers(ctx, slots);
         let mut backend = GpuBackend {
             executor: ctx.executor,
             cancel: ctx.cancel,
             root: ctx.root,
-            repro_exe: ctx.repro_exe,
-            pipeline_file: &pipeline_file,
-            log: ctx.log,
+            workers,
             tc,
             arch,
             kernel,

@@ -31,7 +31,10 @@ impl Executor for TestExecutor {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if let Some(g) = job.gpu {
-            cmd.env("CUDA_VISIBLE_DEVICES", g.to_string());
+            cmd.env(
+                "CUDA_VISIBLE_DEVICES",
+                repro::executor::local::visible_gpu(g),
+            );
         }
         let mut child = cmd.spawn()?;
         let mut out = child.stdout.take().unwrap();

@@ -9,18 +9,19 @@
 //! and cancel the job is `scancel`led and repro waits until it has left the queue.
 
 mod cluster;
+mod conversation;
 mod report;
 mod srun;
 
 pub use cluster::SlurmError;
 use cluster::SlurmTools;
 
+use crate::executor::conversation::{open_log, Log as SharedLog};
 use crate::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 use crate::pipeline::ExecutorSpec;
 use anyhow::Context;
 use report::{Cancelled, Started, TaskEnd};
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -128,15 +129,16 @@ impl SlurmExecutor {
     }
 
     /// Starts srun in its own process group, so the terminal's Ctrl-C reaches repro (which
-    /// cancels through Slurm) rather than srun directly.
-    fn spawn(&self, job: &Job) -> anyhow::Result<Child> {
+    /// cancels through Slurm) rather than srun directly. `stdin`: null, or a pipe srun
+    /// forwards to the job (a conversation).
+    fn spawn(&self, job: &Job, stdin: Stdio) -> anyhow::Result<Child> {
         let mut cmd = Command::new(&self.tools.srun);
         for var in ALLOCATION_VARS {
             cmd.env_remove(var);
         }
         cmd.args(srun::srun_args(job, &self.settings))
             .envs(&job.env)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
@@ -172,7 +174,7 @@ impl Executor for SlurmExecutor {
         let begin = Instant::now();
         let log = open_log(job)?;
         let state = Arc::new(Mutex::new(StepState::default()));
-        let mut child = self.spawn(job)?;
+        let mut child = self.spawn(job, Stdio::null())?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let out_reader = {
@@ -218,6 +220,14 @@ impl Executor for SlurmExecutor {
             node: state.started.map(|s| s.node),
             elapsed: begin.elapsed(),
         })
+    }
+
+    fn converse<'a>(
+        &'a self,
+        job: &Job,
+        cancel: &CancelFlag,
+    ) -> anyhow::Result<Box<dyn crate::executor::Conversation + 'a>> {
+        conversation::start(self, job, cancel)
     }
 
     fn gpu_slots(&self) -> u32 {
@@ -330,27 +340,6 @@ impl StepState {
             self.alloc_error = Some(e.to_string());
         }
     }
-}
-
-type SharedLog = Arc<Mutex<Option<File>>>;
-
-fn open_log(job: &Job) -> anyhow::Result<SharedLog> {
-    let file = match &job.log {
-        Some(path) => {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("cannot create {}", dir.display()))?;
-            }
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("cannot open log {}", path.display()))?;
-            Some(f)
-        }
-        None => None,
-    };
-    Ok(Arc::new(Mutex::new(file)))
 }
 
 fn write_log(log: &SharedLog, line: &[u8]) -> anyhow::Result<()> {

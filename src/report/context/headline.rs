@@ -93,7 +93,33 @@ impl Builder<'_> {
             rows,
             baseline_note,
             profile_note: self.profile_note(),
+            reuse_note: self.reuse_note(),
         }
+    }
+
+    /// Which results this run reused from an earlier one instead of measuring, and from
+    /// which run (`stages::reuse`).
+    pub(super) fn reuse_note(&self) -> Option<String> {
+        let mut by_run: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut note = |m: Option<&crate::schema::Measured>, what: String| {
+            if let Some(m) = m.filter(|m| m.reused) {
+                let run = crate::stages::reuse::describe_run(m);
+                by_run.entry(run).or_default().push(what);
+            }
+        };
+        for f in self.benches() {
+            note(f.measured.as_ref(), format!("bench `{}`", f.name));
+        }
+        for t in self.artifacts.ncu.iter().flat_map(|n| &n.targets) {
+            note(t.measured.as_ref(), format!("profile `{}`", t.target));
+        }
+        (!by_run.is_empty()).then(|| {
+            by_run
+                .iter()
+                .map(|(run, what)| format!("{} from the run of {run}", what.join(", ")))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
     }
 
     /// Why the headline's profile columns are n/a.

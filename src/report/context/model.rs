@@ -59,6 +59,8 @@ pub struct Headline {
     pub baseline_note: Option<String>,
     /// Set when the profile columns are n/a for a reason other than "not a profiled target".
     pub profile_note: Option<String>,
+    /// Set when some results were reused from an earlier run: which, and from which run.
+    pub reuse_note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

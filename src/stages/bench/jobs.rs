@@ -1,11 +1,10 @@
-//! The bench stage's `repro exec` jobs: the plan (variant × shape × recipe × seed) and the
-//! pool that runs them, one at a time per GPU slot.
+//! The bench stage's runs: the plan (variant × shape × recipe × seed) and the GPU workers
+//! that run them, one at a time per GPU slot.
 
 use super::options::Options;
 use crate::engine::RunCtx;
-use crate::executor::Executor;
-use crate::gpu::client::{blank_result, exec_job, result_from_outcome, ExecRequest, ExecTarget};
-use crate::pipeline::{Pipeline, Recipe, Shape};
+use crate::gpu::client::{ExecRequest, ExecTarget};
+use crate::pipeline::{Pipeline, Recipe};
 use crate::schema::BenchResult;
 use crate::stages::slots::run_on_slots;
 use anyhow::Context as _;
@@ -46,8 +45,9 @@ pub(super) fn plan(p: &Pipeline, variants: &[&String], o: &Options) -> Vec<Bench
     jobs
 }
 
-/// Run every job, one at a time per GPU slot (one thread each), and return the results in
-/// job order. A job the executor could not even start is a `failed` record too.
+/// Run every job on one `repro exec --worker` per GPU slot (one thread each), and return
+/// the results in job order. A run that faults, hangs or finds no worker is a `failed`
+/// record.
 pub(super) fn run_jobs(
     ctx: &RunCtx,
     o: &Options,
@@ -60,18 +60,15 @@ pub(super) fn run_jobs(
         .as_ref()
         .context("no workload")?
         .shapes;
-    // Children read the project's pipeline.yaml (as the profile stage's do).
-    let (cancel, repro_exe, root, log) = (ctx.cancel, ctx.repro_exe, ctx.root, ctx.log);
-    let pipeline_file = ctx.pipeline_file;
-    let executor: &dyn Executor = ctx.executor;
+    // Workers read the project's pipeline.yaml (as the profile stage's children do).
+    let workers = crate::stages::gpu_nodes::workers(ctx, slots);
     let mut results: Vec<Option<BenchResult>> = vec![None; jobs.len()];
     let mut done = 0;
     run_on_slots(
         slots,
         jobs,
-        cancel,
+        ctx.cancel,
         |gpu, job| {
-            let shape = shapes[&job.shape];
             let req = ExecRequest {
                 target: ExecTarget::Variant(job.variant.clone()),
                 shape: job.shape.clone(),
@@ -84,12 +81,7 @@ pub(super) fn run_jobs(
                 method: o.method,
                 timing: job.timed,
             };
-            let mut job = exec_job(repro_exe, pipeline_file, root, &req, Some(gpu), o.timeout);
-            job.log = Some(log.to_path_buf());
-            match executor.run(&job, cancel) {
-                Ok(outcome) => result_from_outcome(&req, &shape, &outcome),
-                Err(err) => failed(&req, &shape, format!("could not start repro exec: {err:#}")),
-            }
+            workers.run(gpu, &req, &shapes[&job.shape], o.timeout)
         },
         |i, r| {
             done += 1;
@@ -113,12 +105,6 @@ pub(super) fn run_jobs(
         .into_iter()
         .map(|r| r.expect("every job reports"))
         .collect())
-}
-
-pub(super) fn failed(req: &ExecRequest, shape: &Shape, reason: String) -> BenchResult {
-    let mut r = blank_result(&req.shape, shape, req.seed, req.warmup, req.iters, "failed");
-    r.error = Some(reason);
-    r
 }
 
 pub(super) fn describe(r: &BenchResult) -> String {

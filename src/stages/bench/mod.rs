@@ -18,6 +18,7 @@ mod gates;
 mod jobs;
 mod options;
 mod records;
+mod reuse;
 #[cfg(test)]
 mod tests;
 
@@ -25,9 +26,10 @@ pub use gates::correctness_gates;
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::pipeline::{defines_as_written, Pipeline, StageSpec};
-use crate::schema::{BenchFile, BenchResult, BuildRecord, DriverCheck, GateResult};
+use crate::schema::{BenchFile, BenchResult, BuildRecord, DriverCheck, GateResult, Measured};
 use crate::stages::build::{arch, cubin_path, record_path, REFERENCE};
 use crate::stages::gpu_nodes::{self, OneGpuModel};
+use crate::stages::reuse::{describe_run, Committed, ThisRun};
 use anyhow::Context as _;
 use gates::{attach_speedup, performance_gates};
 use jobs::{plan, run_jobs};
@@ -149,6 +151,7 @@ impl StageKind for BenchStage {
                         driver: None,
                         results: vec![],
                         gates: vec![],
+                        measured: None,
                     };
                     write(&out_dir, &file)?;
                 }
@@ -184,19 +187,62 @@ impl StageKind for BenchStage {
                 driver: None,
                 results: vec![],
                 gates: vec![],
+                measured: None,
             };
             write(&out_dir, &file)?;
             failed_gates.push(format!("{name}: not built"));
         }
-        let checks = driver_checks(ctx, gpus[0].index, &arch, &built);
-        let jobs = plan(ctx.pipeline, &built, &o);
+        // A variant whose key is unchanged keeps its committed results (stages::reuse),
+        // and the driver's figures recorded with them (the key holds the cubin and driver).
+        let keys = reuse::keys(ctx, &o, &arch, &gpus, &built);
+        let committed = Committed::of(ctx);
+        let mut by_variant: BTreeMap<String, Vec<BenchResult>> = BTreeMap::new();
+        let mut measured: BTreeMap<String, Measured> = BTreeMap::new();
+        let mut checks: BTreeMap<String, DriverCheck> = BTreeMap::new();
+        let mut to_measure = Vec::new();
+        for v in built {
+            match keys
+                .get(v)
+                .and_then(|k| reuse::committed_record(&committed, v, k))
+            {
+                Some(file) => {
+                    let from = file.measured.expect("a reused record says from where");
+                    append_to_log(
+                        ctx.log,
+                        &format!(
+                            "{v}: reused the results measured {} (cubin, workload, harness, GPU and driver unchanged)",
+                            describe_run(&from)
+                        ),
+                    )?;
+                    measured.insert(v.clone(), from);
+                    if let Some(check) = file.driver {
+                        checks.insert(v.clone(), check);
+                    }
+                    by_variant.insert(v.clone(), file.results);
+                }
+                None => to_measure.push(v),
+            }
+        }
+        if !measured.is_empty() {
+            (ctx.progress)(&format!(
+                "reused {} unchanged variant(s), measuring {}",
+                measured.len(),
+                to_measure.len()
+            ));
+        }
+        checks.extend(driver_checks(ctx, gpus[0].index, &arch, &to_measure));
+        let jobs = plan(ctx.pipeline, &to_measure, &o);
         let slots = gpu_nodes::gpu_slots(ctx.executor, &gpus);
         let results = run_jobs(ctx, &o, &jobs, slots)?;
         OneGpuModel::new(o.allow_mixed_gpus)
             .admit(&results)
             .map_err(anyhow::Error::msg)?;
-
-        let mut by_variant: BTreeMap<String, Vec<BenchResult>> = BTreeMap::new();
+        let this_run = ThisRun::now(ctx.root);
+        for v in to_measure {
+            if let Some(key) = keys.get(v) {
+                measured.insert(v.clone(), this_run.measured(key.clone()));
+            }
+        }
         for (job, r) in jobs.iter().zip(results) {
             by_variant.entry(job.variant.clone()).or_default().push(r);
         }
@@ -270,6 +316,7 @@ impl StageKind for BenchStage {
                 precision: Some(ctx.pipeline.precision_of(&name).name().into()),
                 arch: Some(arch.clone()),
                 driver: checks.get(&name).cloned(),
+                measured: measured.remove(&name),
                 name,
                 kind: "variant".into(),
                 reason: None,

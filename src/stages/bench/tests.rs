@@ -261,6 +261,7 @@ fn baseline_gate_and_missing_control() {
             rec("mission", 1, 20.0, 0.001),
         ],
         gates: vec![],
+        measured: None,
     };
     let gates = performance_gates(
         &variants(12.0, 10.0, 1.0),
@@ -336,6 +337,7 @@ fn bench_files_round_trip_through_json() {
             &Default::default(),
             Precision::Fp16Pv,
         ),
+        measured: None,
     };
     let text = to_json_pretty(&file);
     let back: BenchFile = serde_json::from_str(&text).unwrap();

@@ -9,6 +9,7 @@
 
 mod ncu_call;
 mod options;
+mod reuse;
 mod run;
 mod targets;
 #[cfg(test)]
@@ -23,6 +24,7 @@ use crate::executor::ExitKind;
 use crate::ncu as ncu_mod;
 use crate::pipeline::{Pipeline, StageSpec};
 use crate::schema::{NcuSummary, NcuTarget};
+use crate::stages::reuse::{describe_run, Committed, ThisRun};
 use anyhow::Context;
 use ncu_call::{detected_arch, request_metrics};
 use run::{finish, keep_report, profile_job, read_target};
@@ -150,7 +152,29 @@ impl StageKind for Profile {
         };
         let timeout = opts.timeout;
         let arch = detected_arch(ctx.root);
+        // A target whose key is unchanged keeps its committed profile (stages::reuse).
+        let common = reuse::Common::new(ctx, &call, summary.ncu_version.as_deref());
+        let committed = Committed::of(ctx);
+        let this_run = ThisRun::now(ctx.root);
         for (i, target) in targets.iter().enumerate() {
+            let key = common.as_ref().and_then(|c| c.key(ctx, target));
+            let kept = key.as_ref().and_then(|k| {
+                reuse::committed_target(&committed, ctx.root, target, k, opts.keep_report)
+            });
+            if let Some((record, csv)) = kept {
+                let from = describe_run(record.measured.as_ref().expect("a reused record"));
+                (ctx.progress)(&format!(
+                    "ncu {} ({}/{}): reused the profile of {from}",
+                    target.label,
+                    i + 1,
+                    targets.len()
+                ));
+                let path = out_dir.join(format!("{}.csv", target.label));
+                std::fs::write(&path, csv)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                summary.targets.push(record);
+                continue;
+            }
             (ctx.progress)(&format!(
                 "ncu {} ({}/{})",
                 target.label,
@@ -170,6 +194,9 @@ impl StageKind for Profile {
                     return finish(&out_dir, summary, skipped, outcome);
                 }
                 RunResult::Done(mut record) => {
+                    if record.status == "ok" {
+                        record.measured = key.map(|k| this_run.measured(k));
+                    }
                     let csv = out_dir.join(format!("{}.csv", target.label));
                     std::fs::write(&csv, &outcome.stdout)
                         .with_context(|| format!("cannot write {}", csv.display()))?;

@@ -133,6 +133,7 @@ pub(super) fn status_target(
         metric_names: Default::default(),
         raw: Default::default(),
         top_stalls: Vec::new(),
+        measured: None,
     }
 }
 

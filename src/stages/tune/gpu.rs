@@ -1,17 +1,18 @@
-//! The real trial backend: the build stage's compile API for a whole generation at once,
-//! the PTXAS gates, then `repro exec` children — correctness first (`--no-timing`), timing
-//! only for survivors — spread over the GPU slots.
+//! The real trial backend: the build stage's compile API on every CPU core, the PTXAS gates,
+//! then the GPU workers — correctness first (`--no-timing`), timing only for survivors —
+//! spread over the GPU slots, each candidate measured as soon as its compile is done.
 
 use super::Backend;
 use crate::executor::{CancelFlag, Executor};
-use crate::gpu::client::{blank_result, exec_job, result_from_outcome, ExecRequest, ExecTarget};
+use crate::gpu::client::{ExecRequest, ExecTarget};
 use crate::gpu::timing::{L2Mode, Method};
+use crate::gpu::worker::pool::Workers;
 use crate::pipeline::{KernelSpec, Precision, PtxasGates, Recipe, Shape};
 use crate::schema::BenchResult;
 use crate::stages::build::compile::{self, CompileOutput, CompileRequest};
 use crate::stages::build::{cubin, gates};
 use crate::stages::gpu_nodes::OneGpuModel;
-use crate::stages::slots::run_on_slots;
+use crate::stages::slots::{run_on_slots, run_streamed};
 use crate::toolchain::Toolchain;
 use crate::tune::memo::Evaluation;
 use crate::tune::search::{Candidate, Objective};
@@ -20,16 +21,17 @@ use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::mpsc;
 use std::time::Duration;
 
-/// Compiles with the build stage's compile API and runs `repro exec` children, one per GPU.
+/// Compiles with the build stage's compile API on every CPU core and measures each
+/// candidate as soon as it is compiled, on one `repro exec --worker` per GPU slot.
 pub(super) struct GpuBackend<'a> {
     pub(super) executor: &'a dyn Executor,
     pub(super) cancel: &'a CancelFlag,
     pub(super) root: &'a Path,
-    pub(super) repro_exe: &'a Path,
-    pub(super) pipeline_file: &'a Path,
-    pub(super) log: &'a Path,
+    /// One per GPU slot, kept for the whole tune: the reference outputs are computed once.
+    pub(super) workers: Workers<'a>,
     pub(super) tc: Toolchain,
     pub(super) arch: String,
     pub(super) kernel: KernelSpec,
@@ -84,6 +86,19 @@ impl GpuBackend<'_> {
         Ok(outs)
     }
 
+    /// One candidate's compile (a cache hit when it was built before).
+    fn compile_one(&self, config: &Config) -> CompileOutput {
+        let mut outs = compile::compile_many(
+            self.executor,
+            self.cancel,
+            &self.tc,
+            self.root,
+            &[self.request(config)],
+            1,
+        );
+        outs.pop().expect("one output per request")
+    }
+
     fn check_cancel(&self) -> anyhow::Result<()> {
         if self.cancel.load(Ordering::SeqCst) {
             bail!("interrupted");
@@ -91,7 +106,7 @@ impl GpuBackend<'_> {
         Ok(())
     }
 
-    /// One `repro exec` child on GPU `slot`.
+    /// One run on GPU slot `slot`'s worker.
     fn exec(
         &self,
         slot: u32,
@@ -114,26 +129,8 @@ impl GpuBackend<'_> {
             method: self.method,
             timing,
         };
-        let dims = self.shapes[shape];
-        let mut job = exec_job(
-            self.repro_exe,
-            self.pipeline_file,
-            self.root,
-            &req,
-            Some(slot),
-            self.timeout,
-        );
-        job.log = Some(self.log.to_path_buf());
-        match self.executor.run(&job, self.cancel) {
-            Ok(outcome) => result_from_outcome(&req, &dims, &outcome),
-            Err(e) => {
-                let mut r =
-                    blank_result(shape, &dims, self.seed, self.warmup, self.iters, "failed");
-                r.inputs = inputs.name().to_string();
-                r.error = Some(format!("could not start repro exec: {e:#}"));
-                r
-            }
-        }
+        self.workers
+            .run(slot, &req, &self.shapes[shape], self.timeout)
     }
 
     /// The recipes of `shape` (`[gaussian]` when none are listed).
@@ -195,40 +192,60 @@ impl GpuBackend<'_> {
     }
 }
 
+impl GpuBackend<'_> {
+    /// A compiled candidate through the compile-time gates, then the GPU on slot `slot`.
+    fn trial(&self, slot: u32, out: &CompileOutput) -> Evaluation {
+        match compile_gates(out, &self.kernel.entry, self.gates.as_ref()) {
+            CompileGate::Passed(compiled, cubin) => self.on_gpu(slot, &compiled, &cubin),
+            CompileGate::Rejected(rejected) => rejected,
+        }
+    }
+}
+
 impl Objective for GpuBackend<'_> {
+    /// nvcc on every CPU core; each candidate goes to a free GPU slot as soon as its compile
+    /// finishes, so the GPUs measure while the rest still compile.
     fn evaluate(
         &mut self,
         batch: &[Candidate],
         done: &mut dyn FnMut(usize, Evaluation),
     ) -> anyhow::Result<()> {
-        let configs: Vec<&Config> = batch.iter().map(|c| &c.config).collect();
-        let outs = self.compile(&configs)?;
-        let mut survivors = Vec::new();
-        for (i, out) in outs.iter().enumerate() {
-            match compile_gates(out, &self.kernel.entry, self.gates.as_ref()) {
-                CompileGate::Passed(compiled, cubin) => survivors.push((i, compiled, cubin)),
-                CompileGate::Rejected(rejected) => done(i, rejected),
-            }
-        }
         let this = &*self;
+        let configs: Vec<&Config> = batch.iter().map(|c| &c.config).collect();
         let mut mixed = None;
-        run_on_slots(
-            this.slots,
-            &survivors,
-            this.cancel,
-            |slot, (_, compiled, cubin)| this.on_gpu(slot, compiled, cubin),
-            |j, evaluation| {
-                // A child killed by the interrupt is not a result, nor is a timing from
-                // another GPU model: leave them unrecorded (the next run redoes them).
-                if this.cancel.load(Ordering::SeqCst) {
-                    return;
-                }
-                match this.one_model.admit(&evaluation.bench) {
-                    Ok(()) => done(survivors[j].0, evaluation),
-                    Err(message) => mixed = Some(message),
-                }
-            },
-        );
+        std::thread::scope(|s| {
+            let (compiled, arrivals) = mpsc::channel();
+            let configs = &configs;
+            s.spawn(move || {
+                run_on_slots(
+                    this.jobs as u32,
+                    configs,
+                    this.cancel,
+                    |_, config| this.compile_one(config),
+                    |i, out| {
+                        // The receiver goes only when the GPU side has stopped (interrupt).
+                        let _ = compiled.send((i, out));
+                    },
+                );
+            });
+            run_streamed(
+                this.slots,
+                arrivals,
+                this.cancel,
+                |slot, out: CompileOutput| this.trial(slot, &out),
+                |i, evaluation| {
+                    // A run killed by the interrupt is not a result, nor is a timing from
+                    // another GPU model: leave them unrecorded (the next run redoes them).
+                    if this.cancel.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    match this.one_model.admit(&evaluation.bench) {
+                        Ok(()) => done(i, evaluation),
+                        Err(message) => mixed = Some(message),
+                    }
+                },
+            );
+        });
         this.check_cancel()?;
         match mixed {
             Some(message) => bail!(message),

@@ -111,15 +111,20 @@ fn gpu_gates_judge_each_run() {
     assert!(matches!(judge(&r, true), Verdict::Pass(Some(p)) if p == 12.5));
 }
 
-/// `repro exec` stand-in: records its GPU and arguments, prints one bench-result line whose
-/// p50 is the cubin's size (so different configurations time differently).
-const FAKE_EXEC: &str = r#"#!/bin/sh
-echo "gpu=$CUDA_VISIBLE_DEVICES $*" >> "$(dirname "$0")/calls.txt"
-cubin=$5
-shape=$9
-p50=null
-case "$*" in *--no-timing*) ;; *) p50=$(stat -c %s "$cubin") ;; esac
-printf '{"shape":"%s","B":1,"H":1,"S":32,"D":64,"seed":0,"warmup":10,"iters":50,"status":"ok","p50_us":%s,"max_abs_err":0.001,"correctness_pass":true}\n' "$shape" "$p50"
+/// `repro exec --worker` stand-in: notes each start (GPU and arguments) and each request
+/// (GPU and the request line), and answers with a bench record whose p50 is the cubin's size
+/// (so different configurations time differently).
+const FAKE_WORKER: &str = r#"#!/bin/sh
+echo "gpu=$CUDA_VISIBLE_DEVICES $*" >> "$(dirname "$0")/starts.txt"
+while read -r line; do
+  echo "gpu=$CUDA_VISIBLE_DEVICES $line" >> "$(dirname "$0")/calls.txt"
+  id=$(printf '%s' "$line" | sed 's/.*"id":\([0-9]*\).*/\1/')
+  cubin=$(printf '%s' "$line" | sed 's/.*"path":"\([^"]*\)".*/\1/')
+  shape=$(printf '%s' "$line" | sed 's/.*"shape":"\([^"]*\)".*/\1/')
+  p50=null
+  case "$line" in *'"timing":false'*) ;; *) p50=$(stat -c %s "$cubin") ;; esac
+  printf '{"id":%s,"result":{"shape":"%s","B":1,"H":1,"S":32,"D":64,"seed":0,"warmup":10,"iters":50,"status":"ok","p50_us":%s,"max_abs_err":0.001,"correctness_pass":true}}\n' "$id" "$shape" "$p50"
+done
 "#;
 
 const GATED_KERNEL: &str = r#"
@@ -162,7 +167,8 @@ fn write_fake_exec(root: &Path, script: &str) -> PathBuf {
     exe
 }
 
-/// The real backend over `k.cu` (GATED_KERNEL) with a `repro exec` stand-in, two GPU slots.
+/// The real backend over `k.cu` (GATED_KERNEL) with a `repro exec --worker` stand-in, two
+/// GPU slots.
 fn fake_backend<'a>(
     executor: &'a dyn crate::executor::Executor,
     cancel: &'a crate::executor::CancelFlag,
@@ -188,9 +194,17 @@ fn fake_backend<'a>(
         executor,
         cancel,
         root,
-        repro_exe: exe,
-        pipeline_file: Path::new("pipeline.yaml"),
-        log,
+        workers: crate::gpu::worker::pool::Workers::new(
+            crate::gpu::discover::StageJobs {
+                executor,
+                cancel,
+                repro_exe: exe,
+                pipeline_file: Path::new("pipeline.yaml"),
+                root,
+                log: Some(log),
+            },
+            2,
+        ),
         tc,
         arch: "sm_90".into(),
         kernel: KernelSpec {
@@ -236,7 +250,7 @@ fn trials_on_two_gpu_models_stop_the_tune_unless_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
-    let two_models = FAKE_EXEC.replace(
+    let two_models = FAKE_WORKER.replace(
         r#""status":"ok","#,
         // Leaves the script's single-quoted printf format to expand the variable.
         r#""status":"ok","device_name":"Model '"$CUDA_VISIBLE_DEVICES"'","#,
@@ -273,8 +287,9 @@ fn trials_on_two_gpu_models_stop_the_tune_unless_allowed() {
 }
 
 /// The real backend end to end without a GPU: real nvcc compiles a generation in parallel,
-/// the PTXAS gate rejects the register-hungry configurations, and the `repro exec` children
-/// (a script here) run correctness before timing, spread over two GPU slots.
+/// the PTXAS gate rejects the register-hungry configurations, and the GPU workers (a script
+/// here) run correctness before timing, spread over two GPU slots, one worker per slot for
+/// the whole sweep.
 #[test]
 fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
     use crate::executor::local::LocalExecutor;
@@ -287,7 +302,7 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
-    let exe = write_fake_exec(root, FAKE_EXEC);
+    let exe = write_fake_exec(root, FAKE_WORKER);
     let log = root.join("tune.log");
     let executor = LocalExecutor::new();
     let cancel = CancelFlag::default();
@@ -364,12 +379,26 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
     assert!(calls.iter().any(|c| c.starts_with("gpu=0 ")));
     assert!(calls.iter().any(|c| c.starts_with("gpu=1 ")));
     assert_eq!(
-        calls.iter().filter(|c| c.contains("--no-timing")).count(),
+        calls
+            .iter()
+            .filter(|c| c.contains(r#""timing":false"#))
+            .count(),
         2 * ok.len()
     );
     assert!(calls
         .iter()
-        .all(|c| c.contains(" --entry k ") && c.contains("-f pipeline.yaml exec --cubin ")));
+        .all(|c| c.contains(r#""entry":"k""#) && c.contains(r#""cubin":{"path":"#)));
+    // One worker per GPU slot for the whole sweep, both generations.
+    let starts = std::fs::read_to_string(root.join("starts.txt")).unwrap();
+    let mut starts: Vec<&str> = starts.lines().collect();
+    starts.sort();
+    assert_eq!(
+        starts,
+        [
+            "gpu=0 -f pipeline.yaml exec --worker",
+            "gpu=1 -f pipeline.yaml exec --worker"
+        ]
+    );
 
     let elite: Vec<Config> = outcome
         .elite

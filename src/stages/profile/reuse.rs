@@ -1,0 +1,101 @@
+//! Which targets the profile stage profiles again ([`crate::stages::reuse`]): a target's
+//! key, and its committed record and CSV when that key is unchanged.
+
+use super::ncu_call::NcuCall;
+use super::targets::{Program, Target};
+use super::OUT_DIR;
+use crate::engine::RunCtx;
+use crate::schema::{NcuSummary, NcuTarget};
+use crate::stages::reuse::{self, digest_json, file_digest, Committed, Key};
+use serde_json::json;
+use std::path::Path;
+
+/// What every target's key shares: the GPU, ncu, the workload and the ncu options.
+pub(super) struct Common {
+    gpu: Key,
+    /// The architecture of the cubins the profiled GPU loads.
+    arch: String,
+    ncu: String,
+    workload: String,
+    harness: String,
+}
+
+impl Common {
+    /// `None` (nothing reused) when the GPU or ncu's version cannot be known.
+    pub(super) fn new(ctx: &RunCtx, call: &NcuCall, ncu_version: Option<&str>) -> Option<Common> {
+        // ncu runs on the first GPU the stage's jobs see.
+        let gpus = crate::stages::gpu_nodes::stage_gpus(ctx).ok()?;
+        let gpu = reuse::gpu_key(gpus.get(..1)?)?;
+        let arch = crate::stages::build::arch::for_gpu(&gpus[0], &ctx.pipeline.arch).ok()?;
+        let w = ctx.pipeline.workload.as_ref()?;
+        let (reference, entry) =
+            crate::gpu::exec::reference(Some(ctx.pipeline), ctx.root, Some(&arch), None);
+        let workload = digest_json(&json!({
+            "shape": call.shape,
+            "dims": w.shapes.get(call.shape),
+            "reference": {"cubin_sha256": file_digest(&reference)?, "entry": entry},
+        }));
+        let o = call.opts;
+        let harness = digest_json(&json!({
+            "revision": crate::gpu::exec::HARNESS_REVISION,
+            "metrics": call.metrics,
+            "warmup": o.warmup,
+            "iters": o.iters,
+            "launch_skip": o.launch_skip(),
+            "clock_control": o.clock_control,
+            "keep_report": o.keep_report,
+            "env": ctx.spec.env,
+        }));
+        Some(Common {
+            gpu,
+            arch,
+            ncu: ncu_version?.to_string(),
+            workload,
+            harness,
+        })
+    }
+
+    /// `target`'s key: the common part and the digest of the cubin it loads.
+    pub(super) fn key(&self, ctx: &RunCtx, target: &Target) -> Option<Key> {
+        let cubin = match &target.program {
+            Program::Variant(v) => {
+                crate::gpu::exec::variant_cubin(ctx.pipeline, ctx.pipeline_file, v, &self.arch)
+                    .ok()?
+                    .0
+            }
+            Program::Cubin { path } => path.clone(),
+        };
+        let mut key = self.gpu.clone();
+        key.insert("ncu".into(), self.ncu.clone());
+        key.insert("cubin_sha256".into(), file_digest(&cubin)?);
+        key.insert("entry".into(), target.entry.clone());
+        key.insert("workload_sha256".into(), self.workload.clone());
+        key.insert("harness_sha256".into(), self.harness.clone());
+        Some(key)
+    }
+}
+
+/// The committed record of `target` and its ncu CSV when they may stand for a new profile
+/// under `key`: the lock vouches for both, it was profiled, and its key is `key`. With
+/// `keep_report` the full report must be there too.
+pub(super) fn committed_target(
+    committed: &Committed,
+    root: &Path,
+    target: &Target,
+    key: &Key,
+    keep_report: bool,
+) -> Option<(NcuTarget, Vec<u8>)> {
+    let summary = committed.read(&format!("{OUT_DIR}/summary.json"))?;
+    let summary: NcuSummary = serde_json::from_slice(&summary).ok()?;
+    let mut record = summary
+        .targets
+        .into_iter()
+        .find(|t| t.target == target.label && t.status == "ok")?;
+    record.measured = Some(reuse::reusable(record.measured.as_ref(), key)?);
+    let csv = committed.read(&format!("{OUT_DIR}/{}.csv", target.label))?;
+    let report = root.join(format!(".repro/ncu/{}.ncu-rep", target.label));
+    if keep_report && !report.is_file() {
+        return None;
+    }
+    Some((record, csv))
+}
