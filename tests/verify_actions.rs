@@ -208,6 +208,15 @@ impl Repo {
         line[head.len()..].to_string()
     }
 
+    /// Verify exits 1 naming `what` with `action`; following alternative `which` of it
+    /// makes verify pass.
+    fn fixed_by(&self, what: &str, action: impl AsRef<str>, which: usize) {
+        let action = action.as_ref();
+        assert_eq!(self.verify_names(what), action);
+        self.follow(action, which);
+        self.verify_passes();
+    }
+
     /// Do what alternative `which` (0-based, alternatives are `; or `-separated) of
     /// `action` says, step by step (`, then `-separated), on the machine it names.
     fn follow(&self, action: &str, which: usize) {
@@ -276,17 +285,17 @@ fn an_edited_result_is_restored_from_git() {
     let repo = Repo::measured(&summarized());
     repo.verify_passes();
     repo.write("reports/r.txt", "99\n");
-    let action = repo.verify_names(
+    repo.fixed_by(
         "`reports/r.txt` is not the file the run wrote (edited, or left from another run)",
+        "restore it: `git checkout -- reports/r.txt`",
+        0,
     );
-    assert_eq!(action, "restore it: `git checkout -- reports/r.txt`");
-    repo.follow(&action, 0);
-    repo.verify_passes();
     std::fs::remove_file(repo.root().join("artifacts/m.txt")).unwrap();
-    let action = repo.verify_names("`artifacts/m.txt`, which the run wrote, is missing");
-    assert_eq!(action, "restore it: `git checkout -- artifacts/m.txt`");
-    repo.follow(&action, 0);
-    repo.verify_passes();
+    repo.fixed_by(
+        "`artifacts/m.txt`, which the run wrote, is missing",
+        "restore it: `git checkout -- artifacts/m.txt`",
+        0,
+    );
 }
 
 #[test]
@@ -327,17 +336,18 @@ fn an_edited_result_git_does_not_have_is_made_again_where_its_stage_can_run() {
 fn a_file_no_stage_wrote_is_deleted() {
     let repo = Repo::measured(&summarized());
     repo.write("artifacts/extra.json", "{}\n");
-    let action =
-        repo.verify_names("`artifacts/extra.json` is in the results but no stage wrote it");
-    assert_eq!(action, "delete it: `rm -- artifacts/extra.json`");
-    repo.follow(&action, 0);
-    repo.verify_passes();
+    repo.fixed_by(
+        "`artifacts/extra.json` is in the results but no stage wrote it",
+        "delete it: `rm -- artifacts/extra.json`",
+        0,
+    );
     repo.write("reports/old.md", "old\n");
     repo.sh("git add reports/old.md && git commit -qm old");
-    let action = repo.verify_names("`reports/old.md` is in the results but no stage wrote it");
-    assert_eq!(action, "delete it: `git rm -- reports/old.md`");
-    repo.follow(&action, 0);
-    repo.verify_passes();
+    repo.fixed_by(
+        "`reports/old.md` is in the results but no stage wrote it",
+        "delete it: `git rm -- reports/old.md`",
+        0,
+    );
 }
 
 #[test]
@@ -346,20 +356,19 @@ fn a_stage_that_never_ran_is_run_where_it_can_run() {
     let pipeline = format!("{}{}", summarized(), extra_stage("extra", false));
     repo.write("pipeline.yaml", &pipeline);
     repo.sh("git commit -qam extra");
-    let action = repo.verify_names("stage `extra` has no results in artifacts/repro.lock");
-    assert_eq!(action, RUN_HERE);
-    repo.follow(&action, 0);
-    repo.verify_passes();
+    repo.fixed_by(
+        "stage `extra` has no results in artifacts/repro.lock",
+        RUN_HERE,
+        0,
+    );
     // One that needs what this machine lacks is run where it is.
     repo.write("pipeline.yaml", &(pipeline + &extra_stage("probed", true)));
     repo.sh("git commit -qam probed");
-    let action = repo.verify_names("stage `probed` has no results in artifacts/repro.lock");
-    assert_eq!(
-        action,
-        "run `repro run` on a machine with `probe`, then `repro commit`"
+    repo.fixed_by(
+        "stage `probed` has no results in artifacts/repro.lock",
+        "run `repro run` on a machine with `probe`, then `repro commit`",
+        0,
     );
-    repo.follow(&action, 0);
-    repo.verify_passes();
 }
 
 #[test]
@@ -383,19 +392,19 @@ fn a_changed_source_is_restored_or_committed_and_measured_where_it_can_be() {
     // Committed, it can only be measured again; `prep`'s rerun reaches `measure` too.
     repo.write("src/input.txt", "other input\n");
     repo.sh("git commit -qam input");
-    let action =
-        repo.verify_names("stage `prep`: `src/input.txt` changed since its results were made");
-    assert_eq!(action, MEASURE_ELSEWHERE);
-    repo.follow(&action, 0);
-    repo.verify_passes();
+    repo.fixed_by(
+        "stage `prep`: `src/input.txt` changed since its results were made",
+        MEASURE_ELSEWHERE,
+        0,
+    );
     // A stage this machine can run, with all that follows it, reruns here.
     repo.write("src/report.sh", "wc -c < artifacts/m.txt > reports/r.txt\n");
     repo.sh("git commit -qam report");
-    let action =
-        repo.verify_names("stage `report`: `src/report.sh` changed since its results were made");
-    assert_eq!(action, RUN_HERE);
-    repo.follow(&action, 0);
-    repo.verify_passes();
+    repo.fixed_by(
+        "stage `report`: `src/report.sh` changed since its results were made",
+        RUN_HERE,
+        0,
+    );
 }
 
 #[test]
@@ -405,26 +414,13 @@ fn a_changed_spec_is_restored_or_committed_and_run_where_it_can_be() {
         "pipeline.yaml",
         &summarized().replace("MODE: fast", "MODE: slow"),
     );
-    let action =
-        repo.verify_names("stage `measure`: its `env` changed since its results were made");
-    assert_eq!(
-        action,
-        format!("restore `pipeline.yaml`: `git checkout -- pipeline.yaml`; or commit `pipeline.yaml`, then {MEASURE_ELSEWHERE}")
-    );
-    repo.follow(&action, 0);
-    repo.verify_passes();
+    repo.fixed_by("stage `measure`: its `env` changed since its results were made", format!("restore `pipeline.yaml`: `git checkout -- pipeline.yaml`; or commit `pipeline.yaml`, then {MEASURE_ELSEWHERE}"), 0);
     repo.write(
         "pipeline.yaml",
         &summarized().replace("[sh, src/report.sh]", "[sh, -e, src/report.sh]"),
     );
     let what = "stage `report`: its spec in pipeline.yaml changed since its results were made";
-    let action = repo.verify_names(what);
-    assert_eq!(
-        action,
-        format!("restore `pipeline.yaml`: `git checkout -- pipeline.yaml`; or commit `pipeline.yaml`, then {RUN_HERE}")
-    );
-    repo.follow(&action, 1);
-    repo.verify_passes();
+    repo.fixed_by(what, format!("restore `pipeline.yaml`: `git checkout -- pipeline.yaml`; or commit `pipeline.yaml`, then {RUN_HERE}"), 1);
 }
 
 #[test]
@@ -449,10 +445,7 @@ fn results_made_from_other_upstream_results_are_restored_or_measured_again() {
     repo.write("src/kernel.txt", "# header\nline two\n");
     repo.sh("git commit -qam kernel");
     repo.run_ok(&["run"]);
-    let action = repo.verify_names(upstream);
-    assert_eq!(action, MEASURE_ELSEWHERE);
-    repo.follow(&action, 0);
-    repo.verify_passes();
+    repo.fixed_by(upstream, MEASURE_ELSEWHERE, 0);
 }
 
 #[test]
@@ -498,13 +491,14 @@ fn a_manifest_naming_another_commit_than_the_sources_is_written_again() {
     repo.run_ok(&["run"]);
     repo.sh("git add -A && git commit -q --amend --no-edit");
     repo.on(Machine::Here);
-    let action = repo.verify_names(&format!(
-        "artifacts/manifest.yaml names commit {}: that commit is not in the history of HEAD",
-        &manifest_commit(&repo)[..10]
-    ));
-    assert_eq!(action, rewrite);
-    repo.follow(&action, 0);
-    repo.verify_passes();
+    repo.fixed_by(
+        &format!(
+            "artifacts/manifest.yaml names commit {}: that commit is not in the history of HEAD",
+            &manifest_commit(&repo)[..10]
+        ),
+        rewrite,
+        0,
+    );
 }
 
 fn manifest_commit(repo: &Repo) -> String {
@@ -516,13 +510,7 @@ fn manifest_commit(repo: &Repo) -> String {
 #[test]
 fn a_pipeline_that_writes_no_manifest_gets_a_summary_stage() {
     let repo = Repo::measured(PIPELINE);
-    let action = repo.verify_names("there is no artifacts/manifest.yaml, and no stage writes one");
-    assert_eq!(
-        action,
-        "add a stage that writes it to pipeline.yaml, under `stages:` (`summary: {uses: summarize, needs: [report]}`), then commit `pipeline.yaml`, then run `repro run`, then `repro commit --allow-stale` (this machine keeps the results of the stages it cannot run)"
-    );
-    repo.follow(&action, 0);
-    repo.verify_passes();
+    repo.fixed_by("there is no artifacts/manifest.yaml, and no stage writes one", "add a stage that writes it to pipeline.yaml, under `stages:` (`summary: {uses: summarize, needs: [report]}`), then commit `pipeline.yaml`, then run `repro run`, then `repro commit --allow-stale` (this machine keeps the results of the stages it cannot run)", 0);
 }
 
 #[test]
@@ -560,21 +548,17 @@ fn a_missing_lock_is_restored_or_the_results_are_made() {
     let repo = Repo::measured(&summarized());
     std::fs::remove_file(repo.root().join("artifacts/repro.lock")).unwrap();
     let what = "there is no artifacts/repro.lock: no results were made";
-    let action = repo.verify_names(what);
-    assert_eq!(
-        action,
-        "restore the committed results: `git checkout -- artifacts reports`"
+    repo.fixed_by(
+        what,
+        "restore the committed results: `git checkout -- artifacts reports`",
+        0,
     );
-    repo.follow(&action, 0);
-    repo.verify_passes();
     let fresh = Repo::sources(&summarized());
-    let action = fresh.verify_names(what);
-    assert_eq!(
-        action,
-        "run `repro run` on a machine with `probe`, then `repro commit`"
+    fresh.fixed_by(
+        what,
+        "run `repro run` on a machine with `probe`, then `repro commit`",
+        0,
     );
-    fresh.follow(&action, 0);
-    fresh.verify_passes();
 }
 
 #[test]
@@ -583,11 +567,5 @@ fn results_made_outside_git_are_written_again_once_the_project_is_committed() {
     repo.on(Machine::Measuring);
     repo.run_ok(&["run"]);
     repo.on(Machine::Here);
-    let action = repo.verify_names("artifacts/manifest.yaml names no git commit");
-    assert_eq!(
-        action,
-        "put the project in a git repository (`git init`) and commit its sources, then write it again: `repro stage summary --force --with-deps`, then `repro commit --allow-stale` (this machine keeps the results of the stages it cannot run)"
-    );
-    repo.follow(&action, 0);
-    repo.verify_passes();
+    repo.fixed_by("artifacts/manifest.yaml names no git commit", "put the project in a git repository (`git init`) and commit its sources, then write it again: `repro stage summary --force --with-deps`, then `repro commit --allow-stale` (this machine keeps the results of the stages it cannot run)", 0);
 }
