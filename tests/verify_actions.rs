@@ -361,8 +361,19 @@ fn a_stage_that_never_ran_is_run_where_it_can_run() {
         RUN_HERE,
         0,
     );
+    // Gone from pipeline.yaml, its results were written by no stage.
+    repo.write("pipeline.yaml", &summarized());
+    repo.sh("git commit -qam 'no extra'");
+    repo.fixed_by(
+        "`artifacts/extra.txt` is in the results but no stage wrote it",
+        "delete it: `git rm -- artifacts/extra.txt`",
+        0,
+    );
     // One that needs what this machine lacks is run where it is.
-    repo.write("pipeline.yaml", &(pipeline + &extra_stage("probed", true)));
+    repo.write(
+        "pipeline.yaml",
+        &(summarized() + &extra_stage("probed", true)),
+    );
     repo.sh("git commit -qam probed");
     repo.fixed_by(
         "stage `probed` has no results in artifacts/repro.lock",

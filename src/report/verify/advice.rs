@@ -16,6 +16,33 @@ use git2::Status;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// What this machine lacks to run each stage, indexed like `project.stages`.
+fn machine_lacks(
+    project: &Project,
+    results: Option<&Results>,
+    cache: &mut StatCache,
+) -> anyhow::Result<Vec<Lack>> {
+    let mut lacks = Vec::new();
+    for stage in &project.stages {
+        let entry = results.and_then(|r| r.lock.stages.get(&stage.name));
+        let now = match entry {
+            Some(e) => checks::inputs_now(project, stage, e, cache)?,
+            None => fingerprint::compute(project, stage, BTreeMap::new(), &BTreeMap::new(), cache)?,
+        };
+        lacks.push(lack(entry.map(|e| &e.inputs), &now));
+    }
+    Ok(lacks)
+}
+
+/// Whether checking out HEAD's results fixes `findings` (strays aside, which checking out
+/// leaves): the working tree's differ from them, and they pass every check.
+fn restoring_head_fixes(project: &Project, git: &Git, findings: &[Finding]) -> bool {
+    findings.iter().any(|f| !matches!(f.fix, Fix::Stray { .. }))
+        && git.results_differ_from_head()
+        && Results::at_head(project, git)
+            .is_some_and(|head| checks::findings(project, &head).is_ok_and(|f| f.is_empty()))
+}
+
 /// What kind of action fixes a finding.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fix {
@@ -62,30 +89,10 @@ impl<'a> Advice<'a> {
     ) -> anyhow::Result<Advice<'a>> {
         let git = Git::open(&project.root);
         let mut cache = StatCache::load(&project.root);
-        let mut lacks = Vec::new();
-        for stage in &project.stages {
-            let entry = results.and_then(|r| r.lock.stages.get(&stage.name));
-            let now = match entry {
-                Some(e) => checks::inputs_now(project, stage, e, &mut cache)?,
-                None => fingerprint::compute(
-                    project,
-                    stage,
-                    BTreeMap::new(),
-                    &BTreeMap::new(),
-                    &mut cache,
-                )?,
-            };
-            lacks.push(lack(entry.map(|e| &e.inputs), &now));
-        }
+        let lacks = machine_lacks(project, results, &mut cache)?;
         let restore_all = git
             .as_ref()
-            .filter(|g| {
-                findings.iter().any(|f| !matches!(f.fix, Fix::Stray { .. }))
-                    && g.results_differ_from_head()
-                    && Results::at_head(g).is_some_and(|head| {
-                        checks::findings(project, &head).is_ok_and(|f| f.is_empty())
-                    })
-            })
+            .filter(|g| restoring_head_fixes(project, g, findings))
             .map(|g| format!("git checkout -- {}", g.result_dirs_at_head().join(" ")));
         let mut advice = Advice {
             project,

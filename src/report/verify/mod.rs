@@ -44,7 +44,7 @@ impl fmt::Display for Problem {
 
 /// Check the committed results of `project`.
 pub fn verify(project: &Project) -> anyhow::Result<Verdict> {
-    let Some(results) = Results::working(&project.root)? else {
+    let Some(results) = Results::working(project)? else {
         let none = Finding {
             what: format!("there is no {LOCK_FILE}: no results were made"),
             fix: Fix::NoLock,

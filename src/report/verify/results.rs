@@ -6,6 +6,7 @@ use super::git::Git;
 use crate::engine::lockfile::LockFile;
 use crate::engine::statcache::StatCache;
 use crate::pipeline::paths::{LOCK_FILE, MANIFEST_FILE, RESULT_DIRS};
+use crate::pipeline::Project;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -19,11 +20,12 @@ pub struct Results {
 
 impl Results {
     /// The working tree's results; `None` when there is no lock.
-    pub fn working(root: &Path) -> anyhow::Result<Option<Results>> {
+    pub fn working(project: &Project) -> anyhow::Result<Option<Results>> {
+        let root = &project.root;
         if !root.join(LOCK_FILE).is_file() {
             return Ok(None);
         }
-        let lock = LockFile::load(root)?;
+        let lock = of_stages(project, LockFile::load(root)?);
         // A fresh cache: every file is read, no recorded time is trusted.
         let mut cache = StatCache::default();
         let mut files = BTreeMap::new();
@@ -40,8 +42,11 @@ impl Results {
     }
 
     /// HEAD's results; `None` when HEAD has no readable lock.
-    pub fn at_head(git: &Git) -> Option<Results> {
-        let lock = serde_yaml::from_slice(&git.at_head(LOCK_FILE)?).ok()?;
+    pub fn at_head(project: &Project, git: &Git) -> Option<Results> {
+        let lock = of_stages(
+            project,
+            serde_yaml::from_slice(&git.at_head(LOCK_FILE)?).ok()?,
+        );
         Some(Results {
             lock,
             files: git.results_at_head(),
@@ -87,6 +92,13 @@ impl Results {
             .find(|(_, e)| e.outputs.contains_key(path))
             .map(|(name, _)| name.as_str())
     }
+}
+
+/// The lock's entries of the stages pipeline.yaml has. A run drops the others when it next
+/// writes the lock; until then what they wrote counts as written by no stage.
+fn of_stages(project: &Project, mut lock: LockFile) -> LockFile {
+    lock.stages.retain(|name, _| project.stage(name).is_some());
+    lock
 }
 
 pub fn is_committed(path: &str) -> bool {
