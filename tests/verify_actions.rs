@@ -555,7 +555,7 @@ fn a_manifest_that_is_not_yaml_is_written_again_by_its_stage_once_that_is_fixed(
 }
 
 #[test]
-fn a_missing_lock_is_restored_or_the_results_are_made() {
+fn a_missing_or_unreadable_lock_is_restored_or_the_results_are_made() {
     let repo = Repo::measured(&summarized());
     std::fs::remove_file(repo.root().join("artifacts/repro.lock")).unwrap();
     let what = "there is no artifacts/repro.lock: no results were made";
@@ -564,10 +564,25 @@ fn a_missing_lock_is_restored_or_the_results_are_made() {
         "restore the committed results: `git checkout -- artifacts reports`",
         0,
     );
+    // One that is not a lock.
+    repo.write("artifacts/repro.lock", "stages: [unclosed\n");
+    repo.fixed_by(
+        "artifacts/repro.lock is not a lock repro can read (`repro status` says why)",
+        "restore the committed results: `git checkout -- artifacts reports`",
+        0,
+    );
+    // Nothing committed to go back to.
     let fresh = Repo::sources(&summarized());
     fresh.fixed_by(
         what,
         "run `repro run` on a machine with `probe`, then `repro commit`",
+        0,
+    );
+    let fresh = Repo::sources(&summarized());
+    fresh.write("artifacts/repro.lock", "stages: [unclosed\n");
+    fresh.fixed_by(
+        "artifacts/repro.lock is not a lock repro can read (`repro status` says why)",
+        "delete it: `rm -- artifacts/repro.lock`, then run `repro run` on a machine with `probe`, then `repro commit`",
         0,
     );
 }

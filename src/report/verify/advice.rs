@@ -11,6 +11,7 @@ use super::machine::{lack, Lack};
 use super::results::Results;
 use crate::engine::fingerprint::{self, MISSING};
 use crate::engine::statcache::StatCache;
+use crate::pipeline::paths::LOCK_FILE;
 use crate::pipeline::Project;
 use git2::Status;
 use sha2::{Digest, Sha256};
@@ -46,8 +47,8 @@ fn restoring_head_fixes(project: &Project, git: &Git, findings: &[Finding]) -> b
 /// What kind of action fixes a finding.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fix {
-    /// There is no lock.
-    NoLock,
+    /// There is no lock, or none repro can read.
+    NoLock { unreadable: bool },
     /// A committed output is not the file the lock recorded.
     Output { path: String },
     /// A file among the results that no stage wrote.
@@ -147,10 +148,16 @@ impl<'a> Advice<'a> {
     /// The action that fixes a finding of this kind here.
     pub fn action(&self, fix: &Fix) -> String {
         match fix {
-            Fix::NoLock => match &self.restore_all {
-                Some(cmd) => format!("restore the committed results: `{cmd}`"),
-                None => self.rerun(&(0..self.project.stages.len()).collect::<Vec<_>>()),
-            },
+            Fix::NoLock { unreadable } => {
+                let all: Vec<usize> = (0..self.project.stages.len()).collect();
+                match &self.restore_all {
+                    Some(cmd) => format!("restore the committed results: `{cmd}`"),
+                    None if *unreadable => {
+                        format!("delete it: `rm -- {LOCK_FILE}`, then {}", self.rerun(&all))
+                    }
+                    None => self.rerun(&all),
+                }
+            }
             Fix::Output { path } => {
                 let recorded = self.results.and_then(|r| {
                     r.committed_outputs()

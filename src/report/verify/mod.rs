@@ -44,22 +44,34 @@ impl fmt::Display for Problem {
 
 /// Check the committed results of `project`.
 pub fn verify(project: &Project) -> anyhow::Result<Verdict> {
-    let Some(results) = Results::working(project)? else {
-        let none = Finding {
-            what: format!("there is no {LOCK_FILE}: no results were made"),
-            fix: Fix::NoLock,
-        };
-        return Ok(Verdict {
-            problems: advise(project, None, vec![none])?,
-            ..Verdict::default()
-        });
+    let (what, unreadable) = match Results::working(project) {
+        Ok(Some(results)) => return verify_results(project, &results),
+        Ok(None) => (
+            format!("there is no {LOCK_FILE}: no results were made"),
+            false,
+        ),
+        Err(_) => (
+            format!("{LOCK_FILE} is not a lock repro can read (`repro status` says why)"),
+            true,
+        ),
     };
-    let found = checks::findings(project, &results)?;
+    let none = Finding {
+        what,
+        fix: Fix::NoLock { unreadable },
+    };
+    Ok(Verdict {
+        problems: advise(project, None, vec![none])?,
+        ..Verdict::default()
+    })
+}
+
+fn verify_results(project: &Project, results: &Results) -> anyhow::Result<Verdict> {
+    let found = checks::findings(project, results)?;
     Ok(Verdict {
         stages: results.lock.stages.len(),
         outputs: results.committed_outputs().len(),
         commit: results.manifest_commit(),
-        problems: advise(project, Some(&results), found)?,
+        problems: advise(project, Some(results), found)?,
     })
 }
 
