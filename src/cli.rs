@@ -95,7 +95,9 @@ pub enum Command {
     /// dep files, the results of the stages it needs) are those the lock recorded, so the
     /// report and manifest are current; and the manifest names a clean commit in HEAD's
     /// history whose sources are those the results were made from. The machine a stage ran
-    /// on (GPU, driver, tool versions) is not compared. Exit 0, or 1 with the list.
+    /// on (GPU, driver, tool versions) is not compared. Exit 0, or 1 with the list, each
+    /// problem with the action that fixes it on this machine (a rerun this machine cannot do
+    /// is sent to one that has the GPU or tool it lacks).
     Verify,
     /// Regenerate the tables of measured figures in the docs from the committed results.
     ///

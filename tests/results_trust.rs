@@ -1,8 +1,9 @@
 //! Results you can commit: a stage that cannot run here keeps what was measured elsewhere,
-//! the machine is an input, early cutoff, `repro verify`, `repro commit`'s refusals and
-//! `repro diff`'s exit codes — through the real binary, on `cmd` pipelines in temporary git
-//! repositories (no GPU needed: a declared tool that fails stands in for a missing one),
-//! and early cutoff on the shipped kernels (needs nvcc).
+//! the machine is an input, early cutoff, `repro commit`'s refusals and `repro diff`'s exit
+//! codes — through the real binary, on `cmd` pipelines in temporary git repositories (no
+//! GPU needed: a declared tool that fails stands in for a missing one), and early cutoff on
+//! the shipped kernels (needs nvcc). `repro verify`, and the action each problem it finds
+//! names: tests/verify_actions.rs.
 
 #[path = "support/project.rs"]
 mod project;
@@ -247,93 +248,6 @@ fn a_rerun_with_byte_identical_outputs_leaves_what_needs_it_up_to_date() {
     assert!(
         out.lines()
             .any(|l| l.starts_with("report") && l.contains("passed")),
-        "{out}"
-    );
-}
-
-/// [`MEASURED`] plus a stage that writes the manifest as the summarize stage does: the
-/// commit checked out, and whether the sources differ from it.
-fn with_manifest() -> Repo {
-    let repo = measured_repo();
-    repo.write(
-        "pipeline.yaml",
-        &(MEASURED.to_string()
-            + "  manifest:\n    uses: cmd\n    needs: [report]\n    run: [sh, manifest.sh]\n    deps: [manifest.sh]\n    outs: [artifacts/manifest.yaml]\n"),
-    );
-    repo.write(
-        "manifest.sh",
-        "sha=$(git rev-parse HEAD)\ndirty=False\n[ -n \"$(git status --porcelain -- src)\" ] && dirty=True\nprintf 'created_utc: \"2026-11-23T10:00:00Z\"\\ngit:\\n  sha: \"%s\"\\n  dirty: %s\\n' \"$sha\" \"$dirty\" > artifacts/manifest.yaml\n",
-    );
-    repo
-}
-
-fn reset_hard(repo: &Repo) {
-    repo.git
-        .checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
-        .unwrap();
-    let _ = std::fs::remove_file(repo.root().join("artifacts/extra.json"));
-}
-
-#[test]
-fn verify_accepts_consistent_results_and_names_each_inconsistency() {
-    let repo = with_manifest();
-    repo.commit_all("sources");
-    repo.expect(&["run"], 0);
-    repo.commit_all("results");
-    let ok = repo.expect(&["verify"], 0);
-    assert!(ok.contains("verified: 3 stages"), "{ok}");
-
-    // A hand-edited result.
-    repo.write("reports/r.txt", "99\n");
-    let out = repo.expect(&["verify"], 1);
-    assert!(
-        out.contains("`reports/r.txt` is not the file the run wrote"),
-        "{out}"
-    );
-    reset_hard(&repo);
-    // A source edited after the results were made.
-    repo.write("src/kernel.txt", "# header\nline one\nline three\n");
-    let out = repo.expect(&["verify"], 1);
-    assert!(
-        out.contains("stage `measure`: `src/kernel.txt` changed since its results were made"),
-        "{out}"
-    );
-    reset_hard(&repo);
-    // A stray file in the results.
-    repo.write("artifacts/extra.json", "{}");
-    let out = repo.expect(&["verify"], 1);
-    assert!(
-        out.contains("`artifacts/extra.json` is in the results"),
-        "{out}"
-    );
-    reset_hard(&repo);
-    // The lock edited by hand: what `report` recorded of `measure` no longer matches.
-    let lock = String::from_utf8(repo.bytes("artifacts/repro.lock")).unwrap();
-    let (head, tail) = lock.split_once("upstream:\n        measure: ").unwrap();
-    let edited = format!("{head}upstream:\n        measure: 0{}", &tail[1..]);
-    repo.write("artifacts/repro.lock", &edited);
-    let out = repo.expect(&["verify"], 1);
-    assert!(
-        out.contains("stage `report` was made from other results of `measure`"),
-        "{out}"
-    );
-    reset_hard(&repo);
-    repo.expect(&["verify"], 0);
-}
-
-#[test]
-fn verify_checks_the_commit_the_manifest_names() {
-    let repo = with_manifest();
-    repo.commit_all("sources");
-    repo.expect(&["run"], 0);
-    // New sources measured without committing them first, then committed afterwards.
-    repo.write("src/kernel.txt", "# header\nline one\nline two\n");
-    repo.expect(&["run"], 0);
-    repo.commit_all("kernel and results");
-    let out = repo.expect(&["verify"], 1);
-    assert!(out.contains("made from uncommitted sources"), "{out}");
-    assert!(
-        out.contains("there `src/kernel.txt` is not the file the results were made from"),
         "{out}"
     );
 }

@@ -59,9 +59,10 @@ pub fn verify(global: &GlobalArgs) -> anyhow::Result<i32> {
         );
         return Ok(exit::OK);
     }
+    let n = verdict.problems.len();
     println!(
-        "repro verify: the committed results are not consistent ({} problems):",
-        verdict.problems.len()
+        "repro verify: the committed results are not consistent ({n} problem{}):",
+        if n == 1 { "" } else { "s" }
     );
     for p in &verdict.problems {
         println!("  - {p}");

@@ -55,15 +55,15 @@ impl Inputs {
     }
 }
 
-/// Which command-line overrides a kind's results depend on (`--arch` for compiling kinds,
-/// `--exhaustive`/`--budget` for the tuner).
+/// Which command-line overrides a kind's results depend on: `repro tune`'s `--exhaustive`
+/// and `--budget`. (The build compiles every architecture pipeline.yaml declares; nothing on
+/// the command line changes that.)
 pub fn applicable_overrides(
     kind: &str,
     overrides: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
     let keys: &[&str] = match kind {
-        "build" => &["arch"],
-        "tune" => &["arch", "exhaustive", "budget"],
+        "tune" => &["exhaustive", "budget"],
         _ => &[],
     };
     overrides
@@ -254,14 +254,22 @@ mod tests {
             i.upstream.insert("a".into(), "1".into());
         });
         with(&|i| {
-            i.overrides.insert("arch".into(), "sm_90".into());
+            i.overrides.insert("budget".into(), "8".into());
         });
     }
 
     #[test]
     fn overrides_reach_only_their_kinds() {
-        let o: BTreeMap<String, String> = [("arch".to_string(), "sm_90".to_string())].into();
-        assert_eq!(applicable_overrides("build", &o).len(), 1);
+        let o: BTreeMap<String, String> = [
+            ("budget".to_string(), "8".to_string()),
+            ("arch".to_string(), "sm_90".to_string()),
+        ]
+        .into();
+        assert_eq!(
+            applicable_overrides("tune", &o).keys().collect::<Vec<_>>(),
+            ["budget"]
+        );
+        assert!(applicable_overrides("build", &o).is_empty());
         assert!(applicable_overrides("cmd", &o).is_empty());
     }
 }

@@ -56,7 +56,7 @@ pub struct RunCtx<'a> {
     pub repro_exe: &'a Path,
     /// The pipeline file this run loaded; child `repro exec` jobs get it as `-f`.
     pub pipeline_file: &'a Path,
-    /// Command-line overrides (`--arch`, `repro tune --exhaustive`, ...).
+    /// Command-line overrides (`repro tune --exhaustive`, `--budget`).
     pub overrides: &'a BTreeMap<String, String>,
     /// Live progress line for this stage.
     pub progress: &'a dyn Fn(&str),
@@ -103,8 +103,8 @@ pub trait StageKind: Send + Sync {
         pipeline: &Pipeline,
         root: &Path,
     ) -> anyhow::Result<StageInputs>;
-    /// [`inputs`](StageKind::inputs) under the run's command-line overrides (`--arch`, the
-    /// same map as [`RunCtx::overrides`]). The engine fingerprints through this method;
+    /// [`inputs`](StageKind::inputs) under the run's command-line overrides (`repro tune
+    /// --budget`, the same map as [`RunCtx::overrides`]). The engine fingerprints through this method;
     /// kinds whose inputs depend on an override implement it, the others keep this default.
     fn inputs_with_overrides(
         &self,

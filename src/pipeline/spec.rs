@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 pub struct Pipeline {
     pub version: u32,
     /// The GPU architectures the build compiles every variant for (`arch: [sm_89,
-    /// sm_90a]`; one name alone is a list of one). Empty: the visible GPU's.
+    /// sm_90a]`; one name alone is a list of one). A pipeline with a build stage must
+    /// declare at least one.
     #[serde(
         default,
         deserialize_with = "one_or_many",

@@ -131,7 +131,7 @@ pub fn problems(
     }
     out.extend(head_comparison(root));
     out.extend(
-        dirty_sources(root)?
+        dirty_sources(project)?
             .into_iter()
             .map(|t| Problem::new("--allow-dirty", t)),
     );
@@ -229,7 +229,13 @@ fn head_comparison(root: &Path) -> Vec<Problem> {
 
 /// Sources the results were made from (dep files in the lock, outside the result folders
 /// and `.repro/`) that differ from HEAD, and a manifest that says they were dirty.
-fn dirty_sources(root: &Path) -> anyhow::Result<Vec<String>> {
+fn dirty_sources(project: &Project) -> anyhow::Result<Vec<String>> {
+    let root = &project.root;
+    // Rerunning does not write the manifest again (its inputs are the same): its stage is
+    // run by name.
+    let rewrite = super::manifest::rewrite(project)
+        .map(|stage| format!("write the manifest again: {stage}"))
+        .unwrap_or_else(|| "rerun `repro run`".into());
     let lock = crate::engine::lockfile::LockFile::load(root)?;
     let Ok(repo) = git2::Repository::discover(root) else {
         return Ok(Vec::new());
@@ -260,13 +266,13 @@ fn dirty_sources(root: &Path) -> anyhow::Result<Vec<String>> {
     }
     let mut out: Vec<String> = dirty
         .into_iter()
-        .map(|p| format!("`{p}`, an input of the results, differs from HEAD: commit the source first, rerun `repro run`, then `repro commit` (the manifest then names that commit)"))
+        .map(|p| format!("`{p}`, an input of the results, differs from HEAD: commit the source first, then {rewrite}, then `repro commit` (the manifest then names that commit)"))
         .collect();
     let dirty_run =
         super::manifest::read(root).is_some_and(|m| m["git"]["dirty"].as_bool() == Some(true));
     if out.is_empty() && dirty_run {
         out.push(format!(
-            "{} says the run was made from uncommitted sources (git dirty): commit them, rerun `repro run`, then `repro commit`",
+            "{} says the run was made from uncommitted sources (git dirty): commit them, then {rewrite}, then `repro commit`",
             super::manifest::MANIFEST
         ));
     }

@@ -33,7 +33,11 @@ impl Machines {
             let Some(s) = state.stages.get(name) else {
                 continue;
             };
-            let Some(gpu) = s.hardware.as_deref().filter(|h| !h.starts_with("no GPU")) else {
+            let Some(gpu) = s
+                .hardware
+                .as_deref()
+                .filter(|h| crate::stages::gpu_nodes::names_a_gpu(h))
+            else {
                 continue;
             };
             if s.skipped() {

@@ -25,6 +25,21 @@ pub fn read(root: &Path) -> Option<serde_yaml::Value> {
     serde_yaml::from_str(&text).ok()
 }
 
+/// The index of the stage that writes the manifest (a summarize stage, as a rule).
+pub fn writer(project: &crate::pipeline::Project) -> Option<usize> {
+    project
+        .stages
+        .iter()
+        .position(|s| s.outputs.iter().any(|o| o.as_path() == Path::new(MANIFEST)))
+}
+
+/// What writes the manifest again, at the commit checked out: its stage, forced (with
+/// `--with-deps`, which lets a needed stage this machine cannot run be kept first).
+pub fn rewrite(project: &crate::pipeline::Project) -> Option<String> {
+    let name = &project.stages[writer(project)?].name;
+    Some(format!("`repro stage {name} --force --with-deps`"))
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ArtifactEntry {
     pub path: String,

@@ -26,7 +26,7 @@ const GPU: &str = "gpu";
 /// The option naming the tools whose versions the results depend on.
 const TOOLS: &str = "tools";
 /// The version recorded for a declared tool that is not there.
-const MISSING_TOOL: &str = "missing";
+pub const MISSING_TOOL: &str = "missing";
 
 /// What of the machine a `cmd` stage declared its results depend on: its own keys.
 #[derive(Debug, Default, PartialEq, Deserialize)]

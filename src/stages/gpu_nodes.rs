@@ -63,8 +63,17 @@ pub fn hardware(pipeline: &Pipeline, spec: &StageSpec, root: &Path) -> String {
     }
     match crate::gpu::probe_cached(root) {
         Ok(gpus) => gpu_identity(&gpus),
-        Err(no) => format!("no GPU: {no}"),
+        Err(no) => format!("{NO_GPU}: {no}"),
     }
+}
+
+/// How [`hardware`] begins when this machine has no GPU: `no GPU: <why>`.
+pub const NO_GPU: &str = "no GPU";
+
+/// Whether a recorded hardware identity names GPUs (or a Slurm request for them) rather
+/// than their absence.
+pub fn names_a_gpu(hardware: &str) -> bool {
+    !hardware.starts_with(NO_GPU)
 }
 
 /// `slurm partition P gres G` when pipeline.yaml sends the stage to Slurm.

@@ -205,7 +205,7 @@ pub fn capture_options(
         torch: torch_from_records.or_else(|| tool("torch")),
         measured_on: ran()
             .filter_map(|s| s.hardware.clone())
-            .find(|h| !h.starts_with("no GPU")),
+            .find(|h| crate::stages::gpu_nodes::names_a_gpu(h)),
         previous_gpu: previous_manifest.and_then(|m| serde_yaml::from_value(m["gpu"].clone()).ok()),
     }
 }

@@ -55,8 +55,8 @@ pub struct Request {
     pub quiet: bool,
     /// `--executor`.
     pub executor: Option<String>,
-    /// `arch`, `exhaustive`, `budget`: reach `RunCtx.overrides` and the fingerprints of
-    /// the kinds they apply to.
+    /// `exhaustive`, `budget` (`repro tune`): reach `RunCtx.overrides` and the
+    /// fingerprints of the kinds they apply to.
     pub overrides: BTreeMap<String, String>,
 }
 

@@ -18,7 +18,7 @@ struct TestKind(Behave);
 
 impl StageKind for TestKind {
     fn kind(&self) -> &'static str {
-        "build"
+        "tune"
     }
     fn validate(&self, _: &str, _: &StageSpec, _: &Pipeline) -> Result<(), OptionError> {
         Ok(())
@@ -53,7 +53,7 @@ impl StageKind for TestKind {
 
 fn project(root: &Path, behave: Behave) -> Project {
     let pipeline: Pipeline =
-        serde_yaml::from_str("version: 1\nstages:\n  s: {uses: build}\n").unwrap();
+        serde_yaml::from_str("version: 1\nstages:\n  s: {uses: tune}\n").unwrap();
     let spec = pipeline.stages["s"].clone();
     Project {
         file: root.join("pipeline.yaml"),
@@ -96,17 +96,17 @@ fn staged_outputs_move_in_and_overrides_reach_the_kind_and_fingerprint() {
     let dir = tempfile::tempdir().unwrap();
     let p = project(dir.path(), Behave::Pass);
     assert_eq!(
-        run_project(&p, &request(false, &[("arch", "sm_90")])).unwrap(),
+        run_project(&p, &request(false, &[("budget", "8")])).unwrap(),
         RunOutcome::Passed
     );
-    assert_eq!(output(dir.path()), r#"overrides {"arch": "sm_90"}"#);
+    assert_eq!(output(dir.path()), r#"overrides {"budget": "8"}"#);
     assert!(!dir.path().join(".repro/staging/s").exists());
     let lock = LockFile::load(dir.path()).unwrap();
-    assert_eq!(lock.stages["s"].inputs.overrides["arch"], "sm_90");
+    assert_eq!(lock.stages["s"].inputs.overrides["budget"], "8");
     let record = &run_record::load(dir.path(), ["s"])["s"];
     assert_eq!(record.outcome, run_record::Outcome::Passed);
     assert_eq!(record.fingerprint, lock.stages["s"].fingerprint);
-    // Without the override the recorded build no longer matches: it reruns.
+    // Without the override the recorded run no longer matches: it reruns.
     assert_eq!(
         run_project(&p, &request(false, &[])).unwrap(),
         RunOutcome::Passed
@@ -161,7 +161,7 @@ fn a_failing_kind_leaves_the_previous_outputs_and_lock() {
     let lock = std::fs::read(dir.path().join(LOCK)).unwrap();
     let failing = project(dir.path(), Behave::Fail);
     assert_eq!(
-        run_project(&failing, &request(true, &[("arch", "x")])).unwrap(),
+        run_project(&failing, &request(true, &[("budget", "9")])).unwrap(),
         RunOutcome::Failed
     );
     assert_eq!(output(dir.path()), "overrides {}");

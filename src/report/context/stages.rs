@@ -1,6 +1,7 @@
 //! The stage table and the skips, each reason stated once.
 
 use super::*;
+use crate::stages::gpu_nodes::names_a_gpu;
 
 impl Builder<'_> {
     pub(super) fn stage_rows(&self) -> Vec<StageRow> {
@@ -27,10 +28,10 @@ impl Builder<'_> {
                 };
                 let made_on = match st.and_then(|s| s.hardware.as_deref()) {
                     _ if spec.uses == "build" => "any machine (cross-compiled)".to_string(),
-                    Some(gpu) if !gpu.starts_with("no GPU") && machines.mixed => {
+                    Some(gpu) if names_a_gpu(gpu) && machines.mixed => {
                         machines.label_of(Some(name))
                     }
-                    Some(gpu) if !gpu.starts_with("no GPU") => gpu.to_string(),
+                    Some(gpu) if names_a_gpu(gpu) => gpu.to_string(),
                     _ => String::new(),
                 };
                 StageRow {

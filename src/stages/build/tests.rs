@@ -41,14 +41,9 @@ fn run_stage(
     stage: &BuildStage,
     p: &Pipeline,
     root: &Path,
-    overrides: &[(&str, &str)],
     ex: &CountingExecutor,
 ) -> (anyhow::Result<StageOutcome>, PathBuf) {
     let staging = root.join(format!(".repro/staging/{}", ex as *const _ as usize));
-    let overrides: BTreeMap<String, String> = overrides
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
     let ctx = RunCtx {
         name: "build",
         spec: &p.stages["build"],
@@ -60,7 +55,7 @@ fn run_stage(
         cancel: &CancelFlag::default(),
         repro_exe: Path::new("repro"),
         pipeline_file: &root.join("pipeline.yaml"),
-        overrides: &overrides,
+        overrides: &BTreeMap::new(),
         progress: &|_| {},
     };
     (stage.run(&ctx), staging)
@@ -81,7 +76,7 @@ fn without_nvcc_the_stage_fails_saying_how_to_fix_it() {
         ..NvccSearch::default()
     });
     let ex = CountingExecutor::default();
-    let (res, staging) = run_stage(&stage, &pipeline(TWO_VARIANTS), dir.path(), &[], &ex);
+    let (res, staging) = run_stage(&stage, &pipeline(TWO_VARIANTS), dir.path(), &ex);
     let err = format!("{:#}", res.unwrap_err());
     assert!(
         err.contains("nvcc (the CUDA compiler) was not found"),
@@ -126,13 +121,7 @@ fn a_pinned_nvcc_is_the_only_one_used_and_is_recorded_without_its_path() {
         nvcc_input(&pinned),
         "not found (pipeline.yaml pins nvcc 13.0.88: run `repro toolchain install`)"
     );
-    let (res, _) = run_stage(
-        &stage,
-        &pinned,
-        dir.path(),
-        &[],
-        &CountingExecutor::default(),
-    );
+    let (res, _) = run_stage(&stage, &pinned, dir.path(), &CountingExecutor::default());
     let err = format!("{:#}", res.unwrap_err());
     assert!(err.contains("pipeline.yaml pins nvcc 13.0.88"), "{err}");
     assert!(
@@ -148,7 +137,7 @@ fn a_pinned_nvcc_is_the_only_one_used_and_is_recorded_without_its_path() {
         "Cuda compilation tools, release 13.0, V13.0.88"
     );
     let ex = CountingExecutor::default();
-    let (res, staging) = run_stage(&stage, &pinned, dir.path(), &[], &ex);
+    let (res, staging) = run_stage(&stage, &pinned, dir.path(), &ex);
     assert!(matches!(
         res.unwrap(),
         StageOutcome::GateFailed(_) | StageOutcome::Passed
@@ -312,7 +301,7 @@ fn builds_every_declared_arch_in_one_record_and_caches_them() {
     let p = pipeline(&TWO_VARIANTS.replace("arch: sm_89", "arch: [sm_89, sm_90a]"));
     let stage = BuildStage::default();
     let ex = CountingExecutor::default();
-    let (res, staging) = run_stage(&stage, &p, root, &[], &ex);
+    let (res, staging) = run_stage(&stage, &p, root, &ex);
     assert_eq!(res.unwrap(), StageOutcome::Passed);
     assert_eq!(ex.count(), 4, "two variants compiled for two archs");
     for v in ["double", "triple"] {
@@ -343,7 +332,7 @@ fn builds_every_declared_arch_in_one_record_and_caches_them() {
     assert!(triple.contains(&"-DSCALE=3".to_string()), "{triple:?}");
 
     let ex = CountingExecutor::default();
-    let (res, again) = run_stage(&stage, &p, root, &[], &ex);
+    let (res, again) = run_stage(&stage, &p, root, &ex);
     assert_eq!(res.unwrap(), StageOutcome::Passed);
     assert_eq!(ex.count(), 0, "an unchanged build runs no nvcc");
     assert_eq!(
@@ -374,7 +363,6 @@ fn one_broken_variant_fails_alone_as_a_failed_gate() {
         &BuildStage::default(),
         &p,
         dir.path(),
-        &[],
         &CountingExecutor::default(),
     );
     let summary = match res.unwrap() {
@@ -421,7 +409,6 @@ fn a_reference_that_does_not_compile_fails_the_stage() {
         &BuildStage::default(),
         &p,
         dir.path(),
-        &[],
         &CountingExecutor::default(),
     );
     let err = format!("{:#}", res.unwrap_err());
@@ -460,7 +447,6 @@ stages:
         &BuildStage::default(),
         &p,
         dir.path(),
-        &[],
         &CountingExecutor::default(),
     );
     let StageOutcome::GateFailed(why) = res.unwrap() else {
@@ -514,7 +500,6 @@ stages:
         &BuildStage::default(),
         &p,
         dir.path(),
-        &[],
         &CountingExecutor::default(),
     );
     let StageOutcome::GateFailed(why) = res.unwrap() else {
@@ -547,7 +532,6 @@ fn later_stages_read_which_nvcc_built_a_variant_from_its_record() {
         &stage,
         &pipeline(TWO_VARIANTS),
         dir.path(),
-        &[],
         &CountingExecutor::default(),
     );
     assert_eq!(

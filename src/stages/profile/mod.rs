@@ -34,6 +34,8 @@ use targets::{primary_shape, skipped_target};
 /// Where the stage writes; the folder is its one declared output.
 const OUT_DIR: &str = "artifacts/ncu";
 const TOPK_FILE: &str = "artifacts/tune/topk.json";
+/// The `ncu` version recorded in the fingerprint when this machine has none.
+pub const NCU_NOT_FOUND: &str = "not found";
 
 pub struct Profile;
 
@@ -95,7 +97,7 @@ impl StageKind for Profile {
         }
         let ncu_version = ncu_mod::find_ncu()
             .and_then(|n| ncu_mod::version(root, &n))
-            .unwrap_or_else(|| "not found".into());
+            .unwrap_or_else(|| NCU_NOT_FOUND.into());
         inputs.tools.insert("ncu".into(), ncu_version);
         // Under Slurm the request (partition, gres): this machine may not be a GPU node.
         inputs.hardware = crate::stages::gpu_nodes::slurm_request(pipeline, spec).or_else(|| {

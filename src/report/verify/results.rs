@@ -1,0 +1,106 @@
+//! The results `repro verify` checks: the lock, every file under the result folders with
+//! its sha256, and the manifest — as the working tree has them, or as HEAD does (to know
+//! whether going back to the committed results would fix what the working tree breaks).
+
+use super::git::Git;
+use crate::engine::lockfile::LockFile;
+use crate::engine::statcache::StatCache;
+use crate::pipeline::paths::{LOCK_FILE, MANIFEST_FILE, RESULT_DIRS};
+use crate::pipeline::Project;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+pub struct Results {
+    pub lock: LockFile,
+    /// Every file under the result folders (the lock included) → its sha256.
+    pub files: BTreeMap<String, String>,
+    /// The manifest, parsed; `None` when it is missing or not YAML.
+    pub manifest: Option<serde_yaml::Value>,
+}
+
+impl Results {
+    /// The working tree's results; `None` when there is no lock.
+    pub fn working(project: &Project) -> anyhow::Result<Option<Results>> {
+        let root = &project.root;
+        if !root.join(LOCK_FILE).is_file() {
+            return Ok(None);
+        }
+        let lock = of_stages(project, LockFile::load(root)?);
+        // A fresh cache: every file is read, no recorded time is trusted.
+        let mut cache = StatCache::default();
+        let mut files = BTreeMap::new();
+        for dir in RESULT_DIRS {
+            if let Ok(tree) = cache.digest_tree(root, Path::new(dir)) {
+                files.extend(tree);
+            }
+        }
+        Ok(Some(Results {
+            lock,
+            files,
+            manifest: crate::report::manifest::read(root),
+        }))
+    }
+
+    /// HEAD's results; `None` when HEAD has no readable lock.
+    pub fn at_head(project: &Project, git: &Git) -> Option<Results> {
+        let lock = of_stages(
+            project,
+            serde_yaml::from_slice(&git.at_head(LOCK_FILE)?).ok()?,
+        );
+        Some(Results {
+            lock,
+            files: git.results_at_head(),
+            manifest: git
+                .at_head(MANIFEST_FILE)
+                .and_then(|b| serde_yaml::from_slice(&b).ok()),
+        })
+    }
+
+    /// Lock outputs that are committed (under the result folders) → the recorded sha256.
+    pub fn committed_outputs(&self) -> BTreeMap<&str, &str> {
+        self.lock
+            .stages
+            .values()
+            .flat_map(|e| &e.outputs)
+            .filter(|(p, _)| is_committed(p))
+            .map(|(p, d)| (p.as_str(), d.as_str()))
+            .collect()
+    }
+
+    /// Files under the result folders that no stage wrote (the lock aside).
+    pub fn strays(&self) -> BTreeSet<&str> {
+        let known = self.committed_outputs();
+        self.files
+            .keys()
+            .map(String::as_str)
+            .filter(|p| *p != LOCK_FILE && !known.contains_key(p))
+            .collect()
+    }
+
+    /// The git sha the manifest names.
+    pub fn manifest_commit(&self) -> Option<String> {
+        self.manifest.as_ref()?["git"]["sha"]
+            .as_str()
+            .map(str::to_string)
+    }
+
+    /// The stage whose lock entry records `path` as an output.
+    pub fn writer_of(&self, path: &str) -> Option<&str> {
+        self.lock
+            .stages
+            .iter()
+            .find(|(_, e)| e.outputs.contains_key(path))
+            .map(|(name, _)| name.as_str())
+    }
+}
+
+/// The lock's entries of the stages pipeline.yaml has. A run drops the others when it next
+/// writes the lock; until then what they wrote counts as written by no stage.
+fn of_stages(project: &Project, mut lock: LockFile) -> LockFile {
+    lock.stages.retain(|name, _| project.stage(name).is_some());
+    lock
+}
+
+pub fn is_committed(path: &str) -> bool {
+    RESULT_DIRS.iter().any(|d| Path::new(path).starts_with(d))
+}
