@@ -12,9 +12,11 @@ the chain). PyTorch runs on fp16 copies of the same *dequantized* K and V:
 
 Timing follows repro exec (`--method`, default isolated): warm-up calls, then
   isolated  one call per sample between two events, queued behind a GPU sleep that outlasts
-            the host's enqueueing (checked per sample: the host must finish first, else the
-            sample is retaken with a longer sleep); the median of empty timed regions
-            (the events' own cost) is subtracted and recorded as `timer_overhead_us`
+            the host's enqueueing (checked per sample: once the host has queued the end
+            event, the start event must not have completed yet, else the sample is dropped
+            and retaken behind a sleep twice as long; `host_late_retakes` counts them); the
+            median of empty timed regions (the events' own cost) is subtracted and recorded
+            as `timer_overhead_us`
   graph     a batch of calls sized so a sample lasts >= 100 us, captured into a CUDA graph
             (falling back to batched calls between events), samples = elapsed / batch
 and the same statistics (type-7 percentiles, sample std, the order-statistic 95% CI of the
@@ -184,7 +186,8 @@ MAX_HOLD_US = 100_000.0
 
 
 def time_isolated(torch, fn, iters, flush, max_cv, max_time):
-    # GPU sleep cycles per microsecond, at the clocks the samples will run at.
+    # GPU sleep cycles per microsecond, at the clocks the samples will run at (a first
+    # guess for the hold's length only: whether a hold was long enough is checked per sample).
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
     torch.cuda._sleep(1_000_000)
@@ -193,28 +196,33 @@ def time_isolated(torch, fn, iters, flush, max_cv, max_time):
     cycles_per_us = 1_000_000 / max(a.elapsed_time(b) * 1000.0, 1e-3)
     hold_us = 50.0
     kernel, empty = [], []
+    late = 0
 
     def region(call):
-        """hold, start, [call], end, then wait: µs from start to end, once the host finished
-        enqueueing before the hold ended (so the events bracket GPU work only). Waiting
-        leaves the GPU idle before the next hold, as repro exec does."""
-        nonlocal hold_us
+        """hold, start, [call], end, then wait: µs from start to end. The sample counts only
+        if the GPU was still in the hold when the host had queued `end`: the host asks
+        whether `start` has completed (Event.query()) right after recording `end`. If it
+        has, the GPU reached the region while the host was still enqueueing, so the region
+        may hold host time: the sample is dropped and retaken behind a hold twice as long.
+        The check needs no clock: a GPU that boosts above the calibration's clock cannot
+        slip host time into a sample. Waiting leaves the GPU idle before the next hold, as
+        repro exec does."""
+        nonlocal hold_us, late
         while True:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            began = time.perf_counter()
             torch.cuda._sleep(int(hold_us * cycles_per_us))
             start.record()
             if call:
                 fn()
             end.record()
-            # Half the hold, a margin for a GPU clock above the calibration's.
-            enqueued_us = (time.perf_counter() - began) * 1e6
+            host_was_late = start.query()
             end.synchronize()
-            if enqueued_us < hold_us / 2:
+            if not host_was_late:
                 return start.elapsed_time(end) * 1000.0
+            late += 1
             if hold_us >= MAX_HOLD_US:
                 raise RuntimeError(f"the host needs over {MAX_HOLD_US / 1000:.0f} ms to enqueue one call")
-            hold_us *= 2  # the host was slower than the hold: retake the sample
+            hold_us *= 2
 
     def take_round():
         for _ in range(iters):
@@ -229,7 +237,8 @@ def time_isolated(torch, fn, iters, flush, max_cv, max_time):
 
     sample_adaptively(iters, max_cv, max_time, take_round, samples)
     overhead = round(summarize(empty)["p50_us"], 4)
-    return samples(), {"method": "isolated", "launches_per_sample": 1, "timer_overhead_us": overhead}
+    return samples(), {"method": "isolated", "launches_per_sample": 1, "timer_overhead_us": overhead,
+                       "host_late_retakes": late}
 
 
 def time_fn(torch, fn, method, warmup, iters, l2, max_cv, max_time):

@@ -6,9 +6,11 @@
 # script fits in one 10-minute device call); a step that does not fit is reported SKIPPED and
 # counts as a failure.  Exit status 0 only if every requested step passed.
 #
-# sanitize: memcheck, racecheck, synccheck over the shipped variants (incl. both warp-specialized
-# ones) and extra WS configs (NUM_STAGES=3, 2 producer warps, TILE_N=16, scalar P.V, no
-# cp.async), D=64 and D=128, shapes S=1, 17, 32, 100, 300 and D128 S=100.  A tool fails on a
+# sanitize: memcheck, racecheck, synccheck over every shipped variant of both kernels: sdpa_fp8.cu's
+# (incl. both warp-specialized ones, plus extra WS configs: NUM_STAGES=3, 2 producer warps,
+# TILE_N=16, scalar P.V, no cp.async; D=64 and D=128) and sdpa_fp8_mma.cu's (every mma-* variant
+# of pipeline.yaml, wgmma ones included, built for this GPU's architecture), shapes S=1, 17, 32,
+# 100, 300 (and D128 S=100).  A tool fails on a
 # non-zero exit, on any racecheck hazard (error *or* warning) in its log, or when the checked
 # program itself did not finish with ALL OK.
 #
@@ -79,30 +81,36 @@ if want sanitize; then
   if grep -q -- "--racecheck-report" <<<"$CSHELP"; then RC_OPTS="$RC_OPTS --racecheck-report all"; fi
   if grep -q -- "--racecheck-detect-level" <<<"$CSHELP"; then RC_OPTS="$RC_OPTS --racecheck-detect-level warn"; fi
   echo "compute-sanitizer: $($CS --version 2>&1 | tail -1); racecheck options:$RC_OPTS" | tee "$OUTDIR/sanitize_summary.txt"
-  for tool in memcheck racecheck synccheck; do
-    echo "=== compute-sanitizer --tool $tool (shipped incl. stage5-ws-p1/p2 + 6 odd configs, D=64 and D=128 twins; S=1, 17, 32, 100, 300, D128 S=100) ==="
-    extra=""; [ $tool = racecheck ] && extra="$RC_OPTS"
+  # sanitize_one TOOL FAMILY ARGS...: one compute-sanitizer pass of check_variants.py; its verdict.
+  sanitize_one() {
+    local tool=$1 family=$2; shift 2
+    local log="$OUTDIR/sanitize_${tool}_${family}.log" extra="" t r=0 bad=""
+    [ $tool = racecheck ] && extra="$RC_OPTS"
     t=$(step_timeout ${SAN_TIMEOUT:-150})
-    if [ $t -eq 0 ]; then echo "$tool SKIPPED (deadline)"; rc=1; continue; fi
-    r=0
-    timeout $t $CS --tool $tool $extra --error-exitcode 9 \
-      $CV --set shipped --d128 --shapes sanitize --seeds 0 --no-reference-check \
+    if [ $t -eq 0 ]; then echo "$tool $family SKIPPED (deadline)" | tee -a "$OUTDIR/sanitize_summary.txt"; rc=1; return; fi
+    timeout $t $CS --tool $tool $extra --error-exitcode 9 $CV "$@" --shapes sanitize --seeds 0 --no-reference-check \
+      > "$log" 2>&1 || r=$?
+    [ $r -ne 0 ] && bad="$bad exit=$r"
+    grep -q "^ALL OK" "$log" || bad="$bad no-ALL-OK"
+    grep -qE "ERROR SUMMARY: [1-9]" "$log" && bad="$bad errors"
+    grep -qiE "RACECHECK SUMMARY: [1-9]|hazard detected|Race reported" "$log" && bad="$bad hazards"
+    if [ -n "$bad" ]; then verdict="$tool $family FAIL:$bad"; rc=1; else verdict="$tool $family clean (exit 0, no errors, no hazards, ALL OK)"; fi
+    echo "$verdict" | tee -a "$OUTDIR/sanitize_summary.txt"
+    { grep -E "^(stage|m[0-9]|mma|  )|checked" "$log" | grep -E "sm_|checked" | head -40
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard|ALL OK|FAIL" "$log" | sort | uniq -c | sort -rn | head -12; } \
+      | tee -a "$OUTDIR/sanitize_summary.txt" || true
+  }
+  for tool in memcheck racecheck synccheck; do
+    echo "=== compute-sanitizer --tool $tool: sdpa_fp8.cu (shipped incl. stage5-ws-p1/p2 + 6 odd configs, D=64 and D=128 twins), then sdpa_fp8_mma.cu (every shipped mma-* variant); S=1, 17, 32, 100, 300 (D128 S=100) ===" \
+      | tee -a "$OUTDIR/sanitize_summary.txt"
+    sanitize_one $tool sdpa_fp8 --set shipped --d128 \
       --defines "USE_WARP_SPECIALIZATION=1 USE_CP_ASYNC=0 NUM_STAGES=3" \
       --defines "USE_WARP_SPECIALIZATION=1 NUM_STAGES=3 NUM_PRODUCER_WARPS=2" \
       --defines "TILE_M=16 TILE_N=16 NUM_WARPS=8 USE_WARP_SPECIALIZATION=1 NUM_PRODUCER_WARPS=2" \
       --defines "TILE_N=64 USE_WARP_SPECIALIZATION=1 USE_WMMA_PV=0" \
       --defines "TILE_M=64 NUM_WARPS=2 USE_WARP_SPECIALIZATION=1 USE_CP_ASYNC=0 NUM_PRODUCER_WARPS=2" \
-      --defines "TILE_M=128 NUM_WARPS=8 USE_WMMA_PV=0 NUM_STAGES=3" \
-      > "$OUTDIR/sanitize_$tool.log" 2>&1 || r=$?
-    bad=""
-    [ $r -ne 0 ] && bad="$bad exit=$r"
-    grep -q "^ALL OK" "$OUTDIR/sanitize_$tool.log" || bad="$bad no-ALL-OK"
-    grep -qE "ERROR SUMMARY: [1-9]" "$OUTDIR/sanitize_$tool.log" && bad="$bad errors"
-    grep -qiE "RACECHECK SUMMARY: [1-9]|hazard detected|Race reported" "$OUTDIR/sanitize_$tool.log" && bad="$bad hazards"
-    if [ -n "$bad" ]; then verdict="$tool FAIL:$bad"; rc=1; else verdict="$tool clean (exit 0, no errors, no hazards, ALL OK)"; fi
-    echo "$verdict" | tee -a "$OUTDIR/sanitize_summary.txt"
-    { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard|ALL OK|FAIL" "$OUTDIR/sanitize_$tool.log" | sort | uniq -c | sort -rn | head -12; } \
-      | tee -a "$OUTDIR/sanitize_summary.txt" || true
+      --defines "TILE_M=128 NUM_WARPS=8 USE_WMMA_PV=0 NUM_STAGES=3"
+    sanitize_one $tool mma --kernel mma --set shipped
   done
   if [ -f "$OUTDIR/sanitize_summary.txt" ]; then evidence kernel_sanitize sanitize "$OUTDIR/sanitize_summary.txt"; fi
 fi
