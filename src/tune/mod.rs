@@ -8,5 +8,6 @@
 pub mod expr;
 pub mod memo;
 pub mod options;
+pub mod proposer;
 pub mod search;
 pub mod space;

@@ -105,6 +105,11 @@ pub trait Proposer {
     /// most `view.max`. A proposer that fails returns none, after saying why its own way:
     /// the generation is then filled from the define space.
     fn propose(&mut self, view: &View) -> Vec<Proposed>;
+
+    /// One line on what it did over the search, for the stage's summary.
+    fn summary(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A finished trial.
@@ -187,13 +192,13 @@ pub fn run(
 }
 
 /// [`run`], with the sources `proposer` adds to each generation from the second on.
-pub fn run_with(
+pub fn run_with<'p>(
     space: &Space,
     settings: &Settings,
     objective: &mut dyn Objective,
     memo: &mut Memo,
     observer: &mut dyn FnMut(Progress),
-    mut proposer: Option<&mut dyn Proposer>,
+    mut proposer: Option<&mut (dyn Proposer + 'p)>,
 ) -> anyhow::Result<Outcome> {
     if settings.population == 0 || settings.elite == 0 {
         bail!("population and elite must be at least 1");
@@ -445,7 +450,7 @@ impl State<'_> {
     /// source and configuration) is dropped.
     fn take_proposals(
         &mut self,
-        proposer: &mut dyn Proposer,
+        proposer: &mut (dyn Proposer + '_),
         generation: u32,
         max: usize,
     ) -> Vec<Planned> {

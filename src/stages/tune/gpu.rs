@@ -14,8 +14,9 @@ use crate::stages::gpu_nodes::OneGpuModel;
 use crate::stages::slots::run_on_slots;
 use crate::toolchain::Toolchain;
 use crate::tune::memo::Evaluation;
+use crate::tune::proposer::store::include_flags;
 use crate::tune::search::{Candidate, Objective};
-use crate::tune::space::{show, Config};
+use crate::tune::space::show;
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -56,22 +57,33 @@ pub(super) struct GpuBackend<'a> {
 }
 
 impl GpuBackend<'_> {
-    fn request(&self, config: &Config) -> CompileRequest {
+    /// A trial's compile: its source (the kernel's own, or a proposed one that includes the
+    /// kernel's headers through `-I`) with the base defines overridden by its configuration.
+    fn request(&self, c: &Candidate) -> CompileRequest {
         let mut defines = self.base_defines.clone();
-        for (k, v) in config {
+        for (k, v) in &c.config {
             defines.insert(k.clone(), v.to_string());
         }
+        let kernel = PathBuf::from(&self.kernel.source);
+        let mut flags = self.kernel.flags.clone();
+        let source = match &c.source {
+            Some(proposed) => {
+                flags.extend(include_flags(&kernel));
+                proposed.path.clone()
+            }
+            None => kernel,
+        };
         CompileRequest {
-            source: PathBuf::from(&self.kernel.source),
+            source,
             entry: self.kernel.entry.clone(),
             defines,
             arch: self.arch.clone(),
-            flags: self.kernel.flags.clone(),
+            flags,
         }
     }
 
-    fn compile(&self, configs: &[&Config]) -> anyhow::Result<Vec<CompileOutput>> {
-        let reqs: Vec<CompileRequest> = configs.iter().map(|c| self.request(c)).collect();
+    fn compile(&self, batch: &[Candidate]) -> anyhow::Result<Vec<CompileOutput>> {
+        let reqs: Vec<CompileRequest> = batch.iter().map(|c| self.request(c)).collect();
         let outs = compile::compile_many(
             self.executor,
             self.cancel,
@@ -201,8 +213,7 @@ impl Objective for GpuBackend<'_> {
         batch: &[Candidate],
         done: &mut dyn FnMut(usize, Evaluation),
     ) -> anyhow::Result<()> {
-        let configs: Vec<&Config> = batch.iter().map(|c| &c.config).collect();
-        let outs = self.compile(&configs)?;
+        let outs = self.compile(batch)?;
         let mut survivors = Vec::new();
         for (i, out) in outs.iter().enumerate() {
             match compile_gates(out, &self.kernel.entry, self.gates.as_ref()) {
@@ -242,16 +253,16 @@ impl Backend for GpuBackend<'_> {
         Some(self.tc.version.clone())
     }
 
-    fn cubins(&mut self, configs: &[Config]) -> anyhow::Result<Vec<PathBuf>> {
-        let refs: Vec<&Config> = configs.iter().collect();
-        self.compile(&refs)?
+    fn cubins(&mut self, elite: &[Candidate]) -> anyhow::Result<Vec<PathBuf>> {
+        self.compile(elite)?
             .into_iter()
-            .zip(configs)
+            .zip(elite)
             .map(|(out, c)| {
                 out.cubin.filter(|_| out.ok).with_context(|| {
                     format!(
-                        "cannot rebuild the elite configuration {}: {}",
-                        show(c),
+                        "cannot rebuild the elite trial {} ({}): {}",
+                        c.trial,
+                        show(&c.config),
                         out.error.unwrap_or_default()
                     )
                 })

@@ -371,10 +371,10 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
         .iter()
         .all(|c| c.contains(" --entry k ") && c.contains("-f pipeline.yaml exec --cubin ")));
 
-    let elite: Vec<Config> = outcome
+    let elite: Vec<crate::tune::search::Candidate> = outcome
         .elite
         .iter()
-        .map(|&i| outcome.trials[i].candidate.config.clone())
+        .map(|&i| outcome.trials[i].candidate.clone())
         .collect();
     let cubins = backend.cubins(&elite).unwrap();
     assert_eq!(cubins.len(), 3);

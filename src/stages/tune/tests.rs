@@ -103,13 +103,13 @@ impl Objective for Fake {
 }
 
 impl Backend for Fake {
-    fn cubins(&mut self, configs: &[Config]) -> anyhow::Result<Vec<PathBuf>> {
-        configs
+    fn cubins(&mut self, elite: &[Candidate]) -> anyhow::Result<Vec<PathBuf>> {
+        elite
             .iter()
             .enumerate()
             .map(|(i, c)| {
                 let path = self.dir.join(format!("{i}.cubin"));
-                std::fs::write(&path, show(c))?;
+                std::fs::write(&path, show(&c.config))?;
                 Ok(path)
             })
             .collect()
@@ -144,6 +144,7 @@ fn run(
             progress: &progress,
             log: &mut log,
         },
+        None,
     )
     .unwrap();
     (outcome, lines.into_inner(), String::from_utf8(log).unwrap())
@@ -174,7 +175,7 @@ fn writes_the_log_the_elite_and_their_cubins() {
 
     let text = std::fs::read_to_string(staging.join("artifacts/tune/tune_log.csv")).unwrap();
     assert!(text.starts_with(
-        "trial,generation,timestamp,config,status,registers,spill_bytes,max_abs_err,max_err_over_ref_std,p50_us,correctness_pass,note\n"
+        "trial,generation,timestamp,config,status,registers,spill_bytes,max_abs_err,max_err_over_ref_std,p50_us,correctness_pass,note,parents,source,patch\n"
     ));
     let rows = read_csv(&staging.join("artifacts/tune/tune_log.csv"));
     assert_eq!(rows.len(), 24);
