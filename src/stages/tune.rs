@@ -350,6 +350,7 @@ fn command_proposer<'a>(
         run: spec.run.clone(),
         argv: spec.argv(ctx.repro_exe),
         timeout: spec.timeout,
+        candidates: spec.candidates(o.population) as usize,
         model: crate::tune::proposer::model_from_env(),
         executor: ctx.executor,
         cancel: ctx.cancel,
@@ -413,5 +414,7 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod gpu_tests;
+#[cfg(test)]
+mod proposer_tests;
 #[cfg(test)]
 mod tests;

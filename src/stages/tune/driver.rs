@@ -8,6 +8,7 @@ use crate::schema::{EliteEntry, LineageStep};
 use crate::tune::memo::Memo;
 use crate::tune::options::TuneOptions;
 use crate::tune::proposer::lineage::lineage;
+use crate::tune::proposer::run::PROPOSAL_ERROR;
 use crate::tune::proposer::store::{short, SourceStore};
 use crate::tune::search::{
     self, Candidate, Objective, Outcome, Progress, Proposer, Settings, Trial,
@@ -225,7 +226,16 @@ fn status_counts(trials: &[Trial]) -> String {
 }
 
 fn summary_line(outcome: &Outcome, wall: Duration, space: usize) -> String {
-    let evaluated = outcome.trials.iter().filter(|t| !t.cached).count();
+    let unmade = outcome
+        .trials
+        .iter()
+        .filter(|t| t.evaluation.status == PROPOSAL_ERROR)
+        .count();
+    let evaluated = outcome.trials.iter().filter(|t| !t.cached).count() - unmade;
+    let unmade = match unmade {
+        0 => String::new(),
+        n => format!(", {n} proposals that never became a source"),
+    };
     let best = match outcome.best() {
         Some(b) => format!(
             "best {:.2} µs at trial {} {}",
@@ -236,9 +246,9 @@ fn summary_line(outcome: &Outcome, wall: Duration, space: usize) -> String {
         None => "no configuration passed".into(),
     };
     format!(
-        "tune: {} trials of {space} configurations ({evaluated} evaluated, {} from the memo) in {:.1} s; {}; {best}",
+        "tune: {} trials of {space} configurations ({evaluated} evaluated, {} from the memo{unmade}) in {:.1} s; {}; {best}",
         outcome.trials.len(),
-        outcome.trials.len() - evaluated,
+        outcome.trials.iter().filter(|t| t.cached).count(),
         wall.as_secs_f64(),
         status_counts(&outcome.trials)
     )

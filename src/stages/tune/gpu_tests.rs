@@ -11,7 +11,6 @@ use crate::schema::EntryResources;
 use crate::stages::build::compile::CompileOutput;
 use crate::stages::gpu_nodes::OneGpuModel;
 use crate::tune::search::Trial;
-use crate::tune::space::Config;
 
 fn output(ok: bool, registers: u32, spill: u64) -> CompileOutput {
     CompileOutput {

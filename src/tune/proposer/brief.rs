@@ -225,3 +225,29 @@ pub fn earlier_profiles(root: &std::path::Path) -> Profiles {
     }
     out
 }
+
+/// A proposer's side: the brief from the file `$REPRO_BRIEF`, else from stdin.
+pub fn read() -> anyhow::Result<Brief> {
+    use anyhow::Context;
+    use std::io::Read;
+    let (text, from) = match std::env::var_os(super::BRIEF_ENV) {
+        Some(path) => (
+            std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read the brief {}", path.to_string_lossy()))?,
+            path.to_string_lossy().into_owned(),
+        ),
+        None => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("cannot read the brief from stdin")?;
+            (text, "stdin".into())
+        }
+    };
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{from} is not a repro brief (version {VERSION}; set ${} or pipe one on stdin)",
+            super::BRIEF_ENV
+        )
+    })
+}

@@ -38,6 +38,8 @@ pub struct CommandProposer<'a> {
     /// As run (`repro` resolved to this binary).
     pub argv: Vec<String>,
     pub timeout: Duration,
+    /// The most candidates it is asked for per generation (`candidates:`).
+    pub candidates: usize,
     /// `$REPRO_PROPOSER_MODEL`, part of the answer cache's key.
     pub model: Option<String>,
     pub executor: &'a dyn Executor,
@@ -96,6 +98,10 @@ struct Kept {
 impl Proposer for CommandProposer<'_> {
     fn propose(&mut self, view: &View) -> Vec<Proposed> {
         let g = view.generation;
+        let view = &View {
+            max: view.max.min(self.candidates),
+            ..*view
+        };
         match self.answer(view) {
             Ok(Some((answer, answered))) => {
                 let out: Vec<Proposed> = answer

@@ -29,6 +29,9 @@ pub fn short(digest: &str) -> &str {
 pub fn apply(base: &str, patch: &str) -> Result<String, String> {
     let parsed =
         diffy::Patch::from_str(patch).map_err(|e| format!("the patch does not parse: {e}"))?;
+    if parsed.hunks().is_empty() {
+        return Err("the patch does not parse: it has no hunks (expected a unified diff: `---`, `+++` and `@@` lines)".into());
+    }
     diffy::apply(base, &parsed).map_err(|e| format!("the patch does not apply: {e}"))
 }
 
@@ -141,8 +144,10 @@ mod tests {
         assert_eq!(apply(&shifted, &patch).unwrap(), format!("x\ny\n{new}"));
         let e = apply(&BASE.replace("c\n", "C\n"), &patch).unwrap_err();
         assert_eq!(e, "the patch does not apply: error applying hunk #1");
-        let e = apply(BASE, "@@ nonsense @@\n+x\n").unwrap_err();
-        assert!(e.starts_with("the patch does not parse: "), "{e}");
+        for junk in ["@@ nonsense @@\n+x\n", "junk"] {
+            let e = apply(BASE, junk).unwrap_err();
+            assert!(e.starts_with("the patch does not parse: "), "{e}");
+        }
     }
 
     #[test]
