@@ -8,8 +8,9 @@
 # kernels/ (with kernels/proposals/) and benches/evolve/pipeline.yaml. Builds, runs the tune
 # with the scripted proposer (`repro tune`, timed), then the same tune again with --force
 # (every trial must come from the memo and every answer from the cache: nothing measured
-# twice), then the summarize stage. Leaves in OUT_DIR: tune.log, rerun.log, tune_log.csv,
-# topk.json, summary.md, the elite's proposals/*.patch, and
+# twice), then the summarize stage. Leaves in OUT_DIR: tune.log, rerun.log (what repro
+# printed), evo-tune.log (the stage's log: every trial, the proposer's lines, the summaries),
+# tune_log.csv, topk.json, summary.md, the elite's proposals/*.patch, and
 # benches/results/tune_evolve.md (header naming the command, device, date and commit; the
 # trials and the best trial's lineage). Exit 1 when a step fails or the rerun measured
 # anything.
@@ -31,15 +32,21 @@ cd "$proj"
 failures=0
 "$repro" --quiet stage build > "$out/build.log" 2>&1 || { echo "build failed: see $out/build.log" >&2; exit 1; }
 t0=$(date +%s.%N)
+stage_log=.repro/logs/evo-tune.log
 "$repro" tune > "$out/tune.log" 2>&1 || { echo "repro tune failed: see $out/tune.log" >&2; failures=$((failures + 1)); }
 t1=$(date +%s.%N)
+# The summary lines of the run just made: the stage log's last `tune:` and `proposer:` lines.
+summary() { grep -E "^(tune:|proposer: [0-9]|warning: proposer)" "$stage_log" | tail -n "$1"; }
+first=$(summary 2)
 "$repro" tune --force > "$out/rerun.log" 2>&1 || { echo "repro tune --force failed: see $out/rerun.log" >&2; failures=$((failures + 1)); }
+rerun=$(summary 2)
+cp "$stage_log" "$out/evo-tune.log"
 "$repro" --quiet stage summarize > "$out/summarize.log" 2>&1 || { echo "summarize failed: see $out/summarize.log" >&2; failures=$((failures + 1)); }
 cp artifacts/tune/tune_log.csv artifacts/tune/topk.json "$out/"
 cp reports/summary.md "$out/" 2>/dev/null || true
 if [ -d artifacts/tune/proposals ]; then cp artifacts/tune/proposals/*.patch "$out/"; fi
-if ! grep -q "(0 evaluated, " "$out/rerun.log"; then
-    echo "the rerun measured trials again (see $out/rerun.log)" >&2
+if ! grep -q "(0 evaluated, " <<< "$rerun" || ! grep -q "proposer: 0 call(s)" <<< "$rerun"; then
+    echo "the rerun measured trials or asked the proposer again (see $out/evo-tune.log)" >&2
     failures=$((failures + 1))
 fi
 
@@ -52,9 +59,9 @@ fi
     echo "Wall time of \`repro tune\`: $(awk "BEGIN{printf \"%.0f\", $t1 - $t0}") s."
     echo
     echo '```text'
-    grep -E "^(tune:|proposer:|warning: proposer)" "$out/tune.log" || true
+    echo "$first"
     echo "rerun (--force):"
-    grep -E "^(tune:|proposer:)" "$out/rerun.log" || true
+    echo "$rerun"
     echo '```'
     echo
     echo "Trials (artifacts/tune/tune_log.csv):"
