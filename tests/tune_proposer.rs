@@ -10,7 +10,7 @@ use repro::stages::tune::{tune_and_write, Backend, Reporter, Sources};
 use repro::tune::memo::{Evaluation, Memo};
 use repro::tune::options::TuneOptions;
 use repro::tune::proposer::brief::KernelBrief;
-use repro::tune::proposer::run::CommandProposer;
+use repro::tune::proposer::run::{CommandProposer, Host};
 use repro::tune::proposer::store::SourceStore;
 use repro::tune::search::{Candidate, Objective, Settings};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -224,29 +224,28 @@ fn the_openai_proposer_against_a_stub_never_leaks_the_key() {
     std::fs::create_dir_all(log_path.parent().unwrap()).unwrap();
     let printed = Mutex::new(Vec::<String>::new());
     let say = |l: &str| printed.lock().unwrap().push(l.to_string());
-    let mut proposer = CommandProposer {
-        run: spec.run.clone(),
-        argv: spec.argv(Path::new(env!("CARGO_BIN_EXE_repro"))),
-        timeout: spec.timeout,
-        candidates: spec.candidates(o.population) as usize,
-        model: repro::tune::proposer::model_from_env(),
+    let host = Host {
         executor: &executor,
         cancel: &cancel,
         root,
-        store: store.clone(),
-        kernel: KernelBrief {
-            name: o.kernel.clone(),
-            path: "kernels/k.cu".into(),
-            entry: "f".into(),
-            base_defines: o.base_defines.clone(),
-            source: KERNEL.into(),
-        },
-        objective: "lower is better".into(),
-        profiles: Default::default(),
-        secrets: repro::tune::proposer::secrets_from_env(),
+        repro_exe: Path::new(env!("CARGO_BIN_EXE_repro")),
         say: &say,
-        stats: Default::default(),
     };
+    let kernel = KernelBrief {
+        name: o.kernel.clone(),
+        path: "kernels/k.cu".into(),
+        entry: "f".into(),
+        base_defines: o.base_defines.clone(),
+        source: KERNEL.into(),
+    };
+    let mut proposer = CommandProposer::new(
+        &spec,
+        o.population,
+        host,
+        store.clone(),
+        kernel,
+        "lower is better".into(),
+    );
     let mut memo = Memo::open(
         &root.join(".repro/cache/tune"),
         &serde_json::json!({"t": 1}),

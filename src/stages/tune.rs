@@ -19,8 +19,8 @@ use crate::stages::build::{arch, cubin_path, sources};
 use crate::stages::gpu_nodes::{self, OneGpuModel};
 use crate::tune::memo::Memo;
 use crate::tune::options::TuneOptions;
-use crate::tune::proposer::brief::{earlier_profiles, KernelBrief};
-use crate::tune::proposer::run::CommandProposer;
+use crate::tune::proposer::brief::KernelBrief;
+use crate::tune::proposer::run::{CommandProposer, Host};
 use crate::tune::proposer::store::SourceStore;
 use crate::tune::proposer::ProposerSpec;
 use crate::tune::search::Settings;
@@ -346,29 +346,21 @@ fn command_proposer<'a>(
         serde_json::to_string(&ctx.pipeline.gates.ptxas).unwrap_or_default(),
         o.check_shapes.join(", ")
     );
-    CommandProposer {
-        run: spec.run.clone(),
-        argv: spec.argv(ctx.repro_exe),
-        timeout: spec.timeout,
-        candidates: spec.candidates(o.population) as usize,
-        model: crate::tune::proposer::model_from_env(),
+    let host = Host {
         executor: ctx.executor,
         cancel: ctx.cancel,
         root: ctx.root,
-        store: store.clone(),
-        kernel: KernelBrief {
-            name: o.kernel.clone(),
-            path: kernel.source.clone(),
-            entry: kernel.entry.clone(),
-            base_defines: o.base_defines.clone(),
-            source: store.base().to_string(),
-        },
-        objective,
-        profiles: earlier_profiles(ctx.root),
-        secrets: crate::tune::proposer::secrets_from_env(),
+        repro_exe: ctx.repro_exe,
         say,
-        stats: Default::default(),
-    }
+    };
+    let brief = KernelBrief {
+        name: o.kernel.clone(),
+        path: kernel.source.clone(),
+        entry: kernel.entry.clone(),
+        base_defines: o.base_defines.clone(),
+        source: store.base().to_string(),
+    };
+    CommandProposer::new(spec, o.population, host, store.clone(), brief, objective)
 }
 
 /// Append one line to the stage's log (a log that cannot be written loses only the line).

@@ -64,38 +64,35 @@ fn steps(lineage: &[LineageStep]) -> Vec<LineageRow> {
     rows
 }
 
-/// `A 1 → 2, B = 3` for what differs from `from` to `to`.
-fn config_changes(from: &BTreeMap<String, i64>, to: &BTreeMap<String, i64>) -> String {
+/// `A 1 → 2, B = 3` for what differs from `from` to `to`; `same` when nothing does.
+fn changes<F: PartialEq + std::fmt::Display, T: std::fmt::Display>(
+    from: &BTreeMap<String, F>,
+    to: &BTreeMap<String, T>,
+    same: &str,
+    as_from: impl Fn(&T) -> F,
+) -> String {
     let text: Vec<String> = to
         .iter()
-        .filter(|(k, v)| from.get(*k) != Some(v))
+        .filter(|(k, v)| from.get(*k) != Some(&as_from(v)))
         .map(|(k, v)| match from.get(k) {
             Some(old) => format!("{k} {old} → {v}"),
             None => format!("{k} = {v}"),
         })
         .collect();
     if text.is_empty() {
-        "unchanged".into()
+        same.into()
     } else {
         text.join(", ")
     }
 }
 
+fn config_changes(from: &BTreeMap<String, i64>, to: &BTreeMap<String, i64>) -> String {
+    changes(from, to, "unchanged", |v| *v)
+}
+
 /// The trial's defines against the base variant's.
 fn define_changes(base: &BTreeMap<String, String>, config: &BTreeMap<String, i64>) -> String {
-    let text: Vec<String> = config
-        .iter()
-        .filter(|(k, v)| base.get(*k) != Some(&v.to_string()))
-        .map(|(k, v)| match base.get(k) {
-            Some(old) => format!("{k} {old} → {v}"),
-            None => format!("{k} = {v}"),
-        })
-        .collect();
-    if text.is_empty() {
-        "no define changed".into()
-    } else {
-        text.join(", ")
-    }
+    changes(base, config, "no define changed", i64::to_string)
 }
 
 /// Elite entries whose diff file the report shows.

@@ -7,7 +7,7 @@ use crate::engine::StageOutcome;
 use crate::schema::{EliteEntry, LineageStep};
 use crate::tune::memo::Memo;
 use crate::tune::options::TuneOptions;
-use crate::tune::proposer::lineage::lineage;
+use crate::tune::proposer::lineage::{lineage, Origin};
 use crate::tune::proposer::run::PROPOSAL_ERROR;
 use crate::tune::proposer::store::{short, SourceStore};
 use crate::tune::search::{
@@ -161,22 +161,15 @@ pub fn tune_and_write(
 /// One trial of an elite member's lineage, as `topk.json` records it.
 fn lineage_step(t: &Trial) -> LineageStep {
     let c = &t.candidate;
+    let origin = Origin::of(c);
     LineageStep {
         trial: c.trial,
         generation: c.generation,
         parents: c.parents.clone(),
         config: c.config.clone(),
-        source: c.source.as_ref().map(|s| short(&s.digest).to_string()),
-        patch: c
-            .proposal
-            .as_ref()
-            .and_then(|p| p.patch.as_deref())
-            .map(|p| short(p).to_string()),
-        note: c
-            .proposal
-            .as_ref()
-            .map(|p| p.note.clone())
-            .unwrap_or_default(),
+        source: origin.source,
+        patch: origin.patch,
+        note: origin.note,
         status: t.evaluation.status.clone(),
         p50_us: t.evaluation.score,
     }

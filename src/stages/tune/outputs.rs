@@ -3,6 +3,7 @@
 
 use super::OUT_DIR;
 use crate::schema::{EliteEntry, TuneTrial};
+use crate::tune::proposer::lineage::Origin;
 use crate::tune::proposer::store::{short, SourceStore};
 use crate::tune::search::{Outcome, Trial};
 use crate::tune::space::{show, Config};
@@ -146,9 +147,10 @@ pub(super) fn write_trials(path: &Path, trials: &[Trial]) -> anyhow::Result<()> 
     for t in trials {
         let e = &t.evaluation;
         let c = &t.candidate;
+        let origin = Origin::of(c);
         let mut note = e.note.clone();
-        if let Some(p) = c.proposal.as_ref().filter(|p| !p.note.is_empty()) {
-            note = format!("proposed: {}; {note}", p.note);
+        if !origin.note.is_empty() {
+            note = format!("proposed: {}; {note}", origin.note);
         }
         let parents: Vec<String> = c.parents.iter().map(u32::to_string).collect();
         let parents = parents.join("+");
@@ -172,17 +174,8 @@ pub(super) fn write_trials(path: &Path, trials: &[Trial]) -> anyhow::Result<()> 
             correctness_pass: e.correctness_pass,
             note: note.trim().trim_end_matches(';').trim().to_string(),
             parents,
-            source: c
-                .source
-                .as_ref()
-                .map(|s| short(&s.digest).to_string())
-                .unwrap_or_default(),
-            patch: c
-                .proposal
-                .as_ref()
-                .and_then(|p| p.patch.as_deref())
-                .map(|p| short(p).to_string())
-                .unwrap_or_default(),
+            source: origin.source.unwrap_or_default(),
+            patch: origin.patch.unwrap_or_default(),
         })?;
     }
     w.flush()?;

@@ -9,8 +9,9 @@ use crate::executor::local::LocalExecutor;
 use crate::executor::CancelFlag;
 use crate::schema::EliteEntry;
 use crate::tune::proposer::brief::{Brief, KernelBrief};
-use crate::tune::proposer::run::CommandProposer;
+use crate::tune::proposer::run::{CommandProposer, Host};
 use crate::tune::proposer::store::{self as store, SourceStore};
+use crate::tune::proposer::ProposerSpec;
 use std::time::Duration;
 
 const KERNEL: &str = "// kernel\nint x;\n";
@@ -70,30 +71,33 @@ impl Project {
         let say = |l: &str| lines.borrow_mut().push(l.to_string());
         let executor = LocalExecutor::new();
         let cancel = CancelFlag::default();
-        let argv = vec![root.join("proposer.sh").display().to_string()];
-        let mut proposer = CommandProposer {
-            run: vec!["./proposer.sh".into()],
-            argv,
+        let spec = ProposerSpec {
+            run: vec![root.join("proposer.sh").display().to_string()],
+            candidates: Some(3),
             timeout,
-            candidates: 3,
-            model: None,
+        };
+        let host = Host {
             executor: &executor,
             cancel: &cancel,
             root,
-            store: store.clone(),
-            kernel: KernelBrief {
-                name: "sdpa_fp8".into(),
-                path: "kernels/sdpa_fp8.cu".into(),
-                entry: "sdpa_fp8_fwd".into(),
-                base_defines: o.base_defines.clone(),
-                source: KERNEL.into(),
-            },
-            objective: "lower is better".into(),
-            profiles: Default::default(),
-            secrets: vec![],
+            repro_exe: Path::new("repro"),
             say: &say,
-            stats: Default::default(),
         };
+        let kernel = KernelBrief {
+            name: "sdpa_fp8".into(),
+            path: "kernels/sdpa_fp8.cu".into(),
+            entry: "sdpa_fp8_fwd".into(),
+            base_defines: o.base_defines.clone(),
+            source: KERNEL.into(),
+        };
+        let mut proposer = CommandProposer::new(
+            &spec,
+            o.population,
+            host,
+            store.clone(),
+            kernel,
+            "lower is better".into(),
+        );
         let mut fake = Fake {
             dir: root.to_path_buf(),
             evaluated: 0,

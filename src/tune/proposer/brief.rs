@@ -4,7 +4,7 @@
 //! failures of recent children with their reasons, and every earlier proposal. It holds no
 //! timestamps: the same search state gives the same brief, byte for byte.
 
-use super::lineage::lineage;
+use super::lineage::{lineage, Origin};
 use super::store::{short, SourceStore};
 use crate::tune::search::{Trial, View};
 use crate::tune::space::Config;
@@ -96,22 +96,15 @@ impl TrialBrief {
     pub fn of(t: &Trial) -> TrialBrief {
         let c = &t.candidate;
         let e = &t.evaluation;
+        let origin = Origin::of(c);
         TrialBrief {
             trial: c.trial,
             generation: c.generation,
             parents: c.parents.clone(),
             config: c.config.clone(),
-            source: c.source.as_ref().map(|s| short(&s.digest).to_string()),
-            patch: c
-                .proposal
-                .as_ref()
-                .and_then(|p| p.patch.as_deref())
-                .map(|p| short(p).to_string()),
-            note: c
-                .proposal
-                .as_ref()
-                .map(|p| p.note.clone())
-                .unwrap_or_default(),
+            source: origin.source,
+            patch: origin.patch,
+            note: origin.note,
             status: e.status.clone(),
             p50_us: e.score,
             reason: e.note.chars().take(REASON_CHARS).collect(),

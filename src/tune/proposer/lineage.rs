@@ -1,7 +1,32 @@
 //! A trial's ancestry: the chain of first parents back to a trial with none (a random
 //! sample of the define space, or a proposal that named no parent).
 
-use crate::tune::search::Trial;
+use super::store::short;
+use crate::tune::search::{Candidate, Trial};
+
+/// How artifacts and briefs name where a trial came from.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Origin {
+    /// The short digest of its proposed source; `None`: the kernel's own.
+    pub source: Option<String>,
+    /// The short digest of the patch a proposer sent to make it.
+    pub patch: Option<String>,
+    /// The proposer's note (empty unless a proposer made it).
+    pub note: String,
+}
+
+impl Origin {
+    pub fn of(c: &Candidate) -> Origin {
+        let proposal = c.proposal.as_ref();
+        Origin {
+            source: c.source.as_ref().map(|s| short(&s.digest).to_string()),
+            patch: proposal
+                .and_then(|p| p.patch.as_deref())
+                .map(|p| short(p).to_string()),
+            note: proposal.map(|p| p.note.clone()).unwrap_or_default(),
+        }
+    }
+}
 
 /// Indices into `trials` (trial order, as the search keeps them) of the ancestors of
 /// `trials[index]` through first parents, oldest first, ending with `index` itself.

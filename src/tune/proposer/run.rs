@@ -11,10 +11,10 @@
 //! sources, finds their trials in the memo and measures nothing again.
 
 use super::answer::{Answer, CandidateAnswer};
-use super::brief::{self, KernelBrief, Profiles, Setting};
+use super::brief::{self, earlier_profiles, KernelBrief, Profiles, Setting};
 use super::lineage::position;
 use super::store::{self, short, SourceStore};
-use super::{redact, BRIEF_ENV};
+use super::{model_from_env, redact, secrets_from_env, ProposerSpec, BRIEF_ENV};
 use crate::executor::{CancelFlag, Executor, ExitKind, Job};
 use crate::tune::search::{Proposal, Proposed, Proposer, View};
 use crate::tune::space::{show, Config};
@@ -54,6 +54,50 @@ pub struct CommandProposer<'a> {
     /// A progress line (the stage's live line and its log).
     pub say: &'a dyn Fn(&str),
     pub stats: Stats,
+}
+
+/// Where a proposer runs.
+pub struct Host<'a> {
+    pub executor: &'a dyn Executor,
+    pub cancel: &'a CancelFlag,
+    /// The project root: the command's working folder.
+    pub root: &'a Path,
+    /// The running repro binary, for a command that starts with `repro`.
+    pub repro_exe: &'a Path,
+    /// A progress line (the stage's live line and its log).
+    pub say: &'a dyn Fn(&str),
+}
+
+impl<'a> CommandProposer<'a> {
+    /// The proposer `spec` of a tune of `population` candidates per generation: the model
+    /// and the secrets to strip from the environment, an earlier run's profiles of its
+    /// elite from `artifacts/`.
+    pub fn new(
+        spec: &ProposerSpec,
+        population: u32,
+        host: Host<'a>,
+        store: SourceStore,
+        kernel: KernelBrief,
+        objective: String,
+    ) -> Self {
+        CommandProposer {
+            run: spec.run.clone(),
+            argv: spec.argv(host.repro_exe),
+            timeout: spec.timeout,
+            candidates: spec.candidates(population) as usize,
+            model: model_from_env(),
+            executor: host.executor,
+            cancel: host.cancel,
+            root: host.root,
+            store,
+            kernel,
+            objective,
+            profiles: earlier_profiles(host.root),
+            secrets: secrets_from_env(),
+            say: host.say,
+            stats: Stats::default(),
+        }
+    }
 }
 
 /// What the proposer did over a tune.
