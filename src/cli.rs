@@ -56,6 +56,14 @@ pub enum Command {
     Build(BuildArgs),
     /// Run the autotuner (the tune stage); `--exhaustive` evaluates the whole space.
     Tune(TuneArgs),
+    /// Turn a tune trial into a shipped variant: a proposed source becomes a file under
+    /// kernels/ with a `kernels:` entry, and the trial's defines a `variants:` entry
+    /// (pipeline.yaml is edited as text: its comments stay).
+    Promote(PromoteArgs),
+    /// Proposers for the tune stage's `proposer:` option: each reads the brief (the file
+    /// $REPRO_BRIEF, else stdin) and prints its answer as JSON on stdout.
+    #[command(subcommand)]
+    Propose(ProposeCommand),
     /// Internal: load one variant, check it against the reference, time it, print one JSON line.
     Exec(ExecArgs),
     /// Is A faster than B? Time two kernels on one GPU, interleaved, and give the ratio of
@@ -229,6 +237,31 @@ pub struct TuneArgs {
     pub budget: Option<u32>,
     #[command(flatten)]
     pub opts: RunOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct PromoteArgs {
+    /// A trial number of artifacts/tune/tune_log.csv, or the first hex digits (4 or more)
+    /// of a proposed source's digest (its `source` column: its best passing trial).
+    pub trial: String,
+    /// The new variant's name (and the kernel's and file's, for a proposed source).
+    #[arg(long)]
+    pub name: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProposeCommand {
+    /// Scripted and deterministic: the unified diffs DIR/*.patch, in name order, on the
+    /// best trial so far; then those that passed, stacked on it.
+    Patches {
+        /// The folder of `.patch` files (written against the tuned kernel's source).
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Ask a model through an OpenAI-compatible chat-completions endpoint:
+    /// $REPRO_PROPOSER_URL (the API base), $REPRO_PROPOSER_MODEL and, if it needs one,
+    /// $REPRO_PROPOSER_KEY (never printed).
+    Openai,
 }
 
 #[derive(Debug, Subcommand)]

@@ -420,6 +420,17 @@ pub struct TuneTrial {
     pub p50_us: Option<f64>,
     pub correctness_pass: Option<bool>,
     pub note: String,
+    /// Trial numbers of its parents joined by `+` (empty for a random sample).
+    #[serde(default)]
+    pub parents: String,
+    /// First 16 hex digits of the SHA-256 of the proposed source it compiled (empty: the
+    /// kernel's own).
+    #[serde(default)]
+    pub source: String,
+    /// First 16 hex digits of the SHA-256 of the patch a proposer sent to make it (empty
+    /// when none did).
+    #[serde(default)]
+    pub patch: String,
 }
 
 /// One member of the elite in `artifacts/tune/topk.json`.
@@ -435,7 +446,37 @@ pub struct EliteEntry {
     /// The nvcc that built this configuration's cubin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvcc_version: Option<String>,
+    /// First 16 hex digits of the SHA-256 of its proposed source; absent: the kernel's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// `artifacts/tune/proposals/<source>.patch`: its source's diff against the kernel's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// Its ancestors through first parents, oldest first, itself last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lineage: Vec<LineageStep>,
     pub bench: Vec<BenchResult>,
+}
+
+/// One trial of an elite member's lineage in `artifacts/tune/topk.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineageStep {
+    pub trial: u32,
+    pub generation: u32,
+    pub parents: Vec<u32>,
+    pub config: BTreeMap<String, i64>,
+    /// As `EliteEntry::source`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// First 16 hex digits of the SHA-256 of the patch a proposer sent to make it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    /// The proposer's note on the change (empty for define-space trials).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+    pub status: String,
+    #[serde(serialize_with = "float::opt_f4")]
+    pub p50_us: Option<f64>,
 }
 
 // ---------------------------------------------------------------- ncu

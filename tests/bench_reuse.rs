@@ -84,7 +84,11 @@ impl Project {
         std::fs::write(root.join("pipeline.yaml"), PIPELINE).unwrap();
         std::fs::create_dir_all(root.join(".repro/cubins")).unwrap();
         for cubin in ["a", "b", "reference"] {
-            std::fs::write(root.join(format!(".repro/cubins/{cubin}.sm_90a.cubin")), cubin).unwrap();
+            std::fs::write(
+                root.join(format!(".repro/cubins/{cubin}.sm_90a.cubin")),
+                cubin,
+            )
+            .unwrap();
         }
         Project {
             _dir: dir,
@@ -190,7 +194,11 @@ fn only_changed_variants_are_measured_again() {
     assert!(log.contains("a: reused the results measured "), "{log}");
 
     // A rebuilt b: only b.
-    std::fs::write(p(&project.root, ".repro/cubins/b.sm_90a.cubin"), "b, edited").unwrap();
+    std::fs::write(
+        p(&project.root, ".repro/cubins/b.sm_90a.cubin"),
+        "b, edited",
+    )
+    .unwrap();
     assert_eq!(project.bench(&[]), ["b"]);
     assert!(project.file("a").measured.unwrap().reused);
     assert!(!project.file("b").measured.unwrap().reused);
@@ -207,6 +215,10 @@ fn only_changed_variants_are_measured_again() {
     assert_eq!(project.bench(&[]), ["a"]);
 
     // Another workload (the reference kernel changed): everything.
-    std::fs::write(p(&project.root, ".repro/cubins/reference.sm_90a.cubin"), "new").unwrap();
+    std::fs::write(
+        p(&project.root, ".repro/cubins/reference.sm_90a.cubin"),
+        "new",
+    )
+    .unwrap();
     assert_eq!(project.bench(&[]), ["a", "b"]);
 }

@@ -331,7 +331,9 @@ fn profile_stage_skips_and_fails_honestly() {
     let repro = project.script("fake-repro", FAKE_REPRO);
     std::fs::create_dir_all(project.root().join(".repro/cubins")).unwrap();
     for cubin in ["good", "bad", "reference"] {
-        let path = project.root().join(format!(".repro/cubins/{cubin}.sm_90a.cubin"));
+        let path = project
+            .root()
+            .join(format!(".repro/cubins/{cubin}.sm_90a.cubin"));
         std::fs::write(path, cubin).unwrap();
     }
     let elsewhere = ChildProcesses { elsewhere: true };
@@ -363,7 +365,11 @@ fn profile_stage_skips_and_fails_honestly() {
     assert_eq!(s.targets[0].kernel_time_us, Some(16.544));
     let saved = std::fs::read(staging.join("artifacts/ncu/control.csv")).unwrap();
     assert_eq!(saved, std::fs::read(fixture("stage_mode.csv")).unwrap());
-    std::fs::write(project.root().join(".repro/cubins/bad.sm_90a.cubin"), "rebuilt").unwrap();
+    std::fs::write(
+        project.root().join(".repro/cubins/bad.sm_90a.cubin"),
+        "rebuilt",
+    )
+    .unwrap();
     let (n, staging) = profiled(&run);
     assert_eq!(n, 1, "only the rebuilt target");
     let s = summary(&staging);

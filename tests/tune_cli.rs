@@ -104,7 +104,7 @@ fn without_a_gpu_the_stage_is_skipped_and_writes_empty_outputs_and_no_cubins() {
     let root = dir.path();
     assert_eq!(
         std::fs::read_to_string(root.join("artifacts/tune/tune_log.csv")).unwrap(),
-        "trial,generation,timestamp,config,status,registers,spill_bytes,max_abs_err,max_err_over_ref_std,p50_us,correctness_pass,note\n"
+        "trial,generation,timestamp,config,status,registers,spill_bytes,max_abs_err,max_err_over_ref_std,p50_us,correctness_pass,note,parents,source,patch\n"
     );
     assert_eq!(
         std::fs::read_to_string(root.join("artifacts/tune/topk.json")).unwrap(),

@@ -2,6 +2,7 @@
 //! library, and the library's typed outcome becomes the exit code. Only `main`, `cli` and
 //! this layer know clap and exit codes (docs/ARCHITECTURE.md).
 
+mod evolve;
 mod exec;
 mod pipeline;
 mod results;
@@ -59,6 +60,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Dag(args) => pipeline::dag(&cli.global, &args),
         Command::Build(args) => pipeline::build(&cli.global, &args),
         Command::Tune(args) => pipeline::tune(&cli.global, &args),
+        Command::Promote(args) => evolve::promote(&cli.global, &args),
+        Command::Propose(command) => evolve::propose(&command),
         Command::Diff(args) => results::diff(&cli.global, &args),
         Command::Commit(args) => results::commit(&cli.global, &args),
         Command::Verify => results::verify(&cli.global),

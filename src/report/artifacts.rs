@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 pub struct TuneData {
     pub trials: Vec<TuneTrial>,
     pub elite: Vec<EliteEntry>,
+    /// The best trial's source diff (`artifacts/tune/proposals/*.patch`), by the path its
+    /// elite entry names.
+    pub diffs: std::collections::BTreeMap<String, String>,
 }
 
 /// Everything the report reads.
@@ -117,7 +120,20 @@ fn read_tune(dir: &Path) -> anyhow::Result<Option<TuneData>> {
     } else {
         Vec::new()
     };
-    Ok(Some(TuneData { trials, elite }))
+    let mut diffs = std::collections::BTreeMap::new();
+    for file in crate::report::context::diff_files(&elite) {
+        // The entry names it relative to the project root; `dir` is its artifacts/tune.
+        let name = Path::new(file).file_name().unwrap_or_default();
+        let path = dir.join("proposals").join(name);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {} (named by topk.json)", path.display()))?;
+        diffs.insert(file.to_string(), text);
+    }
+    Ok(Some(TuneData {
+        trials,
+        elite,
+        diffs,
+    }))
 }
 
 /// Parse `tune_log.csv` (header row naming the [`TuneTrial`] fields).

@@ -19,6 +19,10 @@ use crate::stages::build::{arch, cubin_path, sources};
 use crate::stages::gpu_nodes::{self, OneGpuModel};
 use crate::tune::memo::Memo;
 use crate::tune::options::TuneOptions;
+use crate::tune::proposer::brief::KernelBrief;
+use crate::tune::proposer::run::{CommandProposer, Host};
+use crate::tune::proposer::store::SourceStore;
+use crate::tune::proposer::ProposerSpec;
 use crate::tune::search::Settings;
 use anyhow::Context;
 use std::collections::BTreeMap;
@@ -29,7 +33,7 @@ mod driver;
 mod gpu;
 mod outputs;
 
-pub use driver::{tune_and_write, Backend, Reporter};
+pub use driver::{tune_and_write, Backend, Reporter, Sources};
 use gpu::GpuBackend;
 use outputs::write_skipped;
 
@@ -158,6 +162,15 @@ impl StageKind for TuneStage {
             ),
             ("gates".to_string(), serde_json::to_string(&pipeline.gates)?),
         ]);
+        let mut params = params;
+        if o.proposer.is_some() {
+            // The command is in the stage's spec; the model (never the key) is recorded here.
+            let model = crate::tune::proposer::model_from_env();
+            params.insert(
+                "proposer_model".to_string(),
+                model.unwrap_or_else(|| "(none)".into()),
+            );
+        }
         let nvcc = crate::toolchain::fingerprint(
             root,
             &crate::toolchain::NvccSearch::from_env(),
@@ -296,6 +309,19 @@ impl StageKind for TuneStage {
             progress: ctx.progress,
             log: &mut log,
         };
+        let say = |line: &str| {
+            (ctx.progress)(line);
+            append_line(ctx.log, line);
+        };
+        let store = SourceStore::open(ctx.root, Path::new(&backend.kernel.source))?;
+        let mut proposer = o
+            .proposer
+            .as_ref()
+            .map(|spec| command_proposer(ctx, &o, spec, &store, &say));
+        let sources = proposer.as_mut().map(|p| Sources {
+            proposer: p,
+            store: &store,
+        });
         tune_and_write(
             &o,
             &settings,
@@ -304,7 +330,51 @@ impl StageKind for TuneStage {
             &mut memo,
             ctx.staging,
             report,
+            sources,
         )
+    }
+}
+
+/// The `proposer:` command, with what its briefs say about the tune.
+fn command_proposer<'a>(
+    ctx: &'a RunCtx,
+    o: &TuneOptions,
+    spec: &ProposerSpec,
+    store: &SourceStore,
+    say: &'a dyn Fn(&str),
+) -> CommandProposer<'a> {
+    let kernel = &ctx.pipeline.kernels[&o.kernel];
+    let objective = format!(
+        "minimize the p50 in µs of one launch on shape(s) {} (their geometric mean when several); a candidate is timed only after it compiles, passes the ptxas gates {} and is correct on every input recipe of shape(s) {}",
+        o.shapes.join(", "),
+        serde_json::to_string(&ctx.pipeline.gates.ptxas).unwrap_or_default(),
+        o.check_shapes.join(", ")
+    );
+    let host = Host {
+        executor: ctx.executor,
+        cancel: ctx.cancel,
+        root: ctx.root,
+        repro_exe: ctx.repro_exe,
+        say,
+    };
+    let brief = KernelBrief {
+        name: o.kernel.clone(),
+        path: kernel.source.clone(),
+        entry: kernel.entry.clone(),
+        base_defines: o.base_defines.clone(),
+        source: store.base().to_string(),
+    };
+    CommandProposer::new(spec, o.population, host, store.clone(), brief, objective)
+}
+
+/// Append one line to the stage's log (a log that cannot be written loses only the line).
+fn append_line(log: &Path, line: &str) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+    {
+        let _ = writeln!(f, "{line}");
     }
 }
 
@@ -340,5 +410,7 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod gpu_tests;
+#[cfg(test)]
+mod proposer_tests;
 #[cfg(test)]
 mod tests;

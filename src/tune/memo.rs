@@ -5,7 +5,8 @@
 //! hash, base defines, arch, GPU, harness settings, gates) is hashed into the file name and
 //! written in clear on the first line. Each finished trial appends one JSON line and is
 //! fsynced, so a kill loses at most the trial that was running; a torn last line is cut
-//! off when the file is opened again.
+//! off when the file is opened again. A trial is keyed by its configuration and, for a
+//! source a proposer wrote (`source` on its line), that source's digest.
 
 use super::space::{show, Config};
 use crate::schema::BenchResult;
@@ -94,6 +95,9 @@ struct Header {
 
 #[derive(Serialize, Deserialize)]
 struct Line {
+    /// The digest of a proposed source; absent for the kernel's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
     config: Config,
     /// When the trial finished (RFC 3339, UTC).
     finished: String,
@@ -108,11 +112,15 @@ pub struct Entry {
     pub finished: String,
 }
 
-/// Finished trials by configuration, optionally backed by an append-only file.
+/// What identifies a trial: the proposed source's digest (`None`: the kernel's own source)
+/// and the configuration.
+type Key = (Option<String>, Config);
+
+/// Finished trials by source and configuration, optionally backed by an append-only file.
 #[derive(Debug, Default)]
 pub struct Memo {
     file: Option<(PathBuf, File)>,
-    entries: HashMap<Config, Entry>,
+    entries: HashMap<Key, Entry>,
 }
 
 impl Memo {
@@ -156,7 +164,7 @@ impl Memo {
                     evaluation: parsed.evaluation,
                     finished: parsed.finished,
                 };
-                entries.insert(parsed.config, entry);
+                entries.insert((parsed.source, parsed.config), entry);
             }
         }
         let mut file = OpenOptions::new()
@@ -192,26 +200,34 @@ impl Memo {
         self.entries.is_empty()
     }
 
-    pub fn get(&self, config: &Config) -> Option<&Entry> {
-        self.entries.get(config)
+    /// The trial of `config` on the proposed source `source` (`None`: the kernel's own).
+    pub fn get(&self, source: Option<&str>, config: &Config) -> Option<&Entry> {
+        self.entries
+            .get(&(source.map(str::to_string), config.clone()))
     }
 
     /// Record a trial that finished at `finished`: one line appended and synced to disk
     /// before returning.
     pub fn record(
         &mut self,
+        source: Option<&str>,
         config: &Config,
         evaluation: &Evaluation,
         finished: &str,
     ) -> anyhow::Result<()> {
-        if self.entries.contains_key(config) {
+        let key = (source.map(str::to_string), config.clone());
+        if self.entries.contains_key(&key) {
             bail!(
-                "configuration {} was evaluated twice; this is a bug in the tune search",
-                show(config)
+                "configuration {}{} was evaluated twice; this is a bug in the tune search",
+                show(config),
+                source
+                    .map(|s| format!(" of source {s}"))
+                    .unwrap_or_default()
             );
         }
         if let Some((path, file)) = &mut self.file {
             let line = serde_json::to_string(&Line {
+                source: key.0.clone(),
                 config: config.clone(),
                 finished: finished.to_string(),
                 evaluation: evaluation.clone(),
@@ -224,7 +240,7 @@ impl Memo {
             evaluation: evaluation.clone(),
             finished: finished.to_string(),
         };
-        self.entries.insert(config.clone(), entry);
+        self.entries.insert(key, entry);
         Ok(())
     }
 }
@@ -245,22 +261,26 @@ mod tests {
         let score = 0.1 + 0.2; // not representable in few digits
         {
             let mut memo = Memo::open(dir.path(), &key).unwrap();
-            memo.record(&cfg(32), &Evaluation::ok(score), "t1").unwrap();
+            memo.record(None, &cfg(32), &Evaluation::ok(score), "t1")
+                .unwrap();
             memo.record(
+                None,
                 &cfg(64),
                 &Evaluation::rejected("compile_error", "boom"),
                 "t2",
             )
             .unwrap();
-            assert!(memo.record(&cfg(64), &Evaluation::ok(1.0), "t3").is_err());
+            assert!(memo
+                .record(None, &cfg(64), &Evaluation::ok(1.0), "t3")
+                .is_err());
         }
         let memo = Memo::open(dir.path(), &key).unwrap();
         assert_eq!(memo.len(), 2);
-        let first = memo.get(&cfg(32)).unwrap();
+        let first = memo.get(None, &cfg(32)).unwrap();
         assert_eq!(first.evaluation.score.unwrap().to_bits(), score.to_bits());
         assert_eq!(first.finished, "t1");
         assert_eq!(
-            memo.get(&cfg(64)).unwrap().evaluation.status,
+            memo.get(None, &cfg(64)).unwrap().evaluation.status,
             "compile_error"
         );
         // Another context is another file.
@@ -279,7 +299,8 @@ mod tests {
         let key = json!({"k": 1});
         let path = {
             let mut memo = Memo::open(dir.path(), &key).unwrap();
-            memo.record(&cfg(32), &Evaluation::ok(1.5), "t").unwrap();
+            memo.record(None, &cfg(32), &Evaluation::ok(1.5), "t")
+                .unwrap();
             memo.path().unwrap().to_path_buf()
         };
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
@@ -287,7 +308,8 @@ mod tests {
         drop(f);
         let mut memo = Memo::open(dir.path(), &key).unwrap();
         assert_eq!(memo.len(), 1);
-        memo.record(&cfg(64), &Evaluation::ok(2.5), "t").unwrap();
+        memo.record(None, &cfg(64), &Evaluation::ok(2.5), "t")
+            .unwrap();
         assert_eq!(Memo::open(dir.path(), &key).unwrap().len(), 2);
     }
 

@@ -8,5 +8,7 @@
 pub mod expr;
 pub mod memo;
 pub mod options;
+pub mod promote;
+pub mod proposer;
 pub mod search;
 pub mod space;

@@ -19,9 +19,14 @@
 //!   trial_timeout: 60            # per `repro exec` child: seconds or a duration (90s, 2m)
 //!   jobs: 8                      # parallel nvcc processes (default: the CPU count)
 //!   allow_mixed_gpus: false      # true: trials may be timed on different GPU models
+//!   proposer:                    # a command proposing kernel sources (tune::proposer)
+//!     run: [repro, propose, patches, --dir, kernels/proposals]
+//!     candidates: 4              # per generation (default: half the population)
+//!     timeout: 2m
 //! ```
 
 use super::expr::suggest;
+use super::proposer::{ProposerSpec, KEY_ENV};
 use super::space::Space;
 use crate::engine::OptionError;
 use crate::gpu::timing::{L2Mode, Method};
@@ -55,6 +60,7 @@ struct Keys {
     trial_timeout: Duration,
     jobs: Option<usize>,
     allow_mixed_gpus: bool,
+    proposer: Option<ProposerSpec>,
 }
 
 impl Default for Keys {
@@ -76,6 +82,7 @@ impl Default for Keys {
             trial_timeout: Duration::from_secs(60),
             jobs: None,
             allow_mixed_gpus: false,
+            proposer: None,
         }
     }
 }
@@ -109,6 +116,8 @@ pub struct TuneOptions {
     pub jobs: Option<usize>,
     /// Accept trials timed on different GPU models (their scores are then not comparable).
     pub allow_mixed_gpus: bool,
+    /// A command that proposes kernel sources between generations.
+    pub proposer: Option<ProposerSpec>,
 }
 
 fn err(key: &str, message: impl Into<String>) -> OptionError {
@@ -234,6 +243,26 @@ impl TuneOptions {
         if let Some((key, _)) = positive.iter().find(|(_, n)| *n == 0) {
             return Err(err(key, "expected a positive integer"));
         }
+        if let Some(p) = &o.proposer {
+            if p.run.first().is_none_or(|prog| prog.is_empty()) {
+                return Err(OptionError {
+                    path: vec!["proposer".into(), "run".into()],
+                    message: "expected a command, e.g. `run: [repro, propose, patches, --dir, kernels/proposals]`".into(),
+                });
+            }
+            if p.candidates == Some(0) {
+                return Err(OptionError {
+                    path: vec!["proposer".into(), "candidates".into()],
+                    message: "expected a positive integer".into(),
+                });
+            }
+        }
+        if spec.env.contains_key(KEY_ENV) {
+            return Err(OptionError {
+                path: vec!["env".into(), KEY_ENV.into()],
+                message: format!("a key does not belong in pipeline.yaml (it would be fingerprinted and committed in the lock); export {KEY_ENV} in the shell that runs repro"),
+            });
+        }
         Ok(TuneOptions {
             space,
             kernel,
@@ -252,6 +281,7 @@ impl TuneOptions {
             trial_timeout: o.trial_timeout,
             jobs: o.jobs,
             allow_mixed_gpus: o.allow_mixed_gpus,
+            proposer: o.proposer,
         })
     }
 }
@@ -345,6 +375,21 @@ stages:
                 "no kernel `other`",
             ),
             ("{uses: tune}", vec![], "needs a `space:`"),
+            (
+                "{uses: tune, space: {A: [1]}, proposer: {run: []}}",
+                vec!["proposer", "run"],
+                "expected a command",
+            ),
+            (
+                "{uses: tune, space: {A: [1]}, proposer: {run: [p], cmd: 1}}",
+                vec!["proposer"],
+                "unknown field `cmd`",
+            ),
+            (
+                "{uses: tune, space: {A: [1]}, env: {REPRO_PROPOSER_KEY: sk-1}}",
+                vec!["env", "REPRO_PROPOSER_KEY"],
+                "export REPRO_PROPOSER_KEY in the shell",
+            ),
             (
                 "{uses: tune, space: {A: [1]}, constraints: [\"B > 1\"]}",
                 vec!["constraints", "0"],

@@ -7,6 +7,11 @@
 //! generation's candidates depend only on the results before it. A resumed search replays
 //! the trials the [`Memo`] already holds, so it walks the same path and continues where it
 //! stopped; a larger budget continues the same path further.
+//!
+//! With a [`Proposer`] ([`run_with`]), each generation from the second on starts with the
+//! kernel sources it proposes (each paired with a configuration) and is filled up with
+//! define-space children; a child of a proposed source keeps that source. A trial is then
+//! a (source, configuration) pair, and the memo is keyed by both.
 
 use super::memo::{Evaluation, Memo};
 use super::space::{Config, Param, Space};
@@ -15,6 +20,7 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashSet;
+use std::path::PathBuf;
 
 /// How long to look for an unseen child before falling back to a random unseen config.
 const CHILD_ATTEMPTS: usize = 64;
@@ -33,6 +39,77 @@ pub struct Candidate {
     pub config: Config,
     /// Trial numbers of the parents (empty for random samples).
     pub parents: Vec<u32>,
+    /// The proposed kernel source it compiles; `None`: the kernel's own. A define-space
+    /// child of a proposed source keeps its first parent's.
+    pub source: Option<SourceRef>,
+    /// Set when a proposer made this candidate (not on its define-space descendants).
+    pub proposal: Option<Proposal>,
+}
+
+/// A kernel source a proposer wrote, stored under `.repro/`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SourceRef {
+    /// SHA-256 of the text, hex: with the configuration, what identifies a trial.
+    pub digest: String,
+    /// The file, relative to the project root.
+    pub path: PathBuf,
+}
+
+/// What a proposer sent to make a candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proposal {
+    /// SHA-256 (hex) of the patch, when it sent a patch rather than a whole source.
+    pub patch: Option<String>,
+    /// Its one-line description of the change (empty when it gave none).
+    pub note: String,
+}
+
+/// What a proposer sees before a generation.
+pub struct View<'a> {
+    pub generation: u32,
+    pub space: &'a Space,
+    /// Every trial so far, in order.
+    pub trials: &'a [Trial],
+    /// Indices into `trials` of the elite, best first.
+    pub elite: &'a [usize],
+    /// The most candidates it may add to this generation.
+    pub max: usize,
+}
+
+/// One candidate from a proposer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Proposed {
+    /// A source to compile with `config`.
+    Ready {
+        source: SourceRef,
+        config: Config,
+        parents: Vec<u32>,
+        proposal: Proposal,
+    },
+    /// One that could not become a source (a patch that does not apply, a malformed entry):
+    /// a failed trial with `status` and `reason`, never evaluated or memoized. `at` is
+    /// when the proposer answered, so a replayed answer gives the same row.
+    Failed {
+        config: Config,
+        parents: Vec<u32>,
+        proposal: Proposal,
+        status: String,
+        reason: String,
+        at: String,
+    },
+}
+
+/// Proposes kernel sources between generations (the tune stage's `proposer:`).
+pub trait Proposer {
+    /// Candidates for `view.generation` (1 and later; never in an exhaustive sweep), at
+    /// most `view.max`. A proposer that fails returns none, after saying why its own way:
+    /// the generation is then filled from the define space.
+    fn propose(&mut self, view: &View) -> Vec<Proposed>;
+
+    /// One line on what it did over the search, for the stage's summary.
+    fn summary(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A finished trial.
@@ -111,12 +188,27 @@ pub fn run(
     memo: &mut Memo,
     observer: &mut dyn FnMut(Progress),
 ) -> anyhow::Result<Outcome> {
+    run_with(space, settings, objective, memo, observer, None)
+}
+
+/// [`run`], with the sources `proposer` adds to each generation from the second on.
+pub fn run_with<'p>(
+    space: &Space,
+    settings: &Settings,
+    objective: &mut dyn Objective,
+    memo: &mut Memo,
+    observer: &mut dyn FnMut(Progress),
+    mut proposer: Option<&mut (dyn Proposer + 'p)>,
+) -> anyhow::Result<Outcome> {
     if settings.population == 0 || settings.elite == 0 {
         bail!("population and elite must be at least 1");
     }
     let total = space.valid().len();
     let limit = if settings.exhaustive {
         total
+    } else if proposer.is_some() {
+        // Proposed sources reach past the define space.
+        settings.budget as usize
     } else {
         (settings.budget as usize).min(total)
     };
@@ -131,41 +223,90 @@ pub fn run(
     };
     let mut generation = 0u32;
     while state.trials.len() < limit {
+        let population = settings.population as usize;
         let mut batch = if settings.exhaustive {
             // Batches as large as is useful for parallel compiles; order is all that matters.
-            state.in_order((settings.population as usize).max(EXHAUSTIVE_BATCH))
+            state.in_order(population.max(EXHAUSTIVE_BATCH))
         } else {
-            state.propose(settings.population as usize)
+            let mut batch = match proposer.as_deref_mut().filter(|_| generation > 0) {
+                Some(p) => state.take_proposals(p, generation, population),
+                None => Vec::new(),
+            };
+            let room = population.saturating_sub(batch.len());
+            batch.extend(state.propose(room));
+            batch
         };
         if batch.is_empty() {
             break;
         }
         batch.truncate(limit - state.trials.len());
         let first = state.trials.len() as u32 + 1;
-        let batch: Vec<Candidate> = batch
+        let (batch, preset): (Vec<Candidate>, Vec<Option<(Evaluation, String)>>) = batch
             .into_iter()
             .enumerate()
-            .map(|(i, (config, parents))| Candidate {
-                trial: first + i as u32,
-                generation,
-                config,
-                parents,
+            .map(|(i, p)| {
+                let candidate = Candidate {
+                    trial: first + i as u32,
+                    generation,
+                    config: p.config,
+                    parents: p.parents,
+                    source: p.source,
+                    proposal: p.proposal,
+                };
+                (candidate, p.failed)
             })
-            .collect();
-        evaluate(&mut state, &batch, objective, memo, observer, limit as u32)?;
+            .unzip();
+        evaluate(
+            &mut state,
+            &batch,
+            preset,
+            objective,
+            memo,
+            observer,
+            limit as u32,
+        )?;
         generation += 1;
     }
+    let base_seen = state.seen.iter().filter(|(s, _)| s.is_none()).count();
     Ok(Outcome {
-        exhausted: state.seen.len() == total,
+        exhausted: base_seen == total,
         elite: state.elite,
         trials: state.trials,
     })
 }
 
-/// Evaluate one generation: memo hits first (in order), the rest through the objective.
+/// A candidate before it gets its trial number. `failed`: a proposal that failed before it
+/// could be evaluated, with when.
+struct Planned {
+    config: Config,
+    parents: Vec<u32>,
+    source: Option<SourceRef>,
+    proposal: Option<Proposal>,
+    failed: Option<(Evaluation, String)>,
+}
+
+impl Planned {
+    fn new(config: Config, parents: Vec<u32>, source: Option<SourceRef>) -> Self {
+        Planned {
+            config,
+            parents,
+            source,
+            proposal: None,
+            failed: None,
+        }
+    }
+}
+
+fn digest(source: &Option<SourceRef>) -> Option<&str> {
+    source.as_ref().map(|s| s.digest.as_str())
+}
+
+/// Evaluate one generation: failed proposals and memo hits first (in order), the rest
+/// through the objective.
 fn evaluate(
     state: &mut State,
     batch: &[Candidate],
+    preset: Vec<Option<(Evaluation, String)>>,
     objective: &mut dyn Objective,
     memo: &mut Memo,
     observer: &mut dyn FnMut(Progress),
@@ -173,9 +314,12 @@ fn evaluate(
 ) -> anyhow::Result<()> {
     let mut results: Vec<Option<(Evaluation, bool, String)>> = batch
         .iter()
-        .map(|c| {
-            memo.get(&c.config)
-                .map(|e| (e.evaluation.clone(), true, e.finished.clone()))
+        .zip(preset)
+        .map(|(c, failed)| match failed {
+            Some((e, at)) => Some((e, false, at)),
+            None => memo
+                .get(digest(&c.source), &c.config)
+                .map(|e| (e.evaluation.clone(), true, e.finished.clone())),
         })
         .collect();
     let fresh: Vec<usize> = (0..batch.len()).filter(|&i| results[i].is_none()).collect();
@@ -200,8 +344,8 @@ fn evaluate(
         });
     };
     for (c, r) in batch.iter().zip(&results) {
-        if let Some((e, _, at)) = r {
-            report(c, e, true, at);
+        if let Some((e, cached, at)) = r {
+            report(c, e, *cached, at);
         }
     }
     if !fresh.is_empty() {
@@ -213,7 +357,8 @@ fn evaluate(
                 return;
             }
             let at = now();
-            if let Err(e) = memo.record(&batch[i].config, &evaluation, &at) {
+            let c = &batch[i];
+            if let Err(e) = memo.record(digest(&c.source), &c.config, &evaluation, &at) {
                 memo_error.get_or_insert(e);
             }
             report(&batch[i], &evaluation, false, &at);
@@ -256,8 +401,9 @@ fn better(a: &Trial, b: &Trial) -> bool {
 struct State<'s> {
     space: &'s Space,
     rng: ChaCha8Rng,
-    /// Every configuration proposed so far (evaluated or in the current batch).
-    seen: HashSet<Config>,
+    /// Every (source digest, configuration) proposed so far (evaluated or in the current
+    /// batch); `None`: the kernel's own source.
+    seen: HashSet<(Option<String>, Config)>,
     trials: Vec<Trial>,
     /// Indices into `trials` of the best K passing trials, best first.
     elite: Vec<usize>,
@@ -286,23 +432,74 @@ impl State<'_> {
         }
     }
 
-    fn in_order(&mut self, n: usize) -> Vec<(Config, Vec<u32>)> {
+    fn in_order(&mut self, n: usize) -> Vec<Planned> {
         let valid = self.space.valid();
         let end = (self.next_in_order + n).min(valid.len());
         let out = valid[self.next_in_order..end]
             .iter()
-            .map(|c| (c.clone(), Vec::new()))
+            .map(|c| Planned::new(c.clone(), Vec::new(), None))
             .collect::<Vec<_>>();
         self.next_in_order = end;
-        for (c, _) in &out {
-            self.seen.insert(c.clone());
+        for p in &out {
+            self.seen.insert((None, p.config.clone()));
+        }
+        out
+    }
+
+    /// The proposer's candidates for `generation`, at most `max`; one already tried (same
+    /// source and configuration) is dropped.
+    fn take_proposals(
+        &mut self,
+        proposer: &mut (dyn Proposer + '_),
+        generation: u32,
+        max: usize,
+    ) -> Vec<Planned> {
+        let view = View {
+            generation,
+            space: self.space,
+            trials: &self.trials,
+            elite: &self.elite,
+            max,
+        };
+        let mut out = Vec::new();
+        for p in proposer.propose(&view).into_iter().take(max) {
+            match p {
+                Proposed::Ready {
+                    source,
+                    config,
+                    parents,
+                    proposal,
+                } => {
+                    if self
+                        .seen
+                        .insert((Some(source.digest.clone()), config.clone()))
+                    {
+                        out.push(Planned {
+                            proposal: Some(proposal),
+                            ..Planned::new(config, parents, Some(source))
+                        });
+                    }
+                }
+                Proposed::Failed {
+                    config,
+                    parents,
+                    proposal,
+                    status,
+                    reason,
+                    at,
+                } => out.push(Planned {
+                    proposal: Some(proposal),
+                    failed: Some((Evaluation::rejected(&status, reason), at)),
+                    ..Planned::new(config, parents, None)
+                }),
+            }
         }
         out
     }
 
     /// The next generation: random samples until something passes, then children of
     /// the elite (falling back to random unseen samples when the neighbourhood is used up).
-    fn propose(&mut self, n: usize) -> Vec<(Config, Vec<u32>)> {
+    fn propose(&mut self, n: usize) -> Vec<Planned> {
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
             let child = if self.elite.is_empty() {
@@ -310,16 +507,22 @@ impl State<'_> {
             } else {
                 self.child()
             };
-            let Some((config, parents)) = child.or_else(|| self.random_unseen()) else {
+            let Some(planned) = child.or_else(|| self.random_unseen()) else {
                 break;
             };
-            self.seen.insert(config.clone());
-            out.push((config, parents));
+            let key = (
+                digest(&planned.source).map(str::to_string),
+                planned.config.clone(),
+            );
+            self.seen.insert(key);
+            out.push(planned);
         }
         out
     }
 
-    fn child(&mut self) -> Option<(Config, Vec<u32>)> {
+    /// A mutation of one elite member or a crossover of two; the child keeps the first
+    /// parent's source.
+    fn child(&mut self) -> Option<Planned> {
         for _ in 0..CHILD_ATTEMPTS {
             let a = *self.elite.choose(&mut self.rng)?;
             let (config, parents) = if self.elite.len() >= 2 && self.rng.random_bool(CROSSOVER_RATE)
@@ -344,8 +547,10 @@ impl State<'_> {
                 let child = self.mutate(&self.trials[a].candidate.config.clone(), steps);
                 (child, vec![self.trials[a].candidate.trial])
             };
-            if let Some(config) = config.filter(|c| !self.seen.contains(c)) {
-                return Some((config, parents));
+            let source = self.trials[a].candidate.source.clone();
+            let key = |c: &Config| (digest(&source).map(str::to_string), c.clone());
+            if let Some(config) = config.filter(|c| !self.seen.contains(&key(c))) {
+                return Some(Planned::new(config, parents, source));
             }
         }
         None
@@ -398,15 +603,16 @@ impl State<'_> {
         })
     }
 
-    fn random_unseen(&mut self) -> Option<(Config, Vec<u32>)> {
+    /// A configuration of the kernel's own source not tried yet.
+    fn random_unseen(&mut self) -> Option<Planned> {
         let unseen: Vec<&Config> = self
             .space
             .valid()
             .iter()
-            .filter(|c| !self.seen.contains(*c))
+            .filter(|c| !self.seen.contains(&(None, (*c).clone())))
             .collect();
         unseen
             .choose(&mut self.rng)
-            .map(|c| ((*c).clone(), Vec::new()))
+            .map(|c| Planned::new((*c).clone(), Vec::new(), None))
     }
 }

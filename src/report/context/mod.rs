@@ -21,6 +21,7 @@ mod env;
 mod format;
 mod gates;
 mod headline;
+mod lineage;
 mod model;
 mod profile;
 mod results;
@@ -31,6 +32,7 @@ mod tune;
 
 pub use format::num;
 use format::*;
+pub(crate) use lineage::diff_files;
 pub use model::*;
 use results::*;
 pub use results::{shape_p50, shapes_in_order};

@@ -147,6 +147,29 @@ pub struct TuneSection {
     pub elite: Vec<EliteRow>,
     pub best_so_far: Vec<BestRow>,
     pub best_vs_control: String,
+    /// The best trial's lineage, when the tune recorded one.
+    pub lineage: Option<LineageView>,
+}
+
+/// The best trial's ancestry and what separates it from the tune's base.
+#[derive(Debug, Clone, Serialize)]
+pub struct LineageView {
+    pub trial: u32,
+    /// Short digest of its proposed source; empty: the kernel's own.
+    pub source: String,
+    pub steps: Vec<LineageRow>,
+    /// Its defines against the base variant's.
+    pub defines: String,
+    /// Its source's diff against the kernel's own (proposed sources only).
+    pub diff: Option<String>,
+    pub diff_file: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LineageRow {
+    pub trial: u32,
+    pub p50: String,
+    pub what: String,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -16,7 +16,9 @@ impl Builder<'_> {
             .control
             .as_deref()
             .and_then(|c| self.variant_p50(c, primary));
-        Section::ran(tune_summary(tune, control_p50))
+        let mut section = tune_summary(tune, control_p50);
+        section.lineage = self.best_lineage(tune);
+        Section::ran(section)
     }
 }
 
@@ -109,5 +111,6 @@ pub(super) fn tune_summary(tune: &TuneData, control_p50: Option<f64>) -> TuneSec
             .collect(),
         best_so_far: best_rows,
         best_vs_control,
+        lineage: None,
     }
 }

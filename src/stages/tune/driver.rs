@@ -1,14 +1,19 @@
 //! One tune from start to outputs: the search (after the exhaustive sweep when asked),
 //! a live line per trial, and every artifact written under the staging folder.
 
-use super::outputs::{write_json, write_trials, Comparison};
+use super::outputs::{write_elite_diffs, write_json, write_trials, Comparison};
 use super::{elite_cubin_path, OUT_DIR};
 use crate::engine::StageOutcome;
-use crate::schema::EliteEntry;
+use crate::schema::{EliteEntry, LineageStep};
 use crate::tune::memo::Memo;
 use crate::tune::options::TuneOptions;
-use crate::tune::search::{self, Objective, Outcome, Progress, Settings, Trial};
-use crate::tune::space::{show, Config};
+use crate::tune::proposer::lineage::{lineage, Origin};
+use crate::tune::proposer::run::PROPOSAL_ERROR;
+use crate::tune::proposer::store::{short, SourceStore};
+use crate::tune::search::{
+    self, Candidate, Objective, Outcome, Progress, Proposer, Settings, Trial,
+};
+use crate::tune::space::show;
 use anyhow::Context;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -18,9 +23,8 @@ use std::time::{Duration, Instant};
 /// Evaluates trials and supplies the elite's cubins: the GPU pipeline in the stage, fakes in
 /// tests.
 pub trait Backend: Objective {
-    /// The cubin of each configuration (compiled again if needed; the compile cache makes
-    /// that free).
-    fn cubins(&mut self, configs: &[Config]) -> anyhow::Result<Vec<PathBuf>>;
+    /// The cubin of each trial (compiled again if needed; the compile cache makes that free).
+    fn cubins(&mut self, elite: &[Candidate]) -> anyhow::Result<Vec<PathBuf>>;
     /// The nvcc that builds the cubins (`nvcc --version`'s release line), if a real one.
     fn nvcc_version(&self) -> Option<String> {
         None
@@ -33,8 +37,15 @@ pub struct Reporter<'a> {
     pub log: &'a mut dyn Write,
 }
 
+/// The tune stage's `proposer:` at work: the command, and where its sources are kept.
+pub struct Sources<'a> {
+    pub proposer: &'a mut dyn Proposer,
+    pub store: &'a SourceStore,
+}
+
 /// Run the search (after the exhaustive sweep when asked), write every output under
 /// `staging`, and say how the stage ended.
+#[allow(clippy::too_many_arguments)]
 pub fn tune_and_write(
     o: &TuneOptions,
     settings: &Settings,
@@ -43,6 +54,7 @@ pub fn tune_and_write(
     memo: &mut Memo,
     staging: &Path,
     report: Reporter,
+    sources: Option<Sources>,
 ) -> anyhow::Result<StageOutcome> {
     let Reporter { progress, log } = report;
     let mut log_error = None;
@@ -67,7 +79,18 @@ pub fn tune_and_write(
         None
     };
     let started = Instant::now();
-    let outcome = search::run(&o.space, settings, backend, memo, &mut observer)?;
+    let (mut proposer, store) = match sources {
+        Some(s) => (Some(s.proposer), Some(s.store)),
+        None => (None, None),
+    };
+    let outcome = search::run_with(
+        &o.space,
+        settings,
+        backend,
+        memo,
+        &mut observer,
+        proposer.as_deref_mut(),
+    )?;
     let wall = started.elapsed();
     if let Some(e) = log_error {
         return Err(e).context("cannot write the stage log");
@@ -75,16 +98,23 @@ pub fn tune_and_write(
     write_trials(&out.join("tune_log.csv"), &outcome.trials)?;
 
     let elite: Vec<&Trial> = outcome.elite.iter().map(|&i| &outcome.trials[i]).collect();
-    let configs: Vec<Config> = elite.iter().map(|t| t.candidate.config.clone()).collect();
-    let cubins = backend.cubins(&configs)?;
+    let candidates: Vec<Candidate> = elite.iter().map(|t| t.candidate.clone()).collect();
+    let cubins = backend.cubins(&candidates)?;
+    let diffs = match store {
+        Some(store) => write_elite_diffs(&out, store, &elite)?,
+        None => Default::default(),
+    };
     let mut entries = Vec::new();
-    for (rank, (trial, cubin)) in (1u32..).zip(elite.iter().zip(&cubins)) {
+    for ((rank, &index), (trial, cubin)) in
+        (1u32..).zip(&outcome.elite).zip(elite.iter().zip(&cubins))
+    {
         let dest = staging.join(elite_cubin_path(rank));
         if let Some(dir) = dest.parent() {
             std::fs::create_dir_all(dir)?;
         }
         std::fs::copy(cubin, &dest)
             .with_context(|| format!("cannot copy {} to {}", cubin.display(), dest.display()))?;
+        let source = trial.candidate.source.as_ref();
         entries.push(EliteEntry {
             rank,
             trial: trial.candidate.trial,
@@ -92,6 +122,12 @@ pub fn tune_and_write(
             parents: trial.candidate.parents.clone(),
             p50_us: trial.evaluation.score.unwrap_or(f64::NAN),
             nvcc_version: backend.nvcc_version(),
+            source: source.map(|s| short(&s.digest).to_string()),
+            diff: source.and_then(|s| diffs.get(&s.digest).cloned()),
+            lineage: lineage(&outcome.trials, index)
+                .into_iter()
+                .map(|i| lineage_step(&outcome.trials[i]))
+                .collect(),
             bench: trial.evaluation.bench.clone(),
         });
     }
@@ -101,6 +137,10 @@ pub fn tune_and_write(
     let summary = summary_line(&outcome, wall, o.space.valid().len());
     progress(&summary);
     writeln!(log, "{summary}")?;
+    if let Some(line) = proposer.and_then(|p| p.summary()) {
+        progress(&line);
+        writeln!(log, "{line}")?;
+    }
     if let Some((swept, swept_wall)) = &swept {
         let comparison = Comparison::new(&outcome, swept, *swept_wall, settings.budget);
         let line = comparison.line();
@@ -118,6 +158,23 @@ pub fn tune_and_write(
     })
 }
 
+/// One trial of an elite member's lineage, as `topk.json` records it.
+fn lineage_step(t: &Trial) -> LineageStep {
+    let c = &t.candidate;
+    let origin = Origin::of(c);
+    LineageStep {
+        trial: c.trial,
+        generation: c.generation,
+        parents: c.parents.clone(),
+        config: c.config.clone(),
+        source: origin.source,
+        patch: origin.patch,
+        note: origin.note,
+        status: t.evaluation.status.clone(),
+        p50_us: t.evaluation.score,
+    }
+}
+
 fn progress_line(p: &Progress) -> String {
     let t = p.trial;
     let e = &t.evaluation;
@@ -133,8 +190,14 @@ fn progress_line(p: &Progress) -> String {
         ),
         None => "no passing trial yet".into(),
     };
+    let source = t
+        .candidate
+        .source
+        .as_ref()
+        .map(|s| format!(" on source {}", short(&s.digest)))
+        .unwrap_or_default();
     format!(
-        "trial {}/{} gen {} {}{result} · {best} · {}",
+        "trial {}/{} gen {} {}{result} · {best} · {}{source}",
         p.finished,
         p.planned,
         t.candidate.generation,
@@ -156,7 +219,16 @@ fn status_counts(trials: &[Trial]) -> String {
 }
 
 fn summary_line(outcome: &Outcome, wall: Duration, space: usize) -> String {
-    let evaluated = outcome.trials.iter().filter(|t| !t.cached).count();
+    let unmade = outcome
+        .trials
+        .iter()
+        .filter(|t| t.evaluation.status == PROPOSAL_ERROR)
+        .count();
+    let evaluated = outcome.trials.iter().filter(|t| !t.cached).count() - unmade;
+    let unmade = match unmade {
+        0 => String::new(),
+        n => format!(", {n} proposals that never became a source"),
+    };
     let best = match outcome.best() {
         Some(b) => format!(
             "best {:.2} µs at trial {} {}",
@@ -167,9 +239,9 @@ fn summary_line(outcome: &Outcome, wall: Duration, space: usize) -> String {
         None => "no configuration passed".into(),
     };
     format!(
-        "tune: {} trials of {space} configurations ({evaluated} evaluated, {} from the memo) in {:.1} s; {}; {best}",
+        "tune: {} trials of {space} configurations ({evaluated} evaluated, {} from the memo{unmade}) in {:.1} s; {}; {best}",
         outcome.trials.len(),
-        outcome.trials.len() - evaluated,
+        outcome.trials.iter().filter(|t| t.cached).count(),
         wall.as_secs_f64(),
         status_counts(&outcome.trials)
     )

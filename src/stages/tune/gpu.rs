@@ -15,8 +15,9 @@ use crate::stages::gpu_nodes::OneGpuModel;
 use crate::stages::slots::{run_on_slots, run_streamed};
 use crate::toolchain::Toolchain;
 use crate::tune::memo::Evaluation;
+use crate::tune::proposer::store::include_flags;
 use crate::tune::search::{Candidate, Objective};
-use crate::tune::space::{show, Config};
+use crate::tune::space::show;
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,22 +59,34 @@ pub(super) struct GpuBackend<'a> {
 }
 
 impl GpuBackend<'_> {
-    fn request(&self, config: &Config) -> CompileRequest {
+    /// A trial's compile: its source (the kernel's own, or a proposed one that includes the
+    /// kernel's headers through `-I`) with the base defines overridden by its configuration.
+    fn request(&self, c: &Candidate) -> CompileRequest {
         let mut defines = self.base_defines.clone();
-        for (k, v) in config {
+        for (k, v) in &c.config {
             defines.insert(k.clone(), v.to_string());
         }
+        let kernel = PathBuf::from(&self.kernel.source);
+        let mut flags = self.kernel.flags.clone();
+        let source = match &c.source {
+            Some(proposed) => {
+                flags.extend(include_flags(&kernel));
+                proposed.path.clone()
+            }
+            None => kernel,
+        };
         CompileRequest {
-            source: PathBuf::from(&self.kernel.source),
+            source,
             entry: self.kernel.entry.clone(),
             defines,
             arch: self.arch.clone(),
-            flags: self.kernel.flags.clone(),
+            flags,
         }
     }
 
-    fn compile(&self, configs: &[&Config]) -> anyhow::Result<Vec<CompileOutput>> {
-        let reqs: Vec<CompileRequest> = configs.iter().map(|c| self.request(c)).collect();
+    /// Every candidate of `batch`, `jobs` nvcc at a time.
+    fn compile(&self, batch: &[Candidate]) -> anyhow::Result<Vec<CompileOutput>> {
+        let reqs: Vec<CompileRequest> = batch.iter().map(|c| self.request(c)).collect();
         let outs = compile::compile_many(
             self.executor,
             self.cancel,
@@ -87,13 +100,13 @@ impl GpuBackend<'_> {
     }
 
     /// One candidate's compile (a cache hit when it was built before).
-    fn compile_one(&self, config: &Config) -> CompileOutput {
+    fn compile_one(&self, candidate: &Candidate) -> CompileOutput {
         let mut outs = compile::compile_many(
             self.executor,
             self.cancel,
             &self.tc,
             self.root,
-            &[self.request(config)],
+            &[self.request(candidate)],
             1,
         );
         outs.pop().expect("one output per request")
@@ -211,17 +224,15 @@ impl Objective for GpuBackend<'_> {
         done: &mut dyn FnMut(usize, Evaluation),
     ) -> anyhow::Result<()> {
         let this = &*self;
-        let configs: Vec<&Config> = batch.iter().map(|c| &c.config).collect();
         let mut mixed = None;
         std::thread::scope(|s| {
             let (compiled, arrivals) = mpsc::channel();
-            let configs = &configs;
             s.spawn(move || {
                 run_on_slots(
                     this.jobs as u32,
-                    configs,
+                    batch,
                     this.cancel,
-                    |_, config| this.compile_one(config),
+                    |_, candidate| this.compile_one(candidate),
                     |i, out| {
                         // The receiver goes only when the GPU side has stopped (interrupt).
                         let _ = compiled.send((i, out));
@@ -259,16 +270,16 @@ impl Backend for GpuBackend<'_> {
         Some(self.tc.version.clone())
     }
 
-    fn cubins(&mut self, configs: &[Config]) -> anyhow::Result<Vec<PathBuf>> {
-        let refs: Vec<&Config> = configs.iter().collect();
-        self.compile(&refs)?
+    fn cubins(&mut self, elite: &[Candidate]) -> anyhow::Result<Vec<PathBuf>> {
+        self.compile(elite)?
             .into_iter()
-            .zip(configs)
+            .zip(elite)
             .map(|(out, c)| {
                 out.cubin.filter(|_| out.ok).with_context(|| {
                     format!(
-                        "cannot rebuild the elite configuration {}: {}",
-                        show(c),
+                        "cannot rebuild the elite trial {} ({}): {}",
+                        c.trial,
+                        show(&c.config),
                         out.error.unwrap_or_default()
                     )
                 })

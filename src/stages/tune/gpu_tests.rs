@@ -11,7 +11,6 @@ use crate::schema::EntryResources;
 use crate::stages::build::compile::CompileOutput;
 use crate::stages::gpu_nodes::OneGpuModel;
 use crate::tune::search::Trial;
-use crate::tune::space::Config;
 
 fn output(ok: bool, registers: u32, spill: u64) -> CompileOutput {
     CompileOutput {
@@ -400,10 +399,10 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
         ]
     );
 
-    let elite: Vec<Config> = outcome
+    let elite: Vec<crate::tune::search::Candidate> = outcome
         .elite
         .iter()
-        .map(|&i| outcome.trials[i].candidate.config.clone())
+        .map(|&i| outcome.trials[i].candidate.clone())
         .collect();
     let cubins = backend.cubins(&elite).unwrap();
     assert_eq!(cubins.len(), 3);

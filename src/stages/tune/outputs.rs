@@ -3,12 +3,36 @@
 
 use super::OUT_DIR;
 use crate::schema::{EliteEntry, TuneTrial};
+use crate::tune::proposer::lineage::Origin;
+use crate::tune::proposer::store::{short, SourceStore};
 use crate::tune::search::{Outcome, Trial};
 use crate::tune::space::{show, Config};
 use anyhow::Context;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
+
+/// The folder, under the tune's output folder, of the elite's diffs against the kernel.
+pub const PROPOSALS_DIR: &str = "proposals";
+
+/// `proposals/<source>.patch` for each elite member with a proposed source: its diff
+/// against the kernel's own source, the reviewable form of what the result depends on.
+/// Returns each written file (relative to the project root) by source digest.
+pub(super) fn write_elite_diffs(
+    out: &Path,
+    store: &SourceStore,
+    elite: &[&Trial],
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut written = BTreeMap::new();
+    for s in elite.iter().filter_map(|t| t.candidate.source.as_ref()) {
+        let name = format!("{PROPOSALS_DIR}/{}.patch", short(&s.digest));
+        let diff = store.diff_from_base(&store.text(Some(s))?);
+        write_file(&out.join(&name), diff.as_bytes())?;
+        written.insert(s.digest.clone(), format!("{OUT_DIR}/{name}"));
+    }
+    Ok(written)
+}
 
 /// Outputs of a stage that could not run: an empty log and an empty elite; no cubins (they
 /// are optional outputs, so no zero-byte file stands in for a kernel).
@@ -116,13 +140,22 @@ pub(super) fn write_trials(path: &Path, trials: &[Trial]) -> anyhow::Result<()> 
         "p50_us",
         "correctness_pass",
         "note",
+        "parents",
+        "source",
+        "patch",
     ])?;
     for t in trials {
         let e = &t.evaluation;
+        let c = &t.candidate;
+        let origin = Origin::of(c);
         let mut note = e.note.clone();
-        if !t.candidate.parents.is_empty() {
-            let parents: Vec<String> = t.candidate.parents.iter().map(u32::to_string).collect();
-            note = format!("parents {}; {note}", parents.join("+"));
+        if !origin.note.is_empty() {
+            note = format!("proposed: {}; {note}", origin.note);
+        }
+        let parents: Vec<String> = c.parents.iter().map(u32::to_string).collect();
+        let parents = parents.join("+");
+        if !parents.is_empty() {
+            note = format!("parents {parents}; {note}");
         }
         if t.cached {
             note = format!("{note} (memo)");
@@ -140,6 +173,9 @@ pub(super) fn write_trials(path: &Path, trials: &[Trial]) -> anyhow::Result<()> 
             p50_us: e.score.map(|x| round(x, 4)),
             correctness_pass: e.correctness_pass,
             note: note.trim().trim_end_matches(';').trim().to_string(),
+            parents,
+            source: origin.source.unwrap_or_default(),
+            patch: origin.patch.unwrap_or_default(),
         })?;
     }
     w.flush()?;

@@ -8,7 +8,7 @@ use crate::pipeline::Shape;
 use crate::schema::{EliteEntry, TuneTrial};
 use crate::tune::memo::Evaluation;
 use crate::tune::search::{Candidate, Objective};
-use crate::tune::space::{show, Config};
+use crate::tune::space::show;
 
 const PIPELINE: &str = r#"
 version: 1
@@ -39,13 +39,13 @@ stages:
     constraints: ["TILE_M * TILE_N <= 8192", "USE_WARP_SPECIALIZATION == 0 || NUM_PRODUCER_WARPS < NUM_WARPS"]
 "#;
 
-fn options() -> (Pipeline, TuneOptions) {
+pub(super) fn options() -> (Pipeline, TuneOptions) {
     let p: Pipeline = serde_yaml::from_str(PIPELINE).unwrap();
     let o = TuneOptions::parse(&p.stages["evo-tune"], &p).unwrap();
     (p, o)
 }
 
-fn settings(o: &TuneOptions) -> Settings {
+pub(super) fn settings(o: &TuneOptions) -> Settings {
     Settings {
         budget: o.budget,
         population: o.population,
@@ -56,11 +56,12 @@ fn settings(o: &TuneOptions) -> Settings {
 }
 
 /// Stands in for nvcc + `repro exec`: a deterministic time per configuration, big tiles
-/// fail a PTXAS gate, and cubins are small files naming their configuration.
-struct Fake {
-    dir: PathBuf,
-    evaluated: usize,
-    all_fail: bool,
+/// fail a PTXAS gate, a proposed source (read under `dir`, the project root) that says
+/// `FAST` is 3 µs faster, and cubins are small files naming their configuration.
+pub(super) struct Fake {
+    pub(super) dir: PathBuf,
+    pub(super) evaluated: usize,
+    pub(super) all_fail: bool,
 }
 
 impl Objective for Fake {
@@ -80,7 +81,12 @@ impl Objective for Fake {
                 Evaluation::rejected("ptxas_gate", "ptxas.max_registers 168 > 128")
             } else {
                 let ws = c.config["USE_WARP_SPECIALIZATION"] as f64;
-                let time = 10.0
+                let fast = c.source.as_ref().is_some_and(|s| {
+                    std::fs::read_to_string(self.dir.join(&s.path))
+                        .unwrap()
+                        .contains("FAST")
+                });
+                let time = 10.0 - if fast { 3.0 } else { 0.0 }
                     + ((m - 64) as f64 / 32.0).powi(2)
                     + (n as f64 / 64.0)
                     + (w as f64 - 4.0).abs()
@@ -103,13 +109,13 @@ impl Objective for Fake {
 }
 
 impl Backend for Fake {
-    fn cubins(&mut self, configs: &[Config]) -> anyhow::Result<Vec<PathBuf>> {
-        configs
+    fn cubins(&mut self, elite: &[Candidate]) -> anyhow::Result<Vec<PathBuf>> {
+        elite
             .iter()
             .enumerate()
             .map(|(i, c)| {
                 let path = self.dir.join(format!("{i}.cubin"));
-                std::fs::write(&path, show(c))?;
+                std::fs::write(&path, show(&c.config))?;
                 Ok(path)
             })
             .collect()
@@ -144,12 +150,13 @@ fn run(
             progress: &progress,
             log: &mut log,
         },
+        None,
     )
     .unwrap();
     (outcome, lines.into_inner(), String::from_utf8(log).unwrap())
 }
 
-fn read_csv(path: &Path) -> Vec<TuneTrial> {
+pub(super) fn read_csv(path: &Path) -> Vec<TuneTrial> {
     csv::Reader::from_path(path)
         .unwrap()
         .deserialize()
@@ -174,7 +181,7 @@ fn writes_the_log_the_elite_and_their_cubins() {
 
     let text = std::fs::read_to_string(staging.join("artifacts/tune/tune_log.csv")).unwrap();
     assert!(text.starts_with(
-        "trial,generation,timestamp,config,status,registers,spill_bytes,max_abs_err,max_err_over_ref_std,p50_us,correctness_pass,note\n"
+        "trial,generation,timestamp,config,status,registers,spill_bytes,max_abs_err,max_err_over_ref_std,p50_us,correctness_pass,note,parents,source,patch\n"
     ));
     let rows = read_csv(&staging.join("artifacts/tune/tune_log.csv"));
     assert_eq!(rows.len(), 24);

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Source-level evolution on one GPU machine (where there is no Rust: the repro binary is
+# built elsewhere and copied in).
+#
+#   benches/evolve_gpu.sh REPRO_BINARY OUT_DIR
+#
+# Makes a project in $EVOLVE_PROJECT (default /tmp/repro-evolve-project): this tree's
+# kernels/ (with kernels/proposals/) and benches/evolve/pipeline.yaml. Builds, runs the tune
+# with the scripted proposer (`repro tune`, timed), then the same tune again with --force
+# (every trial must come from the memo and every answer from the cache: nothing measured
+# twice), then the summarize stage. Leaves in OUT_DIR: tune.log, rerun.log (what repro
+# printed), evo-tune.log (the stage's log: every trial, the proposer's lines, the summaries),
+# tune_log.csv, topk.json, summary.md, the elite's proposals/*.patch, and
+# benches/results/tune_evolve.md (header naming the command, device, date and commit; the
+# trials and the best trial's lineage). Exit 1 when a step fails or the rerun measured
+# anything.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/results_header.sh"
+results=$here/results/tune_evolve.md
+header=$(cd "$here/.." && results_header "bash benches/evolve_gpu.sh REPRO_BINARY OUT_DIR")
+repro=$(realpath "$1")
+out=$(realpath -m "$2")
+mkdir -p "$out"
+proj=${EVOLVE_PROJECT:-/tmp/repro-evolve-project}
+mkdir -p "$proj"
+rm -rf "$proj/kernels"
+cp -r "$here/../kernels" "$proj/kernels"
+cp "$here/evolve/pipeline.yaml" "$proj/pipeline.yaml"
+cd "$proj"
+
+failures=0
+"$repro" --quiet stage build > "$out/build.log" 2>&1 || { echo "build failed: see $out/build.log" >&2; exit 1; }
+t0=$(date +%s.%N)
+stage_log=.repro/logs/evo-tune.log
+"$repro" tune > "$out/tune.log" 2>&1 || { echo "repro tune failed: see $out/tune.log" >&2; failures=$((failures + 1)); }
+t1=$(date +%s.%N)
+# The summary lines of the run just made: the stage log's last `tune:` and `proposer:` lines.
+summary() { grep -E "^(tune:|proposer: [0-9]|warning: proposer)" "$stage_log" | tail -n "$1"; }
+first=$(summary 2)
+"$repro" tune --force > "$out/rerun.log" 2>&1 || { echo "repro tune --force failed: see $out/rerun.log" >&2; failures=$((failures + 1)); }
+rerun=$(summary 2)
+cp "$stage_log" "$out/evo-tune.log"
+"$repro" --quiet stage summarize > "$out/summarize.log" 2>&1 || { echo "summarize failed: see $out/summarize.log" >&2; failures=$((failures + 1)); }
+cp artifacts/tune/tune_log.csv artifacts/tune/topk.json "$out/"
+cp reports/summary.md "$out/" 2>/dev/null || true
+if [ -d artifacts/tune/proposals ]; then cp artifacts/tune/proposals/*.patch "$out/"; fi
+if ! grep -q "(0 evaluated, " <<< "$rerun" || ! grep -q "proposer: 0 call(s)" <<< "$rerun"; then
+    echo "the rerun measured trials or asked the proposer again (see $out/evo-tune.log)" >&2
+    failures=$((failures + 1))
+fi
+
+{
+    echo "# Source-level evolution on sdpa_fp8_mma (scripted proposer, kernels/proposals/)"
+    echo
+    echo "$header"
+    echo "Pipeline: benches/evolve/pipeline.yaml (base mma-wg-ring-gs; define space USE_WGMMA × KV_GROUP_SYNC × Q_IN_REGS, 8 configurations; budget 16, population 4; score = geometric mean of the mission and ragged p50, µs, isolated launches, 20 warm-up, 100 samples, seed 0; every trial checked on small, mission and ragged, all input recipes)."
+    echo
+    echo "Wall time of \`repro tune\`: $(awk "BEGIN{printf \"%.0f\", $t1 - $t0}") s."
+    echo
+    echo '```text'
+    echo "$first"
+    echo "rerun (--force):"
+    echo "$rerun"
+    echo '```'
+    echo
+    echo "Trials (artifacts/tune/tune_log.csv):"
+    echo
+    echo "| trial | gen | status | p50 µs | config | parents | source | patch | note |"
+    echo "|---:|---:|---|---:|---|---|---|---|---|"
+    python3 - "$out/tune_log.csv" <<'PY'
+import csv, sys
+for r in csv.DictReader(open(sys.argv[1])):
+    note = r["note"].replace("|", "/")[:140]
+    print(f"| {r['trial']} | {r['generation']} | {r['status']} | {r['p50_us']} | `{r['config']}` | {r['parents']} | {r['source']} | {r['patch']} | {note} |")
+PY
+    echo
+    echo "Best trial's lineage (artifacts/tune/topk.json):"
+    echo
+    python3 - "$out/topk.json" <<'PY'
+import json, sys
+top = json.load(open(sys.argv[1]))
+if top:
+    b = top[0]
+    print(f"rank 1: trial {b['trial']}, p50 {b['p50_us']} µs, source {b.get('source') or 'the kernel s own'}, config {json.dumps(b['config'], sort_keys=True)}")
+    print()
+    for s in b.get("lineage", []):
+        print(f"- trial {s['trial']} (gen {s['generation']}, {s['status']}, p50 {s.get('p50_us')} µs): source {s.get('source') or 'own'}, patch {s.get('patch') or '-'} {s.get('note', '')}")
+PY
+} > "$results"
+cp "$results" "$out/"
+cat "$results"
+[ "$failures" -eq 0 ] || exit 1

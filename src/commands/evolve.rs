@@ -1,0 +1,41 @@
+//! Source-level evolution from the command line: `repro propose …` (the shipped
+//! proposers) and `repro promote` (a tune trial to a shipped variant).
+
+use super::exit;
+use crate::cli::{GlobalArgs, PromoteArgs, ProposeCommand};
+use crate::tune::proposer::{brief, openai, patches};
+
+/// `repro propose patches --dir DIR` / `repro propose openai`: the answer on stdout.
+pub fn propose(command: &ProposeCommand) -> anyhow::Result<i32> {
+    let brief = brief::read()?;
+    let answer = match command {
+        ProposeCommand::Patches { dir } => patches::propose(&brief, dir)?,
+        ProposeCommand::Openai => openai::propose(&brief, &openai::Endpoint::from_env()?)?,
+    };
+    println!("{}", serde_json::to_string_pretty(&answer)?);
+    Ok(exit::OK)
+}
+
+/// `repro promote TRIAL --name NAME`.
+pub fn promote(global: &GlobalArgs, args: &PromoteArgs) -> anyhow::Result<i32> {
+    let project = crate::pipeline::load(&global.file)?;
+    let done = crate::tune::promote::promote(&project, &args.trial, &args.name)?;
+    let file = project.file.display();
+    match &done.file {
+        Some(path) => println!(
+            "promoted trial {} (source {}) as `{}`: wrote {} and added kernels.{} and variants.{} to {file}",
+            done.trial,
+            done.source.as_deref().unwrap_or_default(),
+            args.name,
+            path.display(),
+            args.name,
+            args.name
+        ),
+        None => println!(
+            "promoted trial {} (kernel `{}`) as variant `{}` in {file}",
+            done.trial, done.kernel, args.name
+        ),
+    }
+    println!("  next: `repro run` builds, benches and reports it");
+    Ok(exit::OK)
+}
