@@ -1,7 +1,8 @@
 //! Local child processes, through duct. Each job runs in its own process group
 //! (`before_spawn` sets it), so a timeout or an interrupt kills the job and everything it
 //! started — SIGTERM to the group, then SIGKILL after a short grace. Processes the job
-//! leaves behind when it exits are killed too, so nothing outlives its stage. If `repro`
+//! leaves behind when it exits are killed too, in its group or escaped from it
+//! ([`super::orphans::seal_job`]), so nothing outlives its stage. If `repro`
 //! itself is killed (SIGKILL), the job's first process dies with it (`PR_SET_PDEATHSIG`)
 //! and the rest of its group is found by the run id it carries and killed by the next run
 //! ([`super::orphans`]).
@@ -66,6 +67,9 @@ pub fn hostname() -> String {
 }
 
 fn signal_group(pgid: u32, signal: i32) {
+    if pgid == 0 {
+        return; // 0 would be this process's own group
+    }
     // SAFETY: killpg only sends a signal; a group that is gone gives ESRCH, ignored.
     unsafe {
         libc::killpg(pgid as libc::pid_t, signal);
@@ -113,7 +117,11 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
         expr = expr.env("CUDA_VISIBLE_DEVICES", gpu.to_string());
     }
     // After the job's own env: a stage cannot take its processes out of the run.
-    expr = expr.env(super::orphans::RUN_ID_ENV, super::orphans::run_id());
+    super::orphans::become_subreaper();
+    let tag = super::orphans::job_tag();
+    expr = expr
+        .env(super::orphans::RUN_ID_ENV, super::orphans::run_id())
+        .env(super::orphans::JOB_ENV, &tag);
     let mut log_start = 0;
     match &job.log {
         Some(log) => {
@@ -174,8 +182,9 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
         std::thread::sleep(poll);
         poll = (poll * 2).min(Duration::from_millis(20));
     };
-    // Whatever the job left running in its group goes with it.
-    signal_group(pgid, libc::SIGKILL);
+    // Whatever the job left running, in its group or escaped from it, goes with it.
+    super::orphans::seal_job(pgid, &tag)
+        .with_context(|| format!("job `{}` left processes behind", job.name))?;
     let exit = match killed {
         Some((reason, _)) => reason,
         None => match (output.status.code(), output.status.signal()) {
