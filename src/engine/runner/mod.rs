@@ -8,6 +8,7 @@
 //! table; [`ended`] names how each stage ended.
 
 mod ended;
+mod ready;
 mod schedule;
 mod select;
 #[cfg(test)]
@@ -154,19 +155,19 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcom
         project.stages.iter().map(|s| s.name.as_str()),
     );
     let mut eval = EvalCtx {
-        lock: &lock.clone(),
+        lock: &lock,
         records: &records,
         overrides: &req.overrides,
         cache: StatCache::load(&project.root),
     };
     let statuses = status::evaluate_all(project, &mut eval)?;
+    let mut cache = eval.cache;
     if let Selection::Named {
         with_deps: false, ..
     } = req.selection
     {
         check_upstream(project, &statuses, &selected)?;
     }
-    let mut cache = eval.cache;
     let mut run = Run {
         project,
         req,
@@ -180,11 +181,19 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcom
         executed: BTreeSet::new(),
         times: BTreeMap::new(),
         repro_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("repro")),
+        queue: ready::ReadyQueue::new(&project.dag, &selected),
     };
-    run.schedule(&selected, &mut lock, &mut cache)?;
+    let scheduled = run.schedule(&selected, &mut lock, &mut cache);
     if !req.dry_run {
         let _ = cache.save();
+        let _ = run_record::compact(&project.root);
+        // Once per run: what each stage recorded in the journal goes into the lock.
+        if LockFile::has_journal(&project.root) {
+            lock.stages.retain(|name, _| project.stage(name).is_some());
+            lock.save(&project.root)?;
+        }
     }
+    scheduled?;
     Ok(run.report(&selected))
 }
 
