@@ -48,17 +48,50 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// mixed with another. The error names `path`.
 pub fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let named =
         |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(named)?;
     }
+    // Never through a symlink planted in its place.
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
         .map_err(named)
+}
+
+/// Make `path` an empty regular file: the file there truncated (keeping its inode, as a
+/// file system allocates new ones slowly after many deletes), or a new one; a symlink
+/// planted there is removed, never written through.
+pub fn truncate_or_create(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            // Not through a link; and a FIFO there fails instead of blocking.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+    };
+    let file = match open() {
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            std::fs::remove_file(path)?;
+            open()?
+        }
+        other => other?,
+    };
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// A file-name-safe form of a stage name (`%XX` for anything but `[A-Za-z0-9._-]`).
@@ -74,6 +107,7 @@ pub fn safe_name(stage: &str) -> String {
     out
 }
 
+/// Remove a file, a folder or a symlink (never what it points to); nothing there is fine.
 fn remove_any(path: &Path) -> std::io::Result<()> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
@@ -219,6 +253,14 @@ pub fn prepare(
     if in_place {
         let dir = root.join(".repro/backup").join(&name);
         remove_any(&dir)?;
+        if outputs.is_empty() {
+            // Nothing to protect, and no folder made and removed for nothing: a file system
+            // slows down as it allocates around many files just deleted.
+            return Ok(Guard::Backup {
+                dir,
+                outputs: Vec::new(),
+            });
+        }
         let entries: Vec<BackedUp> = outputs
             .iter()
             .map(|o| BackedUp {
@@ -233,7 +275,10 @@ pub fn prepare(
                 format!("{tag}{}\n", e.path.display())
             })
             .collect();
-        write_atomic(&dir.join(BACKUP_LIST), list.as_bytes())?;
+        // Written in place: the folder was just emptied, and a list cut short by a kill
+        // names only outputs not yet moved (every move comes after the list).
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(BACKUP_LIST), list.as_bytes())?;
         for (k, entry) in entries.iter().enumerate() {
             let live = root.join(&entry.path);
             let moved = confine(root, &entry.path, false, &mut Vec::new())
@@ -299,10 +344,19 @@ impl Guard {
     ) -> anyhow::Result<()> {
         let written = self.write_root(root);
         for out in outputs {
-            if !exists(&written.join(out)) && !optional.contains(out) {
+            let path = written.join(out);
+            if !exists(&path) && !optional.contains(out) {
                 bail!(
                     "the stage succeeded but did not write its declared output `{}`",
                     out.display()
+                );
+            }
+            if exists(&path) && std::fs::metadata(&path).is_err() {
+                let target = std::fs::read_link(&path).unwrap_or_default();
+                bail!(
+                    "the stage's output `{}` is a symlink to `{}`, which does not exist\n  help: write the output itself, or link to a file that is there when the stage ends",
+                    out.display(),
+                    target.display()
                 );
             }
         }

@@ -289,6 +289,7 @@ pub struct EvalCtx<'a> {
 /// Every stage's status as `repro status` shows it: the lock, the last-run records and the
 /// digest cache read from under `project.root` (the cache is saved for next time).
 pub fn evaluate_project(project: &Project) -> anyhow::Result<Vec<StageStatus>> {
+    super::project_lock::check_state_dirs(&project.root)?;
     let lock = LockFile::load(&project.root)?;
     let records = super::run_record::load(
         &project.root,
@@ -447,6 +448,17 @@ pub fn kept_from(project: &Project, i: usize) -> String {
     text
 }
 
+/// A note that another repro is running in the project: the outputs of the stages it is
+/// running are moved aside (or half written) until they end, so they read as missing or
+/// modified here.
+pub fn run_in_progress(project: &Project) -> Option<String> {
+    let holder = super::project_lock::running(&project.root)?;
+    Some(format!(
+        "note: a run is in progress (pid {} on {}, since {}):\n  the outputs of the stages it is running read as missing or modified until they end",
+        holder.pid, holder.host, holder.since
+    ))
+}
+
 /// Whether every stage is up to date (`repro status --exit-code` exits 0 only then).
 pub fn all_up_to_date(statuses: &[StageStatus]) -> bool {
     statuses.iter().all(|s| s.state == State::UpToDate)
@@ -462,6 +474,18 @@ pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
         .max()
         .unwrap_or(0);
     let mut out = String::new();
+    // What comes from outside (a log tail, a file name, an edited lock) is shown, not
+    // sent to the terminal, and each line fits in STATUS_COLUMNS.
+    let mut push = |line: String| {
+        out.push_str(&super::display::visible_line(
+            line.trim_end(),
+            STATUS_COLUMNS,
+        ));
+        out.push('\n');
+    };
+    if let Some(note) = run_in_progress(project) {
+        note.lines().for_each(|l| push(l.to_string()));
+    }
     for &i in project.dag.topo_order() {
         let s = &statuses[i];
         let name = &project.stages[i].name;
@@ -472,28 +496,27 @@ pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
         if let Some(reason) = &s.skipped {
             line.push_str(&format!(" (skipped: {reason})"));
         }
-        out.push_str(line.trim_end());
-        out.push('\n');
+        push(line);
         match &s.state {
             State::Stale(changes) => {
                 let room = STATUS_COLUMNS.saturating_sub(width + 4).max(40);
                 for c in changes {
-                    out.push_str(&format!("{:width$}    {}\n", "", c.line(room)));
+                    push(format!("{:width$}    {}", "", c.line(room)));
                 }
             }
             State::Kept { reason, changes } => {
-                out.push_str(&format!(
-                    "{:width$}    {}; not re-run here: {reason}\n",
+                push(format!(
+                    "{:width$}    {}; not re-run here: {reason}",
                     "",
                     kept_from(project, s.index)
                 ));
                 for c in changes {
-                    out.push_str(&format!("{:width$}    {c}\n", ""));
+                    push(format!("{:width$}    {c}", ""));
                 }
             }
             State::Failed(msg) => {
                 for l in msg.lines() {
-                    out.push_str(&format!("{:width$}    {l}\n", ""));
+                    push(format!("{:width$}    {l}", ""));
                 }
             }
             _ => {}

@@ -61,6 +61,51 @@ impl Executor for LocalExecutor {
     }
 }
 
+/// How often a running job's timeout and the run's interrupt are looked at.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Waits for a child to exit without a busy loop: a pidfd (Linux 5.3) becomes readable
+/// when the process ends, so a short job is noticed at once, not after a sleep.
+struct ExitWatch {
+    pidfd: Option<std::os::fd::OwnedFd>,
+    /// The pidfd said "exited" once: it stays readable, so what is left to wait for (a
+    /// reader of the job's output) is waited for with short sleeps.
+    signalled: std::cell::Cell<bool>,
+}
+
+impl ExitWatch {
+    fn new(pid: u32) -> ExitWatch {
+        use std::os::fd::FromRawFd;
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        ExitWatch {
+            // SAFETY: a descriptor the kernel just returned, owned by nothing else.
+            pidfd: (fd >= 0 && pid != 0)
+                .then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }),
+            signalled: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Return when the process has exited, or after `at_most`.
+    fn wait(&self, at_most: Duration) {
+        use std::os::fd::AsRawFd;
+        match &self.pidfd {
+            Some(fd) if !self.signalled.get() => {
+                let mut poll = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd; an error or a signal just ends the wait early.
+                let ready = unsafe { libc::poll(&mut poll, 1, at_most.as_millis() as libc::c_int) };
+                self.signalled.set(ready > 0);
+            }
+            Some(_) => std::thread::sleep(Duration::from_millis(1)),
+            None => std::thread::sleep(at_most.min(Duration::from_millis(5))),
+        }
+    }
+}
+
 /// This machine's host name, `unknown` when it has none.
 pub fn hostname() -> String {
     crate::env::hostname().unwrap_or_else(|| "unknown".into())
@@ -156,7 +201,7 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
     // A timeout too long to add to the clock is no timeout.
     let deadline = job.timeout.and_then(|t| started.checked_add(t));
     let mut killed: Option<(ExitKind, Instant)> = None;
-    let mut poll = Duration::from_millis(1);
+    let exited = ExitWatch::new(pgid);
     let output = loop {
         if let Some(out) = handle.try_wait()? {
             break out;
@@ -179,8 +224,7 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
             Some((_, at)) if now.duration_since(*at) >= GRACE => signal_group(pgid, libc::SIGKILL),
             Some(_) => {}
         }
-        std::thread::sleep(poll);
-        poll = (poll * 2).min(Duration::from_millis(20));
+        exited.wait(POLL);
     };
     // Whatever the job left running, in its group or escaped from it, goes with it.
     super::orphans::seal_job(pgid, &tag)

@@ -103,7 +103,12 @@ fn install_signal_handlers(
 
 /// Load the pipeline at `file` and carry out `req`.
 pub fn run(file: &Path, req: &Request) -> anyhow::Result<RunOutcome> {
-    run_project(&crate::pipeline::load(file)?, req)
+    let project = crate::pipeline::load(file)?;
+    let outcome = run_project(&project, req);
+    // The command ends here: a large pipeline's tens of thousands of small allocations
+    // are left to the operating system rather than freed one by one (docs/PERFORMANCE.md).
+    std::mem::forget(project);
+    outcome
 }
 
 /// Carry out `req` on a loaded project.
@@ -194,7 +199,11 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcom
         }
     }
     scheduled?;
-    Ok(run.report(&selected))
+    let outcome = run.report(&selected);
+    // As in `run`: the statuses and the lock are left to the operating system.
+    std::mem::forget(run);
+    std::mem::forget(lock);
+    Ok(outcome)
 }
 
 /// Let each selected stage's kind fetch what its inputs depend on (a pinned toolchain). A

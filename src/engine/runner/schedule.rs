@@ -302,7 +302,7 @@ impl<'a> Run<'a> {
         if let Some(dir) = log.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        std::fs::write(&log, "")?;
+        staging::truncate_or_create(&log)?;
         let line = self.progress.start(&stage.name);
         let write_root = guard.write_root(&project.root).to_path_buf();
         let bar = line.clone();
@@ -506,6 +506,9 @@ impl<'a> Run<'a> {
         let mut out = String::new();
         if self.req.dry_run {
             out.push_str("plan (dry run, nothing changed):\n");
+            if let Some(note) = status::run_in_progress(project) {
+                out.push_str(&format!("{note}\n"));
+            }
         } else {
             out.push_str(&format!(
                 "{:width$}  {:10}  {}\n",

@@ -23,14 +23,23 @@ pub(super) fn check_outputs_unique(r: &mut Report, stages: &[Stage]) -> OutputIn
             };
             let other = &stages[owner].outputs[other];
             let owner = &stages[owner].name;
+            let written = stage
+                .spec
+                .outs
+                .get(k)
+                .and_then(|w| paths::check_relative(w).ok())
+                .filter(|w| w != out)
+                .map_or_else(String::new, |w| {
+                    format!(" (`{}` through a symlink)", w.display())
+                });
             let what = if other == out {
                 format!(
-                    "output `{}` is also written by stage `{owner}`",
+                    "output `{}`{written} is also written by stage `{owner}`",
                     out.display()
                 )
             } else {
                 format!(
-                    "output `{}` of stage `{}` overlaps `{}`, written by stage `{owner}`",
+                    "output `{}`{written} of stage `{}` overlaps `{}`, written by stage `{owner}`",
                     out.display(),
                     stage.name,
                     other.display()
@@ -149,6 +158,18 @@ pub(super) fn check_deps(
                     continue;
                 }
             };
+            if let Some(why) = forbidden_dep(&real).filter(|_| real != clean) {
+                r.at(
+                    &path,
+                    format!(
+                        "dep `{dep}` of stage `{}` reaches `{}` through a symlink; it {why}: the stage could never be up to date",
+                        stage.name,
+                        if real.as_os_str().is_empty() { ".".to_string() } else { real.display().to_string() }
+                    ),
+                    "list the files and folders the stage reads instead",
+                );
+                continue;
+            }
             let through = if real == clean {
                 String::new()
             } else {

@@ -82,9 +82,14 @@ pub fn validate(
     if let Some(ex) = &p.executor {
         check_executor(&mut r, &["executor", "kind"], &ex.kind);
     }
+    let before_workload = r.diags.len();
     if let Some(w) = &p.workload {
+        check_primary(&mut r, w);
         check_inputs(&mut r, w);
     }
+    // The kinds' own checks read the workload: with a broken one they would only repeat
+    // its error at each stage.
+    let workload_ok = r.diags.len() == before_workload;
     let registry: Vec<Arc<dyn StageKind>> = crate::stages::registry()
         .into_iter()
         .map(Arc::from)
@@ -106,14 +111,19 @@ pub fn validate(
                 .iter()
                 .filter_map(|o| output_path(&mut resolver, &o.to_string_lossy(), None).ok())
                 .collect();
-            check_options(&mut r, kind.as_ref(), name, spec, p);
+            if workload_ok {
+                check_options(&mut r, kind.as_ref(), name, spec, p);
+            }
             for (i, out) in kind.outputs(name, spec, p).iter().enumerate() {
                 let idx = i.to_string();
                 match output_path(&mut resolver, &out.to_string_lossy(), pipeline_file) {
                     Ok(clean) => outputs.push(clean),
                     Err(problem) => r.at(
                         &["stages", name, "outs", &idx],
-                        format!("output `{}` of stage `{name}` {problem}", out.display()),
+                        format!(
+                            "output `{}` of stage `{name}` {problem}",
+                            out.to_string_lossy().escape_debug()
+                        ),
                         "outputs are paths inside the project (relative to the folder of pipeline.yaml), without `..`, and not `.repro/`, `.git`, the lock file or the pipeline file",
                     ),
                 }
@@ -214,6 +224,24 @@ fn check_stage_name(r: &mut Report, name: &str) {
             "name stages with a short word of letters, digits, `-` and `_`",
         );
     }
+}
+
+/// `workload.primary` names one of `workload.shapes`.
+fn check_primary(r: &mut Report, w: &super::spec::Workload) {
+    if w.shapes.contains_key(&w.primary) {
+        return;
+    }
+    let shapes = w.shapes.keys().map(String::as_str);
+    let help = did_you_mean(&w.primary, shapes.clone())
+        .unwrap_or_else(|| format!("the shapes are {}", quoted_list(shapes)));
+    r.at(
+        &["workload", "primary"],
+        format!(
+            "workload.primary names `{}`, which is not among workload.shapes",
+            w.primary
+        ),
+        help,
+    );
 }
 
 /// `workload.inputs`: every key a shape, no recipe twice in a list.
@@ -350,31 +378,39 @@ pub const RESERVED_ENV: &[&str] = &[
 
 /// `env:` names a process can be given, none of them repro's own.
 fn check_env(r: &mut Report, name: &str, spec: &super::spec::StageSpec) {
+    let name_help = || "name variables with letters, digits and `_`".to_string();
     for (key, value) in &spec.env {
-        let problem = if key.is_empty() {
-            Some("is empty".to_string())
+        let (problem, help) = if key.is_empty() {
+            ("is empty", name_help())
         } else if key.contains('=') || key.contains('\0') {
-            Some("holds `=` or a NUL byte, which no environment variable name can".to_string())
+            (
+                "holds `=` or a NUL byte, which no variable's name can",
+                name_help(),
+            )
         } else if RESERVED_ENV.contains(&key.as_str()) || key.starts_with(PARAM_ENV_PREFIX) {
-            Some("is set by repro itself".to_string())
-        } else if value.contains('\0') {
-            Some("has a value with a NUL byte, which no environment variable can hold".to_string())
-        } else {
-            None
-        };
-        if let Some(problem) = problem {
-            r.at_key(
-                &["stages", name, "env", key],
+            (
+                "is set by repro itself",
                 format!(
-                    "environment variable `{}` of stage `{name}` {problem}",
-                    key.escape_debug()
-                ),
-                format!(
-                    "rename it; repro sets {} and `{PARAM_ENV_PREFIX}<param>` for every stage",
+                    "rename it: repro sets {} and `{PARAM_ENV_PREFIX}<param>` for every stage",
                     quoted_list(RESERVED_ENV.iter().copied())
                 ),
-            );
-        }
+            )
+        } else if value.contains('\0') {
+            (
+                "has a NUL byte in its value, which no variable can hold",
+                "remove the `\\0`".to_string(),
+            )
+        } else {
+            continue;
+        };
+        r.at_key(
+            &["stages", name, "env", key],
+            format!(
+                "environment variable `{}` of stage `{name}` {problem}",
+                key.escape_debug()
+            ),
+            help,
+        );
     }
 }
 
