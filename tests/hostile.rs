@@ -355,7 +355,7 @@ fn a_dep_reaching_the_whole_project_through_a_symlink_is_refused() {
     std::os::unix::fs::symlink(".", p.root().join("all")).unwrap();
     let out = p.expect(&["run"], 2);
     assert!(
-        out.contains("pipeline.yaml:3:74: error: dep `all` of stage `s` reaches `.` through a symlink; it is the whole project"),
+        out.contains("pipeline.yaml:3:62: error: dep `all` of stage `s` reaches `.` through a symlink; it is the whole project"),
         "{out}"
     );
 }
