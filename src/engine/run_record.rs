@@ -5,7 +5,9 @@
 //!
 //! One file for every stage, appended to (a line per stage that ran, the last one wins),
 //! so that reading the records of N stages is one read, not N, and recording one is one
-//! write; [`compact`] rewrites it with only the last line of each stage.
+//! write; [`compact`] rewrites it with only the last line of each stage. The file of a
+//! stage's record that an older version wrote (`.repro/state/<stage>.json`) is still read
+//! for a stage the new file does not have.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -94,6 +96,7 @@ pub fn record(root: &Path, stage: &str, rec: &Record) -> std::io::Result<()> {
 
 /// Drop a stage's record (a failure its up-to-date outputs have superseded).
 pub fn forget(root: &Path, stage: &str) {
+    let _ = std::fs::remove_file(legacy_file(root, stage));
     let _ = append(
         root,
         &Line {
@@ -101,6 +104,38 @@ pub fn forget(root: &Path, stage: &str) {
             record: None,
         },
     );
+}
+
+/// Where a version before `runs.jsonl` kept a stage's record (`.repro/state/<stage>.json`).
+fn legacy_file(root: &Path, stage: &str) -> std::path::PathBuf {
+    root.join(".repro/state")
+        .join(super::staging::safe_name(stage) + ".json")
+}
+
+/// Records an older version left, one file per stage: read (one listing of the folder,
+/// then only the files there) for the stages `runs.jsonl` does not have.
+fn read_legacy<'a>(
+    root: &Path,
+    stages: impl IntoIterator<Item = &'a str>,
+    out: &mut BTreeMap<String, Record>,
+) {
+    let Ok(entries) = std::fs::read_dir(root.join(".repro/state")) else {
+        return;
+    };
+    let present: std::collections::HashSet<std::ffi::OsString> =
+        entries.flatten().map(|e| e.file_name()).collect();
+    for stage in stages {
+        let file = legacy_file(root, stage);
+        if out.contains_key(stage) || !file.file_name().is_some_and(|f| present.contains(f)) {
+            continue;
+        }
+        if let Some(rec) = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+        {
+            out.insert(stage.to_string(), rec);
+        }
+    }
 }
 
 /// Every stage's last record, and how many lines the file has.
@@ -130,11 +165,12 @@ pub fn load<'a>(
     root: &Path,
     stages: impl IntoIterator<Item = &'a str>,
 ) -> BTreeMap<String, Record> {
+    let stages: Vec<&str> = stages.into_iter().collect();
     let (mut all, _) = read_all(root);
-    stages
-        .into_iter()
-        .filter_map(|s| all.remove_entry(s))
-        .collect()
+    let mut out: BTreeMap<String, Record> =
+        stages.iter().filter_map(|s| all.remove_entry(*s)).collect();
+    read_legacy(root, stages, &mut out);
+    out
 }
 
 /// Rewrite the file with one line per stage when it has grown past twice that.
