@@ -269,3 +269,93 @@ fn a_byte_order_mark_is_read_and_invalid_utf8_is_placed() {
         "{out}"
     );
 }
+
+// Cases of a third hostile round (issue 29), beyond its thirteen classes (those are in
+// `tests/hardening.rs`): what repro keeps under `.repro/`, its lock, and deps that reach
+// its own state. Each failed before its fix. Four more are pipeline files in
+// `tests/bad_pipelines/`: `output_control_char`, `dep_holds_lock`, `env_bad_name`,
+// `run_nul_byte`.
+
+/// A folder outside the project holding `SUB/precious` (text `keep`), and that file.
+fn outside_with(sub: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let outside = tempfile::tempdir().unwrap();
+    let file = outside.path().join(sub).join("precious");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "keep").unwrap();
+    (outside, file)
+}
+
+const ONE_STAGE: &str =
+    "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"echo hi; echo o > o\"], outs: [o]}\n";
+
+#[test]
+fn a_repro_folder_that_is_a_symlink_out_of_the_project_is_refused() {
+    let (outside, precious) = outside_with("staging");
+    let p = Project::new(ONE_STAGE);
+    std::os::unix::fs::symlink(outside.path(), p.root().join(".repro")).unwrap();
+    let out = p.expect(&["run"], 1);
+    assert!(out.contains("`.repro` is a symlink"), "{out}");
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep");
+    assert!(!p.root().join("o").exists());
+}
+
+#[test]
+fn a_backup_folder_planted_as_a_symlink_is_refused() {
+    let (outside, precious) = outside_with("s/files");
+    let p = Project::new(ONE_STAGE);
+    std::fs::create_dir(p.root().join(".repro")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), p.root().join(".repro/backup")).unwrap();
+    let out = p.expect(&["run"], 1);
+    assert!(out.contains("`.repro/backup` is a symlink"), "{out}");
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep");
+}
+
+#[test]
+fn a_project_lock_planted_as_a_symlink_is_refused() {
+    let (_outside, precious) = outside_with("");
+    let p = Project::new(ONE_STAGE);
+    std::fs::create_dir(p.root().join(".repro")).unwrap();
+    std::os::unix::fs::symlink(&precious, p.root().join(".repro/lock")).unwrap();
+    let out = p.expect(&["run"], 1);
+    assert!(out.contains("`.repro/lock` is a symlink"), "{out}");
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep");
+}
+
+#[test]
+fn a_stage_log_planted_as_a_symlink_is_replaced_not_written_through() {
+    let (_outside, precious) = outside_with("");
+    let p = Project::new(ONE_STAGE);
+    std::fs::create_dir_all(p.root().join(".repro/logs")).unwrap();
+    std::os::unix::fs::symlink(&precious, p.root().join(".repro/logs/s.log")).unwrap();
+    p.expect(&["run"], 0);
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep");
+    assert!(!p.root().join(".repro/logs/s.log").is_symlink());
+    assert_eq!(p.read(".repro/logs/s.log"), "hi\n");
+}
+
+#[test]
+fn a_lock_folder_leading_out_of_the_project_is_refused() {
+    let (outside, _) = outside_with("");
+    let p = Project::new(ONE_STAGE);
+    std::os::unix::fs::symlink(outside.path(), p.root().join("artifacts")).unwrap();
+    let out = p.expect(&["run"], 1);
+    assert!(
+        out.contains("the folder of repro's lock, `artifacts`, leads outside the project"),
+        "{out}"
+    );
+    assert!(!outside.path().join("repro.lock").exists());
+    assert!(!p.root().join("o").exists(), "refused before any stage ran");
+}
+
+#[test]
+fn a_dep_reaching_the_whole_project_through_a_symlink_is_refused() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"ls all > /dev/null\"], deps: [all]}\n",
+    );
+    std::os::unix::fs::symlink(".", p.root().join("all")).unwrap();
+    let out = p.expect(&["run"], 2);
+    assert!(
+        out.contains("pipeline.yaml:3:62: error: dep `all` of stage `s` reaches `.` through a symlink; it is the whole project"),
+        "{out}"
+    );
+}

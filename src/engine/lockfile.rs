@@ -1,6 +1,13 @@
 //! `artifacts/repro.lock`: per stage its fingerprint, the parts of that fingerprint (so
 //! `status` can explain staleness after a checkout) and the digest of every output file.
 //! Sorted, canonical YAML without timestamps: the same inputs give the same bytes.
+//!
+//! A run records each stage the moment it succeeds, but rewriting the whole lock each time
+//! would make a run of N stages write O(N²) bytes. So each success is appended to a
+//! journal (`.repro/state/lock.journal`, one JSON line per stage), and the lock is written
+//! once, when the run ends ([`LockFile::save`] then drops the journal). A run killed before
+//! that leaves the journal: every reader of the lock ([`LockFile::load`]) applies it, and
+//! the next run writes it into the lock.
 
 use super::fingerprint::Inputs;
 use crate::pipeline::paths::LOCK_FILE;
@@ -46,21 +53,69 @@ pub struct LockEntry {
     pub outputs: BTreeMap<String, String>,
 }
 
+/// Where the stages recorded since the lock was last written wait (see the module doc).
+const JOURNAL: &str = ".repro/state/lock.journal";
+
+/// One line of the journal.
+#[derive(Serialize, Deserialize)]
+struct Journaled {
+    stage: String,
+    entry: LockEntry,
+}
+
 impl LockFile {
-    /// The project's lock; empty when there is none yet.
+    /// The project's lock, with the stages a run recorded since it was written; empty when
+    /// there is none yet.
     pub fn load(root: &Path) -> anyhow::Result<LockFile> {
         let path = root.join(LOCK_FILE);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockFile::default()),
+        let mut lock = match std::fs::metadata(&path) {
+            Ok(meta) => match mirror::read(root, &meta) {
+                Some(lock) => lock,
+                None => {
+                    let text = std::fs::read_to_string(&path)
+                        .with_context(|| format!("cannot read {}", path.display()))?;
+                    let lock: LockFile = serde_yaml::from_str(&text).with_context(|| {
+                        format!(
+                            "{} is not a repro lock file (help: restore it with `git checkout {LOCK_FILE}`, or delete it so every stage reruns)",
+                            path.display()
+                        )
+                    })?;
+                    mirror::write(root, &meta, &lock);
+                    lock
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => LockFile::default(),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
-        serde_yaml::from_str(&text).with_context(|| {
-            format!(
-                "{} is not a repro lock file (help: restore it with `git checkout {LOCK_FILE}`, or delete it so every stage reruns)",
-                path.display()
-            )
-        })
+        // A line cut short by a kill is not a record: it and anything after it are dropped.
+        if let Ok(journal) = std::fs::read_to_string(root.join(JOURNAL)) {
+            for line in journal.lines() {
+                let Ok(j) = serde_json::from_str::<Journaled>(line) else {
+                    break;
+                };
+                lock.stages.insert(j.stage, j.entry);
+            }
+        }
+        Ok(lock)
+    }
+
+    /// Whether stages were recorded that the lock file does not hold yet.
+    pub fn has_journal(root: &Path) -> bool {
+        root.join(JOURNAL).exists()
+    }
+
+    /// Record `stage`'s successful run: in this lock, and at once in the journal, where it
+    /// survives a kill. The lock file itself is written by [`LockFile::save`].
+    pub fn record(&mut self, root: &Path, stage: &str, entry: LockEntry) -> anyhow::Result<()> {
+        let journaled = Journaled {
+            stage: stage.to_string(),
+            entry,
+        };
+        let line = serde_json::to_string(&journaled).expect("a lock entry serializes");
+        super::staging::append_line(&root.join(JOURNAL), &line)
+            .with_context(|| format!("cannot record stage `{stage}` in the lock's journal"))?;
+        self.stages.insert(journaled.stage, journaled.entry);
+        Ok(())
     }
 
     /// The canonical text of the lock.
@@ -68,11 +123,58 @@ impl LockFile {
         HEADER.to_string() + &serde_yaml::to_string(self).expect("lock serializes")
     }
 
-    /// Write the lock atomically (a crash leaves the old or the new file, never half).
+    /// Write the lock atomically (a crash leaves the old or the new file, never half), then
+    /// drop the journal it now holds.
     pub fn save(&self, root: &Path) -> anyhow::Result<()> {
         let path = root.join(LOCK_FILE);
         super::staging::write_atomic(&path, self.render().as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        if let Ok(meta) = std::fs::metadata(&path) {
+            mirror::write(root, &meta, self);
+        }
+        match std::fs::remove_file(root.join(JOURNAL)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("cannot remove {}", root.join(JOURNAL).display()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A copy of the parsed lock in JSON (`.repro/cache/lock.json`), which reads several times
+/// faster than the YAML; it names the lock file it was made from by size, times and
+/// inode, and is used only while the lock is that file, unchanged (any edit, checkout or
+/// copy moves its ctime).
+mod mirror {
+    use super::LockFile;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::Path;
+
+    const FILE: &str = ".repro/cache/lock.json";
+
+    fn identity(meta: &std::fs::Metadata) -> String {
+        format!(
+            "{} {}.{} {}.{} {}",
+            meta.len(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime(),
+            meta.ctime_nsec(),
+            meta.ino()
+        )
+    }
+
+    pub(super) fn read(root: &Path, lock: &std::fs::Metadata) -> Option<LockFile> {
+        let text = std::fs::read_to_string(root.join(FILE)).ok()?;
+        let (first, json) = text.split_once('\n')?;
+        (first == identity(lock)).then(|| serde_json::from_str(json).ok())?
+    }
+
+    /// Best effort: without a mirror the lock is read from its YAML.
+    pub(super) fn write(root: &Path, lock_meta: &std::fs::Metadata, lock: &LockFile) {
+        let json = serde_json::to_string(lock).expect("the lock serializes");
+        let text = format!("{}\n{json}", identity(lock_meta));
+        let _ = crate::engine::staging::write_atomic(&root.join(FILE), text.as_bytes());
     }
 }
 
@@ -110,5 +212,69 @@ mod tests {
         let text = std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
         assert_eq!(text, back.render());
         assert!(text.find("alpha").unwrap() < text.find("zeta").unwrap());
+    }
+
+    #[test]
+    fn the_json_mirror_is_used_only_for_the_lock_it_was_made_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut lock = LockFile::default();
+        lock.stages.insert(
+            "a".into(),
+            LockEntry {
+                fingerprint: "f1".into(),
+                gate_failed: None,
+                skipped: None,
+                inputs: Inputs::default(),
+                outputs: BTreeMap::new(),
+            },
+        );
+        lock.save(root).unwrap();
+        assert!(root.join(".repro/cache/lock.json").exists());
+        assert_eq!(LockFile::load(root).unwrap(), lock);
+        // An edit of the same size with the modification time set back: not the same file.
+        let path = root.join(LOCK_FILE);
+        let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap().replace("f1", "f2");
+        std::fs::write(&path, text).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(before)
+            .unwrap();
+        assert_eq!(LockFile::load(root).unwrap().stages["a"].fingerprint, "f2");
+    }
+
+    #[test]
+    fn a_journal_left_by_a_killed_run_is_read_and_its_torn_line_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let entry = |fp: &str| LockEntry {
+            fingerprint: fp.into(),
+            gate_failed: None,
+            skipped: None,
+            inputs: Inputs::default(),
+            outputs: BTreeMap::new(),
+        };
+        let mut lock = LockFile::default();
+        lock.stages.insert("a".into(), entry("a0"));
+        lock.save(root).unwrap();
+        let mut running = LockFile::load(root).unwrap();
+        running.record(root, "a", entry("a1")).unwrap();
+        running.record(root, "b", entry("b1")).unwrap();
+        // Killed here: the lock file still holds the run before, the journal the rest.
+        let on_disk = std::fs::read_to_string(root.join(LOCK_FILE)).unwrap();
+        assert!(on_disk.contains("a0") && !on_disk.contains("b1"));
+        let journal = root.join(JOURNAL);
+        let mut text = std::fs::read_to_string(&journal).unwrap();
+        text.push_str("{\"stage\":\"c\",\"entry\":{\"fingerpr");
+        std::fs::write(&journal, text).unwrap();
+        let read = LockFile::load(root).unwrap();
+        assert_eq!(read, running);
+        assert!(LockFile::has_journal(root));
+        read.save(root).unwrap();
+        assert!(!LockFile::has_journal(root));
+        assert_eq!(LockFile::load(root).unwrap(), running);
     }
 }

@@ -3,6 +3,7 @@
 //! success, and records `artifacts/repro.lock`. Knows nothing about GPUs.
 
 pub mod code_digest;
+pub mod display;
 pub mod fingerprint;
 pub mod lockfile;
 pub mod progress;

@@ -1,5 +1,7 @@
 //! What a run shows while it works: on a terminal, one line per running stage with a
-//! spinner, its latest message and elapsed time (indicatif); otherwise plain lines. With
+//! spinner, its latest message and elapsed time (indicatif); otherwise plain lines. A
+//! stage that ends leaves the live area (its line is printed above it once), so a redraw
+//! costs the running stages, not every stage so far. With
 //! `--quiet`, only errors: no progress, notes or `warning:` lines. The final table is
 //! printed by the runner.
 
@@ -16,7 +18,7 @@ pub struct Progress {
 /// One stage's line.
 #[derive(Clone)]
 pub struct Line {
-    bar: Option<ProgressBar>,
+    bar: Option<(ProgressBar, MultiProgress)>,
 }
 
 impl Progress {
@@ -41,7 +43,9 @@ impl Progress {
                 bar.set_prefix(name.to_string());
                 bar.set_message("starting");
                 bar.enable_steady_tick(Duration::from_millis(100));
-                Line { bar: Some(bar) }
+                Line {
+                    bar: Some((bar, multi.clone())),
+                }
             }
             None => {
                 if !self.quiet {
@@ -87,7 +91,7 @@ impl Progress {
 impl Line {
     /// The stage's latest message (`RunCtx.progress`).
     pub fn set(&self, message: &str) {
-        if let Some(bar) = &self.bar {
+        if let Some((bar, _)) = &self.bar {
             bar.set_message(message.to_string());
         }
     }
@@ -100,9 +104,10 @@ impl Line {
             elapsed.as_secs_f64()
         );
         match &self.bar {
-            Some(bar) => {
-                bar.set_style(ProgressStyle::with_template("{msg}").expect("valid template"));
-                bar.finish_with_message(text);
+            Some((bar, multi)) => {
+                bar.finish_and_clear();
+                multi.remove(bar);
+                let _ = multi.println(text);
             }
             None if !quiet => eprintln!("{text}"),
             None => {}

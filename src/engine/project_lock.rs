@@ -105,6 +105,7 @@ pub fn acquire(
     waiting: impl FnOnce(&Holder),
 ) -> anyhow::Result<ProjectLock> {
     let path = root.join(".repro/lock");
+    check_state_dirs(root)?;
     std::fs::create_dir_all(root.join(".repro"))?;
     let mut file = OpenOptions::new()
         .read(true)
@@ -146,6 +147,64 @@ pub fn acquire(
     file.write_all(Holder::me().render().as_bytes())?;
     file.flush()?;
     Ok(ProjectLock { file, taken_over })
+}
+
+/// The repro running in this project now, if one holds the lock (looked at without
+/// taking it, so `repro status` and dry runs can say a run is under way).
+pub fn running(root: &Path) -> Option<Holder> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = root.join(".repro/lock");
+    // Non-blocking: a FIFO put where the lock belongs must not hang a status.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&path)
+        .ok()?;
+    match file.try_lock_shared() {
+        Ok(()) => None,
+        Err(TryLockError::WouldBlock) => {
+            Holder::parse(&std::fs::read_to_string(&path).unwrap_or_default())
+        }
+        Err(TryLockError::Error(_)) => None,
+    }
+}
+
+/// The folders under `.repro/` that repro deletes and moves files in, and its lock file,
+/// must be what they seem: a symlink there (to a folder outside the project) would take
+/// every delete, move and restore with it.
+pub fn check_state_dirs(root: &Path) -> anyhow::Result<()> {
+    const STATE: [&str; 8] = [
+        ".repro",
+        ".repro/backup",
+        ".repro/staging",
+        ".repro/state",
+        ".repro/cache",
+        ".repro/logs",
+        ".repro/cubins",
+        ".repro/lock",
+    ];
+    for rel in STATE {
+        let path = root.join(rel);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            let target = std::fs::read_link(&path).unwrap_or_default();
+            anyhow::bail!(
+                "`{rel}` is a symlink (to `{}`): repro deletes and moves files there, so it must be a real {} inside the project\n  help: remove the link (`rm {rel}`); repro makes a new one",
+                target.display(),
+                if rel == ".repro/lock" { "file" } else { "folder" }
+            );
+        }
+    }
+    let lock_dir = Path::new(crate::pipeline::paths::LOCK_FILE)
+        .parent()
+        .unwrap_or(Path::new(""));
+    if let Err(problem) = crate::pipeline::paths::Resolver::new(root).resolve(lock_dir) {
+        anyhow::bail!(
+            "the folder of repro's lock, `{}`, {problem}: the lock would be written there\n  help: make `{}` a folder inside the project",
+            lock_dir.display(),
+            lock_dir.display()
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -17,16 +17,81 @@ const BACKUP_LIST: &str = "outs";
 const PRESENT: &str = "present ";
 const ABSENT: &str = "absent ";
 
-/// Write `bytes` to `path` through a temporary file and a rename.
+/// Write `bytes` to `path` through a temporary file and a rename. The temporary file is
+/// created afresh (never through a link planted in its place) and removed again when the
+/// write fails (a full disk); the error names `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let named =
+        |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
+        std::fs::create_dir_all(parent).map_err(named)?;
     }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
     let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    remove_any(&tmp).map_err(named)?;
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(named)
+}
+
+/// Append `line` and a newline to `path` (created with its folder if missing) in one
+/// write to a file opened for appending: a kill leaves the line whole or cut short, never
+/// mixed with another. The error names `path`.
+pub fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let named =
+        |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(named)?;
+    }
+    // Never through a symlink planted in its place.
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
+        .map_err(named)
+}
+
+/// Make `path` an empty regular file: the file there truncated (keeping its inode, as a
+/// file system allocates new ones slowly after many deletes), or a new one; a symlink
+/// planted there is removed, never written through.
+pub fn truncate_or_create(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            // Not through a link; and a FIFO there fails instead of blocking.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+    };
+    let file = match open() {
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            std::fs::remove_file(path)?;
+            open()?
+        }
+        other => other?,
+    };
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// A file-name-safe form of a stage name (`%XX` for anything but `[A-Za-z0-9._-]`).
@@ -42,6 +107,7 @@ pub fn safe_name(stage: &str) -> String {
     out
 }
 
+/// Remove a file, a folder or a symlink (never what it points to); nothing there is fine.
 fn remove_any(path: &Path) -> std::io::Result<()> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
@@ -72,8 +138,7 @@ fn swap_in(
     std::fs::create_dir_all(old)?;
     let mut list = std::fs::File::create(moved)?;
     for out in outputs {
-        crate::pipeline::paths::check_no_symlink_out(root, out)
-            .map_err(|p| anyhow::anyhow!("output `{}` {p}", out.display()))?;
+        confine(root, out, false, &mut Vec::new())?;
         let live = root.join(out);
         let state = if exists(&live) { "present" } else { "absent" };
         writeln!(list, "{state} {}", out.display())?;
@@ -92,7 +157,7 @@ fn swap_in(
 
 /// Undo a commit cut short: each output `moved` lists gets its previous version back (or,
 /// if it had none, loses the new one). Lines naming a path no stage may write are ignored.
-fn put_back(root: &Path, old: &Path, moved: &Path) -> anyhow::Result<()> {
+fn put_back(root: &Path, old: &Path, moved: &Path, notes: &mut Vec<String>) -> anyhow::Result<()> {
     let Ok(list) = std::fs::read_to_string(moved) else {
         return Ok(());
     };
@@ -103,6 +168,7 @@ fn put_back(root: &Path, old: &Path, moved: &Path) -> anyhow::Result<()> {
         let Ok(out) = crate::pipeline::paths::check_output(root, path) else {
             continue;
         };
+        confine(root, &out, true, notes)?;
         let (live, previous) = (root.join(&out), old.join(&out));
         match state {
             "present" if exists(&previous) => {
@@ -121,6 +187,39 @@ fn put_back(root: &Path, old: &Path, moved: &Path) -> anyhow::Result<()> {
 
 fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
+}
+
+/// No delete, move or restore of output `rel` may act through a symlink: a folder on its
+/// way that is a link (one a stage put where a folder was, to a place outside the project)
+/// would take it wherever the link points. Before a restore, such a link — only the link —
+/// is removed, so the previous output goes back where it was, and `notes` says so; before
+/// anything else it is an error.
+fn confine(
+    root: &Path,
+    rel: &Path,
+    restoring: bool,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    while let Some(link) = crate::pipeline::paths::symlink_on_the_way(root, rel) {
+        let target = std::fs::read_link(root.join(&link)).unwrap_or_default();
+        if !restoring {
+            bail!(
+                "output `{}` is reached through the symlink `{}` (to `{}`): repro moves and deletes outputs only where they are, never through a link",
+                rel.display(),
+                link.display(),
+                target.display()
+            );
+        }
+        std::fs::remove_file(root.join(&link))
+            .with_context(|| format!("cannot remove the symlink `{}`", link.display()))?;
+        notes.push(format!(
+            "removed the symlink `{}` (to `{}`) left where a folder was, and restored `{}` there; nothing it points to was touched",
+            link.display(),
+            target.display(),
+            rel.display()
+        ));
+    }
+    Ok(())
 }
 
 /// One output in a backup: its path, and whether it existed (and so was moved aside).
@@ -154,6 +253,14 @@ pub fn prepare(
     if in_place {
         let dir = root.join(".repro/backup").join(&name);
         remove_any(&dir)?;
+        if outputs.is_empty() {
+            // Nothing to protect, and no folder made and removed for nothing: a file system
+            // slows down as it allocates around many files just deleted.
+            return Ok(Guard::Backup {
+                dir,
+                outputs: Vec::new(),
+            });
+        }
         let entries: Vec<BackedUp> = outputs
             .iter()
             .map(|o| BackedUp {
@@ -168,18 +275,25 @@ pub fn prepare(
                 format!("{tag}{}\n", e.path.display())
             })
             .collect();
-        write_atomic(&dir.join(BACKUP_LIST), list.as_bytes())?;
+        // Written in place: the folder was just emptied, and a list cut short by a kill
+        // names only outputs not yet moved (every move comes after the list).
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(BACKUP_LIST), list.as_bytes())?;
         for (k, entry) in entries.iter().enumerate() {
             let live = root.join(&entry.path);
-            let moved = if entry.existed {
-                move_to(&live, &dir.join("files").join(&entry.path))
-            } else {
-                Ok(())
-            };
+            let moved = confine(root, &entry.path, false, &mut Vec::new())
+                .map_err(|e| std::io::Error::other(format!("{e:#}")))
+                .and_then(|()| {
+                    if entry.existed {
+                        move_to(&live, &dir.join("files").join(&entry.path))
+                    } else {
+                        Ok(())
+                    }
+                });
             let parent = live.parent().map_or(Ok(()), std::fs::create_dir_all);
             if let Err(e) = moved.and(parent) {
                 // Put back what was already moved; nothing else was touched.
-                restore_backup(root, &dir, &entries[..=k], false).with_context(|| {
+                restore_backup(root, &dir, &entries[..=k], false, &mut Vec::new()).with_context(|| {
                     format!(
                         "cannot back up output `{}` ({e}), nor put back the outputs moved before it; the next run restores them from {}",
                         entry.path.display(),
@@ -230,10 +344,19 @@ impl Guard {
     ) -> anyhow::Result<()> {
         let written = self.write_root(root);
         for out in outputs {
-            if !exists(&written.join(out)) && !optional.contains(out) {
+            let path = written.join(out);
+            if !exists(&path) && !optional.contains(out) {
                 bail!(
                     "the stage succeeded but did not write its declared output `{}`",
                     out.display()
+                );
+            }
+            if exists(&path) && std::fs::metadata(&path).is_err() {
+                let target = std::fs::read_link(&path).unwrap_or_default();
+                bail!(
+                    "the stage's output `{}` is a symlink to `{}`, which does not exist\n  help: write the output itself, or link to a file that is there when the stage ends",
+                    out.display(),
+                    target.display()
                 );
             }
         }
@@ -246,7 +369,7 @@ impl Guard {
                 remove_any(&moved)?;
                 let swapped = swap_in(root, dir, &old, &moved, outputs);
                 if let Err(e) = swapped {
-                    put_back(root, &old, &moved)?;
+                    put_back(root, &old, &moved, &mut Vec::new())?;
                     return Err(e);
                 }
                 remove_any(&moved)?;
@@ -258,12 +381,14 @@ impl Guard {
     }
 
     /// The stage failed or was interrupted: leave the outputs as they were before it.
-    pub fn rollback(&self, root: &Path) -> anyhow::Result<()> {
+    /// Returns what had to be done to get there (a symlink the stage left in the way).
+    pub fn rollback(&self, root: &Path) -> anyhow::Result<Vec<String>> {
+        let mut notes = Vec::new();
         match self {
             Guard::Staged { dir } => remove_any(dir)?,
-            Guard::Backup { dir, outputs } => restore_backup(root, dir, outputs, true)?,
+            Guard::Backup { dir, outputs } => restore_backup(root, dir, outputs, true, &mut notes)?,
         }
-        Ok(())
+        Ok(notes)
     }
 }
 
@@ -275,8 +400,10 @@ fn restore_backup(
     dir: &Path,
     entries: &[BackedUp],
     stage_ran: bool,
+    notes: &mut Vec<String>,
 ) -> anyhow::Result<()> {
     for entry in entries {
+        confine(root, &entry.path, true, notes)?;
         let live = root.join(&entry.path);
         let saved = dir.join("files").join(&entry.path);
         if entry.existed && !exists(&saved) {
@@ -304,7 +431,7 @@ pub struct Recovery {
     /// Stages (their folder names) whose outputs were restored.
     pub restored: Vec<String>,
     /// Lines of backup lists that were not followed (a path outside the project, a
-    /// reserved one, or not a line repro writes), with why.
+    /// reserved one, or not a line repro writes), with why; symlinks removed to restore.
     pub refused: Vec<String>,
 }
 
@@ -368,7 +495,7 @@ pub fn recover(
                 Ok(list) => {
                     let outs =
                         read_backup_list(root, pipeline_file, &dir, &list, &mut recovery.refused);
-                    restore_backup(root, &dir, &outs, true)?;
+                    restore_backup(root, &dir, &outs, true, &mut recovery.refused)?;
                     recovery
                         .restored
                         .push(entry.file_name().to_string_lossy().into_owned());
@@ -384,7 +511,12 @@ pub fn recover(
         for entry in entries.flatten() {
             let moved = entry.path();
             if moved.extension() == Some("moved".as_ref()) {
-                put_back(root, &moved.with_extension("old"), &moved)?;
+                put_back(
+                    root,
+                    &moved.with_extension("old"),
+                    &moved,
+                    &mut recovery.refused,
+                )?;
                 let stage = moved.file_stem().unwrap_or_default();
                 recovery.restored.push(stage.to_string_lossy().into_owned());
             }

@@ -1,6 +1,13 @@
-//! Content digests of files with a size + mtime + inode shortcut, so unchanged files are
-//! not rehashed: `.repro/cache/stat` holds one line per file seen. A file whose metadata
-//! changed but whose bytes did not (a `touch`) is rehashed once and keeps its digest.
+//! Content digests of files with a size + mtime + ctime + inode shortcut, so unchanged
+//! files are not rehashed: `.repro/cache/stat` holds one line per file seen. A file whose
+//! metadata changed but whose bytes did not (a `touch`) is rehashed once and keeps its
+//! digest. The mtime alone is not trusted: `touch -r`, `cp -p`, `rsync -t` and tar set it
+//! back after an edit of the same size, but any change to a file moves its ctime, which no
+//! user can set.
+//!
+//! Within one evaluation each path is looked at once ([`StatCache::digest_tree`] remembers
+//! its answer until [`StatCache::forget_seen`], which a run calls whenever a stage has
+//! written): a file that is a dep of ten stages costs one `stat`, not ten.
 
 use crate::tools::hex;
 use sha2::{Digest, Sha256};
@@ -10,13 +17,39 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 const CACHE_FILE: &str = ".repro/cache/stat";
+/// The first line of the cache file; a file without it (an older layout) is not read.
+const HEADER: &str = "# repro stat cache 2: digest size mtime_ns ctime_ns inode path";
+
+/// What stands for a folder with nothing in it: a folder's digests are those of the
+/// files inside, so an empty one needs its own (its deletion is a change).
+pub const EMPTY_FOLDER: &str = "empty-folder";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
     size: u64,
     mtime_ns: i128,
+    ctime_ns: i128,
     ino: u64,
     digest: String,
+}
+
+impl Entry {
+    fn of(meta: &std::fs::Metadata, digest: String) -> Entry {
+        Entry {
+            size: meta.len(),
+            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+            ctime_ns: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
+            ino: meta.ino(),
+            digest,
+        }
+    }
+
+    /// Whether `meta` is the file this entry was made from, unchanged.
+    fn matches(&self, meta: &std::fs::Metadata) -> bool {
+        let now = Entry::of(meta, String::new());
+        (self.size, self.mtime_ns, self.ctime_ns, self.ino)
+            == (now.size, now.mtime_ns, now.ctime_ns, now.ino)
+    }
 }
 
 /// Digest cache for one project.
@@ -28,6 +61,8 @@ pub struct StatCache {
     /// no longer deps or outputs drop out of the cache.
     used: HashSet<String>,
     dirty: bool,
+    /// Paths digested since the last [`StatCache::forget_seen`], with their digests.
+    seen: HashMap<PathBuf, BTreeMap<String, String>>,
 }
 
 impl StatCache {
@@ -35,15 +70,18 @@ impl StatCache {
     pub fn load(root: &Path) -> StatCache {
         let file = root.join(CACHE_FILE);
         let mut entries = HashMap::new();
-        if let Ok(text) = std::fs::read_to_string(&file) {
-            for line in text.lines() {
-                let mut f = line.splitn(5, ' ');
-                let (Some(digest), Some(size), Some(mtime), Some(ino), Some(path)) =
-                    (f.next(), f.next(), f.next(), f.next(), f.next())
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let mut lines = text.lines();
+        if lines.next() == Some(HEADER) {
+            for line in lines {
+                let mut f = line.splitn(6, ' ');
+                let (Some(digest), Some(size), Some(mtime), Some(ctime), Some(ino), Some(path)) =
+                    (f.next(), f.next(), f.next(), f.next(), f.next(), f.next())
                 else {
                     continue;
                 };
-                let (Ok(size), Ok(mtime_ns), Ok(ino)) = (size.parse(), mtime.parse(), ino.parse())
+                let (Ok(size), Ok(mtime_ns), Ok(ctime_ns), Ok(ino)) =
+                    (size.parse(), mtime.parse(), ctime.parse(), ino.parse())
                 else {
                     continue;
                 };
@@ -52,6 +90,7 @@ impl StatCache {
                     Entry {
                         size,
                         mtime_ns,
+                        ctime_ns,
                         ino,
                         digest: digest.to_string(),
                     },
@@ -63,6 +102,7 @@ impl StatCache {
             entries,
             used: HashSet::new(),
             dirty: false,
+            seen: HashMap::new(),
         }
     }
 
@@ -77,12 +117,14 @@ impl StatCache {
             .filter(|k| self.used.contains(*k))
             .collect();
         keys.sort();
-        let mut text = String::with_capacity(keys.len() * 120);
+        let mut text = String::with_capacity(keys.len() * 140);
+        text.push_str(HEADER);
+        text.push('\n');
         for k in keys {
             let e = &self.entries[k];
             text.push_str(&format!(
-                "{} {} {} {} {}\n",
-                e.digest, e.size, e.mtime_ns, e.ino, k
+                "{} {} {} {} {} {}\n",
+                e.digest, e.size, e.mtime_ns, e.ctime_ns, e.ino, k
             ));
         }
         super::staging::write_atomic(&self.file, text.as_bytes())
@@ -103,23 +145,15 @@ impl StatCache {
     ) -> std::io::Result<String> {
         let key = rel.to_string_lossy();
         self.used.insert(key.to_string());
-        let mtime_ns = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
         if let Some(e) = self.entries.get(key.as_ref()) {
-            if e.size == meta.len() && e.mtime_ns == mtime_ns && e.ino == meta.ino() {
+            if e.matches(meta) {
                 return Ok(e.digest.clone());
             }
         }
         let digest = hash_file(full)?;
         if !key.contains('\n') {
-            self.entries.insert(
-                key.into_owned(),
-                Entry {
-                    size: meta.len(),
-                    mtime_ns,
-                    ino: meta.ino(),
-                    digest: digest.clone(),
-                },
-            );
+            self.entries
+                .insert(key.into_owned(), Entry::of(meta, digest.clone()));
             self.dirty = true;
         }
         Ok(digest)
@@ -136,11 +170,21 @@ impl StatCache {
         root: &Path,
         rel: &Path,
     ) -> std::io::Result<BTreeMap<String, String>> {
+        if let Some(known) = self.seen.get(rel) {
+            return Ok(known.clone());
+        }
         let mut out = BTreeMap::new();
         // The path named by the user is followed if it is a link; missing is an error.
         let meta = std::fs::metadata(root.join(rel))?;
         self.walk(root, rel, meta, &mut Vec::new(), &mut out)?;
+        self.seen.insert(rel.to_path_buf(), out.clone());
         Ok(out)
+    }
+
+    /// Something may have been written since the paths seen were digested: look at them
+    /// again next time.
+    pub fn forget_seen(&mut self) {
+        self.seen.clear();
     }
 
     fn walk(
@@ -156,7 +200,9 @@ impl StatCache {
         if meta.is_dir() {
             let real = std::fs::canonicalize(&full)?;
             walking.push(real);
+            let mut empty = true;
             for entry in std::fs::read_dir(&full)? {
+                empty = false;
                 let entry = entry?;
                 let child = rel.join(entry.file_name());
                 let child_full = root.join(&child);
@@ -180,6 +226,9 @@ impl StatCache {
                     link
                 };
                 self.walk(root, &child, meta, walking, out)?;
+            }
+            if empty {
+                out.insert(key, EMPTY_FOLDER.to_string());
             }
             walking.pop();
         } else if meta.is_file() {
@@ -272,6 +321,40 @@ mod tests {
     }
 
     #[test]
+    fn an_edit_of_the_same_size_with_its_mtime_set_back_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let path = root.join("a");
+        std::fs::write(&path, "one").unwrap();
+        let mut cache = StatCache::load(root);
+        let first = cache.digest_file(root, Path::new("a")).unwrap();
+        cache.save().unwrap();
+        // In place (same inode), same size, then `touch -r`: only the ctime tells.
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let ino = std::fs::metadata(&path).unwrap().ino();
+        std::fs::write(&path, "two").unwrap();
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(mtime).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), ino);
+        let mut cache = StatCache::load(root);
+        let second = cache.digest_file(root, Path::new("a")).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(second, hash_file(&path).unwrap());
+    }
+
+    #[test]
+    fn an_empty_folder_has_a_digest_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("d/empty")).unwrap();
+        std::fs::write(root.join("d/f"), "f").unwrap();
+        let mut cache = StatCache::load(root);
+        let tree = cache.digest_tree(root, Path::new("d")).unwrap();
+        assert_eq!(tree["d/empty"], EMPTY_FOLDER);
+        assert_eq!(tree.len(), 2);
+    }
+
+    #[test]
     fn forgets_files_no_longer_looked_up() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
@@ -285,7 +368,8 @@ mod tests {
         cache.digest_file(root, Path::new("a")).unwrap();
         cache.save().unwrap();
         let text = std::fs::read_to_string(root.join(CACHE_FILE)).unwrap();
-        assert_eq!(text.lines().count(), 1);
+        assert_eq!(text.lines().collect::<Vec<_>>()[0], HEADER);
+        assert_eq!(text.lines().count(), 2);
         assert!(text.ends_with(" a\n"));
     }
 
@@ -302,6 +386,7 @@ mod tests {
         assert!(tree["d/.#x"].starts_with("symlink:"));
         std::fs::remove_file(root.join("d/.#x")).unwrap();
         std::os::unix::fs::symlink("user@host.999", root.join("d/.#x")).unwrap();
+        cache.forget_seen();
         let again = cache.digest_tree(root, Path::new("d")).unwrap();
         assert_ne!(tree["d/.#x"], again["d/.#x"], "a new target is a change");
     }

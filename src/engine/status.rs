@@ -125,15 +125,9 @@ impl StageStatus {
     }
 }
 
-/// Compare a stage's current inputs (and its outputs on disk) with its lock entry.
-pub fn changes(
-    project: &Project,
-    entry: &LockEntry,
-    now: &Inputs,
-    cache: &mut StatCache,
-) -> Vec<Change> {
+/// What differs between the inputs `was` recorded and the inputs `now`.
+fn input_changes(was: &Inputs, now: &Inputs) -> Vec<Change> {
     let mut out = Vec::new();
-    let was = &entry.inputs;
     let one = |what, from: &str, to: &str| Change {
         what,
         name: String::new(),
@@ -161,39 +155,56 @@ pub fn changes(
     diff_maps(&mut out, "tool", &was.tools, &now.tools);
     diff_maps(&mut out, "override", &was.overrides, &now.overrides);
     diff_maps(&mut out, "upstream", &was.upstream, &now.upstream);
-    for (file, digest) in &entry.outputs {
-        let current = cache
-            .digest_file(&project.root, file.as_ref())
-            .unwrap_or_else(|_| MISSING.to_string());
-        if &current != digest {
-            out.push(Change {
-                what: "output",
-                name: file.clone(),
-                from: Some(digest.clone()),
-                to: Some(current),
-            });
+    out
+}
+
+/// Everything on disk under the stage's declared outputs, against what its run recorded:
+/// a file changed or gone, a file added to an output folder, an empty one deleted.
+fn output_changes(
+    project: &Project,
+    stage: &crate::pipeline::Stage,
+    entry: &LockEntry,
+    cache: &mut StatCache,
+) -> Vec<Change> {
+    let mut on_disk = BTreeMap::new();
+    for out in &stage.outputs {
+        if let Ok(tree) = cache.digest_tree(&project.root, out) {
+            on_disk.extend(tree);
         }
+    }
+    let mut out = Vec::new();
+    diff_maps(&mut out, "output", &entry.outputs, &on_disk);
+    for change in &mut out {
+        change.to.get_or_insert_with(|| MISSING.to_string());
     }
     out
 }
 
+/// The keys whose values differ between two sorted maps, in key order (one merged pass).
 fn diff_maps(
     out: &mut Vec<Change>,
     what: &'static str,
     was: &BTreeMap<String, String>,
     now: &BTreeMap<String, String>,
 ) {
-    let keys: std::collections::BTreeSet<&String> = was.keys().chain(now.keys()).collect();
-    for k in keys {
-        let (a, b) = (was.get(k), now.get(k));
-        if a != b {
-            out.push(Change {
-                what,
-                name: k.clone(),
-                from: a.cloned(),
-                to: b.cloned(),
-            });
+    let (mut a, mut b) = (was.iter().peekable(), now.iter().peekable());
+    loop {
+        let (from, to) = match (a.peek(), b.peek()) {
+            (None, None) => return,
+            (Some((ka, _)), Some((kb, _))) if ka == kb => (a.next(), b.next()),
+            (Some((ka, _)), Some((kb, _))) if ka < kb => (a.next(), None),
+            (Some(_), None) => (a.next(), None),
+            _ => (None, b.next()),
+        };
+        if from.map(|(_, v)| v) == to.map(|(_, v)| v) {
+            continue;
         }
+        out.push(Change {
+            what,
+            name: from.or(to).map(|(k, _)| k.clone()).unwrap_or_default(),
+            from: from.map(|(_, v)| v.clone()),
+            to: to.map(|(_, v)| v.clone()),
+        });
     }
 }
 
@@ -214,9 +225,10 @@ pub fn evaluate_one(
         Some(e) => {
             let changed = if e.fingerprint == fp {
                 // Only outputs can differ.
-                changes(project, e, &inputs, &mut ctx.cache)
+                output_changes(project, stage, e, &mut ctx.cache)
             } else {
-                let mut c = changes(project, e, &inputs, &mut ctx.cache);
+                let mut c = input_changes(&e.inputs, &inputs);
+                c.extend(output_changes(project, stage, e, &mut ctx.cache));
                 if c.is_empty() {
                     c.push(Change {
                         what: "command",
@@ -277,6 +289,7 @@ pub struct EvalCtx<'a> {
 /// Every stage's status as `repro status` shows it: the lock, the last-run records and the
 /// digest cache read from under `project.root` (the cache is saved for next time).
 pub fn evaluate_project(project: &Project) -> anyhow::Result<Vec<StageStatus>> {
+    super::project_lock::check_state_dirs(&project.root)?;
     let lock = LockFile::load(&project.root)?;
     let records = super::run_record::load(
         &project.root,
@@ -297,8 +310,9 @@ pub fn evaluate_project(project: &Project) -> anyhow::Result<Vec<StageStatus>> {
 /// Every stage's status, indexed like `project.stages`.
 pub fn evaluate_all(project: &Project, ctx: &mut EvalCtx) -> anyhow::Result<Vec<StageStatus>> {
     let mut done: Vec<Option<StageStatus>> = vec![None; project.stages.len()];
+    let mut recorded = RecordedUpstream::default();
     for &i in project.dag.topo_order() {
-        let upstream = upstream_fingerprints(project, i, ctx.lock, |j| {
+        let upstream = upstream_fingerprints(project, i, ctx.lock, &mut recorded, |j| {
             done[j].as_ref().map(StageStatus::current)
         });
         done[i] = Some(evaluate_one(project, i, upstream, ctx)?);
@@ -324,6 +338,7 @@ pub fn upstream_fingerprints(
     project: &Project,
     i: usize,
     lock: &LockFile,
+    recorded: &mut RecordedUpstream,
     current: impl Fn(usize) -> Option<(String, bool)>,
 ) -> BTreeMap<String, String> {
     let early_cutoff = project.stages[i].kind.early_cutoff();
@@ -335,16 +350,30 @@ pub fn upstream_fingerprints(
             let name = &project.stages[j].name;
             let (fingerprint, kept) = current(j).unwrap_or_default();
             let value = match lock.stages.get(name) {
-                Some(run) if run.fingerprint == fingerprint => recorded_upstream(run, early_cutoff),
+                Some(run) if run.fingerprint == fingerprint => recorded.get(j, run, early_cutoff),
                 // Kept results are the recorded run's, in place and unchanged: what needs
                 // them sees that run, so a machine that cannot re-measure reruns nothing
                 // downstream (the report says where each result was measured, from the lock).
-                Some(run) if kept => recorded_upstream(run, early_cutoff),
+                Some(run) if kept => recorded.get(j, run, early_cutoff),
                 _ => fingerprint,
             };
             (name.clone(), value)
         })
         .collect()
+}
+
+/// [`recorded_upstream`] of each stage, computed once however many stages need it, for
+/// one lock as it stands (a new one after a stage records a run).
+#[derive(Default)]
+pub struct RecordedUpstream(std::collections::HashMap<(usize, bool), String>);
+
+impl RecordedUpstream {
+    fn get(&mut self, stage: usize, run: &LockEntry, early_cutoff: bool) -> String {
+        self.0
+            .entry((stage, early_cutoff))
+            .or_insert_with(|| recorded_upstream(run, early_cutoff))
+            .clone()
+    }
 }
 
 /// What a stage that needs the recorded run `run` sees of it: the digest of its outputs,
@@ -420,6 +449,17 @@ pub fn kept_from(project: &Project, i: usize) -> String {
     text
 }
 
+/// A note that another repro is running in the project: the outputs of the stages it is
+/// running are moved aside (or half written) until they end, so they read as missing or
+/// modified here.
+pub fn run_in_progress(project: &Project) -> Option<String> {
+    let holder = super::project_lock::running(&project.root)?;
+    Some(format!(
+        "note: a run is in progress (pid {} on {}, since {}):\n  the outputs of the stages it is running read as missing or modified until they end",
+        holder.pid, holder.host, holder.since
+    ))
+}
+
 /// `repro status` as text: one line per stage, then what changed, each in at most
 /// 100 columns.
 pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
@@ -430,6 +470,18 @@ pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
         .max()
         .unwrap_or(0);
     let mut out = String::new();
+    // What comes from outside (a log tail, a file name, an edited lock) is shown, not
+    // sent to the terminal, and each line fits in STATUS_COLUMNS.
+    let mut push = |line: String| {
+        out.push_str(&super::display::visible_line(
+            line.trim_end(),
+            STATUS_COLUMNS,
+        ));
+        out.push('\n');
+    };
+    if let Some(note) = run_in_progress(project) {
+        note.lines().for_each(|l| push(l.to_string()));
+    }
     for &i in project.dag.topo_order() {
         let s = &statuses[i];
         let name = &project.stages[i].name;
@@ -440,28 +492,27 @@ pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
         if let Some(reason) = &s.skipped {
             line.push_str(&format!(" (skipped: {reason})"));
         }
-        out.push_str(line.trim_end());
-        out.push('\n');
+        push(line);
         match &s.state {
             State::Stale(changes) => {
                 let room = STATUS_COLUMNS.saturating_sub(width + 4).max(40);
                 for c in changes {
-                    out.push_str(&format!("{:width$}    {}\n", "", c.line(room)));
+                    push(format!("{:width$}    {}", "", c.line(room)));
                 }
             }
             State::Kept { reason, changes } => {
-                out.push_str(&format!(
-                    "{:width$}    {}; not re-run here: {reason}\n",
+                push(format!(
+                    "{:width$}    {}; not re-run here: {reason}",
                     "",
                     kept_from(project, s.index)
                 ));
                 for c in changes {
-                    out.push_str(&format!("{:width$}    {c}\n", ""));
+                    push(format!("{:width$}    {c}", ""));
                 }
             }
             State::Failed(msg) => {
                 for l in msg.lines() {
-                    out.push_str(&format!("{:width$}    {l}\n", ""));
+                    push(format!("{:width$}    {l}", ""));
                 }
             }
             _ => {}

@@ -1,7 +1,8 @@
 //! Local child processes, through duct. Each job runs in its own process group
 //! (`before_spawn` sets it), so a timeout or an interrupt kills the job and everything it
 //! started — SIGTERM to the group, then SIGKILL after a short grace. Processes the job
-//! leaves behind when it exits are killed too, so nothing outlives its stage. If `repro`
+//! leaves behind when it exits are killed too, in its group or escaped from it
+//! ([`super::orphans::seal_job`]), so nothing outlives its stage. If `repro`
 //! itself is killed (SIGKILL), the job's first process dies with it (`PR_SET_PDEATHSIG`)
 //! and the rest of its group is found by the run id it carries and killed by the next run
 //! ([`super::orphans`]).
@@ -78,12 +79,60 @@ fn visible_gpu_of(ours: Option<&str>, index: u32) -> String {
     .unwrap_or_else(|| index.to_string())
 }
 
+/// How often a running job's timeout and the run's interrupt are looked at.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Waits for a child to exit without a busy loop: a pidfd (Linux 5.3) becomes readable
+/// when the process ends, so a short job is noticed at once, not after a sleep.
+struct ExitWatch {
+    pidfd: Option<std::os::fd::OwnedFd>,
+    /// The pidfd said "exited" once: it stays readable, so what is left to wait for (a
+    /// reader of the job's output) is waited for with short sleeps.
+    signalled: std::cell::Cell<bool>,
+}
+
+impl ExitWatch {
+    fn new(pid: u32) -> ExitWatch {
+        use std::os::fd::FromRawFd;
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        ExitWatch {
+            // SAFETY: a descriptor the kernel just returned, owned by nothing else.
+            pidfd: (fd >= 0 && pid != 0)
+                .then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }),
+            signalled: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Return when the process has exited, or after `at_most`.
+    fn wait(&self, at_most: Duration) {
+        use std::os::fd::AsRawFd;
+        match &self.pidfd {
+            Some(fd) if !self.signalled.get() => {
+                let mut poll = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd; an error or a signal just ends the wait early.
+                let ready = unsafe { libc::poll(&mut poll, 1, at_most.as_millis() as libc::c_int) };
+                self.signalled.set(ready > 0);
+            }
+            Some(_) => std::thread::sleep(Duration::from_millis(1)),
+            None => std::thread::sleep(at_most.min(Duration::from_millis(5))),
+        }
+    }
+}
+
 /// This machine's host name, `unknown` when it has none.
 pub fn hostname() -> String {
     crate::env::hostname().unwrap_or_else(|| "unknown".into())
 }
 
 pub(super) fn signal_group(pgid: u32, signal: i32) {
+    if pgid == 0 {
+        return; // 0 would be this process's own group
+    }
     // SAFETY: killpg only sends a signal; a group that is gone gives ESRCH, ignored.
     unsafe {
         libc::killpg(pgid as libc::pid_t, signal);
@@ -131,7 +180,11 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
         expr = expr.env("CUDA_VISIBLE_DEVICES", visible_gpu(gpu));
     }
     // After the job's own env: a stage cannot take its processes out of the run.
-    expr = expr.env(super::orphans::RUN_ID_ENV, super::orphans::run_id());
+    super::orphans::become_subreaper();
+    let tag = super::orphans::job_tag();
+    expr = expr
+        .env(super::orphans::RUN_ID_ENV, super::orphans::run_id())
+        .env(super::orphans::JOB_ENV, &tag);
     let mut log_start = 0;
     match &job.log {
         Some(log) => {
@@ -166,7 +219,7 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
     // A timeout too long to add to the clock is no timeout.
     let deadline = job.timeout.and_then(|t| started.checked_add(t));
     let mut killed: Option<(ExitKind, Instant)> = None;
-    let mut poll = Duration::from_millis(1);
+    let exited = ExitWatch::new(pgid);
     let output = loop {
         if let Some(out) = handle.try_wait()? {
             break out;
@@ -189,11 +242,11 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
             Some((_, at)) if now.duration_since(*at) >= GRACE => signal_group(pgid, libc::SIGKILL),
             Some(_) => {}
         }
-        std::thread::sleep(poll);
-        poll = (poll * 2).min(Duration::from_millis(20));
+        exited.wait(POLL);
     };
-    // Whatever the job left running in its group goes with it.
-    signal_group(pgid, libc::SIGKILL);
+    // Whatever the job left running, in its group or escaped from it, goes with it.
+    super::orphans::seal_job(pgid, &tag)
+        .with_context(|| format!("job `{}` left processes behind", job.name))?;
     let exit = match killed {
         Some((reason, _)) => reason,
         None => match (output.status.code(), output.status.signal()) {

@@ -1,16 +1,80 @@
 //! The stage graph: topological order, cycle detection, ancestors and descendants, and
 //! the `repro dag` renderings (text, Mermaid, Graphviz dot).
+//!
+//! Every stage's ancestors are computed once, in topological order, as bitsets: "does `i`
+//! need `j`, directly or not" is one bit test, so validation and scheduling never walk the
+//! graph per stage (docs/PERFORMANCE.md).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
 
 /// Stages as indices in declaration order; `needs[i]` are the stages `i` needs.
 #[derive(Debug, Clone)]
 pub struct Dag {
     names: Vec<String>,
+    by_name: HashMap<String, usize>,
     needs: Vec<Vec<usize>>,
     dependants: Vec<Vec<usize>>,
     order: Vec<usize>,
+    /// `ancestors[i]`: every stage `i` needs, directly or not.
+    ancestors: Vec<BitSet>,
+}
+
+/// A fixed-size set of stage indices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BitSet {
+    words: Vec<u64>,
+}
+
+impl BitSet {
+    pub fn new(len: usize) -> BitSet {
+        BitSet {
+            words: vec![0; len.div_ceil(64)],
+        }
+    }
+
+    pub fn insert(&mut self, i: usize) {
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+
+    pub fn contains(&self, i: usize) -> bool {
+        self.words
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    /// Add every member of `other` (of the same size).
+    pub fn union_with(&mut self, other: &BitSet) {
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
+    }
+
+    /// The members, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(k, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let bit = w.trailing_zeros() as usize;
+                    w &= w - 1;
+                    k * 64 + bit
+                })
+            })
+        })
+    }
+
+    /// The first member that is not in `other`.
+    pub fn first_not_in(&self, other: &BitSet) -> Option<usize> {
+        self.words
+            .iter()
+            .zip(&other.words)
+            .enumerate()
+            .find_map(|(k, (a, b))| {
+                let rest = a & !b;
+                (rest != 0).then(|| k * 64 + rest.trailing_zeros() as usize)
+            })
+    }
 }
 
 impl Dag {
@@ -18,6 +82,15 @@ impl Dag {
     /// list of stage names along it, first name repeated at the end.
     pub fn new(names: Vec<String>, needs: Vec<Vec<usize>>) -> Result<Dag, Vec<String>> {
         let n = names.len();
+        // A stage listed twice in `needs` is one edge.
+        let needs: Vec<Vec<usize>> = needs
+            .into_iter()
+            .map(|mut ns| {
+                let mut seen = BTreeSet::new();
+                ns.retain(|j| seen.insert(*j));
+                ns
+            })
+            .collect();
         let mut dependants = vec![Vec::new(); n];
         for (i, ns) in needs.iter().enumerate() {
             for &j in ns {
@@ -61,11 +134,28 @@ impl Dag {
                 }
             }
         }
+        // Upstream first: each stage's ancestors are its needs and theirs, already known.
+        let mut ancestors = vec![BitSet::new(n); n];
+        for &i in &order {
+            let mut set = BitSet::new(n);
+            for &j in &needs[i] {
+                set.insert(j);
+                set.union_with(&ancestors[j]);
+            }
+            ancestors[i] = set;
+        }
+        let by_name = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name.clone(), i))
+            .collect();
         Ok(Dag {
             names,
+            by_name,
             needs,
             dependants,
             order,
+            ancestors,
         })
     }
 
@@ -82,7 +172,7 @@ impl Dag {
     }
 
     pub fn index(&self, name: &str) -> Option<usize> {
-        self.names.iter().position(|n| n == name)
+        self.by_name.get(name).copied()
     }
 
     pub fn needs(&self, i: usize) -> &[usize] {
@@ -101,6 +191,16 @@ impl Dag {
     /// Everything `roots` needs, directly or not (excluding `roots`).
     pub fn ancestors(&self, roots: &[usize]) -> BTreeSet<usize> {
         self.reach(roots, |i| &self.needs[i])
+    }
+
+    /// Every stage `i` needs, directly or not.
+    pub fn ancestors_of(&self, i: usize) -> &BitSet {
+        &self.ancestors[i]
+    }
+
+    /// Does `i` need `j`, directly or not?
+    pub fn needs_transitively(&self, i: usize, j: usize) -> bool {
+        self.ancestors[i].contains(j)
     }
 
     /// Everything that needs `roots`, directly or not (excluding `roots`).
@@ -252,6 +352,24 @@ mod tests {
         assert_eq!(order, ["a", "b", "c"]);
         assert_eq!(d.descendants(&[2]), [0, 1].into_iter().collect());
         assert_eq!(d.ancestors(&[0]), [1, 2].into_iter().collect());
+        assert!(d.needs_transitively(0, 2) && !d.needs_transitively(2, 0));
+        assert_eq!(d.ancestors_of(0).iter().collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(d.index("b"), Some(1));
+    }
+
+    #[test]
+    fn ancestor_bitsets_match_a_graph_walk() {
+        // 150 stages (three words per set), each needing a few earlier ones.
+        let n = 150;
+        let names: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+        let needs: Vec<Vec<usize>> = (0..n)
+            .map(|i| (1..4).filter(|k| i >= k * 7).map(|k| i - k * 7).collect())
+            .collect();
+        let d = Dag::new(names, needs).unwrap();
+        for i in 0..n {
+            let walked: Vec<usize> = d.ancestors(&[i]).into_iter().collect();
+            assert_eq!(d.ancestors_of(i).iter().collect::<Vec<_>>(), walked, "s{i}");
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::dag::Dag;
 use super::diag::{did_you_mean, quoted_list, Diagnostic, PipelineError};
-use super::spans::SpanIndex;
+use super::spans::{DuplicateKey, SpanIndex, ALIAS_FACTOR, MAX_DEPTH};
 use super::spec::{Pipeline, StageSpec};
 use super::validate;
 use crate::engine::StageKind;
@@ -35,7 +35,7 @@ pub struct Stage {
 
 impl Project {
     pub fn stage(&self, name: &str) -> Option<&Stage> {
-        self.stages.iter().find(|s| s.name == name)
+        self.dag.index(name).map(|i| &self.stages[i])
     }
 }
 
@@ -98,12 +98,37 @@ pub fn decode<'a>(bytes: &'a [u8], file: &Path) -> Result<&'a str, Diagnostic> {
 /// Parse and validate pipeline text that lives at `file` in project `root`.
 pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let spans = SpanIndex::build(text);
-    if !spans.duplicates().is_empty() {
-        return Err(PipelineError(duplicate_keys(&spans, file)).into());
+    let scan = SpanIndex::scan(text);
+    if let Some(pos) = scan.too_deep {
+        return Err(PipelineError(vec![Diagnostic {
+            file: file.to_path_buf(),
+            line: pos.line,
+            col: pos.col,
+            message: format!("lists and mappings nest more than {MAX_DEPTH} levels deep here"),
+            help: Some(
+                "a pipeline needs a few levels: check for unclosed or repeated `[`, `{` or `- `"
+                    .into(),
+            ),
+        }])
+        .into());
+    }
+    if !scan.duplicates.is_empty() {
+        return Err(PipelineError(duplicate_keys(&scan.duplicates, file)).into());
+    }
+    if let Some((pos, alias)) = scan.alias_bomb {
+        return Err(PipelineError(vec![Diagnostic {
+            file: file.to_path_buf(),
+            line: pos.line,
+            col: pos.col,
+            message: format!(
+                "the alias `{alias}` repeats its anchor's value, aliases inside it included, until the document is more than {ALIAS_FACTOR} times its size"
+            ),
+            help: Some("write the values out, or nest fewer aliases inside anchors".into()),
+        }])
+        .into());
     }
     let pipeline: Pipeline = serde_yaml::from_str(text)
-        .map_err(|e| PipelineError(vec![from_serde(&e, file, &spans)]))?;
+        .map_err(|e| PipelineError(vec![from_serde(&e, file, &SpanIndex::build(text))]))?;
     let (stages, dag) = validate::validate(&pipeline, text, file, root)?;
     Ok(Project {
         file: file.to_path_buf(),
@@ -115,9 +140,8 @@ pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadErr
 }
 
 /// One error per key written twice in the same mapping, at the second, naming the first.
-fn duplicate_keys(spans: &SpanIndex, file: &Path) -> Vec<Diagnostic> {
-    spans
-        .duplicates()
+fn duplicate_keys(duplicates: &[DuplicateKey], file: &Path) -> Vec<Diagnostic> {
+    duplicates
         .iter()
         .map(|d| {
             let (key, parent) = d.path.split_last().expect("a key path names its key");

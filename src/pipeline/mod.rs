@@ -5,6 +5,7 @@
 pub mod dag;
 pub mod diag;
 pub mod load;
+pub mod output_index;
 pub mod paths;
 pub mod spans;
 pub mod spec;

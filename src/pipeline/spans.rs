@@ -3,7 +3,7 @@
 //! column. Built from yaml-rust2's marked events.
 
 use std::collections::HashMap;
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::Marker;
 
 /// A path of mapping keys and sequence indices (as decimal strings) from the document root.
@@ -33,16 +33,53 @@ pub struct DuplicateKey {
     pub second: Pos,
 }
 
+/// How deep mappings and sequences may nest in a pipeline file. A real one needs a handful
+/// of levels; the typed loader gives up at 128, and a deeper document is refused before any
+/// work that grows with its depth.
+pub const MAX_DEPTH: usize = 64;
+
+/// How many times over its own size a document may expand through its aliases (the typed
+/// loader stops at 100).
+pub const ALIAS_FACTOR: u64 = 50;
+
+/// What every load checks before the typed parse, in one pass over the document's events:
+/// keys written twice, nesting deeper than [`MAX_DEPTH`], and aliases that expand it past
+/// [`ALIAS_FACTOR`] times its size (an "alias bomb").
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub duplicates: Vec<DuplicateKey>,
+    /// Where the first container past [`MAX_DEPTH`] opens.
+    pub too_deep: Option<Pos>,
+    /// The alias at which the expansion passes the limit, and its text (`*name`).
+    pub alias_bomb: Option<(Pos, String)>,
+}
+
 impl SpanIndex {
-    /// Index `text`. A document that does not parse gives an empty index (the parse error
-    /// is reported by the typed loader, which has its own position).
+    /// Index `text`. A document that does not parse gives what was indexed before the
+    /// error (the parse error is reported by the typed loader, which has its own position).
     pub fn build(text: &str) -> SpanIndex {
-        let mut builder = Builder::default();
-        let mut parser = Parser::new_from_str(text);
-        if parser.load(&mut builder, false).is_err() {
-            return SpanIndex::default();
+        Builder::run(text, true).index
+    }
+
+    /// The checks of [`Scan`], without indexing positions.
+    pub fn scan(text: &str) -> Scan {
+        if let Some(pos) = deep_flow(text) {
+            return Scan {
+                too_deep: Some(pos),
+                ..Scan::default()
+            };
         }
-        builder.index
+        let b = Builder::run(text, false);
+        let limit = b.events.saturating_mul(ALIAS_FACTOR);
+        let alias_bomb = (b.jumps > limit)
+            .then(|| b.aliases.iter().find(|(_, total)| *total > limit))
+            .flatten()
+            .map(|(pos, _)| (*pos, alias_text(text, *pos)));
+        Scan {
+            duplicates: b.index.duplicates,
+            too_deep: b.too_deep,
+            alias_bomb,
+        }
     }
 
     /// Every key written more than once in the same mapping, in document order.
@@ -88,108 +125,259 @@ fn owned(path: &[&str]) -> KeyPath {
     path.iter().map(|s| s.to_string()).collect()
 }
 
-enum Frame {
+/// Brackets nested this deep are refused before the YAML scanner sees them: it looks
+/// ahead over a whole flow collection before its first event, at a cost that grows with
+/// the square of the nesting, so the event-level limit would come too late.
+const FLOW_GUARD: usize = 1000;
+
+/// Where `[` and `{` (outside quotes and comments) first nest past [`MAX_DEPTH`], when they
+/// go on to nest past [`FLOW_GUARD`]. A character scan, linear in the text: a quote counts
+/// only where a scalar may start, as in YAML.
+fn deep_flow(text: &str) -> Option<Pos> {
+    let (mut line, mut col) = (1, 0);
+    let (mut depth, mut first_too_deep) = (0usize, None);
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    let mut prev = '\n';
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        col += 1;
+        if c == '\n' {
+            (line, col, comment) = (line + 1, 0, false);
+        }
+        match quote {
+            _ if comment => {}
+            Some('"') if c == '\\' => {
+                chars.next();
+                col += 1;
+            }
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '#' if prev.is_whitespace() => comment = true,
+                '"' | '\'' if prev.is_whitespace() || "[{,:".contains(prev) => quote = Some(c),
+                '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_DEPTH && first_too_deep.is_none() {
+                        first_too_deep = Some(Pos { line, col });
+                    }
+                    if depth > FLOW_GUARD {
+                        return first_too_deep;
+                    }
+                }
+                ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+        prev = c;
+    }
+    None
+}
+
+/// The alias written at `pos` (`*name`).
+fn alias_text(text: &str, pos: Pos) -> String {
+    let line = text.lines().nth(pos.line.saturating_sub(1)).unwrap_or("");
+    line.chars()
+        .skip(pos.col.saturating_sub(1))
+        .take_while(|c| !c.is_whitespace() && !",[]{}".contains(*c))
+        .take(80)
+        .collect()
+}
+
+enum Container {
     Map {
-        path: KeyPath,
         key: Option<String>,
         seen: HashMap<String, Pos>,
     },
     Seq {
-        path: KeyPath,
         next: usize,
     },
 }
 
+struct Frame {
+    /// This container's key or index in its parent (none for the document's root).
+    segment: Option<String>,
+    container: Container,
+    /// Its anchor id (0: none).
+    anchor: usize,
+    /// Alias dereferences inside it, its aliases' own expansions included.
+    jumps: u64,
+}
+
 #[derive(Default)]
 struct Builder {
+    /// Index every key and value position (else only duplicates and the limits).
+    full: bool,
     index: SpanIndex,
     stack: Vec<Frame>,
+    too_deep: Option<Pos>,
+    events: u64,
+    /// Anchor id → alias dereferences inside its node.
+    anchors: HashMap<usize, u64>,
+    /// Alias dereferences in the whole document, as the typed loader will make them.
+    jumps: u64,
+    /// Each alias, with the document's dereferences up to and including it.
+    aliases: Vec<(Pos, u64)>,
 }
 
 impl Builder {
-    /// The path of the next value in the current container, and whether the event is a
+    /// Feed `text`'s events one by one (not the parser's recursive `load`, whose depth
+    /// follows the document's), stopping at a syntax error or past [`MAX_DEPTH`].
+    fn run(text: &str, full: bool) -> Builder {
+        let mut b = Builder {
+            full,
+            ..Builder::default()
+        };
+        let mut parser = Parser::new_from_str(text);
+        while let Ok((ev, mark)) = parser.next_token() {
+            if ev == Event::StreamEnd {
+                break;
+            }
+            b.on_event(ev, mark);
+            if b.too_deep.is_some() {
+                break;
+            }
+        }
+        b
+    }
+
+    /// The key path of the current container.
+    fn path(&self) -> KeyPath {
+        self.stack
+            .iter()
+            .filter_map(|f| f.segment.clone())
+            .collect()
+    }
+
+    /// The segment of the next node in the current container, and whether it is a
     /// mapping key rather than a value.
-    fn next_slot(&mut self) -> (KeyPath, bool) {
-        match self.stack.last_mut() {
-            None => (Vec::new(), false),
-            Some(Frame::Map { path, key, .. }) => match key.take() {
-                None => (path.clone(), true),
-                Some(k) => {
-                    let mut p = path.clone();
-                    p.push(k);
-                    (p, false)
-                }
+    fn next_slot(&mut self) -> (Option<String>, bool) {
+        match self.stack.last_mut().map(|f| &mut f.container) {
+            None => (None, false),
+            Some(Container::Map { key, .. }) => match key.take() {
+                None => (None, true),
+                Some(k) => (Some(k), false),
             },
-            Some(Frame::Seq { path, next }) => {
-                let mut p = path.clone();
-                p.push(next.to_string());
+            Some(Container::Seq { next }) => {
                 *next += 1;
-                (p, false)
+                (Some((*next - 1).to_string()), false)
             }
         }
     }
-}
 
-impl MarkedEventReceiver for Builder {
+    /// The full path of a node at `segment` of the current container.
+    fn path_to(&self, segment: &Option<String>) -> KeyPath {
+        let mut path = self.path();
+        path.extend(segment.clone());
+        path
+    }
+
     fn on_event(&mut self, ev: Event, mark: Marker) {
+        self.events += 1;
         let pos = Pos {
             line: mark.line(),
             col: mark.col() + 1,
         };
         match ev {
-            Event::Scalar(text, ..) => {
-                let (mut path, is_key) = self.next_slot();
+            Event::Scalar(text, _, anchor, _) => {
+                if anchor != 0 {
+                    self.anchors.insert(anchor, 0);
+                }
+                let (segment, is_key) = self.next_slot();
                 if is_key {
-                    path.push(text.clone());
-                    if let Some(Frame::Map { key, seen, .. }) = self.stack.last_mut() {
+                    let mut path = self.path();
+                    if let Some(Frame {
+                        container: Container::Map { key, seen },
+                        ..
+                    }) = self.stack.last_mut()
+                    {
                         if let Some(&first) = seen.get(&text) {
+                            path.push(text.clone());
                             self.index.duplicates.push(DuplicateKey {
-                                path: path.clone(),
+                                path,
                                 first,
                                 second: pos,
                             });
                         } else {
                             seen.insert(text.clone(), pos);
-                            self.index.keys.insert(path, pos);
+                            if self.full {
+                                path.push(text.clone());
+                                self.index.keys.insert(path, pos);
+                            }
                         }
                         *key = Some(text);
                     }
-                } else {
+                } else if self.full {
+                    let path = self.path_to(&segment);
                     self.index.values.insert(path, pos);
                 }
             }
-            Event::Alias(_) => {
-                let (path, is_key) = self.next_slot();
+            Event::Alias(anchor) => {
+                let jumps = 1 + self.anchors.get(&anchor).copied().unwrap_or(0);
+                self.jumps = self.jumps.saturating_add(jumps);
+                self.aliases.push((pos, self.jumps));
+                if let Some(top) = self.stack.last_mut() {
+                    top.jumps = top.jumps.saturating_add(jumps);
+                }
+                let (segment, is_key) = self.next_slot();
                 if is_key {
-                    if let Some(Frame::Map { key, .. }) = self.stack.last_mut() {
+                    if let Some(Frame {
+                        container: Container::Map { key, .. },
+                        ..
+                    }) = self.stack.last_mut()
+                    {
                         *key = Some("*alias".into());
                     }
-                } else {
+                } else if self.full {
+                    let path = self.path_to(&segment);
                     self.index.values.insert(path, pos);
                 }
             }
-            Event::MappingStart(..) | Event::SequenceStart(..) => {
-                let (mut path, is_key) = self.next_slot();
+            Event::MappingStart(anchor, _) | Event::SequenceStart(anchor, _) => {
+                if self.stack.len() >= MAX_DEPTH {
+                    self.too_deep = Some(pos);
+                    return;
+                }
+                let (mut segment, is_key) = self.next_slot();
                 if is_key {
                     // A complex (non-scalar) key: give it a placeholder name.
-                    path.push("?".into());
-                    if let Some(Frame::Map { key, .. }) = self.stack.last_mut() {
+                    segment = Some("?".into());
+                    if let Some(Frame {
+                        container: Container::Map { key, .. },
+                        ..
+                    }) = self.stack.last_mut()
+                    {
                         *key = Some("?".into());
                     }
                 }
-                self.index.values.insert(path.clone(), pos);
-                self.stack.push(if matches!(ev, Event::MappingStart(..)) {
-                    Frame::Map {
-                        path,
+                if self.full {
+                    let path = self.path_to(&segment);
+                    self.index.values.insert(path, pos);
+                }
+                let container = if matches!(ev, Event::MappingStart(..)) {
+                    Container::Map {
                         key: None,
                         seen: HashMap::new(),
                     }
                 } else {
-                    Frame::Seq { path, next: 0 }
+                    Container::Seq { next: 0 }
+                };
+                self.stack.push(Frame {
+                    segment,
+                    container,
+                    anchor,
+                    jumps: 0,
                 });
             }
             Event::MappingEnd | Event::SequenceEnd => {
-                self.stack.pop();
+                if let Some(done) = self.stack.pop() {
+                    if done.anchor != 0 {
+                        self.anchors.insert(done.anchor, done.jumps);
+                    }
+                    if let Some(parent) = self.stack.last_mut() {
+                        parent.jumps = parent.jumps.saturating_add(done.jumps);
+                    }
+                }
             }
             _ => {}
         }

@@ -1,8 +1,9 @@
 //! The `cmd` kind: run any command as a stage. `run` is an argv list, or one string run
 //! with `sh -c` when `shell: true` is written. Its outputs are written in place (the
 //! engine backs up the previous ones). Its environment has the stage's `env`, each param
-//! as `REPRO_PARAM_<name>`, `REPRO_BIN` (this repro, so scripts can call back into it),
-//! `REPRO_ROOT` and `REPRO_STAGE`.
+//! as `REPRO_PARAM_<name>` ([`param_env`]: `-` and other characters become `_`),
+//! `REPRO_BIN` (this repro, so scripts can call back into it), `REPRO_ROOT` and
+//! `REPRO_STAGE`.
 //!
 //! A `cmd` stage may say what of the machine its results depend on: `gpu: true` puts this
 //! machine's GPUs (model, arch, driver) into its fingerprint, and `tools: {name: [argv]}`
@@ -10,8 +11,10 @@
 //! Without a GPU, or with a tool missing, the stage cannot measure here: it is skipped
 //! before its command starts, and results it measured elsewhere are kept.
 
+use crate::engine::display::visible_line;
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::executor::{ExitKind, Job};
+use crate::pipeline::validate::PARAM_ENV_PREFIX;
 use crate::pipeline::{Command, Pipeline, StageSpec};
 use crate::stages::options::decode;
 use anyhow::bail;
@@ -20,6 +23,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub struct CmdKind;
+
+/// How much of each line of a failed stage's output its error shows.
+const TAIL_COLUMNS: usize = 200;
 
 /// The option that puts the machine's GPUs into the fingerprint.
 const GPU: &str = "gpu";
@@ -84,6 +90,46 @@ fn option_error(path: &[&str], message: String) -> OptionError {
     }
 }
 
+/// The variable a param is exported in: `REPRO_PARAM_` and its name, each character that
+/// is not an ASCII letter, digit or `_` written as `_` (`learning-rate` is
+/// `REPRO_PARAM_learning_rate`).
+pub fn param_env(name: &str) -> String {
+    let tail: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{PARAM_ENV_PREFIX}{tail}")
+}
+
+/// Every param has a name, and no two are exported in the same variable.
+fn check_params(spec: &StageSpec) -> Result<(), OptionError> {
+    let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+    for name in spec.params.keys() {
+        if name.is_empty() {
+            return Err(option_error(
+                &["params", name],
+                "a param has an empty name\nhelp: name it with letters, digits, `_` or `-`".into(),
+            ));
+        }
+        if let Some(first) = seen.insert(param_env(name), name) {
+            return Err(option_error(
+                &["params", name],
+                format!(
+                    "params `{first}` and `{name}` would both be exported as `{}`\nhelp: rename one: characters other than letters, digits and `_` become `_` in the variable's name",
+                    param_env(name)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The argv a `cmd` stage runs (validated shape).
 pub fn argv(spec: &StageSpec) -> Option<Vec<String>> {
     match (&spec.run, spec.shell) {
@@ -113,14 +159,27 @@ impl StageKind for CmdKind {
         _pipeline: &Pipeline,
     ) -> Result<(), OptionError> {
         machine_needs(spec)?;
+        check_params(spec)?;
         match (&spec.run, spec.shell) {
             (None, _) => Err(option_error(
                 &[],
                 format!("stage `{name}` has no `run` command\nhelp: add `run: [program, arg, ...]` (or a string with `shell: true`)"),
             )),
-            (Some(Command::Argv(v)), false) if v.is_empty() => Err(option_error(
+            (Some(Command::Argv(v)), false) if v.is_empty() || v[0].trim().is_empty() => Err(option_error(
                 &["run"],
-                format!("the `run` command of stage `{name}` is empty\nhelp: write the program and its arguments, e.g. `run: [python3, script.py]`"),
+                format!("the `run` command of stage `{name}` has no program\nhelp: write the program and its arguments, e.g. `run: [python3, script.py]`"),
+            )),
+            (Some(Command::Line(line)), true) if line.trim().is_empty() => Err(option_error(
+                &["run"],
+                format!("the `run` command of stage `{name}` is empty\nhelp: write the shell command, e.g. `run: \"make all\"`"),
+            )),
+            (Some(Command::Argv(v)), false) if v.iter().any(|w| w.contains('\0')) => Err(option_error(
+                &["run", &v.iter().position(|w| w.contains('\0')).unwrap_or(0).to_string()],
+                format!("a word of the `run` command of stage `{name}` holds a NUL byte, which no program argument can\nhelp: remove the `\\0`"),
+            )),
+            (Some(Command::Line(line)), true) if line.contains('\0') => Err(option_error(
+                &["run"],
+                format!("the `run` command of stage `{name}` holds a NUL byte, which no shell command can\nhelp: remove the `\\0`"),
             )),
             (Some(Command::Line(_)), false) => Err(option_error(
                 &["run"],
@@ -168,12 +227,8 @@ impl StageKind for CmdKind {
         let mut job = Job::new(format!("cmd:{}", ctx.name), argv.clone(), ctx.root);
         job.env = spec.env.clone();
         for (k, v) in &spec.params {
-            if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                job.env.insert(
-                    format!("REPRO_PARAM_{k}"),
-                    crate::engine::fingerprint::canonical(v),
-                );
-            }
+            job.env
+                .insert(param_env(k), crate::engine::fingerprint::canonical(v));
         }
         job.env
             .insert("REPRO_BIN".into(), ctx.repro_exe.display().to_string());
@@ -199,7 +254,12 @@ impl StageKind for CmdKind {
         if out.tail.trim().is_empty() {
             bail!("{what} (no output; log: {})", ctx.log.display());
         }
-        let indented: Vec<String> = out.tail.lines().map(|l| format!("    {l}")).collect();
+        // The stage's own output: shown, never sent raw to a terminal (escape sequences).
+        let indented: Vec<String> = out
+            .tail
+            .lines()
+            .map(|l| format!("    {}", visible_line(l, TAIL_COLUMNS)))
+            .collect();
         bail!(
             "{what}; last lines of {}:\n{}",
             ctx.log.display(),

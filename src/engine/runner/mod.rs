@@ -8,6 +8,7 @@
 //! table; [`ended`] names how each stage ended.
 
 mod ended;
+mod ready;
 mod schedule;
 mod select;
 #[cfg(test)]
@@ -102,7 +103,12 @@ fn install_signal_handlers(
 
 /// Load the pipeline at `file` and carry out `req`.
 pub fn run(file: &Path, req: &Request) -> anyhow::Result<RunOutcome> {
-    run_project(&crate::pipeline::load(file)?, req)
+    let project = crate::pipeline::load(file)?;
+    let outcome = run_project(&project, req);
+    // The command ends here: a large pipeline's tens of thousands of small allocations
+    // are left to the operating system rather than freed one by one (docs/PERFORMANCE.md).
+    std::mem::forget(project);
+    outcome
 }
 
 /// Carry out `req` on a loaded project.
@@ -154,19 +160,19 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcom
         project.stages.iter().map(|s| s.name.as_str()),
     );
     let mut eval = EvalCtx {
-        lock: &lock.clone(),
+        lock: &lock,
         records: &records,
         overrides: &req.overrides,
         cache: StatCache::load(&project.root),
     };
     let statuses = status::evaluate_all(project, &mut eval)?;
+    let mut cache = eval.cache;
     if let Selection::Named {
         with_deps: false, ..
     } = req.selection
     {
         check_upstream(project, &statuses, &selected)?;
     }
-    let mut cache = eval.cache;
     let mut run = Run {
         project,
         req,
@@ -180,12 +186,24 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcom
         executed: BTreeSet::new(),
         times: BTreeMap::new(),
         repro_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("repro")),
+        queue: ready::ReadyQueue::new(&project.dag, &selected),
     };
-    run.schedule(&selected, &mut lock, &mut cache)?;
+    let scheduled = run.schedule(&selected, &mut lock, &mut cache);
     if !req.dry_run {
         let _ = cache.save();
+        let _ = run_record::compact(&project.root);
+        // Once per run: what each stage recorded in the journal goes into the lock.
+        if LockFile::has_journal(&project.root) {
+            lock.stages.retain(|name, _| project.stage(name).is_some());
+            lock.save(&project.root)?;
+        }
     }
-    Ok(run.report(&selected))
+    scheduled?;
+    let outcome = run.report(&selected);
+    // As in `run`: the statuses and the lock are left to the operating system.
+    std::mem::forget(run);
+    std::mem::forget(lock);
+    Ok(outcome)
 }
 
 /// Let each selected stage's kind fetch what its inputs depend on (a pinned toolchain). A

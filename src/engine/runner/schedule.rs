@@ -2,6 +2,7 @@
 //! success in the lock as it happens, and the table printed at the end.
 
 use super::ended::Ended;
+use super::ready::ReadyQueue;
 use super::{Request, RunOutcome};
 use crate::engine::lockfile::{LockEntry, LockFile};
 use crate::engine::progress::{self, Line, Progress};
@@ -39,6 +40,7 @@ pub(super) struct Run<'a> {
     pub(super) executed: BTreeSet<usize>,
     pub(super) times: BTreeMap<usize, Duration>,
     pub(super) repro_exe: PathBuf,
+    pub(super) queue: ReadyQueue,
 }
 
 impl<'a> Run<'a> {
@@ -50,28 +52,19 @@ impl<'a> Run<'a> {
     ) -> anyhow::Result<()> {
         let project = self.project;
         let jobs = self.req.jobs.max(1);
-        let mut pending: Vec<usize> = selected.to_vec();
-        let chosen: BTreeSet<usize> = selected.iter().copied().collect();
         let (tx, rx) = mpsc::channel::<Finished>();
         std::thread::scope(|scope| -> anyhow::Result<()> {
             let mut running: BTreeMap<usize, (staging::Guard, Line)> = BTreeMap::new();
-            let mut stop = false;
             loop {
-                // Set by SIGINT/SIGTERM or by --fail-fast.
-                if self.cancel.load(Ordering::SeqCst) {
-                    stop = true;
-                }
-                // Start (or settle without running) every stage that is ready.
-                let mut k = 0;
-                while !stop && k < pending.len() {
-                    let i = pending[k];
+                // Start (or settle without running) every stage that is ready, unless
+                // SIGINT/SIGTERM or --fail-fast stopped the run.
+                while let Some(i) = self.queue.pop_unless(self.cancel.load(Ordering::SeqCst)) {
                     let needs = project.dag.needs(i);
                     if let Some(&bad) = needs
                         .iter()
                         .find(|j| self.ended.get(j).is_some_and(|e| !e.usable()))
                     {
-                        pending.remove(k);
-                        self.ended.insert(
+                        self.end(
                             i,
                             Ended::NotRun(format!(
                                 "needs `{}`, which did not succeed",
@@ -80,19 +73,9 @@ impl<'a> Run<'a> {
                         );
                         continue;
                     }
-                    // Pending stages are in run order and a stage never needs a later one,
-                    // so removing stage k never readies an earlier one: no rescan needed.
-                    let waiting = needs
-                        .iter()
-                        .any(|j| chosen.contains(j) && !self.ended.contains_key(j));
-                    if waiting {
-                        k += 1;
-                        continue;
-                    }
                     if needs.iter().any(|j| self.executed.contains(j)) {
                         // Its deps may be what the upstream just wrote: look again.
                         if let Err(e) = self.reevaluate(i, lock, cache) {
-                            pending.remove(k);
                             self.fail(i, format!("{e:#}"));
                             continue;
                         }
@@ -116,29 +99,24 @@ impl<'a> Run<'a> {
                         }
                     };
                     match reason {
-                        None => {
-                            pending.remove(k);
-                            self.settle_up_to_date(i, lock);
-                        }
+                        None => self.settle_up_to_date(i, lock),
                         Some(why) if self.req.dry_run => {
-                            pending.remove(k);
                             self.executed.insert(i);
-                            self.ended.insert(i, Ended::WouldRun(why));
+                            self.end(i, Ended::WouldRun(why));
                         }
-                        Some(_) if running.len() >= jobs => break,
-                        Some(_) => {
-                            pending.remove(k);
-                            match self.launch(scope, i, &tx) {
-                                Ok(started) => {
-                                    running.insert(i, started);
-                                }
-                                Err(e) => self.fail(i, format!("{e:#}")),
+                        Some(_) if running.len() >= jobs => {
+                            self.queue.put_back(i);
+                            break;
+                        }
+                        Some(_) => match self.launch(scope, i, &tx) {
+                            Ok(started) => {
+                                running.insert(i, started);
                             }
-                        }
+                            Err(e) => self.fail(i, format!("{e:#}")),
+                        },
                     }
                 }
-                // With nothing running, the scan above started or settled every stage it
-                // could: the first pending stage in run order is always ready.
+                // With nothing running, every stage that could start or settle has.
                 if running.is_empty() {
                     break;
                 }
@@ -174,14 +152,14 @@ impl<'a> Run<'a> {
                         self.cancel.store(true, Ordering::SeqCst);
                     }
                 }
-                self.ended.insert(i, ended);
+                self.end(i, ended);
             }
             let why = if self.interrupted.load(Ordering::SeqCst) {
                 "interrupted before it started"
             } else {
                 "stopped by --fail-fast"
             };
-            for i in pending.drain(..) {
+            for &i in selected {
                 self.ended
                     .entry(i)
                     .or_insert_with(|| Ended::NotRun(why.to_string()));
@@ -190,13 +168,20 @@ impl<'a> Run<'a> {
         })
     }
 
+    /// Stage `i` ended this way: what waited for it may start.
+    fn end(&mut self, i: usize, ended: Ended) {
+        self.ended.insert(i, ended);
+        self.queue.ended(&self.project.dag, i);
+    }
+
     fn reevaluate(
         &mut self,
         i: usize,
         lock: &LockFile,
         cache: &mut StatCache,
     ) -> anyhow::Result<()> {
-        let upstream = status::upstream_fingerprints(self.project, i, lock, |j| {
+        let mut recorded = status::RecordedUpstream::default();
+        let upstream = status::upstream_fingerprints(self.project, i, lock, &mut recorded, |j| {
             Some(self.statuses[j].current())
         });
         let mut eval = EvalCtx {
@@ -225,7 +210,7 @@ impl<'a> Run<'a> {
                     ended.label()
                 ));
             }
-            self.ended.insert(i, ended);
+            self.end(i, ended);
             return;
         }
         let mut text = format!(
@@ -252,7 +237,7 @@ impl<'a> Run<'a> {
         if stale_failure && !self.req.dry_run {
             run_record::forget(&self.project.root, name);
         }
-        self.ended.insert(i, ended);
+        self.end(i, ended);
     }
 
     /// A stage could not even start.
@@ -263,7 +248,7 @@ impl<'a> Run<'a> {
         ));
         let ended = Ended::Failed(msg);
         self.record_run(i, &ended, Duration::ZERO);
-        self.ended.insert(i, ended);
+        self.end(i, ended);
         if self.req.fail_fast {
             self.cancel.store(true, Ordering::SeqCst);
         }
@@ -317,7 +302,7 @@ impl<'a> Run<'a> {
         if let Some(dir) = log.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        std::fs::write(&log, "")?;
+        staging::truncate_or_create(&log)?;
         let line = self.progress.start(&stage.name);
         let write_root = guard.write_root(&project.root).to_path_buf();
         let bar = line.clone();
@@ -385,12 +370,20 @@ impl<'a> Run<'a> {
         let project = self.project;
         let stage = &project.stages[i];
         self.executed.insert(i);
+        // The stage wrote: what was digested before may have changed.
+        cache.forget_seen();
         let rollback = |why: Ended| {
-            if let Err(e) = guard.rollback(&project.root) {
-                self.progress.error(&format!(
+            match guard.rollback(&project.root) {
+                Ok(notes) => {
+                    for note in notes {
+                        self.progress
+                            .error(&format!("warning: stage `{}`: {note}", stage.name));
+                    }
+                }
+                Err(e) => self.progress.error(&format!(
                     "error: could not restore the outputs of `{}`: {e:#}",
                     stage.name
-                ));
+                )),
             }
             why
         };
@@ -482,8 +475,9 @@ impl<'a> Run<'a> {
             outputs.extend(cache.digest_tree(&project.root, out)?);
         }
         let status = &self.statuses[i];
-        lock.stages.insert(
-            stage.name.clone(),
+        lock.record(
+            &project.root,
+            &stage.name,
             LockEntry {
                 fingerprint: status.fingerprint.clone(),
                 gate_failed: match outcome {
@@ -497,9 +491,7 @@ impl<'a> Run<'a> {
                 inputs: status.inputs.clone(),
                 outputs,
             },
-        );
-        lock.stages.retain(|name, _| project.stage(name).is_some());
-        lock.save(&project.root)
+        )
     }
 
     /// Print the plan or the final table; return the exit code.
@@ -514,6 +506,9 @@ impl<'a> Run<'a> {
         let mut out = String::new();
         if self.req.dry_run {
             out.push_str("plan (dry run, nothing changed):\n");
+            if let Some(note) = status::run_in_progress(project) {
+                out.push_str(&format!("{note}\n"));
+            }
         } else {
             out.push_str(&format!(
                 "{:width$}  {:10}  {}\n",

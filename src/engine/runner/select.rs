@@ -2,6 +2,7 @@
 
 use super::{Selection, UsageError};
 use crate::engine::status::{StageStatus, State};
+use crate::pipeline::dag::BitSet;
 use crate::pipeline::diag::{did_you_mean, quoted_list};
 use crate::pipeline::Project;
 use std::collections::BTreeSet;
@@ -74,33 +75,33 @@ pub(super) fn check_upstream(
     statuses: &[StageStatus],
     selected: &[usize],
 ) -> anyhow::Result<()> {
-    let inside: BTreeSet<usize> = selected.iter().copied().collect();
-    let mut problems = Vec::new();
+    let dag = &project.dag;
+    let mut inside = BitSet::new(dag.len());
+    let mut upstream = BitSet::new(dag.len());
     for &i in selected {
-        for j in project.dag.ancestors(&[i]) {
-            if inside.contains(&j) {
-                continue;
-            }
-            let why = match &statuses[j].state {
-                State::UpToDate | State::Kept { .. } => continue,
-                State::Stale(changes) => format!(
-                    "is stale ({})",
-                    changes
-                        .iter()
-                        .map(|c| c.to_string())
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ),
-                State::NeverRun => "has never run".to_string(),
-                State::Failed(_) => "failed last time".to_string(),
-            };
-            let line = format!(
+        inside.insert(i);
+        upstream.union_with(dag.ancestors_of(i));
+    }
+    let mut problems = Vec::new();
+    for j in upstream.iter().filter(|&j| !inside.contains(j)) {
+        let why = match &statuses[j].state {
+            State::UpToDate | State::Kept { .. } => continue,
+            State::Stale(changes) => format!(
+                "is stale ({})",
+                changes
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            State::NeverRun => "has never run".to_string(),
+            State::Failed(_) => "failed last time".to_string(),
+        };
+        for &i in selected.iter().filter(|&&i| dag.needs_transitively(i, j)) {
+            problems.push(format!(
                 "stage `{}` needs `{}`, which {why}",
                 project.stages[i].name, project.stages[j].name
-            );
-            if !problems.contains(&line) {
-                problems.push(line);
-            }
+            ));
         }
     }
     if problems.is_empty() {

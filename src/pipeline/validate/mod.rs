@@ -1,16 +1,18 @@
 //! Checks that need more than the YAML types: stage kinds, `needs`, cycles, outputs
-//! (unique, inside the project), deps (present or written upstream), timeouts, and each
-//! kind's own options. Every problem becomes a [`Diagnostic`] at the offending key.
+//! (unique, inside the project) and deps (present or written upstream) in [`files`],
+//! environment variables, timeouts, and each kind's own options. Every problem becomes a
+//! [`Diagnostic`] at the offending key.
+
+mod files;
 
 use super::dag::Dag;
 use super::diag::{did_you_mean, quoted_list, Diagnostic, PipelineError};
 use super::load::Stage;
-use super::paths;
+use super::paths::{self, Resolver};
 use super::spans::SpanIndex;
 use super::spec::{Pipeline, STAGE_KEYS};
 use crate::engine::StageKind;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// Every stage kind repro knows of (what `uses:` may say; suggestions come from here).
@@ -19,7 +21,7 @@ pub const BUILTIN_KINDS: &[&str] = &["cmd", "build", "bench", "tune", "profile",
 /// Executor kinds pipeline.yaml may name.
 pub const EXECUTOR_KINDS: &[&str] = &["local", "slurm"];
 
-struct Report<'a> {
+pub(super) struct Report<'a> {
     file: &'a Path,
     /// The pipeline text; indexed for positions only once there is an error to place.
     text: &'a str,
@@ -33,7 +35,7 @@ impl Report<'_> {
     }
 
     /// A problem with the value at `path` (or its key when there is no value position).
-    fn at(&mut self, path: &[&str], message: String, help: impl Into<String>) {
+    pub(super) fn at(&mut self, path: &[&str], message: String, help: impl Into<String>) {
         let spans = self.spans();
         let pos = spans.value(path).unwrap_or_else(|| spans.locate(path));
         self.push(pos, message, help.into());
@@ -105,15 +107,22 @@ pub fn validate(
     if let Some(ex) = &p.executor {
         check_executor(&mut r, &["executor", "kind"], &ex.kind);
     }
+    let before_workload = r.diags.len();
     if let Some(w) = &p.workload {
+        check_primary(&mut r, w);
         check_inputs(&mut r, w);
     }
     check_arch(&mut r, &p.arch);
+    // The kinds' own checks read the workload: with a broken one they would only repeat
+    // its error at each stage.
+    let workload_ok = r.diags.len() == before_workload;
     let registry: Vec<Arc<dyn StageKind>> = crate::stages::registry()
         .into_iter()
         .map(Arc::from)
         .collect();
     let names: Vec<&str> = p.stages.keys().map(String::as_str).collect();
+    let mut resolver = Resolver::new(root);
+    let pipeline_file = file.file_name().map(Path::new);
     let mut stages = Vec::with_capacity(p.stages.len());
     let mut needs = Vec::with_capacity(p.stages.len());
     for (name, spec) in &p.stages {
@@ -126,20 +135,21 @@ pub fn validate(
             optional_outputs = kind
                 .optional_outputs(name, spec, p)
                 .iter()
-                .filter_map(|o| paths::check_output(root, &o.to_string_lossy()).ok())
+                .filter_map(|o| output_path(&mut resolver, &o.to_string_lossy(), None).ok())
                 .collect();
-            check_options(&mut r, kind.as_ref(), name, spec, p);
+            if workload_ok {
+                check_options(&mut r, kind.as_ref(), name, spec, p);
+            }
             for (i, out) in kind.outputs(name, spec, p).iter().enumerate() {
                 let idx = i.to_string();
-                let checked = paths::check_output(root, &out.to_string_lossy()).and_then(|clean| {
-                    paths::check_not_reserved(&clean, file.file_name().map(Path::new))
-                        .map(|()| clean)
-                });
-                match checked {
+                match output_path(&mut resolver, &out.to_string_lossy(), pipeline_file) {
                     Ok(clean) => outputs.push(clean),
                     Err(problem) => r.at(
                         &["stages", name, "outs", &idx],
-                        format!("output `{}` of stage `{name}` {problem}", out.display()),
+                        format!(
+                            "output `{}` of stage `{name}` {problem}",
+                            out.to_string_lossy().escape_debug()
+                        ),
                         "outputs are paths inside the project (relative to the folder of pipeline.yaml), without `..`, and not `.repro/`, `.git`, the lock file or the pipeline file",
                     ),
                 }
@@ -149,7 +159,7 @@ pub fn validate(
         for (i, need) in spec.needs.iter().enumerate() {
             let idx = i.to_string();
             let path = ["stages", name, "needs", idx.as_str()];
-            match names.iter().position(|n| n == need) {
+            match p.stages.get_index_of(need.as_str()) {
                 Some(_) if need == name => r.at(
                     &path,
                     format!("stage `{name}` needs itself"),
@@ -171,6 +181,7 @@ pub fn validate(
         if let Some(ex) = &spec.executor {
             check_executor(&mut r, &["stages", name, "executor", "kind"], &ex.kind);
         }
+        check_env(&mut r, name, spec);
         if let Err((text, why)) = spec.timeout_duration() {
             r.at(
                 &["stages", name, "timeout"],
@@ -203,8 +214,8 @@ pub fn validate(
             return Err(PipelineError(r.diags));
         }
     };
-    check_outputs_unique(&mut r, &stages);
-    check_deps(&mut r, &stages, &dag, root);
+    let mut outputs = files::check_outputs_unique(&mut r, &stages);
+    files::check_deps(&mut r, &stages, &dag, root, &mut outputs, &mut resolver);
     if r.diags.is_empty() {
         Ok((stages, dag))
     } else {
@@ -239,6 +250,24 @@ fn check_stage_name(r: &mut Report, name: &str) {
             "name stages with a short word of letters, digits, `-` and `_`",
         );
     }
+}
+
+/// `workload.primary` names one of `workload.shapes`.
+fn check_primary(r: &mut Report, w: &super::spec::Workload) {
+    if w.shapes.contains_key(&w.primary) {
+        return;
+    }
+    let shapes = w.shapes.keys().map(String::as_str);
+    let help = did_you_mean(&w.primary, shapes.clone())
+        .unwrap_or_else(|| format!("the shapes are {}", quoted_list(shapes)));
+    r.at(
+        &["workload", "primary"],
+        format!(
+            "workload.primary names `{}`, which is not among workload.shapes",
+            w.primary
+        ),
+        help,
+    );
 }
 
 /// `workload.inputs`: every key a shape, no recipe twice in a list.
@@ -349,171 +378,67 @@ fn check_options(
     }
 }
 
-/// No two stages may write the same output, or one inside another's output folder.
-fn check_outputs_unique(r: &mut Report, stages: &[Stage]) {
-    let mut owners: BTreeMap<&Path, &str> = BTreeMap::new();
-    for stage in stages {
-        for (i, out) in stage.outputs.iter().enumerate() {
-            // An owned path that is `out` or a folder above it, or one inside `out` (paths
-            // sort component-wise, so those come right after `out`).
-            let above = out.ancestors().find_map(|a| owners.get_key_value(a));
-            let below = || {
-                owners
-                    .range::<&Path, _>((
-                        std::ops::Bound::Included(out.as_path()),
-                        std::ops::Bound::Unbounded,
-                    ))
-                    .next()
-                    .filter(|(o, _)| o.starts_with(out))
-            };
-            let clash = above.or_else(below).map(|(o, s)| (o.to_path_buf(), *s));
-            if let Some((other, owner)) = clash {
-                let idx = i.to_string();
-                let what = if other == *out {
-                    format!(
-                        "output `{}` is also written by stage `{owner}`",
-                        out.display()
-                    )
-                } else {
-                    format!(
-                        "output `{}` of stage `{}` overlaps `{}`, written by stage `{owner}`",
-                        out.display(),
-                        stage.name,
-                        other.display()
-                    )
-                };
-                r.at(
-                    &["stages", &stage.name, "outs", &idx],
-                    what,
-                    "each output belongs to exactly one stage: rename one, or merge the two stages",
-                );
-            } else {
-                owners.insert(out, &stage.name);
-            }
-        }
+/// An output as written, cleaned and checked, its folders read through the symlinks on the
+/// way: where it really is, which must not be a reserved place either.
+fn output_path(
+    resolver: &mut Resolver,
+    written: &str,
+    pipeline_file: Option<&Path>,
+) -> Result<std::path::PathBuf, paths::PathProblem> {
+    let clean = paths::check_relative(written)?;
+    paths::check_not_reserved(&clean, pipeline_file)?;
+    let real = resolver.resolve_parent(&clean)?;
+    paths::check_not_reserved(&real, pipeline_file)?;
+    Ok(real)
+}
+
+/// Variables repro sets itself in every stage's processes: a stage may not replace them.
+/// `REPRO_RUN_ID` and `REPRO_JOB` are how repro finds what a run started, to stop it.
+pub const RESERVED_ENV: &[&str] = &[
+    crate::executor::orphans::RUN_ID_ENV,
+    crate::executor::orphans::JOB_ENV,
+    "REPRO_BIN",
+    "REPRO_ROOT",
+    "REPRO_STAGE",
+];
+
+/// `env:` names a process can be given, none of them repro's own.
+fn check_env(r: &mut Report, name: &str, spec: &super::spec::StageSpec) {
+    let name_help = || "name variables with letters, digits and `_`".to_string();
+    for (key, value) in &spec.env {
+        let (problem, help) = if key.is_empty() {
+            ("is empty", name_help())
+        } else if key.contains('=') || key.contains('\0') {
+            (
+                "holds `=` or a NUL byte, which no variable's name can",
+                name_help(),
+            )
+        } else if RESERVED_ENV.contains(&key.as_str()) || key.starts_with(PARAM_ENV_PREFIX) {
+            (
+                "is set by repro itself",
+                format!(
+                    "rename it: repro sets {} and `{PARAM_ENV_PREFIX}<param>` for every stage",
+                    quoted_list(RESERVED_ENV.iter().copied())
+                ),
+            )
+        } else if value.contains('\0') {
+            (
+                "has a NUL byte in its value, which no variable can hold",
+                "remove the `\\0`".to_string(),
+            )
+        } else {
+            continue;
+        };
+        r.at_key(
+            &["stages", name, "env", key],
+            format!(
+                "environment variable `{}` of stage `{name}` {problem}",
+                key.escape_debug()
+            ),
+            help,
+        );
     }
 }
 
-/// Each dep exists, or is written by a stage this one needs (directly or not); and a dep
-/// folder holds no output but those of stages this one needs.
-fn check_deps(r: &mut Report, stages: &[Stage], dag: &Dag, root: &Path) {
-    check_deps_written_upstream(r, stages, dag, root);
-    check_dep_folders(r, stages, dag);
-}
-
-/// A dep folder that holds an output: of its own stage, every run would change the
-/// stage's inputs (it would never be up to date); of a stage it does not need, the two
-/// could run in either order and its fingerprint would be taken before or after the other
-/// wrote.
-fn check_dep_folders(r: &mut Report, stages: &[Stage], dag: &Dag) {
-    for (i, stage) in stages.iter().enumerate() {
-        let ancestors = dag.ancestors(&[i]);
-        for (d, dep) in stage.spec.deps.iter().enumerate() {
-            // `.` is the whole project.
-            let folder = match paths::check_relative(dep) {
-                Ok(folder) => folder,
-                Err(paths::PathProblem::Empty) if !dep.trim().is_empty() => PathBuf::new(),
-                Err(_) => continue,
-            };
-            let inside = stages.iter().enumerate().find_map(|(w, s)| {
-                s.outputs
-                    .iter()
-                    .find(|o| o.starts_with(&folder) && **o != folder)
-                    .filter(|_| w == i || !ancestors.contains(&w))
-                    .map(|o| (w, o))
-            });
-            let Some((w, out)) = inside else { continue };
-            let idx = d.to_string();
-            let path = ["stages", stage.name.as_str(), "deps", idx.as_str()];
-            if w == i {
-                r.at(
-                    &path,
-                    format!(
-                        "dep folder `{dep}` of stage `{}` holds its own output `{}`: each run would change its own inputs",
-                        stage.name,
-                        out.display()
-                    ),
-                    format!(
-                        "move the output out of `{dep}`, or list as deps only the files of `{dep}` the stage reads"
-                    ),
-                );
-            } else {
-                let other = &stages[w].name;
-                let fix = if dag.ancestors(&[w]).contains(&i) {
-                    format!("`{other}` needs `{}`, so move `{}` out of `{dep}`, or list as deps only the files of `{dep}` that `{}` reads", stage.name, out.display(), stage.name)
-                } else {
-                    format!(
-                        "add `{other}` to the `needs` of `{}`, or move `{}` out of `{dep}`",
-                        stage.name,
-                        out.display()
-                    )
-                };
-                r.at(
-                    &path,
-                    format!(
-                        "dep folder `{dep}` of stage `{}` holds `{}`, an output of stage `{other}`, which `{}` does not need",
-                        stage.name,
-                        out.display(),
-                        stage.name
-                    ),
-                    fix,
-                );
-            }
-        }
-    }
-}
-
-/// Each dep exists, or is written by a stage this one needs (directly or not).
-fn check_deps_written_upstream(r: &mut Report, stages: &[Stage], dag: &Dag, root: &Path) {
-    let mut writer: std::collections::HashMap<&Path, usize> = std::collections::HashMap::new();
-    for (i, s) in stages.iter().enumerate() {
-        writer.extend(s.outputs.iter().map(|o| (o.as_path(), i)));
-    }
-    for (i, stage) in stages.iter().enumerate() {
-        let mut ancestors = None;
-        for (d, dep) in stage.spec.deps.iter().enumerate() {
-            let idx = d.to_string();
-            let path = ["stages", stage.name.as_str(), "deps", idx.as_str()];
-            let clean: PathBuf = paths::check_relative(dep).unwrap_or_else(|_| PathBuf::from(dep));
-            if let Some(&w) = clean.ancestors().find_map(|a| writer.get(a)) {
-                if w == i {
-                    r.at(
-                        &path,
-                        format!(
-                            "stage `{}` lists its own output `{dep}` as a dep",
-                            stage.name
-                        ),
-                        "remove it from `deps`",
-                    );
-                    continue;
-                }
-                let ancestors = ancestors.get_or_insert_with(|| dag.ancestors(&[i]));
-                if !ancestors.contains(&w) {
-                    r.at(
-                        &path,
-                        format!(
-                            "dep `{dep}` is written by stage `{}`, which `{}` does not need",
-                            stages[w].name, stage.name
-                        ),
-                        format!(
-                            "add `{}` to the `needs` of `{}`",
-                            stages[w].name, stage.name
-                        ),
-                    );
-                }
-                continue;
-            }
-            // A folder that will hold outputs: `check_dep_folders` judges it.
-            let holds_outputs = stages
-                .iter()
-                .any(|s| s.outputs.iter().any(|o| o.starts_with(&clean)));
-            if !holds_outputs && std::fs::metadata(root.join(dep)).is_err() {
-                r.at(
-                    &path,
-                    format!("dep `{dep}` of stage `{}` does not exist", stage.name),
-                    "create the file, fix the path (relative to the folder of pipeline.yaml), or list the stage that writes it in `needs` and its `outs`",
-                );
-            }
-        }
-    }
-}
+/// The prefix of the variables `cmd` stages get their params in.
+pub const PARAM_ENV_PREFIX: &str = "REPRO_PARAM_";

@@ -1,0 +1,307 @@
+//! The classes of failure of a third hostile drill of the engine (issue 29): the cache must
+//! never be fooled, and nothing outside the project is touched. Each test ran the real
+//! binary and failed before its fix; the pipeline-file cases are in `tests/bad_pipelines/`
+//! (`dep_whole_project`, `dep_empty`, `env_reserved`, `alias_bomb`, `param_env_clash`,
+//! `run_empty_program`, `output_under_lock`). docs/RELIABILITY.md lists them.
+
+#[path = "support/project.rs"]
+mod project;
+use project::{assert_gone, Project};
+use std::path::Path;
+use std::time::Duration;
+
+/// Rewrite `path` in place (same inode) and set its modification time back to `mtime`, as
+/// `touch -r`, `cp -p`, `rsync -t` or tar extraction leave an edit.
+fn edit_in_place_keeping_mtime(path: &Path, text: &str) {
+    let mtime = std::fs::metadata(path).unwrap().modified().unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+}
+
+#[test]
+fn class1_an_edit_with_its_mtime_set_back_is_never_trusted() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"cat d > o\"], deps: [d], outs: [o]}\n",
+    );
+    p.write("d", "one\n");
+    p.expect(&["run"], 0);
+    // A dep: same size, mtime restored.
+    edit_in_place_keeping_mtime(&p.root().join("d"), "two\n");
+    assert_eq!(p.states()["s"], "stale", "{}", p.expect(&["status"], 0));
+    p.expect(&["run"], 0);
+    assert_eq!(p.read("o"), "two\n");
+    // An output: same size, mtime restored.
+    edit_in_place_keeping_mtime(&p.root().join("o"), "bad\n");
+    let status = p.expect(&["status"], 0);
+    assert!(status.contains("output `o` modified"), "{status}");
+    p.expect(&["run"], 0);
+    assert_eq!(p.read("o"), "two\n");
+}
+
+#[test]
+fn class2_two_outputs_naming_one_file_through_a_symlink_are_refused() {
+    let p = Project::new(
+        "version: 1\nstages:\n  a: {uses: cmd, run: [sh, -c, \"echo a > real/x\"], outs: [real/x]}\n  b: {uses: cmd, run: [sh, -c, \"echo b > link/x\"], outs: [link/x]}\n",
+    );
+    std::fs::create_dir(p.root().join("real")).unwrap();
+    std::os::unix::fs::symlink("real", p.root().join("link")).unwrap();
+    let out = p.expect(&["run"], 2);
+    assert!(
+        out.contains(
+            "pipeline.yaml:4:59: error: output `real/x` (`link/x` through a symlink) is also written by stage `a`"
+        ),
+        "{out}"
+    );
+    assert!(!p.root().join("real/x").exists());
+}
+
+#[test]
+fn class2_a_dep_reaching_an_output_through_a_symlink_needs_its_writer() {
+    let p = Project::new(
+        "version: 1\nstages:\n  a: {uses: cmd, run: [sh, -c, \"echo a > real/x\"], outs: [real/x]}\n  b: {uses: cmd, run: [sh, -c, \"cat link/x > o\"], deps: [link/x], outs: [o]}\n",
+    );
+    std::fs::create_dir(p.root().join("real")).unwrap();
+    std::os::unix::fs::symlink("real", p.root().join("link")).unwrap();
+    let out = p.expect(&["run", "-j", "2"], 2);
+    assert!(
+        out.contains("error: dep `link/x` (through a symlink: `real/x`) is written by stage `a`, which `b` does not need"),
+        "{out}"
+    );
+}
+
+#[test]
+fn class3_a_deleted_empty_output_folder_is_stale_and_made_again() {
+    let p = Project::new("version: 1\nstages:\n  s: {uses: cmd, run: [mkdir, -p, d], outs: [d]}\n");
+    p.expect(&["run"], 0);
+    std::fs::remove_dir(p.root().join("d")).unwrap();
+    let status = p.expect(&["status"], 0);
+    assert!(status.contains("output `d` missing"), "{status}");
+    p.expect(&["run"], 0);
+    assert!(p.root().join("d").is_dir());
+    assert_eq!(p.states()["s"], "up-to-date");
+}
+
+#[test]
+fn class3_a_stray_file_in_an_output_folder_is_reported_and_goes() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"mkdir -p d && echo a > d/a\"], outs: [d]}\n  t: {uses: cmd, needs: [s], run: [sh, -c, \"ls d > o\"], deps: [d], outs: [o]}\n",
+    );
+    p.expect(&["run"], 0);
+    p.write("d/stray", "x");
+    let status = p.expect(&["status"], 0);
+    assert!(status.contains("output `d/stray` added"), "{status}");
+    p.expect(&["run"], 0);
+    assert!(!p.root().join("d/stray").exists());
+    assert_eq!(
+        p.read("o"),
+        "a\n",
+        "the downstream stage never reads the stray file"
+    );
+}
+
+#[test]
+fn class5_a_process_a_stage_detaches_is_killed_before_its_outputs_are_sealed() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"setsid sh -c 'echo $$ > detached; sleep 2; echo late >> o' & while [ ! -s detached ]; do sleep 0.05; done; echo done > o\"], outs: [o]}\n",
+    );
+    p.expect(&["run"], 0);
+    // Killed when the stage ended, before its output was recorded.
+    assert_gone(p.read("detached").trim());
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(p.read("o"), "done\n");
+    assert_eq!(p.states()["s"], "up-to-date");
+}
+
+#[test]
+fn class7_a_restore_never_follows_a_symlink_out_of_the_project() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("o"), "theirs").unwrap();
+    std::fs::write(outside.path().join("keep"), "keep").unwrap();
+    // A first run writes d/o in a real folder.
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"mkdir -p d && echo mine > d/o\"], outs: [d/o]}\n",
+    );
+    p.expect(&["run"], 0);
+    // Now the stage swaps its output's folder for a link out of the project, then fails.
+    std::fs::write(
+        p.root().join("pipeline.yaml"),
+        format!(
+            "version: 1\nstages:\n  s: {{uses: cmd, run: [sh, -c, \"rm -rf d && ln -s {} d && exit 3\"], outs: [d/o]}}\n",
+            outside.path().display()
+        ),
+    )
+    .unwrap();
+    let out = p.expect(&["run"], 1);
+    assert!(out.contains("removed the symlink `d`"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("o")).unwrap(),
+        "theirs"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("keep")).unwrap(),
+        "keep"
+    );
+    assert!(!p.root().join("d").is_symlink());
+    assert_eq!(
+        p.read("d/o"),
+        "mine\n",
+        "the previous output is back where it was"
+    );
+}
+
+#[test]
+fn class8_deep_nesting_is_refused_at_once() {
+    let p = Project::new("");
+    let n = 100_000;
+    std::fs::write(
+        p.root().join("pipeline.yaml"),
+        format!(
+            "version: 1\nstages:\n  s:\n    uses: cmd\n    run: [\"true\"]\n    params:\n      x: {}{}\n",
+            "[".repeat(n),
+            "]".repeat(n)
+        ),
+    )
+    .unwrap();
+    // A watchdog, not a timing: before the fix this took about 40 s.
+    let out = p
+        .command(&["dag"])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(
+            "pipeline.yaml:7:74: error: lists and mappings nest more than 64 levels deep here"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn class9_status_shows_escape_sequences_and_keeps_lines_within_100_columns() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"head -c 65545 /dev/zero | tr '\\\\0' x; echo; printf '\\\\033[2J\\\\033]0;owned\\\\007\\\\n'; exit 1\"], outs: [o]}\n",
+    );
+    let run = p.expect(&["run"], 1);
+    assert!(!run.contains('\u{1b}'), "{run:?}");
+    let status = p.expect(&["status"], 0);
+    assert!(
+        !status.contains('\u{1b}') && !status.contains('\u{7}'),
+        "{status:?}"
+    );
+    assert!(status.contains("^[[2J^[]0;owned^G"), "{status}");
+    for line in status.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+}
+
+#[test]
+fn class11_a_param_with_a_dash_is_exported_with_an_underscore() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"echo $REPRO_PARAM_learning_rate > o\"], params: {learning-rate: 0.1}, outs: [o]}\n",
+    );
+    p.expect(&["run"], 0);
+    assert_eq!(p.read("o"), "0.1\n");
+}
+
+#[test]
+fn class12_a_dangling_symlink_as_an_output_is_named() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [ln, -s, nowhere, o], outs: [o]}\n",
+    );
+    let out = p.expect(&["run"], 1);
+    assert!(
+        out.contains("the stage's output `o` is a symlink to `nowhere`, which does not exist"),
+        "{out}"
+    );
+    assert!(
+        !p.root().join("o").is_symlink(),
+        "the failed stage's output is removed"
+    );
+}
+
+#[test]
+fn class13_status_and_dry_run_during_a_run_say_a_run_is_in_progress() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"touch started; sleep 3; echo x > o\"], outs: [o]}\n",
+    );
+    p.write("o", "old\n");
+    p.expect(&["run", "--force"], 0);
+    let mut running = p.spawn(&["run", "--force"]);
+    p.wait_for("started");
+    for args in [&["status"][..], &["run", "--dry-run"]] {
+        let out = p.expect(args, 0);
+        assert!(
+            out.contains("note: a run is in progress (pid "),
+            "{args:?}: {out}"
+        );
+    }
+    assert!(running.wait().unwrap().success());
+    assert!(!p.expect(&["status"], 0).contains("in progress"));
+}
+
+#[test]
+fn class13_a_failed_write_names_its_path_and_leaves_no_temporary_file() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"cat d* > o\"], deps: [d1, d2, d3, d4, d5, d6, d7, d8], outs: [o]}\n",
+    );
+    for k in 1..=8 {
+        p.write(&format!("d{k}"), &format!("{k}\n"));
+    }
+    // Files may grow to 512 bytes (the lock and the stat cache are larger): writes fail as
+    // on a full disk, with EFBIG instead of ENOSPC.
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "trap '' XFSZ; ulimit -f 1; exec \"$0\" run",
+            assert_cmd::cargo::cargo_bin("repro").to_str().unwrap(),
+        ])
+        .current_dir(p.root())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    let failed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("File too large"))
+        .collect();
+    assert!(!failed.is_empty(), "{text}");
+    for line in failed {
+        assert!(
+            line.contains(".repro/") || line.contains("artifacts/"),
+            "no path: {line}"
+        );
+    }
+    let left: Vec<_> = files_under(p.root())
+        .into_iter()
+        .filter(|f| f.file_name().unwrap().to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // With room again, the run completes.
+    p.expect(&["run"], 0);
+    assert_eq!(p.states()["s"], "up-to-date");
+}
+
+/// Every file under `dir`, `.repro/` included.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() && !path.is_symlink() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
