@@ -44,7 +44,7 @@ for r in rows:
     with open(path) as f:
         for rec in csv.DictReader(f):
             if rec.get("Metric Name") == "gpu__time_duration.sum":
-                per_kernel.setdefault(rec["Kernel Name"][:60], []).append(float(rec["Metric Value"]) / 1000)
+                per_kernel.setdefault(rec["Kernel Name"][:60], []).append(float(rec["Metric Value"].replace(",", "")) / 1000)
     # 20 launches are 20 / k calls of k kernels each: a kernel seen n times runs n·k/20 times a call.
     k = r['kernels_per_call']
     ncu_call = sum(statistics.median(v) * len(v) * k / 20 for v in per_kernel.values())

@@ -13,8 +13,15 @@ use repro::schema::BenchFile;
 
 const REFERENCE_CU: &str = "kernels/reference.cu";
 
+/// The architecture the build compiles for GPU 0 when the pipeline declares none (`sm_90a`
+/// on an H100), as the bench stage looks its cubins up.
 fn arch() -> String {
-    repro::gpu::probe().expect("a GPU")[0].arch()
+    repro::stages::build::arch::target_for(&repro::gpu::probe().expect("a GPU")[0])
+}
+
+/// Where the build puts `name`'s cubin for `arch`, under `root`.
+fn cubin(root: &std::path::Path, name: &str, arch: &str) -> std::path::PathBuf {
+    root.join(repro::stages::build::cubin_path(name, arch))
 }
 
 #[test]
@@ -79,33 +86,32 @@ fn bench_stage_survives_fault_and_hang_and_fails_the_planted_error() {
     }
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
-    let cubins = root.join(".repro/cubins");
-    std::fs::create_dir_all(&cubins).unwrap();
+    std::fs::create_dir_all(root.join(".repro/cubins")).unwrap();
     let arch = arch();
-    compile(REFERENCE_CU, &[], &arch, &cubins.join("reference.cubin"));
+    compile(REFERENCE_CU, &[], &arch, &cubin(root, "reference", &arch));
     compile(
         "tests/fixtures/cuda/naive.cu",
         &[],
         &arch,
-        &cubins.join("naive.cubin"),
+        &cubin(root, "naive", &arch),
     );
     compile(
         "tests/fixtures/cuda/naive.cu",
         &["PLANTED_ERROR=1"],
         &arch,
-        &cubins.join("planted.cubin"),
+        &cubin(root, "planted", &arch),
     );
     compile(
         "tests/fixtures/cuda/fault.cu",
         &[],
         &arch,
-        &cubins.join("fault.cubin"),
+        &cubin(root, "fault", &arch),
     );
     compile(
         "tests/fixtures/cuda/hang.cu",
         &[],
         &arch,
-        &cubins.join("hang.cubin"),
+        &cubin(root, "hang", &arch),
     );
     let (outcome, staging) = run_bench_stage(PIPELINE, root);
     let read = |v: &str| -> BenchFile {
@@ -164,13 +170,12 @@ fn a_fault_in_the_middle_of_a_batch_fails_that_run_and_a_fresh_worker_takes_the_
     }
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
-    let cubins = root.join(".repro/cubins");
-    std::fs::create_dir_all(&cubins).unwrap();
+    std::fs::create_dir_all(root.join(".repro/cubins")).unwrap();
     let arch = arch();
-    compile(REFERENCE_CU, &[], &arch, &cubins.join("reference.cubin"));
+    compile(REFERENCE_CU, &[], &arch, &cubin(root, "reference", &arch));
     for (variant, source) in [("naive", "naive"), ("fault", "fault"), ("hang", "hang")] {
         let cu = format!("tests/fixtures/cuda/{source}.cu");
-        compile(&cu, &[], &arch, &cubins.join(format!("{variant}.cubin")));
+        compile(&cu, &[], &arch, &cubin(root, variant, &arch));
     }
     std::fs::write(root.join("pipeline.yaml"), PIPELINE).unwrap();
     let log = root.join("bench.log");

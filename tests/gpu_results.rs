@@ -82,7 +82,10 @@ fn gpu_stages_record_the_gpu_and_a_comment_only_edit_cuts_off_early() {
     for f in ["kernels/sdpa_fp8.cu", "kernels/reference.cu"] {
         std::fs::copy(source_root().join(f), root.join(f)).unwrap();
     }
-    std::fs::write(root.join("pipeline.yaml"), PIPELINE).unwrap();
+    // The build compiles what the pipeline declares: this GPU's architecture.
+    let arch = repro::stages::build::arch::target_for(&repro::gpu::probe().expect("a GPU")[0]);
+    let pipeline = PIPELINE.replacen("version: 1\n", &format!("version: 1\narch: [{arch}]\n"), 1);
+    std::fs::write(root.join("pipeline.yaml"), pipeline).unwrap();
     let first = run(root, &["run", "-q"]);
     for stage in ["build", "gpu-info", "bench", "evo-tune", "ncu-profile"] {
         let line = stage_line(&first, stage);
@@ -102,7 +105,8 @@ fn gpu_stages_record_the_gpu_and_a_comment_only_edit_cuts_off_early() {
         hardware_lines, 4,
         "bench, evo-tune, ncu-profile and gpu-info name the {model}:\n{lock}"
     );
-    let cubin = std::fs::read(root.join(".repro/cubins/stage2-baseline.cubin")).unwrap();
+    let cubin_file = root.join(repro::stages::build::cubin_path("stage2-baseline", &arch));
+    let cubin = std::fs::read(&cubin_file).unwrap();
 
     let kernel = root.join("kernels/sdpa_fp8.cu");
     let text = std::fs::read_to_string(&kernel).unwrap();
@@ -110,7 +114,7 @@ fn gpu_stages_record_the_gpu_and_a_comment_only_edit_cuts_off_early() {
     let second = run(root, &["run", "-q"]);
     assert!(stage_line(&second, "build").contains("passed"), "{second}");
     assert_eq!(
-        std::fs::read(root.join(".repro/cubins/stage2-baseline.cubin")).unwrap(),
+        std::fs::read(&cubin_file).unwrap(),
         cubin,
         "the edit leaves the cubin byte-identical"
     );
