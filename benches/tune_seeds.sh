@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The tuner against the exhaustive sweep of the shipped tune space, over several search
+# seeds (issue 28): how many trials each seeded search takes to reach a configuration
+# within 3 % of the exhaustive best.
+#
+#   bash benches/tune_seeds.sh REPRO_BINARY TREE OUT_DIR [SEEDS] [BUDGET]
+#
+# TREE: a checkout (or unpacked `git archive`) of the commit REPRO_BINARY was built from; its
+# pipeline.yaml's `uses: tune` stage is the one measured. SEEDS: default "0 1 2 3 4 5".
+# BUDGET: each search's trial budget, default 20 % of the valid space (so a search that needs
+# more than the target of 10 % still shows how many it needed).
+#
+# In a copy of TREE: build, `repro tune --exhaustive` (every valid configuration measured
+# once, into the tune memo), then per seed the pipeline's `seed:` set and `repro tune
+# --budget BUDGET`: the search's trials come from the memo, so every seed searches the same
+# measured landscape. A trial counts whatever its status (failed gates too). Writes OUT_DIR/
+# exhaustive.csv, seed-N.csv, *.log and benches/results/tune_seeds.md (the header naming
+# the command, device, date and commit, then the table). Exits non-zero if any step fails.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/results_header.sh"
+repro=$(realpath "$1"); tree=$(realpath "$2"); out=$(realpath -m "$3")
+seeds=${4:-0 1 2 3 4 5}; budget=${5:-}
+mkdir -p "$out"
+header=$(cd "$here/.." && results_header "bash benches/tune_seeds.sh REPRO_BINARY TREE OUT_DIR \"$seeds\" ${budget}")
+proj=$(mktemp -d /tmp/tune-seeds.XXXXXX)
+cp -a "$tree/." "$proj/"
+cd "$proj"
+rm -rf .repro artifacts/tune
+
+"$repro" --quiet stage build > "$out/build.log" 2>&1
+t0=$SECONDS
+"$repro" tune --exhaustive > "$out/exhaustive.log" 2>&1
+echo "exhaustive: $((SECONDS - t0)) s" | tee "$out/wall.txt"
+cp artifacts/tune/exhaustive.csv "$out/exhaustive.csv"
+valid=$(python3 -c 'import csv,sys; print(sum(1 for _ in csv.DictReader(open(sys.argv[1]))))' "$out/exhaustive.csv")
+[ -n "$budget" ] || budget=$(( (valid + 4) / 5 ))
+
+for seed in $seeds; do
+  python3 - "$seed" <<'PY'
+import re, sys
+text = open("pipeline.yaml").read()
+stage = re.search(r"^  [\w-]+:\n    uses: tune\n(?:    .*\n|\s*\n)*", text, re.M)
+assert stage, "no `uses: tune` stage in pipeline.yaml"
+block, n = re.subn(r"^    seed: \d+", f"    seed: {sys.argv[1]}", stage.group(0), count=1, flags=re.M)
+assert n == 1, "the tune stage has no `seed:` line"
+open("pipeline.yaml", "w").write(text[:stage.start()] + block + text[stage.end():])
+PY
+  t0=$SECONDS
+  "$repro" tune --budget "$budget" > "$out/seed-$seed.log" 2>&1
+  echo "seed $seed: $((SECONDS - t0)) s" | tee -a "$out/wall.txt"
+  cp artifacts/tune/tune_log.csv "$out/seed-$seed.csv"
+done
+
+python3 - "$out" "$budget" "$seeds" > "$out/table.md" <<'PY'
+import csv, json, os, statistics, sys
+out, budget, seeds = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+def scored(row):
+    return row["status"] == "ok" and row["correctness_pass"] == "true" and row["p50_us"]
+sweep = list(csv.DictReader(open(os.path.join(out, "exhaustive.csv"))))
+best = min((r for r in sweep if scored(r)), key=lambda r: float(r["p50_us"]))
+target = float(best["p50_us"]) * 1.03
+cfg = lambda r: " ".join(f"{k}={v}" for k, v in sorted(json.loads(r["config"]).items()))
+per_seed, gaps = [], []
+for s in seeds:
+    rows = list(csv.DictReader(open(os.path.join(out, f"seed-{s}.csv"))))
+    hit = next((i + 1 for i, r in enumerate(rows) if scored(r) and float(r["p50_us"]) <= target), None)
+    found = min((float(r["p50_us"]) for r in rows if scored(r)), default=None)
+    per_seed.append((s, len(rows), hit, found))
+trials = [h if h is not None else budget + 1 for _, _, h, _ in per_seed]
+median = statistics.median(trials)
+valid = len(sweep)
+print(f"Space: {valid} valid configurations, all measured by `repro tune --exhaustive` "
+      f"({sum(1 for r in sweep if scored(r))} pass every gate); best {float(best['p50_us']):.2f} µs: `{cfg(best)}`. "
+      f"Target: a trial within 3 % ({target:.2f} µs). Budget per search: {budget} trials; a search that never gets there counts as {budget + 1}.")
+print()
+print("| seed | trials run | trials to within 3 % | best found (µs) | gap to the exhaustive best |")
+print("|---:|---:|---:|---:|---:|")
+for s, n, hit, found in per_seed:
+    gap = "n/a" if found is None else f"{(found / float(best['p50_us']) - 1) * 100:+.1f} %"
+    print(f"| {s} | {n} | {hit if hit is not None else 'not reached'} | {'n/a' if found is None else f'{found:.2f}'} | {gap} |")
+print()
+print(f"Median trials to within 3 %: {median:g} = {median / valid * 100:.1f} % of the space (target ≤ 10 %).")
+PY
+{ echo "$header"; cat "$out/wall.txt" | sed 's/^/- wall: /'; echo; cat "$out/table.md"; } > "$here/results/tune_seeds.md"
+cat "$here/results/tune_seeds.md"
