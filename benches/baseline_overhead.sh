@@ -46,7 +46,8 @@ for r in rows:
             if rec.get("Metric Name") == "gpu__time_duration.sum":
                 per_kernel.setdefault(rec["Kernel Name"][:60], []).append(float(rec["Metric Value"].replace(",", "")) / 1000)
     # 20 launches are 20 / k calls of k kernels each: a kernel seen n times runs n·k/20 times a call.
-    k = r['kernels_per_call']
+    # ncu profiles kernels only: a call's memsets (the profiler lists them) are not among the 20.
+    k = sum(1 for n in r['kernel_names'] if not n.startswith('Memset'))
     ncu_call = sum(statistics.median(v) * len(v) * k / 20 for v in per_kernel.values())
     print(f"| {r['shape']} | {r['backend']} | {r['isolated_p50_us']:.2f} | {r['bare_p50_us']:.2f} | {r['graph_p50_us']:.2f} "
           f"| {r['kernels_per_call']} | {r['kernel_sum_us']:.2f} | {r['kernel_span_us']:.2f} | {ncu_call:.2f} "
