@@ -305,7 +305,7 @@ fn a_pinned_run_installs_the_wheels_into_the_cache_and_builds_with_them() {
         lock.contains("nvcc: Cuda compilation tools, release 13.0, V13.0.88"),
         "{lock}"
     );
-    let cubin = std::fs::read(dir.path().join(".repro/cubins/v.cubin")).unwrap();
+    let cubin = std::fs::read(dir.path().join(".repro/cubins/v.sm_90.cubin")).unwrap();
     assert_eq!(&cubin[..4], b"\x7fELF");
 
     let (code, t) = run(&["toolchain"]);
