@@ -10,7 +10,7 @@ use repro::schema::BuildRecord;
 mod shipped;
 #[path = "support/skip.rs"]
 mod skip;
-use shipped::{copy_project, pinned_nvcc, pinned_toolchain};
+use shipped::{build, copy_project, pinned_nvcc, pinned_toolchain};
 
 #[test]
 fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
@@ -21,32 +21,18 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
     };
     let dir = tempfile::tempdir().unwrap();
     copy_project(dir.path());
+    let variants = [
+        "stage2-baseline",
+        "stage5-ws-p1",
+        "stage5-ws-p2",
+        "mma-m64",
+        "mma-m64-kv2",
+        "mma-m64-kv2-qr",
+        "mma-m64-kv2-qr-lr",
+        "mma-wg-kv2",
+    ];
     for arch in ["sm_80", "sm_89", "sm_90", "sm_90a"] {
-        let out = Command::cargo_bin("repro")
-            .unwrap()
-            .current_dir(dir.path())
-            .args(["build", "-q", "--arch", arch])
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{arch}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for variant in [
-            "stage2-baseline",
-            "stage5-ws-p1",
-            "stage5-ws-p2",
-            "mma-m64",
-            "mma-m64-kv2",
-            "mma-m64-kv2-qr",
-            "mma-m64-kv2-qr-lr",
-            "mma-wg-kv2",
-        ] {
-            let path = dir.path().join(format!("artifacts/build/{variant}.json"));
-            let rec: BuildRecord = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        for (variant, rec) in variants.iter().zip(build(dir.path(), arch, &variants)) {
             assert_eq!((rec.arch.as_str(), rec.status.as_str()), (arch, "ok"));
             assert_eq!(rec.nvcc_version, nvcc, "built by the pinned toolchain");
             assert_eq!(rec.command[0], "nvcc", "no machine path in the record");

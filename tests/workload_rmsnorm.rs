@@ -4,8 +4,6 @@
 //! the space launches within CUDA's limits on every shape. The compiles need nvcc (CI
 //! installs it); nothing here needs a GPU.
 
-use assert_cmd::Command;
-use repro::schema::BuildRecord;
 use repro::tune::space::Space;
 use repro::workload::exprs::Compiled;
 use repro::workload::limits::Limits;
@@ -41,23 +39,9 @@ fn tune_space() -> Space {
 fn build_passes(pipeline: &str, variants: &[String], archs: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     copy_workload(dir.path(), pipeline);
+    let names: Vec<&str> = variants.iter().map(String::as_str).collect();
     for arch in archs {
-        let out = Command::cargo_bin("repro")
-            .unwrap()
-            .current_dir(dir.path())
-            .args(["build", "-q", "--arch", arch])
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{arch}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for variant in variants {
-            let path = dir.path().join(format!("artifacts/build/{variant}.json"));
-            let rec: BuildRecord = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        for (variant, rec) in names.iter().zip(shipped::build(dir.path(), arch, &names)) {
             assert_eq!((rec.arch.as_str(), rec.status.as_str()), (*arch, "ok"));
             assert!(
                 !rec.gates.is_empty() && rec.gates.iter().all(|g| g.pass),
