@@ -11,6 +11,7 @@ pub mod driver;
 pub mod e4m3;
 pub mod exec;
 pub mod harness;
+pub mod limits;
 pub mod recipes;
 pub mod timing;
 pub mod warm;

@@ -21,6 +21,9 @@ pub struct Pipeline {
     pub arch: Vec<String>,
     #[serde(default)]
     pub workload: Option<Workload>,
+    /// Workloads declared in full: arguments, launch, reference, gates (`crate::workload`).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub workloads: IndexMap<String, crate::workload::Declaration>,
     #[serde(default)]
     pub kernels: BTreeMap<String, KernelSpec>,
     #[serde(default)]

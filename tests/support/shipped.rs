@@ -42,3 +42,27 @@ pub fn pinned_toolchain(test: &str) -> Option<repro::toolchain::Toolchain> {
         }
     }
 }
+
+/// `repro build -q` in the project at `dir` (every architecture its pipeline declares): it
+/// must exit 0. Returns the build record of each of `variants`.
+pub fn build(dir: &Path, variants: &[&str]) -> Vec<repro::schema::BuildRecord> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_repro"))
+        .current_dir(dir)
+        .args(["build", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    variants
+        .iter()
+        .map(|v| {
+            let path = dir.join(format!("artifacts/build/{v}.json"));
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+        })
+        .collect()
+}
