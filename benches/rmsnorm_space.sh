@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Compile every configuration of the RMSNorm tune space (kernels/rmsnorm/tune.yaml) for
-# sm_89 and sm_90a and check each against the PTXAS gates of kernels/rmsnorm/pipeline.yaml
-# (at most 128 registers, no spills): the space's constraints must keep every point
-# buildable. Writes benches/results/rmsnorm_space.md; exits non-zero when any point fails.
+# Compile every configuration of the RMSNorm tune space (the `evo-tune-rmsnorm` stage of
+# pipeline.yaml) for sm_89 and sm_90a and check each against the PTXAS gates of
+# pipeline.yaml (at most 128 registers, no spills): the space's constraints must keep every
+# point buildable. Writes benches/results/rmsnorm_space.md; exits non-zero when any point fails.
 # Needs nvcc (`repro toolchain` finds it) and python3 with PyYAML; no GPU.
 #   usage: benches/rmsnorm_space.sh [ARCH...]        (default: sm_89 sm_90a)
 set -euo pipefail
@@ -22,7 +22,7 @@ status=0
 import concurrent.futures as cf, itertools, os, re, subprocess, sys, tempfile
 import yaml
 archs = sys.argv[1:]
-spec = yaml.safe_load(open("kernels/rmsnorm/tune.yaml"))
+spec = yaml.safe_load(open("pipeline.yaml"))["stages"]["evo-tune-rmsnorm"]
 names = list(spec["space"])
 def holds(expr, c):
     py = expr.replace("&&", " and ").replace("||", " or ")

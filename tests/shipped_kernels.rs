@@ -196,3 +196,28 @@ fn a_variant_that_does_not_compile_fails_alone() {
         "{text}"
     );
 }
+
+/// ptxas's report of the shipped attention kernel (stage5-ws-p2 on sm_89, CUDA 13): the
+/// module's globals and its named barriers are read as the entry's.
+#[test]
+fn ptxas_report_of_the_shipped_kernel_with_module_globals_and_named_barriers() {
+    let path = format!(
+        "{}/tests/fixtures/ptxas/cuda13_sm89_sdpa_ws_p2.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let entries = repro::stages::build::ptxas::parse(&std::fs::read_to_string(path).unwrap());
+    assert_eq!(
+        entries,
+        [repro::schema::EntryResources {
+            name: "sdpa_fp8_fwd".into(),
+            registers: Some(94),
+            stack_bytes: Some(0),
+            spill_store_bytes: Some(0),
+            spill_load_bytes: Some(0),
+            barriers: Some(16),
+            // cmem[4] on the module line is not the entry's bank 0.
+            cmem_bytes: Some(416),
+            ..Default::default()
+        }]
+    );
+}

@@ -1,9 +1,10 @@
-//! The RMSNorm workload of `kernels/rmsnorm/` through the real `repro`: its pipeline
-//! loads; its variants, and the register-heaviest configurations of its tune space, compile
-//! for sm_89 (L4) and sm_90a (H100/H200) and pass the PTXAS gates; every configuration of
-//! the space launches within CUDA's limits on every shape. The compiles need nvcc (CI
-//! installs it); nothing here needs a GPU.
+//! The RMSNorm workload of the shipped pipeline through the real `repro`: its variants, and
+//! the register-heaviest configurations of its tune space, compile for sm_89 (L4) and
+//! sm_90a (H100/H200) and pass the PTXAS and ABI gates; every configuration of the space
+//! launches within CUDA's limits on every shape. The compiles need nvcc (CI installs it);
+//! nothing here needs a GPU.
 
+use repro::pipeline::Pipeline;
 use repro::tune::space::Space;
 use repro::workload::exprs::Compiled;
 use repro::workload::limits::Limits;
@@ -14,33 +15,46 @@ mod shipped;
 #[path = "support/skip.rs"]
 mod skip;
 
-fn source(rel: &str) -> std::path::PathBuf {
-    Path::new(shipped::SOURCE_ROOT)
-        .join("kernels/rmsnorm")
-        .join(rel)
+fn shipped_pipeline() -> Pipeline {
+    repro::pipeline::load(&Path::new(shipped::SOURCE_ROOT).join("pipeline.yaml"))
+        .unwrap()
+        .pipeline
 }
 
-/// `kernels/rmsnorm/` copied to `to`, with `pipeline.yaml` replaced by `pipeline`.
-fn copy_workload(to: &Path, pipeline: &str) {
-    for entry in std::fs::read_dir(source("")).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
-    }
-    std::fs::write(to.join("pipeline.yaml"), pipeline).unwrap();
-}
-
+/// The RMSNorm tune stage's space.
 fn tune_space() -> Space {
-    let yaml: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(source("tune.yaml")).unwrap()).unwrap();
-    Space::from_yaml(&yaml["space"], yaml.get("constraints")).unwrap()
+    let p = shipped_pipeline();
+    let stage = &p.stages["evo-tune-rmsnorm"].options;
+    let get = |k: &str| stage.get(serde_yaml::Value::from(k));
+    Space::from_yaml(get("space").unwrap(), get("constraints")).unwrap()
 }
 
-/// Build every variant of `pipeline` for sm_89 and sm_90a; each must compile and pass its
-/// gates on both.
+/// The shipped pipeline with only the RMSNorm workload, `variants` for its variants and a
+/// build stage.
+fn rmsnorm_only(variants: &[(String, String)]) -> String {
+    let mut p = shipped_pipeline();
+    p.workloads.retain(|name, _| name == "rmsnorm");
+    p.workloads["rmsnorm"].control = None;
+    p.kernels.retain(|name, _| name == "rmsnorm");
+    p.variants = variants
+        .iter()
+        .map(|(name, defines)| {
+            let spec = format!("{{kernel: rmsnorm, defines: {{{defines}}}}}");
+            (name.clone(), serde_yaml::from_str(&spec).unwrap())
+        })
+        .collect();
+    p.control = None;
+    p.gates.performance = None;
+    p.stages.retain(|name, _| name == "build");
+    serde_yaml::to_string(&p).unwrap()
+}
+
+/// Build `pipeline` in a copy of the project; every one of `variants` must compile and pass
+/// its gates on sm_89 and sm_90a.
 fn build_passes(pipeline: &str, variants: &[String]) {
     let dir = tempfile::tempdir().unwrap();
-    let archs = "\narch: [sm_89, sm_90a]\n";
-    copy_workload(dir.path(), &pipeline.replacen("\narch: sm_89\n", archs, 1));
+    shipped::copy_project(dir.path());
+    std::fs::write(dir.path().join("pipeline.yaml"), pipeline).unwrap();
     let names: Vec<&str> = variants.iter().map(String::as_str).collect();
     for (variant, rec) in names.iter().zip(shipped::build(dir.path(), &names)) {
         assert_eq!(rec.status, "ok", "{variant}");
@@ -63,9 +77,20 @@ fn the_shipped_variants_compile_and_pass_ptxas_gates_on_sm89_and_sm90a() {
     {
         return;
     }
-    let text = std::fs::read_to_string(source("pipeline.yaml")).unwrap();
-    let variants = ["rms-scalar", "rms-warp-row", "rms-block-row"].map(String::from);
-    build_passes(&text, &variants);
+    let p = shipped_pipeline();
+    let variants: Vec<(String, String)> = ["rms-scalar", "rms-warp-row", "rms-block-row"]
+        .iter()
+        .map(|v| {
+            let defines: Vec<String> = p.variants[*v]
+                .defines
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", repro::pipeline::define_value(v).unwrap()))
+                .collect();
+            (v.to_string(), defines.join(", "))
+        })
+        .collect();
+    let names: Vec<String> = variants.iter().map(|(n, _)| n.clone()).collect();
+    build_passes(&rmsnorm_only(&variants), &names);
 }
 
 /// The configurations of the space that hold the most in registers under the tightest
@@ -104,27 +129,22 @@ fn the_register_heaviest_tune_configurations_compile_without_spills() {
         })
         .collect();
     assert_eq!((frontier.len(), heaviest.len()), (25, 4));
-    let text = std::fs::read_to_string(source("pipeline.yaml")).unwrap();
-    let (head, rest) = text.split_once("\nvariants:\n").unwrap();
-    let (_, tail) = rest.split_once("\ncontrol: rms-scalar\n").unwrap();
-    let mut names = Vec::new();
-    let mut pipeline = format!("{head}\nvariants:\n");
-    for (i, c) in heaviest.iter().enumerate() {
-        let defines: Vec<String> = c.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        pipeline += &format!(
-            "  t{i}: {{kernel: rmsnorm, defines: {{{}}}}}\n",
-            defines.join(", ")
-        );
-        names.push(format!("t{i}"));
-    }
-    pipeline += &format!("\ncontrol: t0\n{tail}");
-    build_passes(&pipeline, &names);
+    let variants: Vec<(String, String)> = heaviest
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let defines: Vec<String> = c.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            (format!("t{i}"), defines.join(", "))
+        })
+        .collect();
+    let names: Vec<String> = variants.iter().map(|(n, _)| n.clone()).collect();
+    build_passes(&rmsnorm_only(&variants), &names);
 }
 
 #[test]
 fn every_tune_configuration_launches_within_cudas_limits_on_every_shape() {
-    let project = repro::pipeline::load(&source("pipeline.yaml")).unwrap();
-    let decl = &project.pipeline.workloads["rmsnorm"];
+    let p = shipped_pipeline();
+    let decl = &p.workloads["rmsnorm"];
     let space = tune_space();
     let names: Vec<&str> = space.params().iter().map(|p| p.name.as_str()).collect();
     let compiled = Compiled::new("rmsnorm", decl, &names).unwrap();

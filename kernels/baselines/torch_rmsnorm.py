@@ -22,9 +22,10 @@ import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_sdpa import accuracy, rounded, summarize, time_fn, write_file  # noqa: E402
+from torch_sdpa import accuracy, output_gates, rounded, summarize, time_fn, write_file  # noqa: E402
 
 NAME = "torch-rmsnorm"
+WORKLOAD = "rmsnorm"
 
 
 def case_inputs(np, case_dir):
@@ -53,7 +54,7 @@ def main():
     args = ap.parse_args()
 
     def skip(reason):
-        write_file(args.out, NAME, "skipped", reason)
+        write_file(args.out, NAME, "skipped", reason, workload=WORKLOAD)
         print(f"baseline skipped: {reason}", file=sys.stderr)
         return 0
 
@@ -75,15 +76,13 @@ def main():
     folder = tempfile.mkdtemp(prefix="repro-rmsnorm-inputs-")
     try:
         subprocess.run([repro, "-f", args.pipeline, "exec", "--dump-inputs", folder,
-                        "--workload", "rmsnorm"], check=True)
+                        "--workload", WORKLOAD], check=True)
         with open(os.path.join(folder, "index.json")) as f:
             index = json.load(f)
         cases = [(e, case_inputs(np, os.path.join(folder, e["dir"]))) for e in index["entries"]]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    inf = float("inf")
-    gates = {k: index["gates"]["y"].get(k, inf) for k in
-             ("max_abs_err", "mean_abs_err", "max_pct_bad", "max_err_over_ref_std", "max_rel_l2_err")}
+    gates = output_gates(index, "y")
     device = torch.cuda.get_device_name(0)
 
     results = []
@@ -118,7 +117,8 @@ def main():
             record["error"] = str(err).splitlines()[0] if str(err) else type(err).__name__
         results.append(rounded(record))
     status = "failed" if any(r["status"] == "failed" for r in results) else "ok"
-    write_file(args.out, NAME, status, results=results, defines={"torch": torch.__version__})
+    write_file(args.out, NAME, status, results=results, defines={"torch": torch.__version__},
+               workload=WORKLOAD)
     print(f"{NAME}: {len(results)} results -> {args.out}/{NAME}.json", file=sys.stderr)
     return 0
 

@@ -1,7 +1,7 @@
 // RMSNorm over fp16 rows: y[r, c] = x[r, c] / sqrt(mean_c(x[r, :]^2) + eps) * weight[c],
 // fp16 in and out, fp32 arithmetic. The second workload of repro (docs/guide/workloads.md);
-// its declaration (arguments, launch geometry, reference, gates) is in pipeline.yaml beside
-// this file.
+// its declaration (arguments, launch geometry, reference, gates) is the `rmsnorm` workload of
+// the project's pipeline.yaml.
 //
 // ABI:
 //   extern "C" __global__ void rmsnorm_fwd(const __half* x,       // [rows, hidden]
@@ -11,7 +11,7 @@
 //   grid  (ceil(rows / ROWS_PER_BLOCK)), block (THREADS_PER_ROW * ROWS_PER_BLOCK), no dynamic
 //   shared memory.
 //
-// Compile-time toggles (the tune space is tune.yaml beside this file):
+// Compile-time toggles (the tune space is the `evo-tune-rmsnorm` stage of pipeline.yaml):
 //   THREADS_PER_ROW  threads that share one row: a power of two, 32..1024. 32 is the
 //                    warp-per-row path: the row's sum is a warp shuffle, with no shared
 //                    memory and no barrier.

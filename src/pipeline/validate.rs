@@ -105,9 +105,6 @@ pub fn validate(
     if let Some(ex) = &p.executor {
         check_executor(&mut r, &["executor", "kind"], &ex.kind);
     }
-    if let Some(w) = &p.workload {
-        check_inputs(&mut r, w);
-    }
     check_arch(&mut r, &p.arch);
     let registry: Vec<Arc<dyn StageKind>> = crate::stages::registry()
         .into_iter()
@@ -238,32 +235,6 @@ fn check_stage_name(r: &mut Report, name: &str) {
             format!("stage name \"{shown}\" {problem}"),
             "name stages with a short word of letters, digits, `-` and `_`",
         );
-    }
-}
-
-/// `workload.inputs`: every key a shape, no recipe twice in a list.
-fn check_inputs(r: &mut Report, w: &super::spec::Workload) {
-    for (shape, recipes) in &w.inputs {
-        if !w.shapes.contains_key(shape) {
-            let shapes = w.shapes.keys().map(String::as_str);
-            let help = did_you_mean(shape, shapes.clone())
-                .unwrap_or_else(|| format!("the shapes are {}", quoted_list(shapes)));
-            r.at_key(
-                &["workload", "inputs", shape],
-                format!("`workload.inputs` names `{shape}`, which is not under workload.shapes"),
-                help,
-            );
-        }
-        for (i, recipe) in recipes.iter().enumerate() {
-            if recipes[..i].contains(recipe) {
-                let idx = i.to_string();
-                r.at(
-                    &["workload", "inputs", shape, &idx],
-                    format!("recipe `{recipe}` is listed twice for shape `{shape}`"),
-                    "list each recipe once",
-                );
-            }
-        }
     }
 }
 

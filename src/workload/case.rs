@@ -145,10 +145,10 @@ mod tests {
     #[test]
     fn writes_the_case_a_command_reads() {
         let decl = attention();
-        let c = Compiled::new("sdpa_fp8", &decl, &[]).unwrap();
+        let c = Compiled::new("attention", &decl, &[]).unwrap();
         let case = Case::generate(&c, "small", "sharp", 1).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), "sdpa_fp8", &decl, &case).unwrap();
+        write(dir.path(), "attention", &decl, &case).unwrap();
         let json: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.path().join("case.json")).unwrap()).unwrap();
         assert_eq!(json["recipe"], "sharp");
@@ -194,14 +194,9 @@ mod tests {
     /// case: its outputs pass the gates against repro's own f64 computation.
     #[test]
     fn the_rmsnorm_reference_script_agrees_with_the_cpu() {
-        let has_python = std::process::Command::new("python3")
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !has_python {
-            crate::test_skip::say_skipped(
-                "the_rmsnorm_reference_script_agrees_with_the_cpu needs python3",
-            );
+        if !crate::workload::testing::python3_or_skip(
+            "the_rmsnorm_reference_script_agrees_with_the_cpu",
+        ) {
             return;
         }
         let decl = rmsnorm();
@@ -238,7 +233,7 @@ mod tests {
             .map(|(a, b)| (a - b).abs())
             .fold(0f64, f64::max);
         assert!(max < 1e-12, "script vs CPU: {max}");
-        let checks = check_case(&decl, &case, &[mine], &expected, "fp16-pv");
+        let checks = check_case(&decl, &case, &[mine], &expected, None);
         assert!(checks[0].pass() && checks[0].accuracy.max_abs_err < 1e-12);
     }
 }

@@ -3,7 +3,7 @@
 //! spread) and the verdict of the output's gates, naming every threshold exceeded.
 
 use super::inputs::Case;
-use super::spec::{Declaration, OutputGates, Role};
+use super::spec::{Declaration, Figure, OutputGates, Role};
 use crate::gpu::check::Accuracy;
 
 /// One output of one run, judged.
@@ -22,13 +22,14 @@ impl OutputCheck {
 }
 
 /// Judge every output of `case`: `outputs` and `references` hold each output's values in
-/// ABI order (decoded to f64); `class` is the kernel's precision class.
+/// ABI order (decoded to f64); `class` is the kernel's precision class (`None`: per-class
+/// thresholds do not apply to it).
 pub fn check_case(
     decl: &Declaration,
     case: &Case,
     outputs: &[Vec<f64>],
     references: &[Vec<f64>],
-    class: &str,
+    class: Option<&str>,
 ) -> Vec<OutputCheck> {
     let absolute = decl
         .recipes
@@ -62,7 +63,7 @@ pub fn check_output(
     reference: &[f64],
     extents: &[usize],
     gates: &OutputGates,
-    class: &str,
+    class: Option<&str>,
     absolute: bool,
 ) -> OutputCheck {
     let spread = gates
@@ -81,28 +82,18 @@ pub fn check_output(
             accuracy.nan_count, accuracy.inf_count
         ));
     }
-    let mut over = |key: &str, value: f64, limit: Option<f64>| {
-        if let Some(limit) = limit.filter(|&l| value > l) {
-            failed.push(format!("{key} {value:.6} > {limit}"));
+    for (figure, limit) in gates.thresholds(class, absolute) {
+        let value = match figure {
+            Figure::MaxAbsErr => accuracy.max_abs_err,
+            Figure::MeanAbsErr => accuracy.mean_abs_err,
+            Figure::PctBad => accuracy.pct_bad,
+            Figure::MaxErrOverRefStd => accuracy.max_err_over_ref_std,
+            Figure::RelL2Err => accuracy.rel_l2_err,
+        };
+        if value > limit {
+            failed.push(format!("{} {value:.6} > {limit}", figure.name()));
         }
-    };
-    if absolute {
-        over("max_abs_err", accuracy.max_abs_err, gates.max_abs_err);
-        over("mean_abs_err", accuracy.mean_abs_err, gates.mean_abs_err);
-        over("pct_bad", accuracy.pct_bad, gates.max_pct_bad);
     }
-    let per_class =
-        |t: &Option<super::spec::Threshold>| t.as_ref().and_then(|t| t.for_class(class));
-    over(
-        "rel_l2_err",
-        accuracy.rel_l2_err,
-        per_class(&gates.max_rel_l2_err),
-    );
-    over(
-        "max_err_over_ref_std",
-        accuracy.max_err_over_ref_std,
-        per_class(&gates.max_err_over_ref_std),
-    );
     OutputCheck {
         output: name.to_string(),
         accuracy,
@@ -149,7 +140,7 @@ mod tests {
         let hidden = case.dims["hidden"] as usize;
         let reference = rmsnorm_f64(&case.values(&decl, 0), &case.values(&decl, 1), hidden, 1e-6);
         let out = fp16_kernel(&reference, bug);
-        let mut checks = check_case(&decl, &case, &[out], &[reference], "fp16-pv");
+        let mut checks = check_case(&decl, &case, &[out], &[reference], None);
         assert_eq!(checks.len(), 1);
         checks.remove(0)
     }
@@ -199,8 +190,8 @@ mod tests {
             [
                 "max_abs_err",
                 "mean_abs_err",
-                "rel_l2_err",
-                "max_err_over_ref_std"
+                "max_err_over_ref_std",
+                "rel_l2_err"
             ]
         );
     }
@@ -214,7 +205,16 @@ mod tests {
         let mut out = reference;
         out[0] += 0.07;
         let judge = |class: &str, absolute: bool| {
-            check_output("o", &out, &reference, &extents, gates, class, absolute).failed
+            check_output(
+                "o",
+                &out,
+                &reference,
+                &extents,
+                gates,
+                Some(class),
+                absolute,
+            )
+            .failed
         };
         // Head 0 errs by 0.07 against a spread of 1: over the absolute 0.06 and the fp16-pv
         // normalized 0.02, under fp8-pv's 1.0.
@@ -235,7 +235,7 @@ mod tests {
             &reference,
             &extents,
             gates,
-            "fp8-pv",
+            Some("fp8-pv"),
             true,
         );
         assert!((c.accuracy.max_err_over_ref_std - 1.5).abs() < 1e-9);
@@ -250,13 +250,26 @@ mod tests {
             &reference,
             &extents,
             &whole,
-            "fp8-pv",
+            Some("fp8-pv"),
             true,
         );
         assert!(
             c.accuracy.max_err_over_ref_std < 0.01,
             "one spread for the whole tensor"
         );
-        assert_eq!(Threshold::One(0.5).for_class("any"), Some(0.5));
+        assert_eq!(Threshold::One(0.5).for_class(Some("any")), Some(0.5));
+        // NaN fails whatever the thresholds.
+        let mut nan = reference;
+        nan[2] = f64::NAN;
+        let c = check_output(
+            "o",
+            &nan,
+            &reference,
+            &extents,
+            &OutputGates::default(),
+            None,
+            false,
+        );
+        assert_eq!(c.failed, ["1 NaN and 0 Inf elements"]);
     }
 }

@@ -1,10 +1,10 @@
 //! Built-in generators: inputs that must be drawn together because their values depend on
-//! each other. `attention` is the FP8 attention workload's Q, K and V with its recipes
-//! (`gaussian`, `outliers`, `sharp`, `sink`, `e4m3-edge`, `crate::gpu::recipes`): the
-//! same ChaCha20 stream, so the same (shape, recipe, seed) gives the same values whether
-//! the built-in workload or a declaration draws them.
+//! each other. [`attention`] draws an attention workload's Q, K and V by one of its recipes
+//! (`gaussian`, `outliers`, `sharp`, `sink`, `e4m3-edge`).
 
-use crate::pipeline::{Recipe, Shape};
+pub mod attention;
+
+use attention::Recipe;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GeneratorKind {
@@ -40,16 +40,9 @@ impl GeneratorKind {
                 let [.., s, d] = extents else {
                     panic!("attention inputs are [..., S, D] (validated)")
                 };
+                // The recipes see heads × S × D; every leading index is one head to them.
                 let heads: usize = extents[..extents.len() - 2].iter().product();
-                let as_u32 = |n: usize| u32::try_from(n).expect("an extent of pipeline.yaml");
-                // The recipes see heads × S × D; batch and head are one index to them.
-                let shape = Shape {
-                    B: as_u32(heads),
-                    H: 1,
-                    S: as_u32(*s),
-                    D: as_u32(*d),
-                };
-                let drawn = crate::gpu::recipes::draw(shape, recipe, seed);
+                let drawn = attention::draw(heads, *s, *d, recipe, seed);
                 vec![drawn.q, drawn.k, drawn.v]
             }
         }

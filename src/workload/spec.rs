@@ -38,6 +38,14 @@ pub struct Declaration {
     pub reference: Reference,
     /// Output name → its correctness gates.
     pub gates: IndexMap<String, OutputGates>,
+    /// The variant the workload's others are compared with (its performance gate); absent:
+    /// the pipeline's `control:` when that is one of its variants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<String>,
+    /// The precision class of a variant whose kernel names none (`kernels.<k>.precision`):
+    /// per-class thresholds use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
 }
 
 /// The recipe name of a workload without `recipes:`.
@@ -414,6 +422,65 @@ pub struct OutputGates {
     pub spread_dims: Option<usize>,
 }
 
+/// A figure of one output that its gates judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Figure {
+    MaxAbsErr,
+    MeanAbsErr,
+    PctBad,
+    MaxErrOverRefStd,
+    RelL2Err,
+}
+
+impl Figure {
+    /// Its name in records (`rel_l2_err`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Figure::MaxAbsErr => "max_abs_err",
+            Figure::MeanAbsErr => "mean_abs_err",
+            Figure::PctBad => "pct_bad",
+            Figure::MaxErrOverRefStd => "max_err_over_ref_std",
+            Figure::RelL2Err => "rel_l2_err",
+        }
+    }
+
+    /// The name of its gate (`max_rel_l2_err`).
+    pub fn gate(self) -> &'static str {
+        match self {
+            Figure::PctBad => "max_pct_bad",
+            Figure::RelL2Err => "max_rel_l2_err",
+            f => f.name(),
+        }
+    }
+}
+
+impl OutputGates {
+    /// The thresholds a run is judged by, in order: the absolute ones when `absolute` (the
+    /// recipe's `absolute_gates`), then the normalized ones at precision class `class`. A
+    /// gate not declared (or with no threshold for the class) is left out.
+    pub fn thresholds(&self, class: Option<&str>, absolute: bool) -> Vec<(Figure, f64)> {
+        let per_class = |t: &Option<Threshold>| t.as_ref().and_then(|t| t.for_class(class));
+        let absolutes = [
+            (Figure::MaxAbsErr, self.max_abs_err),
+            (Figure::MeanAbsErr, self.mean_abs_err),
+            (Figure::PctBad, self.max_pct_bad),
+        ];
+        let normalized = [
+            (
+                Figure::MaxErrOverRefStd,
+                per_class(&self.max_err_over_ref_std),
+            ),
+            (Figure::RelL2Err, per_class(&self.max_rel_l2_err)),
+        ];
+        absolutes
+            .into_iter()
+            .filter(|_| absolute)
+            .chain(normalized)
+            .filter_map(|(f, t)| Some((f, t?)))
+            .collect()
+    }
+}
+
 /// A threshold: one number, or one per precision class of the kernels (`fp16-pv: 0.02`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -424,10 +491,10 @@ pub enum Threshold {
 
 impl Threshold {
     /// The threshold for a kernel of precision class `class` (`None`: not given for it).
-    pub fn for_class(&self, class: &str) -> Option<f64> {
+    pub fn for_class(&self, class: Option<&str>) -> Option<f64> {
         match self {
             Threshold::One(x) => Some(*x),
-            Threshold::PerClass(map) => map.get(class).copied(),
+            Threshold::PerClass(map) => class.and_then(|c| map.get(c).copied()),
         }
     }
 }
@@ -480,8 +547,9 @@ mod tests {
     #[test]
     fn reads_thresholds_and_reference_args() {
         let t: Threshold = serde_yaml::from_str("{fp16-pv: 0.02, fp8-pv: 1.0}").unwrap();
-        assert_eq!(t.for_class("fp8-pv"), Some(1.0));
-        assert_eq!(t.for_class("other"), None);
+        assert_eq!(t.for_class(Some("fp8-pv")), Some(1.0));
+        assert_eq!(t.for_class(Some("other")), None);
+        assert_eq!(t.for_class(None), None);
         assert_eq!(
             serde_yaml::from_str::<Threshold>("0.5").unwrap(),
             Threshold::One(0.5)

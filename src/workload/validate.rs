@@ -10,7 +10,7 @@ use super::limits::Limits;
 use super::problem::{path, Problem};
 use super::spec::{Arg, Declaration, Init, RefArg, Role, Threshold};
 use crate::pipeline::diag::{did_you_mean, quoted_list};
-use crate::pipeline::{define_value, Pipeline, Precision};
+use crate::pipeline::{define_value, Pipeline};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -105,6 +105,27 @@ impl<'a> Checker<'a> {
                     format!("workload `{w}` names kernel `{k}`, which is not under `kernels:`"),
                     one_of(k, known, "kernels"),
                 );
+            }
+        }
+        if let Some(c) = &d.control {
+            match self.pipeline.variants.get(c) {
+                None => {
+                    let known = self.pipeline.variants.keys().map(String::as_str);
+                    self.push(
+                        &["control"],
+                        format!("the control `{c}` is not a variant"),
+                        one_of(c, known, "variants"),
+                    );
+                }
+                Some(v) if !d.kernels.contains(&v.kernel) => self.push(
+                    &["control"],
+                    format!(
+                        "the control `{c}` builds kernel `{}`, which workload `{w}` does not list",
+                        v.kernel
+                    ),
+                    "name a variant of one of the workload's kernels",
+                ),
+                Some(_) => {}
             }
         }
         self.dims_and_shapes();
@@ -640,15 +661,12 @@ impl<'a> Checker<'a> {
                 let Some(Threshold::PerClass(map)) = t else {
                     continue;
                 };
-                for class in classes.iter().filter(|c| !map.contains_key(c.as_str())) {
-                    self.push(&["gates", out, key], format!("`{key}` gives no threshold for precision class `{class}`, which a variant of this workload has"), format!("add `{class}: x`, or give one number for every class"));
-                }
-                for class in map.keys().filter(|c| Precision::parse(c).is_none()) {
-                    self.push_key(
-                        &["gates", out, key, class],
-                        format!("`{class}` is not a precision class"),
-                        "the classes are `fp16-pv` and `fp8-pv`",
-                    );
+                for (variant, class) in &classes {
+                    match class {
+                        Some(c) if !map.contains_key(c) => self.push(&["gates", out, key], format!("`{key}` gives no threshold for precision class `{c}`, which variant `{variant}` has"), format!("add `{c}: x`, or give one number for every class")),
+                        None => self.push(&["gates", out, key], format!("`{key}` gives a threshold per precision class, but variant `{variant}` has no class"), "give its kernel a `precision:`, or the workload a default `precision:`"),
+                        Some(_) => {}
+                    }
                 }
             }
             if let Some(n) = g.spread_dims.filter(|&n| n == 0 || n > arg.shape.len()) {
@@ -674,10 +692,18 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// The precision classes of the workload's variants.
-    fn classes(&self) -> BTreeSet<String> {
+    /// The precision class of each of the workload's variants (its own, its kernel's, or
+    /// the workload's default).
+    fn classes(&self) -> BTreeMap<&'a str, Option<String>> {
         self.variants()
-            .map(|(v, _)| self.pipeline.precision_of(v).name().to_string())
+            .map(|(v, _)| {
+                let class = self
+                    .pipeline
+                    .precision_of(v)
+                    .map(str::to_string)
+                    .or_else(|| self.decl.precision.clone());
+                (v, class)
+            })
             .collect()
     }
 

@@ -1,10 +1,8 @@
 //! The declaration against parameter layouts read from cubins nvcc builds here.
 
 use super::*;
-use crate::elf::read_i32_global;
-use crate::workload::exprs::{Bindings, Compiled};
 use crate::workload::problem::Locator;
-use crate::workload::testing::{attention, cubin, pipeline, rmsnorm, RMSNORM_PIPELINE};
+use crate::workload::testing::{cubin, pipeline, rmsnorm, SHIPPED_PIPELINE};
 use std::path::Path;
 
 const RMS_WARP_ROW: [&str; 4] = [
@@ -58,7 +56,7 @@ fn a_parameter_of_the_wrong_size_is_an_error_at_its_dtype() {
         return;
     };
     let l = layout(&elf, "rmsnorm_fwd").unwrap();
-    let text = RMSNORM_PIPELINE.replace("{name: eps,    dtype: fp32", "{name: eps,    dtype: fp16");
+    let text = SHIPPED_PIPELINE.replace("{name: eps,    dtype: fp32", "{name: eps,    dtype: fp16");
     let decl = pipeline(&text).workloads["rmsnorm"].clone();
     let problems = check(
         "rmsnorm_fwd",
@@ -94,73 +92,6 @@ fn a_parameter_of_the_wrong_size_is_an_error_at_its_dtype() {
         ]
     );
     assert_eq!(problems[1].path.join("."), "workloads.rmsnorm.args.4.role");
-}
-
-#[test]
-fn the_attention_declaration_matches_sdpa_fp8_and_its_reference() {
-    let test = "the_attention_declaration_matches_sdpa_fp8_and_its_reference";
-    let defines = [
-        "USE_CP_ASYNC=1",
-        "USE_WMMA_PV=1",
-        "USE_WARP_SPECIALIZATION=0",
-    ];
-    let Some(elf) = cubin(test, "kernels/sdpa_fp8.cu", "sm_89", &defines) else {
-        return;
-    };
-    let decl = attention();
-    let l = layout(&elf, "sdpa_fp8_fwd").unwrap();
-    assert_eq!(
-        check(
-            "sdpa_fp8_fwd",
-            &kernel_params("sdpa_fp8", &decl),
-            &l,
-            args_key("sdpa_fp8")
-        ),
-        []
-    );
-    // The launch reads the geometry the kernel exports.
-    let globals: Bindings = decl
-        .launch
-        .globals
-        .iter()
-        .map(|g| {
-            (
-                g.clone(),
-                i64::from(read_i32_global(&elf, g).expect("exported")),
-            )
-        })
-        .collect();
-    let c = Compiled::new(
-        "sdpa_fp8",
-        &decl,
-        &["USE_CP_ASYNC", "USE_WMMA_PV", "USE_WARP_SPECIALIZATION"],
-    )
-    .unwrap();
-    let dims = c.dims("small").unwrap();
-    let g = c.launch(&dims, &globals, "").unwrap();
-    let rows = globals["repro_rows_per_block"];
-    assert_eq!(g.grid, [(40 + rows - 1) / rows, 3, 2]);
-    assert_eq!(g.block, [globals["repro_block_threads"], 1, 1]);
-    assert_eq!(c.unmet(&dims, &globals, "").unwrap(), None);
-    let mut d128 = dims.clone();
-    d128.insert("D".into(), 128);
-    assert_eq!(
-        c.unmet(&d128, &globals, "").unwrap().as_deref(),
-        Some("repro_head_dim == D")
-    );
-
-    let elf = cubin(test, "kernels/reference.cu", "sm_89", &[]).unwrap();
-    let l = layout(&elf, "sdpa_reference_f32").unwrap();
-    assert_eq!(l.params.len(), 11);
-    assert_eq!(
-        check(
-            "sdpa_reference_f32",
-            &reference_params("sdpa_fp8", &decl),
-            &l,
-            args_key("sdpa_fp8")
-        ),
-        []
-    );
 }
 
 #[test]

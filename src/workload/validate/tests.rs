@@ -1,23 +1,23 @@
 //! Declaration errors as the user sees them: `file:line:column: error: ...` from loading
-//! the shipped RMSNorm pipeline with one thing changed.
+//! the shipped pipeline with one thing of its RMSNorm workload changed.
 
 use crate::pipeline::load::{load_str, LoadError};
-use crate::workload::testing::{source_root, RMSNORM_PIPELINE, SDPA_PIPELINE};
+use crate::workload::testing::{source_root, SHIPPED_PIPELINE};
 use std::path::Path;
 
-/// The shipped RMSNorm pipeline with `from` replaced by `to` (which must occur once).
+/// The shipped pipeline with `from` replaced by `to` (which must occur once).
 fn edited(from: &str, to: &str) -> String {
     assert_eq!(
-        RMSNORM_PIPELINE.matches(from).count(),
+        SHIPPED_PIPELINE.matches(from).count(),
         1,
         "`{from}` occurs once"
     );
-    RMSNORM_PIPELINE.replace(from, to)
+    SHIPPED_PIPELINE.replace(from, to)
 }
 
-/// The errors of loading `text` as `kernels/rmsnorm/pipeline.yaml`.
+/// The errors of loading `text` as the project's `pipeline.yaml`.
 fn errors(text: &str) -> Vec<String> {
-    let root = source_root().join("kernels/rmsnorm");
+    let root = source_root();
     match load_str(text, Path::new("pipeline.yaml"), &root) {
         Ok(_) => Vec::new(),
         Err(LoadError::Invalid(e)) => e.0.iter().map(ToString::to_string).collect(),
@@ -52,13 +52,7 @@ fn one_error_at(text: &str, place: &str, shift: usize) -> String {
 
 #[test]
 fn the_shipped_declarations_load_clean() {
-    assert_eq!(errors(RMSNORM_PIPELINE), Vec::<String>::new());
-    let sdpa = load_str(SDPA_PIPELINE, Path::new("pipeline.yaml"), &source_root());
-    assert!(
-        sdpa.is_ok(),
-        "{}",
-        sdpa.err().map(|e| e.to_string()).unwrap_or_default()
-    );
+    assert_eq!(errors(SHIPPED_PIPELINE), Vec::<String>::new());
 }
 
 #[test]
@@ -98,7 +92,7 @@ fn a_grid_beyond_cudas_limits_is_named_once_with_the_shape_and_variant() {
     );
     let msg = one_error_at(&text, "rows * 32", 0);
     assert!(
-        msg.starts_with("the launch for shape `mission` with variant `rms-block-row` is beyond CUDA's limits: grid.y is 131072; the limit is 65535"),
+        msg.starts_with("the launch for shape `mission` with variant `rms-block-row` is beyond CUDA's limits: grid.y is 65536; the limit is 65535"),
         "{msg}"
     );
     // A block of too many threads: at the `block` key, one error for all shapes.
@@ -170,9 +164,16 @@ fn keys_a_role_does_not_take_and_typos_are_errors() {
         msg.contains("unknown variant `float32`, expected one of `e4m3`"),
         "{msg}"
     );
+    // The stages that use the kernel then say it is in no workload; the typo is named.
     let text = edited("kernels: [rmsnorm]", "kernels: [rmsnrm]");
-    let msg = one_error_at(&text, "rmsnrm", 0);
-    assert!(msg.ends_with("help: did you mean `rmsnorm`?"), "{msg}");
+    let (line, col) = at(&text, "rmsnrm");
+    let errs = errors(&text);
+    assert!(
+        errs.iter().any(|e| e.starts_with(&format!(
+            "pipeline.yaml:{line}:{col}: error: workload `rmsnorm` names kernel `rmsnrm`"
+        )) && e.ends_with("help: did you mean `rmsnorm`?")),
+        "{errs:#?}"
+    );
     let text = edited(
         "mission: [gaussian, tiny, large, offset]",
         "mission: [gaussian, tiny, huge]",
@@ -190,17 +191,20 @@ fn keys_a_role_does_not_take_and_typos_are_errors() {
 fn the_reference_is_a_kernel_or_a_command_and_its_source_exists() {
     let text = edited(
         "entry: rmsnorm_reference",
-        "entry: rmsnorm_reference\n      run: [python3, reference.py]",
+        "entry: rmsnorm_reference\n      run: [python3, kernels/rmsnorm/reference.py]",
     );
     let msg = one_error_at(&text, "[python3", 0);
     assert!(
         msg.starts_with("the reference is a kernel (`source`) or a command (`run`), not both"),
         "{msg}"
     );
-    let text = edited("source: reference.cu", "source: referenc.cu");
-    let msg = one_error_at(&text, "referenc.cu", 0);
+    let text = edited(
+        "source: kernels/rmsnorm/reference.cu",
+        "source: kernels/rmsnorm/referenc.cu",
+    );
+    let msg = one_error_at(&text, "kernels/rmsnorm/referenc.cu", 0);
     assert!(
-        msg.starts_with("reference source `referenc.cu` does not exist"),
+        msg.starts_with("reference source `kernels/rmsnorm/referenc.cu` does not exist"),
         "{msg}"
     );
 }
@@ -232,13 +236,13 @@ fn quantization_needs_fp8_and_scales_of_the_right_size() {
 
 #[test]
 fn a_kernel_belongs_to_one_workload_and_dims_do_not_shadow_defines() {
-    let text = RMSNORM_PIPELINE.replacen("workloads:\n  rmsnorm:", "workloads:\n  rmsnorm2:\n    kernels: [rmsnorm]\n    dims: [n]\n    shapes: {s: {n: 1}}\n    primary: s\n    args: [{name: o, dtype: fp32, role: output, shape: [n]}]\n    launch: {grid: [n], block: [32]}\n    reference: {run: [true]}\n    gates: {o: {max_abs_err: 0}}\n  rmsnorm:", 1);
+    let text = edited("\nworkloads:\n", "\nworkloads:\n  rmsnorm2:\n    kernels: [rmsnorm]\n    dims: [n]\n    shapes: {s: {n: 1}}\n    primary: s\n    args: [{name: o, dtype: fp32, role: output, shape: [n]}]\n    launch: {grid: [n], block: [32]}\n    reference: {run: [true]}\n    gates: {o: {max_abs_err: 0}}\n");
+    // (The RMSNorm tune stage then tunes `rmsnorm2`'s kernel, which has no shape `small`.)
     let errs = errors(&text);
-    assert_eq!(errs.len(), 1, "{errs:#?}");
     assert!(
-        errs[0].contains("error: kernel `rmsnorm` is already in workload `rmsnorm2`"),
-        "{}",
-        errs[0]
+        errs.iter()
+            .any(|e| e.contains("error: kernel `rmsnorm` is already in workload `rmsnorm2`")),
+        "{errs:#?}"
     );
     let text = edited("dims: [rows, hidden]", "dims: [rows, hidden, VEC]");
     let errs = errors(&text).join("\n");
