@@ -128,6 +128,24 @@ impl Workloads {
             .collect()
     }
 
+    /// The workload a baseline file ran: the one it names; for a file that names none
+    /// (written before workloads were declared), the only workload, else the one whose
+    /// `dims` its results have.
+    pub fn of_baseline(&self, f: &crate::schema::BenchFile) -> Option<&str> {
+        if let Some(w) = &f.workload {
+            return self.list.get_key_value(w).map(|(k, _)| k.as_str());
+        }
+        if self.len() == 1 {
+            return self.names().next();
+        }
+        let dims = &f.results.first()?.dims;
+        self.iter()
+            .find(|(_, d)| {
+                d.dims.len() == dims.len() && d.dims.iter().all(|n| dims.contains_key(n))
+            })
+            .map(|(name, _)| name)
+    }
+
     /// The precision class of `variant`: the one it or its kernel names, else its
     /// workload's default.
     pub fn class_of(&self, p: &Pipeline, variant: &str) -> Option<String> {
@@ -170,3 +188,45 @@ impl Workloads {
 
 /// The name (or prefix) of the build's reference cubins; no variant may use it.
 pub const REFERENCE: &str = "reference";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{BenchFile, BenchResult};
+
+    fn baseline(workload: Option<&str>, dims: &[(&str, i64)]) -> BenchFile {
+        let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        BenchFile {
+            name: "torch".into(),
+            kind: "baseline".into(),
+            workload: workload.map(str::to_string),
+            status: "ok".into(),
+            reason: None,
+            defines: Default::default(),
+            nvcc_version: None,
+            precision: None,
+            arch: None,
+            driver: None,
+            results: vec![BenchResult::blank("small", dims, 0, (1, 1), "ok")],
+            gates: Vec::new(),
+            measured: None,
+        }
+    }
+
+    /// A baseline names its workload; one written before workloads (no `workload`) is the
+    /// one whose dims its results have.
+    #[test]
+    fn a_baseline_belongs_to_the_workload_it_names_or_whose_dims_it_has() {
+        let w = Workloads::of(&testing::pipeline(testing::SHIPPED_PIPELINE));
+        let bhsd = [("B", 1), ("H", 2), ("S", 3), ("D", 64)];
+        assert_eq!(
+            w.of_baseline(&baseline(Some("rmsnorm"), &bhsd)),
+            Some("rmsnorm")
+        );
+        assert_eq!(w.of_baseline(&baseline(Some("gemm"), &bhsd)), None);
+        assert_eq!(w.of_baseline(&baseline(None, &bhsd)), Some("sdpa_fp8"));
+        let rows = [("rows", 4), ("hidden", 8)];
+        assert_eq!(w.of_baseline(&baseline(None, &rows)), Some("rmsnorm"));
+        assert_eq!(w.of_baseline(&baseline(None, &[("rows", 4)])), None);
+    }
+}

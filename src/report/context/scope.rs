@@ -82,24 +82,13 @@ pub fn scopes(pipeline: &Pipeline, artifacts: &Artifacts) -> Vec<Scoped> {
             .and_then(|(_, dir)| artifacts.tunes.get(dir).cloned());
         return vec![Scoped { scope, artifacts }];
     }
-    let only = workloads.len() == 1;
     workloads
         .iter()
         .enumerate()
         .map(|(i, (name, decl))| {
             let variants = workloads.variants_of(pipeline, name);
             let mine = |f: &&BenchFile| variants.contains(&&f.name);
-            // A baseline that names no workload (written before workloads were declared)
-            // is this one's if it is the only one, or if its results have its dims.
-            let theirs = |f: &&BenchFile| match &f.workload {
-                Some(w) => w == name,
-                None => {
-                    only || f.results.first().is_some_and(|r| {
-                        r.dims.len() == decl.dims.len()
-                            && decl.dims.iter().all(|d| r.dims.contains_key(d))
-                    })
-                }
-            };
+            let theirs = |f: &&BenchFile| workloads.of_baseline(f) == Some(name);
             // Its variants and its tune stages' elite (`<tune dir name>-top<k>`).
             let elite_prefixes: Vec<String> = tunes
                 .iter()

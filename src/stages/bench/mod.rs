@@ -359,17 +359,14 @@ impl StageKind for BenchStage {
 /// compared.
 type Baseline = (String, Option<String>, Option<BenchFile>);
 
-/// Each baseline to compare with: its name, the workload it ran (its file's `workload`,
-/// else the pipeline's only workload), and its file when it can be compared (why not goes
-/// to the log).
+/// Each baseline to compare with: its name, the workload it ran
+/// ([`Workloads::of_baseline`]), and its file when it can be compared (why not goes to the
+/// log).
 fn read_baselines(
     ctx: &RunCtx,
     o: &options::Options,
     workloads: &Workloads,
 ) -> anyhow::Result<Vec<Baseline>> {
-    let only = (workloads.len() == 1)
-        .then(|| workloads.names().next().map(str::to_string))
-        .flatten();
     let mut out = Vec::new();
     for b in baseline_names(o, ctx.root) {
         let file = match read_baseline(ctx.root, &b, o.method.name()) {
@@ -381,12 +378,12 @@ fn read_baselines(
         };
         let workload = file
             .as_ref()
-            .and_then(|f| f.workload.clone())
-            .or_else(|| only.clone());
+            .and_then(|f| workloads.of_baseline(f))
+            .map(str::to_string);
         if file.is_some() && workload.is_none() {
             append_to_log(
                 ctx.log,
-                &format!("no speedups vs {b}: its file names no `workload`, and the pipeline has several"),
+                &format!("no speedups vs {b}: its file names no workload of the pipeline, and its results' dims are none of theirs"),
             )?;
         }
         out.push((b, workload, file));
