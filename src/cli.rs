@@ -1,7 +1,6 @@
 //! The command line's definitions (clap). [`crate::commands`] carries each one out.
 
 use crate::gpu::timing::{L2Mode, Method};
-use crate::pipeline::{Precision, Recipe, Shape};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -241,12 +240,15 @@ pub struct TuneArgs {
 
 #[derive(Debug, Args)]
 pub struct PromoteArgs {
-    /// A trial number of artifacts/tune/tune_log.csv, or the first hex digits (4 or more)
+    /// A trial number of the tune stage's `tune_log.csv`, or the first hex digits (4 or more)
     /// of a proposed source's digest (its `source` column: its best passing trial).
     pub trial: String,
     /// The new variant's name (and the kernel's and file's, for a proposed source).
     #[arg(long)]
     pub name: String,
+    /// The tune stage whose trial it is (default: the pipeline's only one).
+    #[arg(long)]
+    pub stage: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -338,24 +340,32 @@ pub struct ExecArgs {
     /// The kernel's entry point in --cubin.
     #[arg(long, requires = "cubin")]
     pub entry: Option<String>,
-    /// A shape name of pipeline.yaml (`workload.shapes`).
+    /// A define --cubin was compiled with, `NAME=VALUE` (repeated): the workload's launch
+    /// geometry may read it.
+    #[arg(long = "define", value_name = "NAME=VALUE", requires = "cubin", value_parser = parse_define)]
+    pub defines: Vec<(String, i64)>,
+    /// The workload to run (default: the variant's, or the pipeline's only one).
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// A shape name of the workload (`shapes:`).
     #[arg(long, conflicts_with = "dims")]
     pub shape: Option<String>,
-    /// An explicit shape, `B,H,S,D`.
-    #[arg(long, value_parser = crate::gpu::exec::parse_dims)]
-    pub dims: Option<Shape>,
-    /// Input seed (with --dump-inputs: only this seed; default all of pipeline.yaml).
+    /// Explicit dimensions: `rows=4,hidden=1024`, or the values in the order of the
+    /// workload's `dims` (`4,1024`).
+    #[arg(long, value_parser = parse_dims_text)]
+    pub dims: Option<String>,
+    /// Input seed (with --dump-inputs: only this seed; default all of the workload's).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Input recipe: gaussian, outliers, sharp, sink or e4m3-edge (docs/guide/correctness.md).
-    /// Default gaussian; with --dump-inputs: only this recipe (default every recipe
-    /// `workload.inputs` lists for the shape).
-    #[arg(long, value_parser = parse_recipe)]
-    pub inputs: Option<Recipe>,
-    /// The precision class whose correctness thresholds apply: fp16-pv or fp8-pv (default:
-    /// the variant's declared class, else fp16-pv).
-    #[arg(long, value_parser = parse_precision)]
-    pub precision: Option<Precision>,
+    /// Input recipe, one of the workload's `recipes` (docs/guide/correctness.md). Default:
+    /// the shape's first; with --dump-inputs: only this recipe (default every recipe the
+    /// workload's `inputs` lists for the shape).
+    #[arg(long)]
+    pub inputs: Option<String>,
+    /// The precision class whose thresholds apply, for a workload whose gates give one per
+    /// class (default: the variant's declared class, else the workload's `precision`).
+    #[arg(long)]
+    pub precision: Option<String>,
     /// Launches before timing.
     #[arg(long, default_value_t = 20)]
     pub warmup: u32,
@@ -387,11 +397,12 @@ pub struct ExecArgs {
     /// Graph method: launches per sample (default: enough for a sample of at least 100 µs).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100000))]
     pub launches_per_sample: Option<u32>,
-    /// The reference cubin (default `.repro/cubins/reference.cubin`).
+    /// The reference cubin (default the build's, of the workload and the GPU's arch:
+    /// `.repro/cubins/reference[-WORKLOAD].ARCH.cubin`).
     #[arg(long)]
     pub reference: Option<PathBuf>,
-    /// Write the inputs of every shape × seed (or the chosen ones) into DIR, with an
-    /// `index.json`, and exit. Needs no GPU.
+    /// Write the cases of every shape × recipe × seed of the workload (or the chosen ones)
+    /// into DIR, with an `index.json`, and exit. Needs no GPU.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["cubin", "no_timing", "attributes"])]
     pub dump_inputs: Option<PathBuf>,
     /// Print the driver's attributes of --cubin's --entry as JSON (registers, smem, ...).
@@ -409,15 +420,25 @@ pub struct ExecArgs {
     pub worker: bool,
 }
 
-fn parse_recipe(s: &str) -> Result<Recipe, String> {
-    Recipe::parse(s).ok_or_else(|| {
-        let names: Vec<&str> = Recipe::ALL.iter().map(|r| r.name()).collect();
-        format!("expected one of {}", names.join(", "))
-    })
+/// `--dims`: checked against the workload once it is known.
+fn parse_dims_text(s: &str) -> Result<String, String> {
+    if crate::gpu::exec::is_dims(s) {
+        Ok(s.to_string())
+    } else {
+        Err("expected the workload's dimensions, e.g. `rows=4,hidden=1024` or `4,1024`".into())
+    }
 }
 
-fn parse_precision(s: &str) -> Result<Precision, String> {
-    Precision::parse(s).ok_or_else(|| "expected fp16-pv or fp8-pv".to_string())
+/// `--define NAME=VALUE` with an integer value.
+fn parse_define(s: &str) -> Result<(String, i64), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=VALUE, got `{s}`"))?;
+    let value = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{value}` is not an integer (a launch reads integer defines)"))?;
+    Ok((name.trim().to_string(), value))
 }
 
 /// `repro compare`'s arguments.
@@ -432,12 +453,18 @@ pub struct CompareArgs {
     /// pipeline.yaml shares).
     #[arg(long)]
     pub entry: Option<String>,
-    /// A shape name of pipeline.yaml (default: its primary shape).
+    /// A define the `.cubin` sides were compiled with, `NAME=VALUE` (repeated).
+    #[arg(long = "define", value_name = "NAME=VALUE", value_parser = parse_define)]
+    pub defines: Vec<(String, i64)>,
+    /// The workload (default: the variants', or the pipeline's only one).
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// A shape name of the workload (default: its primary shape).
     #[arg(long, conflicts_with = "dims")]
     pub shape: Option<String>,
-    /// An explicit shape, `B,H,S,D`.
-    #[arg(long, value_parser = crate::gpu::exec::parse_dims)]
-    pub dims: Option<Shape>,
+    /// Explicit dimensions: `rows=4,hidden=1024`, or the values in the order of `dims`.
+    #[arg(long, value_parser = parse_dims_text)]
+    pub dims: Option<String>,
     /// Input seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -453,7 +480,7 @@ pub struct CompareArgs {
     /// Device index (among the visible ones).
     #[arg(long, default_value_t = 0)]
     pub device: u32,
-    /// The reference cubin (default `.repro/cubins/reference.cubin`).
+    /// The reference cubin (default the build's, of the workload and the GPU's arch).
     #[arg(long)]
     pub reference: Option<PathBuf>,
     /// Print the comparison as JSON (every sample included).

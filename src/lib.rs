@@ -6,12 +6,14 @@
 //! `pipeline.yaml`; [`engine`] decides what is stale and runs stages through an
 //! [`executor`]; [`stages`] holds one module per built-in stage kind. GPU code stays
 //! behind [`gpu`]; Nsight Compute behind [`ncu`]; the autotuner in [`tune`]; reports in
-//! [`report`]. [`schema`] fixes the artifact records that stages hand each other;
+//! [`report`]; workloads declared in pipeline.yaml in [`workload`]. [`schema`] fixes the
+//! artifact records that stages hand each other;
 //! [`toolchain`] picks (and, when pinned, installs) the nvcc every compile uses.
 
 pub mod cli;
 pub mod commands;
 pub mod doctables;
+pub mod elf;
 pub mod engine;
 pub mod env;
 pub mod executor;
@@ -25,6 +27,7 @@ pub mod stats;
 pub mod toolchain;
 pub mod tools;
 pub mod tune;
+pub mod workload;
 
 /// Shared with the integration tests: see `tests/support/skip.rs`.
 #[cfg(test)]

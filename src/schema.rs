@@ -49,7 +49,7 @@ pub mod float {
 pub struct GateResult {
     /// e.g. `ptxas.max_registers`, `correctness.max_abs_err`, `performance.min_speedup_vs_control`.
     pub gate: String,
-    /// What the gate applies to, e.g. `sdpa_fp8_fwd` or `mission/seed0`.
+    /// What the gate applies to, e.g. `rmsnorm_fwd` or `mission/seed0`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subject: String,
     #[serde(serialize_with = "float::f6")]
@@ -59,6 +59,10 @@ pub struct GateResult {
     /// `<=` or `>=`: how `measured` must compare to `threshold`.
     pub op: String,
     pub pass: bool,
+    /// What failed, when the figures alone do not say (the ABI gate's `file:line:col`
+    /// errors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 impl GateResult {
@@ -71,6 +75,7 @@ impl GateResult {
             op: "<=".into(),
             // NaN never passes.
             pass: measured <= threshold,
+            detail: None,
         }
     }
     pub fn at_least(gate: &str, subject: &str, measured: f64, threshold: f64) -> Self {
@@ -81,6 +86,7 @@ impl GateResult {
             threshold,
             op: ">=".into(),
             pass: measured >= threshold,
+            detail: None,
         }
     }
 }
@@ -247,20 +253,17 @@ pub struct TimingMode {
     pub timer_overhead_us: Option<f64>,
 }
 
-/// One (variant or baseline, shape, seed) measurement: what `repro exec` prints as one JSON
-/// line and what `artifacts/bench/*.json` list.
+/// One (variant or baseline, shape, recipe, seed) measurement: what `repro exec` prints as
+/// one JSON line and what `artifacts/bench/*.json` list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[allow(non_snake_case)]
+#[serde(from = "BenchResultOnDisk")]
 pub struct BenchResult {
     pub shape: String,
-    pub B: u32,
-    pub H: u32,
-    pub S: u32,
-    pub D: u32,
+    /// The shape's dimensions, by the workload's names (`{"rows": 4096, "hidden": 4096}`).
+    pub dims: BTreeMap<String, i64>,
     pub seed: u64,
-    /// The input recipe (`gaussian`, `outliers`, ...; records written before recipes
-    /// existed are `gaussian`).
-    #[serde(default = "gaussian")]
+    /// The input recipe (`gaussian`, `tiny`, ...; records written before recipes existed
+    /// are `gaussian`).
     pub inputs: String,
     pub warmup: u32,
     pub iters: u32,
@@ -294,6 +297,8 @@ pub struct BenchResult {
     #[serde(serialize_with = "float::opt_f4")]
     pub cv: Option<f64>,
     pub samples: Option<u32>,
+    /// The errors of the output (of a workload with several, the worst of each over them;
+    /// `outputs` has each one's).
     #[serde(serialize_with = "float::opt_f6")]
     pub max_abs_err: Option<f64>,
     #[serde(serialize_with = "float::opt_f6")]
@@ -302,16 +307,135 @@ pub struct BenchResult {
     pub pct_bad: Option<f64>,
     #[serde(serialize_with = "float::opt_f6")]
     pub rel_l2_err: Option<f64>,
-    /// The worst head's max |err| over the standard deviation of its reference
-    /// (`gpu::check`); absent in records written before it was measured.
-    #[serde(default, serialize_with = "float::opt_f6")]
+    /// The largest |err| over the standard deviation of the reference where the element
+    /// lies (`workload::compare`); absent in records written before it was measured.
+    #[serde(serialize_with = "float::opt_f6")]
     pub max_err_over_ref_std: Option<f64>,
     pub nan_count: Option<u64>,
     pub inf_count: Option<u64>,
     pub correctness_pass: Option<bool>,
+    /// Per output, for a workload with more than one.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, OutputAccuracy>,
     /// `speedup_vs_<baseline>` = baseline p50 / this p50; `None` (n/a) when the baseline is missing.
     #[serde(flatten)]
     pub speedups: BTreeMap<String, Option<f64>>,
+}
+
+/// The errors of one output of a run (`BenchResult::outputs`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutputAccuracy {
+    #[serde(serialize_with = "float::f6")]
+    pub max_abs_err: f64,
+    #[serde(serialize_with = "float::f6")]
+    pub mean_abs_err: f64,
+    #[serde(serialize_with = "float::f6")]
+    pub pct_bad: f64,
+    #[serde(serialize_with = "float::f6")]
+    pub rel_l2_err: f64,
+    #[serde(serialize_with = "float::f6")]
+    pub max_err_over_ref_std: f64,
+    pub nan_count: u64,
+    pub inf_count: u64,
+    pub correctness_pass: bool,
+}
+
+/// A bench result as read: with `dims`, or with the attention workload's `B H S D` fields
+/// written before workloads were declared (read into `dims`), so `repro diff` still reads
+/// older commits' results.
+#[derive(Deserialize)]
+#[allow(non_snake_case)]
+struct BenchResultOnDisk {
+    shape: String,
+    #[serde(default)]
+    dims: BTreeMap<String, i64>,
+    #[serde(default)]
+    B: Option<i64>,
+    #[serde(default)]
+    H: Option<i64>,
+    #[serde(default)]
+    S: Option<i64>,
+    #[serde(default)]
+    D: Option<i64>,
+    seed: u64,
+    #[serde(default = "gaussian")]
+    inputs: String,
+    warmup: u32,
+    iters: u32,
+    status: String,
+    #[serde(default)]
+    error: Option<String>,
+    device_index: Option<u32>,
+    device_name: Option<String>,
+    #[serde(default)]
+    node: Option<String>,
+    timing_mode: Option<TimingMode>,
+    p50_us: Option<f64>,
+    p90_us: Option<f64>,
+    p99_us: Option<f64>,
+    mean_us: Option<f64>,
+    std_us: Option<f64>,
+    min_us: Option<f64>,
+    ci95_us: Option<f64>,
+    cv: Option<f64>,
+    samples: Option<u32>,
+    max_abs_err: Option<f64>,
+    mean_abs_err: Option<f64>,
+    pct_bad: Option<f64>,
+    rel_l2_err: Option<f64>,
+    #[serde(default)]
+    max_err_over_ref_std: Option<f64>,
+    nan_count: Option<u64>,
+    inf_count: Option<u64>,
+    correctness_pass: Option<bool>,
+    #[serde(default)]
+    outputs: BTreeMap<String, OutputAccuracy>,
+    #[serde(flatten)]
+    speedups: BTreeMap<String, Option<f64>>,
+}
+
+impl From<BenchResultOnDisk> for BenchResult {
+    fn from(d: BenchResultOnDisk) -> Self {
+        let mut dims = d.dims;
+        for (name, v) in [("B", d.B), ("H", d.H), ("S", d.S), ("D", d.D)] {
+            if let Some(v) = v {
+                dims.insert(name.to_string(), v);
+            }
+        }
+        BenchResult {
+            shape: d.shape,
+            dims,
+            seed: d.seed,
+            inputs: d.inputs,
+            warmup: d.warmup,
+            iters: d.iters,
+            status: d.status,
+            error: d.error,
+            device_index: d.device_index,
+            device_name: d.device_name,
+            node: d.node,
+            timing_mode: d.timing_mode,
+            p50_us: d.p50_us,
+            p90_us: d.p90_us,
+            p99_us: d.p99_us,
+            mean_us: d.mean_us,
+            std_us: d.std_us,
+            min_us: d.min_us,
+            ci95_us: d.ci95_us,
+            cv: d.cv,
+            samples: d.samples,
+            max_abs_err: d.max_abs_err,
+            mean_abs_err: d.mean_abs_err,
+            pct_bad: d.pct_bad,
+            rel_l2_err: d.rel_l2_err,
+            max_err_over_ref_std: d.max_err_over_ref_std,
+            nan_count: d.nan_count,
+            inf_count: d.inf_count,
+            correctness_pass: d.correctness_pass,
+            outputs: d.outputs,
+            speedups: d.speedups,
+        }
+    }
 }
 
 fn gaussian() -> String {
@@ -319,6 +443,49 @@ fn gaussian() -> String {
 }
 
 impl BenchResult {
+    /// A record with the identity fields filled and every measurement empty.
+    pub fn blank(
+        shape: &str,
+        dims: BTreeMap<String, i64>,
+        seed: u64,
+        (warmup, iters): (u32, u32),
+        status: &str,
+    ) -> BenchResult {
+        BenchResult {
+            shape: shape.to_string(),
+            dims,
+            seed,
+            inputs: gaussian(),
+            warmup,
+            iters,
+            status: status.to_string(),
+            error: None,
+            device_index: None,
+            device_name: None,
+            node: None,
+            timing_mode: None,
+            p50_us: None,
+            p90_us: None,
+            p99_us: None,
+            mean_us: None,
+            std_us: None,
+            min_us: None,
+            ci95_us: None,
+            cv: None,
+            samples: None,
+            max_abs_err: None,
+            mean_abs_err: None,
+            pct_bad: None,
+            rel_l2_err: None,
+            max_err_over_ref_std: None,
+            nan_count: None,
+            inf_count: None,
+            correctness_pass: None,
+            outputs: BTreeMap::new(),
+            speedups: BTreeMap::new(),
+        }
+    }
+
     /// What one run is called in gates and reports: `mission/seed0`, or `mission/sink/seed0`
     /// for a recipe other than gaussian.
     pub fn run_subject(&self) -> String {
@@ -356,6 +523,11 @@ pub struct BenchFile {
     pub name: String,
     /// `variant` or `baseline`.
     pub kind: String,
+    /// The workload it ran (absent in files written before workloads were declared, and
+    /// in a baseline that does not say: then it is compared with the pipeline's only, or
+    /// built-in, workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
     /// `ok`, `failed` or `skipped`.
     pub status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -366,7 +538,8 @@ pub struct BenchFile {
     /// result built by another toolchain says so. Absent for baselines and unmeasured files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvcc_version: Option<String>,
-    /// The precision class whose correctness thresholds judged it (`fp16-pv`, `fp8-pv`).
+    /// The precision class whose correctness thresholds judged it (absent: the
+    /// workload's thresholds are one number each).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision: Option<String>,
     /// The architecture of the cubin that was measured (`sm_90a`: the declared one the
@@ -537,4 +710,43 @@ pub fn to_json_pretty<T: Serialize>(value: &T) -> String {
     let mut s = serde_json::to_string_pretty(value).expect("artifact records always serialize");
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record of the attention workload as written before workloads were declared: its
+    /// `B H S D` fields read into `dims`, and it is written back in the current form.
+    #[test]
+    fn a_bench_result_with_b_h_s_d_reads_into_dims() {
+        let old = r#"{"shape":"mission","B":2,"H":8,"S":512,"D":64,"seed":1,"warmup":20,
+            "iters":100,"status":"ok","device_index":0,"device_name":"NVIDIA H100 80GB HBM3",
+            "timing_mode":null,"p50_us":24.0,"p90_us":null,"p99_us":null,"mean_us":null,
+            "std_us":null,"min_us":null,"ci95_us":null,"cv":null,"samples":100,
+            "max_abs_err":0.0002,"mean_abs_err":null,"pct_bad":null,"rel_l2_err":null,
+            "nan_count":0,"inf_count":0,"correctness_pass":true,"speedup_vs_torch":1.5}"#;
+        let r: BenchResult = serde_json::from_str(old).unwrap();
+        let want: BTreeMap<String, i64> = [("B", 2), ("H", 8), ("S", 512), ("D", 64)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        assert_eq!(r.dims, want);
+        // Absent before recipes and the spread metric existed.
+        assert_eq!(
+            (r.inputs.as_str(), r.max_err_over_ref_std),
+            ("gaussian", None)
+        );
+        assert_eq!(r.speedups["speedup_vs_torch"], Some(1.5));
+        assert!(!r
+            .speedups
+            .keys()
+            .any(|k| ["B", "H", "S", "D"].contains(&k.as_str())));
+
+        let written = serde_json::to_value(&r).unwrap();
+        assert_eq!(written["dims"]["S"], 512);
+        assert!(written.get("B").is_none(), "{written}");
+        let again: BenchResult = serde_json::from_value(written).unwrap();
+        assert_eq!(again, r);
+    }
 }

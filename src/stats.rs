@@ -1,5 +1,5 @@
-//! Summary statistics of timing samples. Pure functions; the baseline script
-//! (`kernels/baselines/torch_sdpa.py`) implements the same definitions.
+//! Summary statistics of timing samples. Pure functions; the baseline scripts
+//! (`kernels/baselines/`) implement the same definitions.
 //!
 //! - Percentiles use linear interpolation between closest ranks (Hyndman & Fan type 7,
 //!   numpy's default): for sorted `x[0..n]`, `p` maps to rank `h = (n-1)·p` and the value

@@ -1,16 +1,18 @@
 //! The PyTorch baselines see exactly the kernels' inputs and judge them by the same
-//! metrics. `kernels/baselines/torch_sdpa.py` never draws inputs: it reads the files
-//! `repro exec --dump-inputs` writes. Checked here without a GPU or torch (python3 with
+//! metrics. `kernels/baselines/torch_sdpa.py` and `torch_rmsnorm.py` never draw inputs: they
+//! read the files `repro exec --dump-inputs` writes. Checked here without a GPU or torch (python3 with
 //! numpy): for every input recipe, the arrays the script's own loader returns hash equal
-//! to the ones `Inputs::generate` makes in process, the dequantized K/V files equal an
-//! independent numpy decoding of the E4M3 codes times the scales, and the script's
+//! to the ones the workload's `Case::generate` makes in process, the dequantized K/V files
+//! equal an independent numpy decoding of the E4M3 codes times the scales, and the script's
 //! `accuracy()` gives the numbers `gpu::check::Accuracy` gives.
 
 mod common;
 
 use repro::gpu::check::Accuracy;
-use repro::gpu::workload::{reference_f64, Inputs};
-use repro::pipeline::{Recipe, Shape};
+use repro::workload::exprs::Compiled;
+use repro::workload::generators::attention::Recipe;
+use repro::workload::inputs::{ArgData, Case};
+use repro::workload::{Declaration, Workloads};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::process::Command;
@@ -29,12 +31,11 @@ stages:
   noop: {uses: cmd, run: ["true"]}
 "#;
 
-const TINY: Shape = Shape {
-    B: 1,
-    H: 2,
-    S: 40,
-    D: 64,
-};
+/// The built-in attention workload of [`PIPELINE`].
+fn declaration() -> Declaration {
+    let p: repro::pipeline::Pipeline = serde_yaml::from_str(PIPELINE).unwrap();
+    Workloads::of(&p).get("sdpa_fp8").unwrap().clone()
+}
 
 fn python_with_numpy() -> bool {
     Command::new("python3")
@@ -78,13 +79,13 @@ def e4m3(codes):
 
 out = {}
 for e in index["entries"]:
-    q, k, v = torch_sdpa.load_inputs(np, folder, e)
+    dims, (q, k, v), _ = torch_sdpa.load_case(np, folder, e)
     d = os.path.join(folder, e["dir"])
-    heads = e["B"] * e["H"]
+    heads = dims["B"] * dims["H"]
     mismatches = 0
     for name, deq in (("k", k), ("v", v)):
         codes = np.fromfile(os.path.join(d, name + ".e4m3"), dtype=np.uint8)
-        scale = np.fromfile(os.path.join(d, name + "_scale.f32"), dtype="<f4")
+        scale = np.fromfile(os.path.join(d, name + "_scale.fp32"), dtype="<f4")
         mine = (e4m3(codes).astype(np.float32).reshape(heads, -1) * scale[:, None]).astype(np.float32)
         mismatches += int((mine.reshape(-1).view(np.uint32) != deq.reshape(-1).view(np.uint32)).sum())
     out[e["dir"]] = {"inputs": e["inputs"], "seed": e["seed"], "timed": e["timed"],
@@ -115,21 +116,22 @@ fn the_baseline_loads_exactly_the_inputs_repro_generates_for_every_recipe() {
     let seen = python(LOAD_AND_HASH, &[&dump]);
     let seen = seen.as_object().unwrap();
     assert_eq!(seen.len(), Recipe::ALL.len() * 2, "every recipe × seed");
+    let decl = declaration();
+    let c = Compiled::new("sdpa_fp8", &decl, &[]).unwrap();
     for recipe in Recipe::ALL {
         for seed in [0, 3] {
             let key = format!("tiny-{recipe}-seed{seed}");
             let entry = &seen[&key];
-            let x = Inputs::generate(TINY, recipe, seed);
-            let f32s = |v: Vec<f32>| sha(v.into_iter().flat_map(f32::to_le_bytes));
+            let x = Case::generate(&c, "tiny", recipe.name(), seed).unwrap();
+            let f32s = |v: Vec<f64>| sha(v.into_iter().flat_map(|x| (x as f32).to_le_bytes()));
+            let ArgData::Input { bytes: q, .. } = &x.args[0] else {
+                panic!("q is an input")
+            };
             assert_eq!(entry["inputs"], recipe.name());
             assert_eq!(entry["timed"], recipe == Recipe::Gaussian, "{key}");
-            assert_eq!(
-                entry["q"],
-                sha(x.q.iter().flat_map(|h| h.to_le_bytes())),
-                "{key}: Q"
-            );
-            assert_eq!(entry["k"], f32s(x.k_dequantized()), "{key}: K");
-            assert_eq!(entry["v"], f32s(x.v_dequantized()), "{key}: V");
+            assert_eq!(entry["q"], sha(q.iter().copied()), "{key}: Q");
+            assert_eq!(entry["k"], f32s(x.values(&decl, 1)), "{key}: K");
+            assert_eq!(entry["v"], f32s(x.values(&decl, 2)), "{key}: V");
             assert_eq!(
                 entry["mismatches"], 0,
                 "{key}: k.f32/v.f32 ≠ decode(codes)·scale"
@@ -156,15 +158,20 @@ fn the_baselines_metrics_match_repros() {
         common::say_skipped("python3 with numpy is not installed");
         return;
     }
-    let x = Inputs::generate(TINY, Recipe::Outliers, 2);
-    let reference = reference_f64(&x);
+    // Any values of attention's shape will do as the reference: Q of the outliers recipe.
+    let decl = declaration();
+    let c = Compiled::new("sdpa_fp8", &decl, &[]).unwrap();
+    let reference = Case::generate(&c, "tiny", "outliers", 2)
+        .unwrap()
+        .values(&decl, 0);
     // A perturbed output: a ramp of small errors, one large one in head 1, a NaN and an Inf.
     let mut out: Vec<f64> = reference
         .iter()
         .enumerate()
         .map(|(i, r)| r + 1e-4 * ((i % 17) as f64 - 8.0))
         .collect();
-    let head = (TINY.S * TINY.D) as usize;
+    let (s, d) = (40, 64);
+    let head = s * d;
     out[head + 5] += 0.3;
     out[7] = f64::NAN;
     out[head + 9] = f64::INFINITY;
@@ -180,7 +187,7 @@ fn the_baselines_metrics_match_repros() {
     };
     let (o, r) = (write("out.f64", &out), write("ref.f64", &reference));
     let py = python(ACCURACY, &[&o, &r, Path::new("[1, 2, 40, 64]")]);
-    let rust = Accuracy::measure(&out, &reference, 0.06, (TINY.S as usize, TINY.D as usize));
+    let rust = Accuracy::measure(&out, &reference, 0.06, (s, d));
     let close = |key: &str, mine: f64| {
         let theirs = py[key].as_f64().unwrap();
         assert!(
@@ -197,4 +204,77 @@ fn the_baselines_metrics_match_repros() {
     assert_eq!(py["inf_count"], rust.inf_count);
     assert_eq!(py["correctness_pass"], false);
     assert!(rust.max_err_over_ref_std > 0.02, "{rust:?}");
+}
+
+const LOAD_RMSNORM: &str = r#"
+import hashlib, json, os
+import numpy as np
+import torch_rmsnorm
+folder = sys.argv[1]
+index = json.load(open(os.path.join(folder, "index.json")))
+out = {}
+for e in index["entries"]:
+    case, x, weight, eps = torch_rmsnorm.case_inputs(np, os.path.join(folder, e["dir"]))
+    out[e["dir"]] = {"inputs": e["inputs"], "timed": e["timed"], "shape": list(x.shape),
+                     "x": hashlib.sha256(x.astype("<f2").tobytes()).hexdigest(),
+                     "weight": hashlib.sha256(weight.astype("<f2").tobytes()).hexdigest(),
+                     "eps": eps}
+print(json.dumps(out))
+"#;
+
+/// `kernels/baselines/torch_rmsnorm.py`'s loader, on the shipped RMSNorm workload's
+/// `ragged` cases from `repro exec --dump-inputs --workload rmsnorm`: the same x and weight
+/// bytes as `Case::generate`, and the kernel's eps.
+#[test]
+fn the_rmsnorm_baseline_loads_exactly_the_inputs_repro_generates() {
+    if !python_with_numpy() {
+        common::say_skipped("python3 with numpy is not installed");
+        return;
+    }
+    let root = common::source_root();
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("dump");
+    let status = Command::new(common::repro_bin())
+        .arg("-f")
+        .arg(root.join("pipeline.yaml"))
+        .args([
+            "exec",
+            "--workload",
+            "rmsnorm",
+            "--shape",
+            "ragged",
+            "--seed",
+            "1",
+        ])
+        .arg("--dump-inputs")
+        .arg(&dump)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let seen = python(LOAD_RMSNORM, &[&dump]);
+    let p: repro::pipeline::Pipeline =
+        serde_yaml::from_str(&std::fs::read_to_string(root.join("pipeline.yaml")).unwrap())
+            .unwrap();
+    let decl = &p.workloads["rmsnorm"];
+    let c = Compiled::new("rmsnorm", decl, &[]).unwrap();
+    let recipes = decl.recipes_of("ragged");
+    assert_eq!(seen.as_object().unwrap().len(), recipes.len());
+    for (i, recipe) in recipes.into_iter().enumerate() {
+        let key = format!("ragged-{recipe}-seed1");
+        let entry = &seen[&key];
+        let case = Case::generate(&c, "ragged", recipe, 1).unwrap();
+        let bytes = |i: usize| match &case.args[i] {
+            ArgData::Input { bytes, .. } => sha(bytes.iter().copied()),
+            other => panic!("argument {i} is not an input: {other:?}"),
+        };
+        assert_eq!(entry["inputs"], recipe, "{key}");
+        assert_eq!(entry["timed"], i == 0, "{key}");
+        assert_eq!(entry["shape"], serde_json::json!([33, 1000]), "{key}");
+        assert_eq!(entry["x"], bytes(0), "{key}: x");
+        assert_eq!(entry["weight"], bytes(1), "{key}: weight");
+        assert!(
+            (entry["eps"].as_f64().unwrap() - 1e-6).abs() < 1e-12,
+            "{key}"
+        );
+    }
 }

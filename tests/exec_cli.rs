@@ -35,15 +35,102 @@ fn dump_inputs_writes_every_shape_and_seed_with_an_index() {
     let index: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("inputs/index.json")).unwrap())
             .unwrap();
-    assert_eq!(index["max_abs_err"], 0.05);
+    assert_eq!(index["workload"], "sdpa_fp8");
+    assert_eq!(index["gates"]["o"]["max_abs_err"], 0.05);
+    assert_eq!(index["precision"], "fp16-pv");
     assert_eq!(index["entries"].as_array().unwrap().len(), 2);
     assert_eq!(index["entries"][1]["seed"], 5);
-    let q = dir
+    assert_eq!(index["entries"][1]["dims"]["S"], 32);
+    let case = dir
         .path()
         .join("inputs")
-        .join(index["entries"][1]["dir"].as_str().unwrap())
-        .join("q.f16");
-    assert_eq!(std::fs::metadata(q).unwrap().len(), 2 * 2 * 32 * 64);
+        .join(index["entries"][1]["dir"].as_str().unwrap());
+    assert_eq!(
+        std::fs::metadata(case.join("q.fp16")).unwrap().len(),
+        2 * 2 * 32 * 64
+    );
+    assert_eq!(
+        std::fs::metadata(case.join("k.f32")).unwrap().len(),
+        4 * 2 * 32 * 64,
+        "the dequantized K beside its E4M3 codes"
+    );
+}
+
+/// The shipped pipeline has two workloads: a dump names the one it wants, and its cases
+/// hold the declared arguments.
+#[test]
+fn dump_inputs_of_a_declared_workload_writes_its_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(root.join("pipeline.yaml"), dir.path().join("pipeline.yaml")).unwrap();
+    Command::new(common::repro_bin())
+        .current_dir(dir.path())
+        .args(["exec", "--dump-inputs", "x"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "say which workload the cubin runs: --workload NAME (workloads: sdpa_fp8, rmsnorm)",
+        ));
+    Command::new(common::repro_bin())
+        .current_dir(dir.path())
+        .args([
+            "exec",
+            "--dump-inputs",
+            "x",
+            "--workload",
+            "rmsnorm",
+            "--shape",
+            "ragged",
+            "--seed",
+            "1",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("wrote 4 input set(s)"));
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("x/index.json")).unwrap()).unwrap();
+    let entries = index["entries"].as_array().unwrap();
+    let recipes: Vec<&str> = entries
+        .iter()
+        .map(|e| e["inputs"].as_str().unwrap())
+        .collect();
+    assert_eq!(recipes, ["gaussian", "tiny", "large", "offset"]);
+    assert_eq!(
+        (entries[0]["timed"].as_bool(), entries[1]["timed"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(index["gates"]["y"]["max_rel_l2_err"], 0.001);
+    let case: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            dir.path()
+                .join("x")
+                .join(entries[2]["dir"].as_str().unwrap())
+                .join("case.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(case["dims"]["hidden"], 1000);
+    assert_eq!(case["args"][0]["file"], "x.fp16");
+    assert_eq!(
+        case["args"][5]["value"].as_f64().map(|v| v as f32),
+        Some(1e-6)
+    );
+    // Dimensions on the command line, by name.
+    Command::new(common::repro_bin())
+        .current_dir(dir.path())
+        .args([
+            "exec",
+            "--dump-inputs",
+            "y",
+            "--workload",
+            "rmsnorm",
+            "--dims",
+            "rows=2,hidden=8",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("wrote 2 input set(s)"));
 }
 
 #[test]
@@ -97,6 +184,6 @@ fn unknown_variant_and_shape_are_named() {
         .assert()
         .failure()
         .stderr(predicate::str::contains(
-            "no shape `huge` under workload.shapes (shapes: small)",
+            "no shape `huge` in workload `sdpa_fp8`",
         ));
 }

@@ -6,11 +6,12 @@
 //! A fixture that breaks one of these makes tests pass on a state no run can reach; fix the
 //! fixture (or its generator, `tests/fixtures/report/generate.py`), not this test.
 
-use repro::pipeline::{CorrectnessGates, Gates};
+use repro::pipeline::{Gates, Pipeline};
 use repro::report::artifacts::{Artifacts, TuneData};
 use repro::schema::{BenchFile, BenchResult, BuildRecord, GateResult, NcuSummary};
 use repro::stages::bench::correctness_gates;
 use repro::stages::build::gates::record_gates;
+use repro::workload::{Declaration, Workloads};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -34,12 +35,26 @@ fn projects() -> Vec<PathBuf> {
     out
 }
 
-fn gates_of(project: &Path) -> Gates {
+fn pipeline_of(project: &Path) -> Pipeline {
     let file = project.join("pipeline.yaml");
     repro::pipeline::load(&file)
         .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
         .pipeline
-        .gates
+}
+
+/// The declaration `f`'s results were judged by: its variant's workload, else the one its
+/// file names, else the pipeline's first.
+fn declaration_of(p: &Pipeline, f: &BenchFile) -> Declaration {
+    let w = Workloads::of(p);
+    w.of_variant(p, &f.name)
+        .or_else(|| {
+            f.workload
+                .as_deref()
+                .and_then(|n| w.iter().find(|(m, _)| *m == n))
+        })
+        .or_else(|| w.iter().next())
+        .map(|(_, d)| d.clone())
+        .expect("the fixture's pipeline declares a workload")
 }
 
 /// A gate's verdict is its comparison: recompute it with the tool's constructor.
@@ -123,16 +138,12 @@ fn check_result(where_: &str, r: &BenchResult, problems: &mut Vec<String>) {
     }
 }
 
-fn check_bench(where_: &str, f: &BenchFile, gates: &CorrectnessGates, problems: &mut Vec<String>) {
+fn check_bench(where_: &str, f: &BenchFile, decl: &Declaration, problems: &mut Vec<String>) {
     for r in &f.results {
         check_result(where_, r, problems);
     }
-    let precision = f
-        .precision
-        .as_deref()
-        .and_then(repro::pipeline::Precision::parse)
-        .unwrap_or_default();
-    let expected = correctness_gates(&f.results, gates, precision);
+    let class = f.precision.as_deref().or(decl.precision.as_deref());
+    let expected = correctness_gates(&f.results, decl, class);
     for g in &f.gates {
         check_verdict(where_, g, problems);
         if !g.gate.starts_with("correctness.") {
@@ -371,8 +382,8 @@ fn check_project(root: &Path, counts: &mut Counts, problems: &mut Vec<String>) {
     } else {
         name
     };
-    let gates = gates_of(root);
-    let correctness = gates.correctness.clone().unwrap_or_default();
+    let pipeline = pipeline_of(root);
+    let gates = pipeline.gates.clone();
     let a = Artifacts::load(root).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     for r in a.builds.iter().flatten() {
         counts.builds += 1;
@@ -383,7 +394,7 @@ fn check_project(root: &Path, counts: &mut Counts, problems: &mut Vec<String>) {
     for (kind, f) in benches.chain(baselines) {
         counts.benches += 1;
         let at = format!("{name} {kind}/{}", f.name);
-        check_bench(&at, f, &correctness, problems);
+        check_bench(&at, f, &declaration_of(&pipeline, f), problems);
     }
     if let Some(t) = &a.tune {
         counts.trials += t.trials.len();
@@ -409,11 +420,13 @@ fn every_fixture_holds_a_state_the_tool_can_produce() {
         check_project(&p, &mut counts, &mut problems);
     }
     let bench = source_root().join("tests/fixtures/bench");
-    for name in ["torch-sdpa-best.json", "torch-sdpa-default.json"] {
+    for name in ["torch-attention-best.json", "torch-attention-default.json"] {
         let text = std::fs::read_to_string(bench.join(name)).unwrap();
         let f: BenchFile = serde_json::from_str(&text).unwrap();
         counts.benches += 1;
-        check_bench(name, &f, &CorrectnessGates::default(), &mut problems);
+        let attention = Workloads::of(&pipeline_of(&source_root()));
+        let decl = attention.iter().next().map(|(_, d)| d.clone()).unwrap();
+        check_bench(name, &f, &decl, &mut problems);
     }
     let exec = std::fs::read_to_string(bench.join("h100-exec.jsonl")).unwrap();
     for (i, line) in exec.lines().enumerate() {
@@ -445,7 +458,7 @@ fn a_gate_that_ignores_dynamic_shared_memory_is_caught() {
     )
     .unwrap();
     let mut r: BuildRecord = serde_json::from_str(&text).unwrap();
-    let gates = gates_of(&source_root().join("tests/fixtures/report/green"));
+    let gates = pipeline_of(&source_root().join("tests/fixtures/report/green")).gates;
     let mut problems = Vec::new();
     check_build("ok", &r, &gates, &mut problems);
     assert!(problems.is_empty(), "{problems:?}");
@@ -461,7 +474,7 @@ fn a_gate_that_ignores_dynamic_shared_memory_is_caught() {
 fn a_duplicate_trial_and_an_elite_that_failed_are_caught() {
     let root = source_root().join("tests/fixtures/report/green");
     let mut t = Artifacts::load(&root).unwrap().tune.unwrap();
-    let gates = gates_of(&root);
+    let gates = pipeline_of(&root).gates;
     let mut problems = Vec::new();
     check_tune("ok", &t, &gates, &mut problems);
     assert!(problems.is_empty(), "{problems:?}");
@@ -502,7 +515,7 @@ fn the_shipped_profile_stage_covers_every_shipped_variant() {
         .collect();
     assert_eq!(profiles.len(), 1, "one profile stage in pipeline.yaml");
     let opts = ProfileOptions::from_spec(profiles[0], &pipeline).unwrap();
-    let (run, _) = resolve_targets(&opts, &pipeline, &root);
+    let (run, _) = resolve_targets(&opts, profiles[0], &pipeline, &root);
     let targets: BTreeSet<&str> = run.iter().map(|t| t.variant.as_str()).collect();
     let missing: Vec<&str> = pipeline
         .variants

@@ -2,14 +2,17 @@
 //! stage survives a faulting and a hanging kernel, a planted error fails the correctness
 //! gate, and the GPU reference agrees with the CPU fp64 reference.
 
+#[path = "support/attention.rs"]
+mod attention;
 mod common;
 
 use common::*;
 use repro::engine::StageOutcome;
-use repro::gpu::harness::{DeviceInputs, Reference, Session};
-use repro::gpu::workload::{reference_f64, Inputs};
-use repro::pipeline::{Recipe, Shape};
+use repro::gpu::harness::{Kernel, Launch, Session};
+use repro::gpu::launch::{launch_dims, reference_order, DeviceCase};
 use repro::schema::BenchFile;
+use repro::workload::dtype::Dtype;
+use repro::workload::exprs::Compiled;
 
 const REFERENCE_CU: &str = "kernels/reference.cu";
 
@@ -33,21 +36,23 @@ fn gpu_reference_agrees_with_cpu_fp64_on_the_small_shape() {
     let cubin = dir.path().join("reference.cubin");
     compile(REFERENCE_CU, &[], &arch(), &cubin);
     let session = Session::open(0).unwrap();
-    let reference = Reference::load(&cubin, "sdpa_reference_f32").unwrap();
+    let decl = attention::declaration();
+    let c = Compiled::new("sdpa_fp8", &decl, &[]).unwrap();
+    let entry = decl.reference.entry.as_deref().unwrap();
+    let reference = Kernel::load(&cubin, entry, &[]).unwrap();
     for seed in 0..3 {
-        let inputs = Inputs::generate(
-            Shape {
-                B: 1,
-                H: 1,
-                S: 32,
-                D: 64,
-            },
-            Recipe::Gaussian,
-            seed,
-        );
-        let io = DeviceInputs::upload(&inputs).unwrap();
-        let gpu = session.run_reference(&reference, &io).unwrap();
-        let cpu = reference_f64(&inputs);
+        let x = attention::inputs(attention::shape(1, 1, 32, 64), "gaussian", seed);
+        // The reference writes its output in fp32.
+        let device = DeviceCase::upload(&decl, &x.case, |_| Dtype::Fp32).unwrap();
+        let params = device.params(&reference_order(&c, &x.case).unwrap());
+        let geometry = c.reference_launch(&x.case.dims, "").unwrap().unwrap();
+        let launch = Launch {
+            kernel: &reference,
+            dims: launch_dims(&geometry),
+            params: &params,
+        };
+        let gpu = Dtype::Fp32.decode(&session.run_checked(&launch, &device).unwrap()[0]);
+        let cpu = attention::reference_f64(&x);
         let max = gpu
             .iter()
             .zip(&cpu)
@@ -192,17 +197,16 @@ fn a_fault_in_the_middle_of_a_batch_fails_that_run_and_a_fresh_worker_takes_the_
         },
         1,
     );
-    let small = Shape {
-        B: 1,
-        H: 2,
-        S: 128,
-        D: 64,
-    };
+    let small = [("B", 1), ("H", 2), ("S", 128), ("D", 64)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     let run = |variant: &str, seed: u64| {
         let req = ExecRequest {
             target: ExecTarget::Variant(variant.into()),
+            workload: None,
             shape: "small".into(),
-            inputs: Recipe::Gaussian,
+            inputs: None,
             precision: None,
             seed,
             warmup: 2,

@@ -8,11 +8,14 @@
 mod common;
 
 use common::*;
-use repro::gpu::check::Accuracy;
-use repro::gpu::harness::{DeviceInputs, Kernel, Reference, Session};
-use repro::gpu::workload::Inputs;
-use repro::pipeline::{Pipeline, Precision, Recipe};
+use repro::gpu::exec::{check_run, Run};
+use repro::gpu::warm::{Reference, Warm};
+use repro::pipeline::Pipeline;
+use repro::workload::Workloads;
 use std::path::{Path, PathBuf};
+
+/// The precision classes of the attention workload.
+const CLASSES: [&str; 2] = ["fp16-pv", "fp8-pv"];
 
 /// The planted bugs, by `PLANTED_BUG` value.
 const BUGS: [(u32, &str); 5] = [
@@ -26,7 +29,7 @@ const BUGS: [(u32, &str); 5] = [
 /// One kernel under test.
 struct Subject {
     name: String,
-    precision: Precision,
+    precision: String,
     /// `None` for a kernel that must pass; the planted bug otherwise.
     bug: Option<&'static str>,
     cubin: PathBuf,
@@ -45,27 +48,30 @@ fn defines_of(spec: &repro::pipeline::VariantSpec) -> Vec<String> {
         .collect()
 }
 
-/// Every shipped variant of pipeline.yaml and every planted kernel, compiled for `arch`.
+/// Every shipped variant of the attention workload and every planted kernel, compiled for
+/// `arch`.
 fn subjects(p: &Pipeline, arch: &str, dir: &Path) -> Vec<Subject> {
+    let workloads = Workloads::of(p);
     let mut jobs: Vec<(Subject, String, Vec<String>)> = Vec::new();
-    for (name, spec) in &p.variants {
+    for name in workloads.variants_of(p, "sdpa_fp8") {
+        let spec = &p.variants[name];
         let subject = Subject {
             name: name.clone(),
-            precision: p.precision_of(name),
+            precision: workloads.class_of(p, name).unwrap(),
             bug: None,
             cubin: dir.join(format!("{name}.cubin")),
         };
         let source = p.kernels[&spec.kernel].source.clone();
         jobs.push((subject, source, defines_of(spec)));
     }
-    for (pv_fp8, precision) in [(0, Precision::Fp16Pv), (1, Precision::Fp8Pv)] {
+    for (pv_fp8, precision) in CLASSES.into_iter().enumerate() {
         let planted = std::iter::once((0, None)).chain(BUGS.iter().map(|&(n, b)| (n, Some(b))));
         for (n, bug) in planted {
-            let name = format!("planted-{}-{}", precision.name(), bug.unwrap_or("none"));
+            let name = format!("planted-{precision}-{}", bug.unwrap_or("none"));
             let subject = Subject {
                 cubin: dir.join(format!("{name}.cubin")),
                 name,
-                precision,
+                precision: precision.to_string(),
                 bug,
             };
             let defines = vec![format!("PLANTED_BUG={n}"), format!("PV_FP8={pv_fp8}")];
@@ -88,22 +94,16 @@ fn planted_bugs_fail_the_gate_and_shipped_variants_pass_every_recipe() {
     if !gpu_tests_enabled("planted_bugs_fail_the_gate_and_shipped_variants_pass_every_recipe") {
         return;
     }
-    let text = std::fs::read_to_string(source_root().join("pipeline.yaml")).unwrap();
+    let file = source_root().join("pipeline.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
     let p: Pipeline = serde_yaml::from_str(&text).unwrap();
-    let w = p.workload.as_ref().unwrap();
-    let gates = p.gates.correctness.clone().unwrap_or_default();
+    let w = &p.workloads["sdpa_fp8"];
     let arch = repro::gpu::probe().expect("a GPU")[0].arch();
     let dir = tempfile::tempdir().unwrap();
     let reference_cubin = dir.path().join("reference.cubin");
     compile("kernels/reference.cu", &[], &arch, &reference_cubin);
     let subjects = subjects(&p, &arch, dir.path());
-
-    let session = Session::open(0).unwrap();
-    let reference = Reference::load(&reference_cubin, "sdpa_reference_f32").unwrap();
-    let kernels: Vec<Kernel> = subjects
-        .iter()
-        .map(|s| Kernel::load(&s.cubin, "sdpa_fp8_fwd", session.max_dynamic_smem).unwrap())
-        .collect();
+    let mut warm = Warm::open(0).unwrap();
     let mut table = vec![
         "kernel\tprecision\tshape\tinputs\tseed\tmax_abs_err\tmean_abs_err\tpct_bad\trel_l2_err\tmax_err_over_ref_std\tnonfinite\tpass"
             .to_string(),
@@ -111,17 +111,29 @@ fn planted_bugs_fail_the_gate_and_shipped_variants_pass_every_recipe() {
     // Per subject: the runs it failed, and its worst normalized error over the runs.
     let mut failed: Vec<Vec<String>> = vec![Vec::new(); subjects.len()];
     let mut worst = vec![0f64; subjects.len()];
-    for (shape_name, shape) in &w.shapes {
-        for recipe in w.recipes(shape_name) {
+    for shape_name in w.shapes.keys() {
+        for recipe in w.recipes_of(shape_name) {
             for &seed in &w.seeds {
-                let inputs = Inputs::generate(*shape, recipe, seed);
-                let io = DeviceInputs::upload(&inputs).unwrap();
-                let expected = session.run_reference(&reference, &io).unwrap();
-                for (i, (subject, kernel)) in subjects.iter().zip(&kernels).enumerate() {
-                    let a: Accuracy = session
-                        .check(kernel, &io, &expected, gates.max_abs_err)
-                        .unwrap();
-                    let pass = a.passes(&gates, subject.precision, recipe == Recipe::Gaussian);
+                for (i, subject) in subjects.iter().enumerate() {
+                    let run = Run {
+                        file: &file,
+                        workload: "sdpa_fp8",
+                        decl: w,
+                        cubin: &subject.cubin,
+                        entry: "sdpa_fp8_fwd",
+                        defines: Default::default(),
+                        reference: Reference::Kernel {
+                            cubin: reference_cubin.clone(),
+                            entry: "sdpa_reference_f32".into(),
+                        },
+                        shape: shape_name,
+                        recipe,
+                        seed,
+                        class: Some(&subject.precision),
+                    };
+                    let checked = check_run(&mut warm, &run).unwrap();
+                    let pass = checked.pass();
+                    let a = &checked.checks[0].accuracy;
                     let run = format!("{shape_name}/{recipe}/seed{seed}");
                     if !pass {
                         failed[i].push(run);
@@ -130,7 +142,7 @@ fn planted_bugs_fail_the_gate_and_shipped_variants_pass_every_recipe() {
                     table.push(format!(
                         "{}\t{}\t{shape_name}\t{recipe}\t{seed}\t{:.6e}\t{:.6e}\t{:.4}\t{:.6e}\t{:.6e}\t{}\t{pass}",
                         subject.name,
-                        subject.precision.name(),
+                        subject.precision,
                         a.max_abs_err,
                         a.mean_abs_err,
                         a.pct_bad,
@@ -183,6 +195,8 @@ fn repro_exec_runs_a_recipe_and_records_the_normalized_error() {
     let dir = tempfile::tempdir().unwrap();
     let reference = dir.path().join("reference.cubin");
     compile("kernels/reference.cu", &[], &arch, &reference);
+    let pipeline = dir.path().join("pipeline.yaml");
+    std::fs::copy(source_root().join("pipeline.yaml"), &pipeline).unwrap();
     let run = |bug: u32| -> repro::schema::BenchResult {
         let cubin = dir.path().join(format!("planted{bug}.cubin"));
         let define = format!("PLANTED_BUG={bug}");
@@ -190,14 +204,16 @@ fn repro_exec_runs_a_recipe_and_records_the_normalized_error() {
         stdout_json(
             std::process::Command::new(repro_bin())
                 .args(["-f"])
-                .arg(dir.path().join("none.yaml"))
+                .arg(&pipeline)
                 .args(["exec", "--cubin"])
                 .arg(&cubin)
                 .args([
                     "--entry",
                     "sdpa_fp8_fwd",
+                    "--workload",
+                    "sdpa_fp8",
                     "--dims",
-                    "1,4,300,64",
+                    "B=1,H=4,S=300,D=64",
                     "--seed",
                     "1",
                 ])
@@ -207,7 +223,7 @@ fn repro_exec_runs_a_recipe_and_records_the_normalized_error() {
         )
     };
     let good = run(0);
-    assert_eq!(good.inputs, Recipe::Sharp.name());
+    assert_eq!(good.inputs, "sharp");
     assert_eq!(good.correctness_pass, Some(true), "{good:?}");
     assert!(good.max_err_over_ref_std.unwrap() < 0.02);
     let bad = run(3);

@@ -11,15 +11,16 @@
 //! P quantization with the project's e4m3 encoder and asserts the error it alone causes on the
 //! same inputs stays within them, with the fp16 path's measured error added on top.
 
+#[path = "support/attention.rs"]
+mod attention;
 mod common;
 
+use attention::{inputs, reference_f64, shape, Inputs, Shape};
 use common::*;
 use half::f16;
 use repro::gpu::check::Accuracy;
 use repro::gpu::e4m3;
-use repro::gpu::harness::{DeviceInputs, Kernel, Session};
-use repro::gpu::workload::{reference_f64, Inputs};
-use repro::pipeline::Shape;
+use repro::gpu::harness::Session;
 
 const SOURCE: &str = "kernels/sdpa_fp8_mma.cu";
 /// Measured worst cases on an H100 are 9.4e-4 (max |err|, S = 1) and 2.8e-4 (relative L2);
@@ -77,15 +78,6 @@ fn shipped_variants() -> Vec<(String, Vec<String>)> {
     variants
 }
 
-fn shape(b: u32, h: u32, s: u32, d: u32) -> Shape {
-    Shape {
-        B: b,
-        H: h,
-        S: s,
-        D: d,
-    }
-}
-
 /// Compile `defines`, run it on every shape and seed, and assert the accuracy.
 fn check(name: &str, defines: &[String], shapes: &[(Shape, &[u64])]) {
     check_within(name, defines, shapes, (MAX_ABS, MAX_REL_L2));
@@ -100,14 +92,11 @@ fn check_within(name: &str, defines: &[String], shapes: &[(Shape, &[u64])], boun
     let defines: Vec<&str> = defines.iter().map(String::as_str).collect();
     compile(SOURCE, &defines, &arch, &cubin);
     let session = Session::open(0).unwrap();
-    let kernel = Kernel::load(&cubin, "sdpa_fp8_fwd", session.max_dynamic_smem).unwrap();
     for (shape, seeds) in shapes {
         for &seed in *seeds {
-            let inputs = Inputs::generate(*shape, repro::pipeline::Recipe::Gaussian, seed);
-            let io = DeviceInputs::upload(&inputs).unwrap();
-            let acc = session
-                .check(&kernel, &io, &reference_f64(&inputs), 0.06)
-                .unwrap();
+            let x = inputs(*shape, "gaussian", seed);
+            let out = attention::run(&session, &cubin, &x);
+            let acc = Accuracy::measure(&out, &reference_f64(&x), 0.06, (shape.s, shape.d));
             let at = format!("{name} {shape:?} seed {seed}: {acc:?}");
             assert_eq!((acc.nan_count, acc.inf_count), (0, 0), "{at}");
             assert!(acc.max_abs_err <= bounds.0, "{at}");
@@ -171,7 +160,7 @@ fn other_mma_code_paths_match_fp64() {
 /// this path, so its scale must not take the 2^8), a padded transposed-V row (KT = 64, 128;
 /// `TILE_M=16 TILE_N=128`, the only KT = 128 tile that fits, spills like its `PV_FP8=0` twin:
 /// it is here for the layout, not for speed), and D = 128.
-const FP8_PV_CONFIGS: [(&str, usize, usize, u32); 5] = [
+const FP8_PV_CONFIGS: [(&str, usize, usize, usize); 5] = [
     ("PV_FP8=1 TILE_M=64 TILE_N=64", 64, 1, 64),
     ("PV_FP8=1 TILE_M=64 TILE_N=32 KV_SPLIT=2", 32, 2, 64),
     (
@@ -185,7 +174,7 @@ const FP8_PV_CONFIGS: [(&str, usize, usize, u32); 5] = [
 ];
 
 /// The shapes every `PV_FP8` configuration runs: partial tiles and, for D = 64, the mission shape.
-fn fp8_pv_shapes(d: u32) -> Vec<(Shape, &'static [u64])> {
+fn fp8_pv_shapes(d: usize) -> Vec<(Shape, &'static [u64])> {
     let seeds: &[u64] = &[0, 1, 2];
     let mut shapes = vec![
         (shape(1, 2, 1, d), seeds),
@@ -218,18 +207,14 @@ fn fp8_pv_configs_match_fp64_within_the_fp8_error_model() {
 /// row sum l adds up the same rounded P; the groups merge at the end; O is rounded to fp16.
 fn emulate_fp8_pv(inputs: &Inputs, tile_n: usize, kv_split: usize) -> Vec<f64> {
     let shape = inputs.shape;
-    let (s, d) = (shape.S as usize, shape.D as usize);
-    let widen = |x: Vec<f32>| -> Vec<f64> { x.into_iter().map(f64::from).collect() };
-    let (k, v) = (widen(inputs.k_dequantized()), widen(inputs.v_dequantized()));
-    let log2_scale = f64::from(shape.softmax_scale()) * std::f64::consts::LOG2_E;
+    let (s, d) = (shape.s, shape.d);
+    let (k, v) = (&inputs.k, &inputs.v);
+    let log2_scale = inputs.softmax_scale * std::f64::consts::LOG2_E;
     let kt = tile_n * kv_split;
     let mut out = vec![0f64; shape.numel()];
     for (row, o_row) in out.chunks_mut(d).enumerate() {
         let head = row / s;
-        let q: Vec<f64> = inputs.q[row * d..(row + 1) * d]
-            .iter()
-            .map(|x| x.to_f64())
-            .collect();
+        let q: Vec<f64> = inputs.q[row * d..(row + 1) * d].to_vec();
         let key_row = |j: usize| (head * s + j) * d;
         let score = |j: usize| -> f64 {
             let kj = &k[key_row(j)..key_row(j) + d];
@@ -291,18 +276,13 @@ fn fp8_p_rounding_alone_stays_within_the_fp8_pv_bounds() {
         splits.sort_unstable();
         splits.dedup();
         // Partial tiles only: an unoptimized build emulates the mission shape in minutes.
-        for (shape, seeds) in fp8_pv_shapes(d).into_iter().filter(|(s, _)| s.S <= 300) {
+        for (shape, seeds) in fp8_pv_shapes(d).into_iter().filter(|(s, _)| s.s <= 300) {
             for &seed in seeds {
-                let inputs = Inputs::generate(shape, repro::pipeline::Recipe::Gaussian, seed);
-                let reference = reference_f64(&inputs);
+                let x = inputs(shape, "gaussian", seed);
+                let reference = reference_f64(&x);
                 for &(tile_n, kv_split) in &splits {
-                    let out = emulate_fp8_pv(&inputs, tile_n, kv_split);
-                    let acc = Accuracy::measure(
-                        &out,
-                        &reference,
-                        0.06,
-                        (shape.S as usize, shape.D as usize),
-                    );
+                    let out = emulate_fp8_pv(&x, tile_n, kv_split);
+                    let acc = Accuracy::measure(&out, &reference, 0.06, (shape.s, shape.d));
                     let at = format!(
                         "TILE_N={tile_n} KV_SPLIT={kv_split} {shape:?} seed {seed}: {acc:?}"
                     );

@@ -235,11 +235,12 @@ fn profile_stage_skips_and_fails_honestly() {
                 ("topk", "skipped")
             ]
         );
+        // The stage names no tune stage in `needs`: no elite to profile, and the fix.
         assert!(s.targets[2]
             .reason
             .as_ref()
             .unwrap()
-            .contains("run the tune stage"));
+            .contains("add one to its `needs`"));
     }
 
     // The stand-in scripts need the usual tools.

@@ -108,6 +108,26 @@ fn green_summary(artifacts: &Artifacts, state: &RunState) -> String {
     report::render_report(&inputs, &template).unwrap().markdown
 }
 
+/// The report of `pipeline` on the records in `root`, by the template of `templates` (its
+/// own, else the built-in one), in the fixed environment.
+fn render_in(
+    root: &Path,
+    pipeline: &repro::pipeline::Pipeline,
+    templates: &Path,
+) -> anyhow::Result<report::Report> {
+    let artifacts = Artifacts::load(root).unwrap();
+    let state = RunState::load(root, pipeline.stages.keys().map(String::as_str)).unwrap();
+    let env = environment(true);
+    let inputs = report::Inputs {
+        pipeline,
+        artifacts: &artifacts,
+        state: &state,
+        env: &env,
+    };
+    let template = report::load_template(templates, report::SUMMARY_TEMPLATE).unwrap();
+    report::render_report(&inputs, &template)
+}
+
 /// The manifest with its machine- and time-dependent values replaced.
 fn redact(manifest: &str) -> String {
     manifest
@@ -233,7 +253,12 @@ fn nothing_measured_is_not_all_gates_passed() {
     );
     // Sections whose stage did not run say so, with no empty table.
     assert!(!md.contains("0 trials"), "{md}");
-    for section in [&ctx.tune.note, &ctx.profile.note, &ctx.gates.baseline.note] {
+    let part = &ctx.workloads[0];
+    for section in [
+        &part.tunes[0].section.note,
+        &ctx.profile.note,
+        &part.baseline.note,
+    ] {
         assert!(
             section.as_deref().unwrap().starts_with("not run: "),
             "{section:?}"
@@ -246,7 +271,7 @@ fn nothing_measured_is_not_all_gates_passed() {
         md.contains("## Profile (Nsight Compute)\n\nnot run: stage `ncu-profile` skipped [^3]\n")
     );
     // Nothing measured: the p50 chart is not linked, and says why.
-    assert_eq!(ctx.charts.p50, None);
+    assert_eq!(part.p50_chart, None);
     assert!(!md.contains("p50_by_shape.svg"), "{md}");
     assert!(r.report.charts[0].1.contains("nothing measured"));
     assert!(r.report.charts[1]
@@ -265,10 +290,8 @@ fn stated_once(md: &str, reasons: &[&str]) {
 #[test]
 fn tune_absent() {
     let r = render_fixture("no-tune", &environment(true));
-    assert!(r
-        .report
-        .context
-        .tune
+    assert!(r.report.context.workloads[0].tunes[0]
+        .section
         .note
         .as_deref()
         .unwrap()
@@ -342,6 +365,17 @@ fn loaded(name: &str) -> (repro::pipeline::Pipeline, Artifacts) {
     (pipeline, Artifacts::load(&root).unwrap())
 }
 
+/// What the attention fixtures' p50 chart marks.
+fn marks<'a>(pipeline: &'a repro::pipeline::Pipeline, best: Option<&'a str>) -> charts::Marks<'a> {
+    static DIMS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    charts::Marks {
+        control: pipeline.control.as_deref(),
+        best,
+        tuned: "tune",
+        dims: DIMS.get_or_init(|| ["B", "H", "S", "D"].map(String::from).to_vec()),
+    }
+}
+
 /// The p50 chart's data: on every panel the "fastest" colour goes to the fastest variant
 /// correct on that shape (never to a slower one), the report's ★ is marked on every panel,
 /// whiskers span min to p90 around the median, and what has no p50 says "not measured".
@@ -353,7 +387,7 @@ fn p50_chart_data() {
         ("skipped", "stage5-ws-p1"),
     ] {
         let (pipeline, artifacts) = loaded(name);
-        let panels = charts::p50_panels(&artifacts, pipeline.control.as_deref(), Some(best));
+        let panels = charts::p50_panels(&artifacts, marks(&pipeline, Some(best)));
         for p in &panels {
             let fastest: Vec<&charts::Bar> = p
                 .bars
@@ -388,7 +422,7 @@ fn p50_chart_data() {
     }
     // The skipped fixture's baselines were not measured: said so, in words.
     let (pipeline, artifacts) = loaded("skipped");
-    let panels = charts::p50_panels(&artifacts, pipeline.control.as_deref(), None);
+    let panels = charts::p50_panels(&artifacts, marks(&pipeline, None));
     let naive = panels[0]
         .bars
         .iter()
@@ -453,27 +487,17 @@ fn user_template_with_an_undefined_name_is_reported_with_line_and_name() {
     std::fs::create_dir_all(dir.path().join("templates")).unwrap();
     std::fs::write(
         dir.path().join(report::SUMMARY_TEMPLATE),
-        "# Report\n\nBest: {{ best }}\n{{ tune.data.trails }}\n",
+        "# Report\n\nShape: {{ primary_shape }}\n{{ profile.data.trails }}\n",
     )
     .unwrap();
     let root = fixture("green");
     let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
         .unwrap()
         .pipeline;
-    let artifacts = Artifacts::load(&root).unwrap();
-    let state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
-    let env = environment(true);
-    let inputs = report::Inputs {
-        pipeline: &pipeline,
-        artifacts: &artifacts,
-        state: &state,
-        env: &env,
-    };
-    let template = report::load_template(dir.path(), report::SUMMARY_TEMPLATE).unwrap();
-    let err = report::render_report(&inputs, &template).unwrap_err();
+    let err = render_in(&root, &pipeline, dir.path()).unwrap_err();
     let msg = format!("{err:#}");
     assert!(
-        msg.starts_with("templates/summary.md.j2:4: undefined value `tune.data.trails`"),
+        msg.starts_with("templates/summary.md.j2:4: undefined value `profile.data.trails`"),
         "{msg}"
     );
 }
@@ -621,4 +645,137 @@ fn results_reused_from_an_earlier_run_name_that_run() {
     assert!(md.contains(&want), "{want}\n{md}");
     let plain = render_fixture("green", &environment(true)).report.markdown;
     assert!(!plain.contains("Reused, not measured again"), "{plain}");
+}
+
+/// The `green` fixture with a second, declared workload (RMSNorm, two variants and a
+/// baseline): the report has one part per workload, each with its own headline, correctness
+/// and performance, and a failed gate names its workload. The fixture's SDPA records are in
+/// the form written before workloads were declared (`B H S D`), and still count.
+#[test]
+fn a_pipeline_of_two_workloads_reports_each_in_its_own_part() {
+    use repro::schema::{to_json_pretty, BenchFile, BenchResult};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("green");
+    let cp = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(fixture("green"))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let yaml = std::fs::read_to_string(root.join("pipeline.yaml"))
+        .unwrap()
+        .replace(
+            "kernels:\n",
+            "kernels:\n  rmsnorm: {source: kernels/rmsnorm.cu, entry: rmsnorm_fwd}\n",
+        )
+        .replace(
+            "variants:\n",
+            "variants:\n  rms-a: {kernel: rmsnorm}\n  rms-b: {kernel: rmsnorm}\n",
+        )
+        // Two kernels now: the tune stage names its base.
+        .replace("{uses: tune, ", "{uses: tune, base: stage2-baseline, ")
+        + "workloads:
+  rmsnorm:
+    kernels: [rmsnorm]
+    dims: [rows, hidden]
+    shapes: {mission: {rows: 2048, hidden: 4096}}
+    primary: mission
+    control: rms-a
+    args:
+      - {name: x, dtype: fp16, role: input, shape: [rows, hidden], init: {normal: {}}}
+      - {name: y, dtype: fp16, role: output, shape: [rows, hidden]}
+    launch: {grid: [rows], block: [128]}
+    reference: {run: [python3, reference.py]}
+    gates:
+      y: {max_abs_err: 0.01}
+";
+    let pipeline: repro::pipeline::Pipeline = serde_yaml::from_str(&yaml).unwrap();
+    let dims: std::collections::BTreeMap<String, i64> = [("rows", 2048), ("hidden", 4096)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let file = |name: &str, kind: &str, p50: f64| {
+        let mut r = BenchResult::blank("mission", dims.clone(), 0, (20, 100), "ok");
+        r.p50_us = Some(p50);
+        r.max_abs_err = Some(0.002);
+        r.correctness_pass = Some(true);
+        BenchFile {
+            name: name.into(),
+            kind: kind.into(),
+            workload: Some("rmsnorm".into()),
+            status: "ok".into(),
+            reason: None,
+            defines: Default::default(),
+            nvcc_version: None,
+            precision: None,
+            arch: None,
+            driver: None,
+            results: vec![r],
+            gates: Vec::new(),
+            measured: None,
+        }
+    };
+    let bench = root.join("artifacts/bench");
+    // rms-b is 1.05× rms-a: below the pipeline's 1.10 performance gate.
+    for (name, kind, p50, path) in [
+        ("rms-a", "variant", 21.0, bench.join("rms-a.json")),
+        ("rms-b", "variant", 20.0, bench.join("rms-b.json")),
+        (
+            "torch-rmsnorm",
+            "baseline",
+            30.0,
+            bench.join("baselines/torch-rmsnorm.json"),
+        ),
+    ] {
+        std::fs::write(path, to_json_pretty(&file(name, kind, p50))).unwrap();
+    }
+
+    let r = render_in(&root, &pipeline, &root).unwrap();
+    let md = &r.markdown;
+    let part = |from: &str, to: &str| {
+        let start = md
+            .find(from)
+            .unwrap_or_else(|| panic!("no {from:?} in\n{md}"));
+        let len = md[start..].find(to).unwrap();
+        md[start..start + len].to_string()
+    };
+    // Declared workloads first, then the built-in one.
+    let rmsnorm = part("## Headline: `rmsnorm`", "## Headline: `sdpa_fp8`");
+    let attention = part("## Headline: `sdpa_fp8`", "## Gates");
+    // Its baselines name no workload: theirs by their results' dims.
+    assert!(
+        attention.contains("**stage5-ws-p1** ★")
+            && attention.contains("vs torch_sdpa")
+            && !attention.contains("rms"),
+        "{attention}"
+    );
+    assert!(
+        rmsnorm.contains("| rms-a (control) | 21.00 | 1.43× |")
+            && rmsnorm.contains("| **rms-b** ★ | 20.00 | 1.50× |")
+            && rmsnorm.contains("vs torch-rmsnorm")
+            && !rmsnorm.contains("stage2-baseline")
+            && !rmsnorm.contains("torch_sdpa"),
+        "{rmsnorm}"
+    );
+    assert!(rmsnorm.contains("![p50 per variant and shape](p50_by_shape.svg)"));
+    assert!(attention.contains("![p50 per variant and shape](p50_by_shape_sdpa_fp8.svg)"));
+    assert!(r
+        .charts
+        .iter()
+        .any(|(f, _)| f == "p50_by_shape_sdpa_fp8.svg"));
+    assert!(
+        part("### Correctness: `rmsnorm`", "<details").contains("✅ 2 of 2 runs"),
+        "{md}"
+    );
+    assert!(part("### Correctness: `sdpa_fp8`", "<details").contains("✅ 27 of 27 runs"));
+    let failed = &r.context.failed_gates;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        failed[0].starts_with("`rmsnorm`: performance rms-b vs rms-a (mission)"),
+        "{failed:?}"
+    );
+    assert!(part("## Tune: `rmsnorm`", "## Tune: `sdpa_fp8`")
+        .contains("not run: no tune stage tunes a kernel of `rmsnorm`"));
+    assert!(part("## Tune: `sdpa_fp8`", "## Profile").contains("16 trials"));
 }

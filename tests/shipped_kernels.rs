@@ -10,7 +10,7 @@ use repro::schema::BuildRecord;
 mod shipped;
 #[path = "support/skip.rs"]
 mod skip;
-use shipped::{copy_project, pinned_nvcc, pinned_toolchain};
+use shipped::{build, copy_project, pinned_nvcc, pinned_toolchain};
 
 #[test]
 fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
@@ -32,20 +32,7 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
         yaml.replacen(declared, &format!("\narch: [{}]", four.join(", ")), 1),
     )
     .unwrap();
-    let out = Command::cargo_bin("repro")
-        .unwrap()
-        .current_dir(dir.path())
-        .args(["build", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for variant in [
+    let variants = [
         "stage2-baseline",
         "stage5-ws-p1",
         "stage5-ws-p2",
@@ -54,9 +41,8 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
         "mma-m64-kv2-qr",
         "mma-m64-kv2-qr-lr",
         "mma-wg-kv2",
-    ] {
-        let path = dir.path().join(format!("artifacts/build/{variant}.json"));
-        let rec: BuildRecord = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    ];
+    for (variant, rec) in variants.iter().zip(build(dir.path(), &variants)) {
         assert_eq!(rec.status, "ok", "{variant}");
         assert_eq!(rec.nvcc_version, nvcc, "built by the pinned toolchain");
         let archs: Vec<&str> = rec.archs.keys().map(String::as_str).collect();
@@ -208,5 +194,30 @@ fn a_variant_that_does_not_compile_fails_alone() {
     assert!(
         text.contains("up-to-date (gate failed: did not compile"),
         "{text}"
+    );
+}
+
+/// ptxas's report of the shipped attention kernel (stage5-ws-p2 on sm_89, CUDA 13): the
+/// module's globals and its named barriers are read as the entry's.
+#[test]
+fn ptxas_report_of_the_shipped_kernel_with_module_globals_and_named_barriers() {
+    let path = format!(
+        "{}/tests/fixtures/ptxas/cuda13_sm89_sdpa_ws_p2.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let entries = repro::stages::build::ptxas::parse(&std::fs::read_to_string(path).unwrap());
+    assert_eq!(
+        entries,
+        [repro::schema::EntryResources {
+            name: "sdpa_fp8_fwd".into(),
+            registers: Some(94),
+            stack_bytes: Some(0),
+            spill_store_bytes: Some(0),
+            spill_load_bytes: Some(0),
+            barriers: Some(16),
+            // cmem[4] on the module line is not the entry's bank 0.
+            cmem_bytes: Some(416),
+            ..Default::default()
+        }]
     );
 }

@@ -12,7 +12,6 @@ use repro::executor::{CancelFlag, Executor};
 use repro::gpu::client::{ExecRequest, ExecTarget};
 use repro::gpu::discover::{stage_gpus, StageJobs};
 use repro::gpu::worker::pool::Workers;
-use repro::pipeline::Shape;
 use repro::schema::BenchResult;
 use repro::stages::gpu_nodes::{gpu_slots, OneGpuModel};
 use repro::stages::slots::run_on_slots;
@@ -40,12 +39,12 @@ case "$*" in
 esac
 "#;
 
-const SMALL: Shape = Shape {
-    B: 1,
-    H: 1,
-    S: 32,
-    D: 64,
-};
+fn small() -> std::collections::BTreeMap<String, i64> {
+    [("B", 1), ("H", 1), ("S", 32), ("D", 64)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
 
 fn slurm() -> SlurmExecutor {
     SlurmExecutor::new(SlurmSettings {
@@ -95,8 +94,9 @@ fn measure(executor: &dyn Executor, root: &Path, exe: &Path, seeds: u64) -> Vec<
         |slot, &seed| {
             let req = ExecRequest {
                 target: ExecTarget::Variant("v".into()),
+                workload: None,
                 shape: "small".into(),
-                inputs: repro::pipeline::Recipe::Gaussian,
+                inputs: None,
                 precision: None,
                 seed,
                 warmup: 1,
@@ -105,7 +105,7 @@ fn measure(executor: &dyn Executor, root: &Path, exe: &Path, seeds: u64) -> Vec<
                 method: "graph".into(),
                 timing: true,
             };
-            workers.run(slot, &req, &SMALL, Duration::from_secs(60))
+            workers.run(slot, &req, &small(), Duration::from_secs(60))
         },
         |i, r| results[i] = Some(r),
     );

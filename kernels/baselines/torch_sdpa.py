@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """PyTorch SDPA baselines for the sdpa_fp8 workload, in repro's BenchFile schema.
 
-For every shape, input recipe and seed of pipeline.yaml, the inputs come from
-`repro exec --dump-inputs`: this script never draws inputs itself, it reads the files repro
-wrote (so they are byte-identical to what the kernels see; tests/baseline_inputs.rs checks
-the chain). PyTorch runs on fp16 copies of the same *dequantized* K and V:
+For every shape, input recipe and seed of the workload, the inputs come from
+`repro exec --dump-inputs DIR --workload sdpa_fp8`: this script never draws inputs itself, it
+reads the cases repro wrote (each a folder in the layout of src/workload/case.rs, so they are
+byte-identical to what the kernels see; tests/baseline_inputs.rs checks the chain). PyTorch
+runs on fp16 copies of the same *dequantized* K and V:
 
   torch-sdpa-default  F.scaled_dot_product_attention with PyTorch's own backend choice
   torch-sdpa-best     the fastest native backend on this GPU (flash, cuDNN, efficient),
@@ -22,8 +23,9 @@ Timing follows repro exec (`--method`, default isolated): warm-up calls, then
 and the same statistics (type-7 percentiles, sample std, the order-statistic 95% CI of the
 median). Only each shape's first recipe is timed (as the bench stage does); the others are
 checked for correctness only. Correctness is against an fp64 computation on the same
-dequantized inputs, with the pipeline's gates (the fp16-pv class's normalized thresholds),
-the metrics defined as in src/gpu/check.rs.
+dequantized inputs, with the workload's gates of its output (at the workload's precision
+class, fp16-pv), the metrics defined as in src/gpu/check.rs. Records carry the workload's
+dimensions as `dims`, and each file the workload it ran.
 
 No python3/torch/CUDA: both files are written with status `skipped` and the reason; exit 0.
 """
@@ -39,13 +41,16 @@ import tempfile
 import time
 
 BASELINES = ("torch-sdpa-default", "torch-sdpa-best")
+WORKLOAD = "sdpa_fp8"
 TARGET_SAMPLE_US = 100.0
 MAX_BATCH = 1000
 
 
-def write_file(out_dir, name, status, reason=None, results=(), defines=None):
+def write_file(out_dir, name, status, reason=None, results=(), defines=None, workload=None):
     os.makedirs(out_dir, exist_ok=True)
     record = {"name": name, "kind": "baseline", "status": status}
+    if workload:
+        record["workload"] = workload
     if reason:
         record["reason"] = reason
     record["defines"] = defines or {}
@@ -58,7 +63,7 @@ def write_file(out_dir, name, status, reason=None, results=(), defines=None):
 
 def skip_all(out_dir, reason):
     for name in BASELINES:
-        write_file(out_dir, name, "skipped", reason)
+        write_file(out_dir, name, "skipped", reason, workload=WORKLOAD)
     print(f"baselines skipped: {reason}", file=sys.stderr)
     return 0
 
@@ -299,17 +304,35 @@ def accuracy(np, out, ref, gates, absolute=True):
 GATE_KEYS = ("max_abs_err", "mean_abs_err", "max_pct_bad", "max_err_over_ref_std", "max_rel_l2_err")
 
 
+def output_gates(index, output):
+    """The gates of `output` from a --dump-inputs index: one number each, a per-class
+    threshold at the workload's default class; a gate not declared never fails."""
+    declared = index["gates"][output]
+    gates = {}
+    for k in GATE_KEYS:
+        v = declared.get(k, float("inf"))
+        gates[k] = v[index["precision"]] if isinstance(v, dict) else v
+    return gates
+
+
 # ---- main ---------------------------------------------------------------------------------
 
-def load_inputs(np, folder, e):
-    """Q (fp16) and the dequantized K, V (fp32) of one index entry, as numpy arrays [B,H,S,D]."""
-    n = e["B"] * e["H"] * e["S"] * e["D"]
-    shape = (e["B"], e["H"], e["S"], e["D"])
+def load_case(np, folder, e):
+    """One index entry's case: its dims, Q (fp16) and the dequantized K, V (fp32) as numpy
+    arrays [B, H, S, D], and the softmax scale the kernels are given."""
     d = os.path.join(folder, e["dir"])
-    q = np.fromfile(os.path.join(d, "q.f16"), dtype="<f2", count=n).reshape(shape)
-    k = np.fromfile(os.path.join(d, "k.f32"), dtype="<f4", count=n).reshape(shape)
-    v = np.fromfile(os.path.join(d, "v.f32"), dtype="<f4", count=n).reshape(shape)
-    return q, k, v
+    with open(os.path.join(d, "case.json")) as f:
+        case = json.load(f)
+    args = {a["name"]: a for a in case["args"]}
+
+    def load(name, file_key, dtype):
+        a = args[name]
+        return np.fromfile(os.path.join(d, a[file_key]), dtype=dtype).reshape(a["extents"])
+
+    q = load("q", "file", "<f2")
+    k = load("k", "values", "<f4")
+    v = load("v", "values", "<f4")
+    return case["dims"], (q, k, v), args["softmax_scale"]["value"]
 
 
 def main():
@@ -341,14 +364,18 @@ def main():
         return 2
     folder = tempfile.mkdtemp(prefix="repro-baseline-inputs-")
     try:
-        subprocess.run([repro, "-f", args.pipeline, "exec", "--dump-inputs", folder], check=True)
+        subprocess.run([repro, "-f", args.pipeline, "exec", "--dump-inputs", folder,
+                        "--workload", WORKLOAD], check=True)
         with open(os.path.join(folder, "index.json")) as f:
             index = json.load(f)
-        gates = {k: index[k] for k in GATE_KEYS}
+        gates = output_gates(index, "o")
         device = torch.cuda.get_device_name(0)
         to_gpu = lambda a: torch.from_numpy(a.copy()).cuda()
-        inputs = {(e["shape"], e["inputs"], e["seed"]): (e, tuple(map(to_gpu, load_inputs(np, folder, e))))
-                  for e in index["entries"]}
+        inputs = {}
+        for e in index["entries"]:
+            dims, tensors, scale = load_case(np, folder, e)
+            e = dict(e, dims=dims, softmax_scale=scale)
+            inputs[(e["shape"], e["inputs"], e["seed"])] = (e, tuple(map(to_gpu, tensors)))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -367,8 +394,8 @@ def main():
         torch.cuda.synchronize()
         ref = reference_f64(torch, q, k32, v32, scale)
         acc = accuracy(np, out.double().cpu().numpy(), ref.cpu().numpy(), gates,
-                       absolute=e["inputs"] == "gaussian")
-        record = {"shape": e["shape"], "B": e["B"], "H": e["H"], "S": e["S"], "D": e["D"],
+                       absolute=e["absolute_gates"])
+        record = {"shape": e["shape"], "dims": e["dims"],
                   "seed": e["seed"], "inputs": e["inputs"], "warmup": args.warmup,
                   "iters": args.iters, "status": "ok", "device_index": 0, "device_name": device}
         if e["timed"]:
@@ -396,7 +423,8 @@ def main():
     for name, backend, label in (("torch-sdpa-default", None, "default"),
                                  ("torch-sdpa-best", dict(candidates).get(best), best)):
         if name == "torch-sdpa-best" and best is None:
-            write_file(args.out, name, "skipped", f"no native SDPA backend ran: {failures}")
+            write_file(args.out, name, "skipped", f"no native SDPA backend ran: {failures}",
+                       workload=WORKLOAD)
             continue
         results = []
         for key in sorted(inputs):
@@ -407,7 +435,7 @@ def main():
                 why = str(err).splitlines()[0] if str(err) else type(err).__name__
                 # A backend without a kernel for this shape (cuDNN and S = 1): not measured.
                 unsupported = "No available kernel" in why
-                results.append({"shape": e["shape"], "B": e["B"], "H": e["H"], "S": e["S"], "D": e["D"],
+                results.append({"shape": e["shape"], "dims": e["dims"],
                                 "seed": e["seed"], "inputs": e["inputs"], "warmup": args.warmup,
                                 "iters": args.iters, "status": "skipped" if unsupported else "failed",
                                 "error": f"{label}: {why}" if unsupported else why})
@@ -415,7 +443,7 @@ def main():
         defines = {"backend": label, "torch": torch.__version__}
         if name == "torch-sdpa-best":
             defines["candidates_p50_us"] = json.dumps({k: round(v, 4) for k, v in sorted(timings.items())})
-        write_file(args.out, name, status, results=results, defines=defines)
+        write_file(args.out, name, status, results=results, defines=defines, workload=WORKLOAD)
         print(f"{name}: backend {label}, {len(results)} results -> {args.out}/{name}.json", file=sys.stderr)
     return 0
 

@@ -19,7 +19,8 @@ pub fn propose(command: &ProposeCommand) -> anyhow::Result<i32> {
 /// `repro promote TRIAL --name NAME`.
 pub fn promote(global: &GlobalArgs, args: &PromoteArgs) -> anyhow::Result<i32> {
     let project = crate::pipeline::load(&global.file)?;
-    let done = crate::tune::promote::promote(&project, &args.trial, &args.name)?;
+    let done =
+        crate::tune::promote::promote(&project, &args.trial, &args.name, args.stage.as_deref())?;
     let file = project.file.display();
     match &done.file {
         Some(path) => println!(

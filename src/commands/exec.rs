@@ -5,15 +5,13 @@ use super::exit;
 use crate::cli::{CompareArgs, ExecArgs, GlobalArgs};
 use crate::gpu::client::{ExecRequest, ExecTarget};
 use crate::gpu::compare::{self, CompareRequest};
-use crate::gpu::exec::{self, ExecSettings};
+use crate::gpu::exec::{self, DumpRequest, ExecSettings};
 use crate::gpu::worker::serve::{serve, Served};
-use crate::pipeline::{Recipe, Shape};
 use anyhow::bail;
 
-/// The shape argument as `ExecRequest::shape` holds it: a name, or `B,H,S,D`.
-fn shape_text(name: Option<&String>, dims: Option<Shape>) -> Option<String> {
-    name.cloned()
-        .or_else(|| dims.map(|d| format!("{},{},{},{}", d.B, d.H, d.S, d.D)))
+/// The shape argument as `ExecRequest::shape` holds it: a name, or the dimensions.
+fn shape_text(name: Option<&String>, dims: Option<&String>) -> Option<String> {
+    name.or(dims).cloned()
 }
 
 /// The request `args` ask for (the inverse of [`ExecRequest::argv`]).
@@ -23,17 +21,19 @@ fn request(args: &ExecArgs) -> anyhow::Result<ExecRequest> {
         (None, Some(c), Some(e)) => ExecTarget::Cubin {
             path: c.clone(),
             entry: e.clone(),
+            defines: args.defines.iter().cloned().collect(),
         },
         _ => bail!("say what to run: --variant NAME, or --cubin PATH --entry NAME"),
     };
-    let Some(shape) = shape_text(args.shape.as_ref(), args.dims) else {
-        bail!("say which shape: --shape NAME or --dims B,H,S,D");
+    let Some(shape) = shape_text(args.shape.as_ref(), args.dims.as_ref()) else {
+        bail!("say which shape: --shape NAME or --dims NAME=N,...");
     };
     Ok(ExecRequest {
         target,
+        workload: args.workload.clone(),
         shape,
-        inputs: args.inputs.unwrap_or(Recipe::Gaussian),
-        precision: args.precision,
+        inputs: args.inputs.clone(),
+        precision: args.precision.clone(),
         seed: args.seed.unwrap_or(0),
         warmup: args.warmup,
         iters: args.iters,
@@ -70,8 +70,15 @@ pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
         return Ok(exit::OK);
     }
     if let Some(dir) = &args.dump_inputs {
-        let shape = shape_text(args.shape.as_ref(), args.dims);
-        let n = exec::dump_inputs(&global.file, dir, shape.as_deref(), args.seed, args.inputs)?;
+        let shape = shape_text(args.shape.as_ref(), args.dims.as_ref());
+        let req = DumpRequest {
+            dir,
+            workload: args.workload.as_deref(),
+            shape: shape.as_deref(),
+            seed: args.seed,
+            recipe: args.inputs.as_deref(),
+        };
+        let n = exec::dump_inputs(&global.file, &req)?;
         eprintln!("wrote {n} input set(s) to {}", dir.display());
         return Ok(exit::OK);
     }
@@ -103,8 +110,9 @@ pub fn compare(global: &GlobalArgs, args: &CompareArgs) -> anyhow::Result<i32> {
         a: args.a.clone(),
         b: args.b.clone(),
         entry: args.entry.clone(),
-        shape: args.shape.clone(),
-        dims: args.dims,
+        workload: args.workload.clone(),
+        defines: args.defines.iter().cloned().collect(),
+        shape: args.shape.clone().or_else(|| args.dims.clone()),
         seed: args.seed,
         warmup: args.warmup,
         pairs: args.pairs,
@@ -130,7 +138,6 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use crate::gpu::timing::{L2Mode, Method};
-    use crate::pipeline::Precision;
     use clap::Parser;
 
     fn parsed(req: &ExecRequest) -> ExecRequest {
@@ -148,8 +155,9 @@ mod tests {
     fn argv_and_the_command_line_are_each_others_inverse() {
         let base = ExecRequest {
             target: ExecTarget::Variant("mma-m64".into()),
+            workload: None,
             shape: "mission".into(),
-            inputs: Recipe::Gaussian,
+            inputs: Some("gaussian".into()),
             precision: None,
             seed: 0,
             warmup: 20,
@@ -161,11 +169,13 @@ mod tests {
         let cubin = ExecRequest {
             target: ExecTarget::Cubin {
                 path: ".repro/cubins/tune-top1.cubin".into(),
-                entry: "sdpa_fp8_fwd".into(),
+                entry: "rmsnorm_fwd".into(),
+                defines: [("VEC".to_string(), 8), ("ROWS_PER_BLOCK".to_string(), 2)].into(),
             },
-            shape: "2,8,512,64".into(),
-            inputs: Recipe::Sink,
-            precision: Some(Precision::Fp8Pv),
+            workload: Some("rmsnorm".into()),
+            shape: "rows=4,hidden=1024".into(),
+            inputs: Some("tiny".into()),
+            precision: Some("fp8-pv".into()),
             seed: 7,
             warmup: 3,
             iters: 2,

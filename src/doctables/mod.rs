@@ -106,15 +106,12 @@ pub fn refresh(file: &Path, check: bool) -> anyhow::Result<Refresh> {
     let project = crate::pipeline::load(file)?;
     let root = crate::report::diff::project_root(file);
     let artifacts = crate::report::artifacts::Artifacts::load(&root)?;
+    let workloads = crate::workload::Workloads::of(&project.pipeline);
     let sources = tables::Sources {
         root: &root,
         artifacts: &artifacts,
         control: project.pipeline.control.as_deref(),
-        primary: project
-            .pipeline
-            .workload
-            .as_ref()
-            .map(|w| w.primary.as_str()),
+        primary: workloads.iter().next().map(|(_, d)| d.primary.as_str()),
     };
     let render = |name: &str| tables::render(name, &sources);
     let mut stale = Vec::new();

@@ -90,7 +90,7 @@ impl Blocker {
         self.last_ticket += 1;
         let dims = LaunchDims {
             grid: (1, 1, 1),
-            block: 1,
+            block: (1, 1, 1),
             dynamic_smem: 0,
         };
         let (mut released, mut ticket) = (self.words.device_ptr, self.last_ticket);

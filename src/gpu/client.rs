@@ -5,33 +5,41 @@
 
 use super::timing::{L2Mode, Method};
 use crate::executor::{ExitKind, JobOutcome};
-use crate::pipeline::{Precision, Recipe, Shape};
 use crate::schema::BenchResult;
+use crate::workload::exprs::Bindings;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// What to run: a variant of pipeline.yaml, or a cubin and its entry.
+/// What to run: a variant of pipeline.yaml, or a cubin, its entry and the defines it was
+/// compiled with (which the workload's launch geometry may read).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecTarget {
     Variant(String),
-    Cubin { path: PathBuf, entry: String },
+    Cubin {
+        path: PathBuf,
+        entry: String,
+        #[serde(default, skip_serializing_if = "Bindings::is_empty")]
+        defines: Bindings,
+    },
 }
 
 /// One `repro exec` run: what the bench, tune and profile stages ask for, and what the
 /// command line parses back ([`ExecRequest::argv`] and `commands::exec` are each other's
 /// inverse; a test checks the round trip). A worker reads it as JSON
-/// ([`super::worker`]). A `shape` is a name of pipeline.yaml or `B,H,S,D`.
+/// ([`super::worker`]). A `shape` is a name of the workload's shapes, or its dimensions
+/// (`rows=4,hidden=1024`, or the values in the order of its `dims`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecRequest {
     pub target: ExecTarget,
-    /// A shape name of pipeline.yaml.
+    /// The workload (`--workload`); `None`: the variant's, or the pipeline's only one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
     pub shape: String,
-    /// The input recipe (`repro exec --inputs`).
-    pub inputs: Recipe,
+    /// The input recipe (`repro exec --inputs`); `None`: the shape's first.
+    pub inputs: Option<String>,
     /// The precision class to judge by (`--precision`); `None`: the variant's own.
-    pub precision: Option<Precision>,
+    pub precision: Option<String>,
     pub seed: u64,
     pub warmup: u32,
     pub iters: u32,
@@ -48,14 +56,26 @@ impl ExecRequest {
         let mut argv: Vec<String> = Vec::new();
         match &self.target {
             ExecTarget::Variant(v) => argv.extend(["--variant".into(), v.clone()]),
-            ExecTarget::Cubin { path, entry } => argv.extend([
-                "--cubin".into(),
-                path.display().to_string(),
-                "--entry".into(),
-                entry.clone(),
-            ]),
+            ExecTarget::Cubin {
+                path,
+                entry,
+                defines,
+            } => {
+                argv.extend([
+                    "--cubin".into(),
+                    path.display().to_string(),
+                    "--entry".into(),
+                    entry.clone(),
+                ]);
+                for (k, v) in defines {
+                    argv.extend(["--define".into(), format!("{k}={v}")]);
+                }
+            }
         }
-        let shape_flag = if super::exec::parse_dims(&self.shape).is_ok() {
+        if let Some(w) = &self.workload {
+            argv.extend(["--workload".into(), w.clone()]);
+        }
+        let shape_flag = if super::exec::is_dims(&self.shape) {
             "--dims"
         } else {
             "--shape"
@@ -73,11 +93,12 @@ impl ExecRequest {
             self.l2.name().into(),
             "--method".into(),
             self.method.name().into(),
-            "--inputs".into(),
-            self.inputs.name().into(),
         ]);
-        if let Some(p) = self.precision {
-            argv.extend(["--precision".into(), p.name().into()]);
+        if let Some(r) = &self.inputs {
+            argv.extend(["--inputs".into(), r.clone()]);
+        }
+        if let Some(p) = &self.precision {
+            argv.extend(["--precision".into(), p.clone()]);
         }
         if !self.timing {
             argv.push("--no-timing".into());
@@ -86,7 +107,7 @@ impl ExecRequest {
     }
 
     /// A short label, e.g. `stage2-baseline:mission:0` (`...:mission:sink:0` for a recipe
-    /// other than gaussian).
+    /// other than the shape's first, or gaussian).
     pub fn label(&self) -> String {
         let target = match &self.target {
             ExecTarget::Variant(v) => v.clone(),
@@ -95,9 +116,9 @@ impl ExecRequest {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| path.display().to_string()),
         };
-        match self.inputs {
-            Recipe::Gaussian => format!("{target}:{}:{}", self.shape, self.seed),
-            r => format!("{target}:{}:{r}:{}", self.shape, self.seed),
+        match self.inputs.as_deref() {
+            None | Some("gaussian") => format!("{target}:{}:{}", self.shape, self.seed),
+            Some(r) => format!("{target}:{}:{r}:{}", self.shape, self.seed),
         }
     }
 }
@@ -106,56 +127,18 @@ impl ExecRequest {
 /// executor restricts the child to that GPU, which the child then sees as device 0).
 pub const GPU_INDEX_ENV: &str = "REPRO_GPU_INDEX";
 
-/// A record with the identity fields filled and every measurement empty.
-pub fn blank_result(
-    shape_name: &str,
-    shape: &Shape,
-    seed: u64,
-    warmup: u32,
-    iters: u32,
-    status: &str,
-) -> BenchResult {
-    BenchResult {
-        shape: shape_name.to_string(),
-        B: shape.B,
-        H: shape.H,
-        S: shape.S,
-        D: shape.D,
-        seed,
-        inputs: crate::pipeline::Recipe::Gaussian.name().to_string(),
-        warmup,
-        iters,
-        status: status.to_string(),
-        error: None,
-        device_index: None,
-        device_name: None,
-        node: None,
-        timing_mode: None,
-        p50_us: None,
-        p90_us: None,
-        p99_us: None,
-        mean_us: None,
-        std_us: None,
-        min_us: None,
-        ci95_us: None,
-        cv: None,
-        samples: None,
-        max_abs_err: None,
-        mean_abs_err: None,
-        pct_bad: None,
-        rel_l2_err: None,
-        max_err_over_ref_std: None,
-        nan_count: None,
-        inf_count: None,
-        correctness_pass: None,
-        speedups: BTreeMap::new(),
+/// A `failed` record for `req` (of dimensions `dims`) saying why.
+pub fn failed_result(req: &ExecRequest, dims: &Bindings, reason: String) -> BenchResult {
+    let mut r = BenchResult::blank(
+        &req.shape,
+        dims.clone(),
+        req.seed,
+        (req.warmup, req.iters),
+        "failed",
+    );
+    if let Some(recipe) = &req.inputs {
+        r.inputs = recipe.clone();
     }
-}
-
-/// A `failed` record for `req` saying why.
-pub fn failed_result(req: &ExecRequest, shape: &Shape, reason: String) -> BenchResult {
-    let mut r = blank_result(&req.shape, shape, req.seed, req.warmup, req.iters, "failed");
-    r.inputs = req.inputs.name().to_string();
     r.error = Some(reason);
     r
 }
@@ -229,18 +212,16 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    const MISSION: Shape = Shape {
-        B: 2,
-        H: 8,
-        S: 512,
-        D: 64,
-    };
+    fn mission() -> Bindings {
+        Bindings::from([("rows".into(), 4096), ("hidden".into(), 4096)])
+    }
 
     fn req() -> ExecRequest {
         ExecRequest {
             target: ExecTarget::Variant("stage5-ws-p1".into()),
+            workload: None,
             shape: "mission".into(),
-            inputs: crate::pipeline::Recipe::Gaussian,
+            inputs: Some("gaussian".into()),
             precision: None,
             seed: 2,
             warmup: 20,
@@ -267,34 +248,41 @@ mod tests {
         r.timing = false;
         r.l2 = L2Mode::Flush;
         r.method = Method::Graph;
-        r.inputs = Recipe::Sink;
-        r.precision = Some(Precision::Fp8Pv);
+        r.inputs = Some("tiny".into());
+        r.precision = Some("fp8-pv".into());
+        r.workload = Some("rmsnorm".into());
         assert_eq!(
             r.argv().join(" "),
-            "--variant stage5-ws-p1 --shape mission --seed 2 --warmup 20 --iters 100 --l2 flush \
-             --method graph --inputs sink --precision fp8-pv --no-timing"
+            "--variant stage5-ws-p1 --workload rmsnorm --shape mission --seed 2 --warmup 20 \
+             --iters 100 --l2 flush --method graph --inputs tiny --precision fp8-pv --no-timing"
         );
-        assert_eq!(r.label(), "stage5-ws-p1:mission:sink:2");
+        assert_eq!(r.label(), "stage5-ws-p1:mission:tiny:2");
     }
 
     #[test]
-    fn cubin_target_names_the_entry() {
+    fn cubin_target_names_the_entry_and_defines() {
         let mut r = req();
         r.target = ExecTarget::Cubin {
             path: "/c/fault.cubin".into(),
-            entry: "sdpa_fp8_fwd".into(),
+            entry: "rmsnorm_fwd".into(),
+            defines: Bindings::from([("VEC".into(), 8), ("ROWS_PER_BLOCK".into(), 2)]),
         };
-        r.shape = "2,8,512,64".into();
-        assert!(r
-            .argv()
-            .join(" ")
-            .starts_with("--cubin /c/fault.cubin --entry sdpa_fp8_fwd --dims 2,8,512,64 "));
-        assert_eq!(r.label(), "fault:2,8,512,64:2");
+        r.shape = "rows=4,hidden=1024".into();
+        r.inputs = None;
+        assert!(
+            r.argv().join(" ").starts_with(
+                "--cubin /c/fault.cubin --entry rmsnorm_fwd --define ROWS_PER_BLOCK=2 \
+                 --define VEC=8 --dims rows=4,hidden=1024 "
+            ),
+            "{:?}",
+            r.argv()
+        );
+        assert_eq!(r.label(), "fault:rows=4,hidden=1024:2");
     }
 
     #[test]
     fn records_without_a_node_stay_as_they_were() {
-        let old = blank_result("mission", &MISSION, 2, 20, 100, "ok");
+        let old = BenchResult::blank("mission", mission(), 2, (20, 100), "ok");
         let line = serde_json::to_string(&old).unwrap();
         assert!(!line.contains("node"), "{line}");
         assert_eq!(serde_json::from_str::<BenchResult>(&line).unwrap(), old);
@@ -303,11 +291,11 @@ mod tests {
     #[test]
     fn a_failed_record_keeps_the_runs_identity() {
         let mut r = req();
-        r.inputs = Recipe::Sink;
-        let got = failed_result(&r, &MISSION, "why".into());
+        r.inputs = Some("tiny".into());
+        let got = failed_result(&r, &mission(), "why".into());
         assert_eq!(got.status, "failed");
-        assert_eq!((got.B, got.S, got.seed), (2, 512, 2));
-        assert_eq!(got.inputs, "sink");
+        assert_eq!((got.dims["rows"], got.seed), (4096, 2));
+        assert_eq!(got.inputs, "tiny");
         assert_eq!(got.error.as_deref(), Some("why"));
         assert_eq!(got.p50_us, None);
     }

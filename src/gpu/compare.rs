@@ -5,13 +5,14 @@
 //! bootstrap 95% confidence interval ([`crate::stats::ratio`]), as hyperfine says
 //! "A ran 1.09 ± 0.01 times faster than B".
 
-use super::exec::{device_arch, load_pipeline, lookup_shape, reference, root_of, variant_entry};
-use super::harness::{DeviceInputs, Kernel, Reference, Session};
+use super::client::{ExecRequest, ExecTarget};
+use super::exec::{check, ready, Project};
 use super::timing::{L2Mode, Method, TimingConfig};
-use super::workload::Inputs;
+use super::warm::Warm;
 use crate::engine::runner::UsageError;
-use crate::pipeline::{Pipeline, Precision, Recipe, Shape};
+use crate::pipeline::Pipeline;
 use crate::stats::ratio::{self, Ratio};
+use crate::workload::exprs::Bindings;
 use anyhow::Context as _;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -35,8 +36,9 @@ pub struct Side {
 pub struct Comparison {
     pub device: String,
     pub device_index: u32,
+    pub workload: String,
     pub shape: String,
-    pub dims: Shape,
+    pub dims: Bindings,
     pub seed: u64,
     pub method: &'static str,
     pub l2: String,
@@ -56,167 +58,82 @@ pub struct CompareRequest {
     pub b: String,
     /// Entry point of a side given as a `.cubin` (default: the one all kernels share).
     pub entry: Option<String>,
-    /// A shape name (default: the primary shape) or explicit dimensions.
+    /// The workload (default: the variants', or the pipeline's only one).
+    pub workload: Option<String>,
+    /// The defines a side given as a `.cubin` was compiled with (its launch may read them).
+    pub defines: Bindings,
+    /// A shape name or dimensions (default: the workload's primary shape).
     pub shape: Option<String>,
-    pub dims: Option<Shape>,
     pub seed: u64,
     pub warmup: u32,
     /// Pairs of samples, one launch of each side per pair.
     pub pairs: u32,
     pub l2: L2Mode,
     pub device: u32,
-    /// The reference cubin (default `.repro/cubins/reference.cubin`).
+    /// The reference cubin (default the build's, of the workload and this GPU's arch).
     pub reference: Option<PathBuf>,
 }
 
-/// `repro compare`: check both sides against the reference, time them interleaved, and
-/// compare their medians. Bad names are [`UsageError`]s.
+/// `repro compare`: check both sides against the reference on the same case (the shape's
+/// first recipe), time them interleaved, and compare their medians. Bad names are
+/// [`UsageError`]s.
 pub fn compare(file: &Path, args: &CompareRequest) -> anyhow::Result<Comparison> {
-    let pipeline = if file.exists() {
-        Some(load_pipeline(file)?)
-    } else {
-        None
+    let project = Project::load(file)?;
+    let a = target(project.loaded(), file, &args.a, args)?;
+    let b = target(project.loaded(), file, &args.b, args)?;
+    let settings = super::exec::ExecSettings {
+        device: args.device,
+        max_cv: 0.0,
+        max_time: 0.0,
+        launches_per_sample: None,
+        reference: args.reference.clone(),
     };
-    let root = root_of(file);
-    let a = resolve(pipeline.as_ref(), file, &args.a, args.entry.as_deref())?;
-    let b = resolve(pipeline.as_ref(), file, &args.b, args.entry.as_deref())?;
-    let (shape_name, shape) = pick_shape(pipeline.as_ref(), args)?;
-    super::driver_library_loads()?;
-    // The build's cubins (a variant's, the default reference) are those of this GPU's arch.
-    let builds_needed = a.1.is_none() || b.1.is_none() || args.reference.is_none();
-    let arch = match &pipeline {
-        Some(p) if builds_needed => Some(device_arch(p, file, args.device)?),
-        _ => None,
-    };
-    let located = |(name, cubin, entry): Named| -> Located {
-        let cubin = cubin.unwrap_or_else(|| {
-            root.join(crate::stages::build::cubin_path(
-                &name,
-                arch.as_deref().unwrap_or_default(),
-            ))
-        });
-        (name, cubin, entry)
-    };
-    let c = measure(&Plan {
-        pipeline: pipeline.as_ref(),
-        root: &root,
-        arch: arch.as_deref(),
-        sides: [located(a), located(b)],
-        shape_name,
+    let request = |target: ExecTarget, shape: String| ExecRequest {
+        target,
+        workload: args.workload.clone(),
         shape,
-        args,
-    })?;
-    Ok(c)
-}
-
-/// A side as named on the command line: `(name, cubin, entry)`, the cubin `None` for a
-/// variant (the build's cubin of the GPU's architecture, found once the GPU is known).
-type Named = (String, Option<PathBuf>, String);
-/// A side with its cubin.
-type Located = (String, PathBuf, String);
-
-/// A variant name or a `.cubin` path.
-fn resolve(
-    pipeline: Option<&Pipeline>,
-    file: &Path,
-    what: &str,
-    entry: Option<&str>,
-) -> anyhow::Result<Named> {
-    if what.ends_with(".cubin") {
-        let entry = match (entry, pipeline.map(shared_entry)) {
-            (Some(e), _) => e.to_string(),
-            (None, Some(Some(e))) => e,
-            _ => {
-                return Err(UsageError(format!(
-                    "`{what}` is a cubin: say its entry point with --entry NAME"
-                ))
-                .into())
-            }
-        };
-        return Ok((what.to_string(), Some(PathBuf::from(what)), entry));
-    }
-    let Some(p) = pipeline else {
+        inputs: None,
+        precision: None,
+        seed: args.seed,
+        warmup: args.warmup,
+        iters: args.pairs,
+        l2: args.l2,
+        method: Method::Isolated,
+        timing: true,
+    };
+    let usage = |e: anyhow::Error| anyhow::Error::from(UsageError(format!("{e:#}")));
+    let shape = match &args.shape {
+        Some(s) => s.clone(),
+        None => {
+            let (_, decl) = project
+                .workload_of(&request(a.clone(), String::new()))
+                .map_err(usage)?;
+            decl.primary.clone()
+        }
+    };
+    super::driver_library_loads()?;
+    let ra = project
+        .resolve(&request(a, shape.clone()), &settings)
+        .map_err(usage)?;
+    let rb = project
+        .resolve(&request(b, shape), &settings)
+        .map_err(usage)?;
+    if ra.workload != rb.workload {
         return Err(UsageError(format!(
-            "`{what}` is not a .cubin path, and there is no {} to find a variant `{what}` in",
-            file.display()
+            "`{}` runs workload `{}` and `{}` runs `{}`: compare kernels of one workload",
+            args.a, ra.workload, args.b, rb.workload
         ))
         .into());
-    };
-    let entry = variant_entry(p, file, what).map_err(|e| UsageError(format!("{e:#}")))?;
-    Ok((what.to_string(), None, entry))
-}
-
-/// The entry point all kernels of the pipeline share, if they do.
-fn shared_entry(p: &Pipeline) -> Option<String> {
-    let mut entries = p.kernels.values().map(|k| k.entry.as_str());
-    let first = entries.next()?;
-    entries.all(|e| e == first).then(|| first.to_string())
-}
-
-fn pick_shape(
-    pipeline: Option<&Pipeline>,
-    args: &CompareRequest,
-) -> anyhow::Result<(String, Shape)> {
-    if let Some(d) = args.dims {
-        return Ok((format!("{},{},{},{}", d.B, d.H, d.S, d.D), d));
     }
-    let p = pipeline.ok_or_else(|| {
-        UsageError("say which shape: --dims B,H,S,D (there is no pipeline.yaml)".into())
-    })?;
-    let name = match &args.shape {
-        Some(n) => n.clone(),
-        None => p
-            .workload
-            .as_ref()
-            .map(|w| w.primary.clone())
-            .ok_or_else(|| UsageError("say which shape: --shape NAME or --dims B,H,S,D".into()))?,
-    };
-    let shape = lookup_shape(p, &name).map_err(|e| UsageError(format!("{e:#}")))?;
-    Ok((name, shape))
-}
-
-struct Plan<'a> {
-    pipeline: Option<&'a Pipeline>,
-    root: &'a Path,
-    /// The architecture of the build's cubins this GPU runs, when a pipeline names them.
-    arch: Option<&'a str>,
-    sides: [Located; 2],
-    shape_name: String,
-    shape: Shape,
-    args: &'a CompareRequest,
-}
-
-/// The precision class whose thresholds judge a side: its variant's, or fp16-pv for a cubin.
-fn precision_of(plan: &Plan, name: &str) -> Precision {
-    plan.pipeline
-        .map_or_else(Precision::default, |p| p.precision_of(name))
-}
-
-fn measure(plan: &Plan) -> anyhow::Result<Comparison> {
-    let args = plan.args;
-    let gates = plan
-        .pipeline
-        .and_then(|p| p.gates.correctness.clone())
-        .unwrap_or_default();
-    let session = Session::open(args.device)?;
-    // Timed on the gaussian recipe, where every gate applies.
-    let io = DeviceInputs::upload(&Inputs::generate(plan.shape, Recipe::Gaussian, args.seed))?;
-    let (ref_cubin, ref_entry) = reference(
-        plan.pipeline,
-        plan.root,
-        plan.arch,
-        args.reference.as_deref(),
-    );
-    let reference =
-        Reference::load(&ref_cubin, &ref_entry).context("loading the reference kernel")?;
-    let expected = session.run_reference(&reference, &io)?;
-    let mut kernels = Vec::new();
-    let mut accuracy = Vec::new();
-    for (name, cubin, entry) in &plan.sides {
-        let k = Kernel::load(cubin, entry, session.max_dynamic_smem)
-            .with_context(|| format!("loading `{name}` ({})", cubin.display()))?;
-        accuracy.push(session.check(&k, &io, &expected, gates.max_abs_err)?);
-        kernels.push(k);
+    let mut warm = Warm::open(args.device)?;
+    let sides = [(&args.a, &ra), (&args.b, &rb)];
+    let mut readied = Vec::new();
+    let mut checked = Vec::new();
+    for (name, r) in sides {
+        let ready = ready(&mut warm, &project, r, args.seed)
+            .with_context(|| format!("loading `{name}` ({})", r.cubin.display()))?;
+        checked.push(check(warm.session(), &project, r, &ready)?);
+        readied.push(ready);
     }
     let cfg = TimingConfig {
         method: Method::Isolated,
@@ -228,20 +145,26 @@ fn measure(plan: &Plan) -> anyhow::Result<Comparison> {
         target_sample_us: 100.0,
         fixed_batch: None,
     };
-    let timing = session.time_pair(&kernels[0], &kernels[1], &io, &cfg)?;
+    let timing = warm
+        .session()
+        .time_pair(&readied[0].launch(), &readied[1].launch(), &cfg)?;
     let side = |i: usize, samples: Vec<f64>| -> anyhow::Result<Side> {
-        let (name, cubin, entry) = &plan.sides[i];
+        let (name, r) = sides[i];
         let s = crate::stats::summarize(&samples)
             .context("the timing samples were empty or not finite")?;
         Ok(Side {
             name: name.clone(),
-            cubin: cubin.display().to_string(),
-            entry: entry.clone(),
+            cubin: r.cubin.display().to_string(),
+            entry: r.entry.clone(),
             p50_us: s.p50,
             min_us: s.min,
             p90_us: s.p90,
-            correct: accuracy[i].passes(&gates, precision_of(plan, name), true),
-            max_abs_err: accuracy[i].max_abs_err,
+            correct: checked[i].pass(),
+            max_abs_err: checked[i]
+                .checks
+                .iter()
+                .map(|c| c.accuracy.max_abs_err)
+                .fold(0.0, f64::max),
             samples_us: samples,
         })
     };
@@ -250,10 +173,11 @@ fn measure(plan: &Plan) -> anyhow::Result<Comparison> {
     let r = ratio::ratio_of_medians(&a.samples_us, &b.samples_us, ratio::RESAMPLES, ratio::SEED)
         .context("the medians must be positive to compare them")?;
     Ok(Comparison {
-        device: super::driver::Device::get(args.device)?.name()?,
+        device: warm.device_name().to_string(),
         device_index: args.device,
-        shape: plan.shape_name.clone(),
-        dims: plan.shape,
+        workload: ra.workload.clone(),
+        shape: ra.shape.clone(),
+        dims: ra.dims.clone(),
         seed: args.seed,
         method: "isolated",
         l2: args.l2.name().into(),
@@ -266,20 +190,60 @@ fn measure(plan: &Plan) -> anyhow::Result<Comparison> {
     })
 }
 
+/// A variant name or a `.cubin` path as a run's target.
+fn target(
+    pipeline: Option<&Pipeline>,
+    file: &Path,
+    what: &str,
+    args: &CompareRequest,
+) -> anyhow::Result<ExecTarget> {
+    if what.ends_with(".cubin") {
+        let entry = match (&args.entry, pipeline.map(shared_entry)) {
+            (Some(e), _) => e.clone(),
+            (None, Some(Some(e))) => e,
+            _ => {
+                return Err(UsageError(format!(
+                    "`{what}` is a cubin: say its entry point with --entry NAME"
+                ))
+                .into())
+            }
+        };
+        return Ok(ExecTarget::Cubin {
+            path: PathBuf::from(what),
+            entry,
+            defines: args.defines.clone(),
+        });
+    }
+    let Some(p) = pipeline else {
+        return Err(UsageError(format!(
+            "`{what}` is not a .cubin path, and there is no {} to find a variant `{what}` in",
+            file.display()
+        ))
+        .into());
+    };
+    super::exec::variant_entry(p, file, what).map_err(|e| UsageError(format!("{e:#}")))?;
+    Ok(ExecTarget::Variant(what.to_string()))
+}
+
+/// The entry point all kernels of the pipeline share, if they do.
+fn shared_entry(p: &Pipeline) -> Option<String> {
+    let mut entries = p.kernels.values().map(|k| k.entry.as_str());
+    let first = entries.next()?;
+    entries.all(|e| e == first).then(|| first.to_string())
+}
+
 /// The comparison as text: what ran where, each side, then hyperfine's sentence.
 pub fn render_text(c: &Comparison) -> String {
-    let d = &c.dims;
+    let dims: Vec<String> = c.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let width = c.a.name.len().max(c.b.name.len());
     let mut out = format!(
-        "{} (GPU {}), shape {} (B={} H={} S={} D={}), seed {}\n\
+        "{} (GPU {}), workload {}, shape {} ({}), seed {}\n\
          {} pairs, interleaved (A B, B A, …), isolated timing (timer's own {:.2} µs subtracted), L2 {}\n\n",
         c.device,
         c.device_index,
+        c.workload,
         c.shape,
-        d.B,
-        d.H,
-        d.S,
-        d.D,
+        dims.join(" "),
         c.seed,
         c.ratio.pairs,
         c.timer_overhead_us,
@@ -317,7 +281,7 @@ mod tests {
         Side {
             name: name.into(),
             cubin: format!(".repro/cubins/{name}.cubin"),
-            entry: "sdpa_fp8_fwd".into(),
+            entry: "rmsnorm_fwd".into(),
             p50_us: p50,
             min_us: p50 * 0.99,
             p90_us: p50 * 1.01,
@@ -340,13 +304,9 @@ mod tests {
         Comparison {
             device: "NVIDIA H100 80GB HBM3".into(),
             device_index: 0,
+            workload: "rmsnorm".into(),
             shape: "mission".into(),
-            dims: Shape {
-                B: 2,
-                H: 8,
-                S: 512,
-                D: 64,
-            },
+            dims: Bindings::from([("hidden".into(), 4096), ("rows".into(), 4096)]),
             seed: 0,
             method: "isolated",
             l2: "warm".into(),
@@ -364,7 +324,7 @@ mod tests {
         let text = render_text(&comparison(true));
         assert_eq!(
             text,
-            "NVIDIA H100 80GB HBM3 (GPU 0), shape mission (B=2 H=8 S=512 D=64), seed 0\n\
+            "NVIDIA H100 80GB HBM3 (GPU 0), workload rmsnorm, shape mission (hidden=4096 rows=4096), seed 0\n\
              1000 pairs, interleaved (A B, B A, …), isolated timing (timer's own 1.28 µs subtracted), L2 warm\n\
              \n  \
              A  stage5-ws-p1     p50    22.060 µs   min    21.839   p90    22.281   ✅ correct (max abs err 0.000159)\n  \

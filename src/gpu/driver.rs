@@ -203,6 +203,14 @@ impl DeviceBuffer {
         })
     }
 
+    /// Overwrite the start of the buffer with `data` (waits for the copy).
+    pub fn write(&self, data: &[u8]) -> Result<(), CudaError> {
+        assert!(data.len() <= self.bytes, "more bytes than the buffer holds");
+        check("cuMemcpyHtoD", unsafe {
+            sys::cuMemcpyHtoD_v2(self.ptr, data.as_ptr() as *const c_void, data.len())
+        })
+    }
+
     /// Fill with a repeated 16-bit pattern (e.g. an fp16 NaN), asynchronously on `stream`.
     pub fn fill_u16(&self, pattern: u16, stream: &Stream) -> Result<(), CudaError> {
         check("cuMemsetD16Async", unsafe {
@@ -437,7 +445,7 @@ pub struct Function(sys::CUfunction);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchDims {
     pub grid: (u32, u32, u32),
-    pub block: u32,
+    pub block: (u32, u32, u32),
     pub dynamic_smem: u32,
 }
 
@@ -479,9 +487,9 @@ impl Function {
                 dims.grid.0,
                 dims.grid.1,
                 dims.grid.2,
-                dims.block,
-                1,
-                1,
+                dims.block.0,
+                dims.block.1,
+                dims.block.2,
                 dims.dynamic_smem,
                 stream.0,
                 params.as_mut_ptr(),

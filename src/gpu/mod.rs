@@ -11,11 +11,11 @@ pub mod driver;
 pub mod e4m3;
 pub mod exec;
 pub mod harness;
-pub mod recipes;
+pub mod launch;
+pub mod limits;
 pub mod timing;
 pub mod warm;
 pub mod worker;
-pub mod workload;
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;

@@ -129,7 +129,16 @@ pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadErr
     }
     let pipeline: Pipeline = serde_yaml::from_str(text)
         .map_err(|e| PipelineError(vec![from_serde(&e, file, &SpanIndex::build(text))]))?;
-    let (stages, dag) = validate::validate(&pipeline, text, file, root)?;
+    let workload_diags = crate::workload::diagnostics(&pipeline, text, file, root);
+    let (stages, dag) =
+        match validate::validate(&pipeline, text, file, root, workload_diags.is_empty()) {
+            Ok(ok) if workload_diags.is_empty() => ok,
+            Ok(_) => return Err(PipelineError(workload_diags).into()),
+            Err(PipelineError(mut diags)) => {
+                diags.extend(workload_diags);
+                return Err(PipelineError(diags).into());
+            }
+        };
     Ok(Project {
         file: file.to_path_buf(),
         root: root.to_path_buf(),

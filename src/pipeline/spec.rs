@@ -19,8 +19,12 @@ pub struct Pipeline {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub arch: Vec<String>,
+    /// The built-in workload (`workload: {op: ...}`, `crate::workload::builtin`).
     #[serde(default)]
-    pub workload: Option<Workload>,
+    pub workload: Option<crate::workload::builtin::Workload>,
+    /// Workloads declared in full: arguments, launch, reference, gates (`crate::workload`).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub workloads: IndexMap<String, crate::workload::Declaration>,
     #[serde(default)]
     pub kernels: BTreeMap<String, KernelSpec>,
     #[serde(default)]
@@ -72,125 +76,6 @@ pub struct ToolchainSpec {
     pub nvcc: crate::toolchain::NvccVersion,
 }
 
-/// The built-in workload: inputs, reference and launch geometry.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Workload {
-    /// Only `sdpa_fp8` today.
-    pub op: String,
-    pub shapes: BTreeMap<String, Shape>,
-    pub primary: String,
-    /// The reference kernel used to judge correctness (compiled by the build stage to
-    /// `.repro/cubins/reference.cubin`).
-    #[serde(default)]
-    pub reference: Option<KernelSpec>,
-    #[serde(default = "default_seeds")]
-    pub seeds: Vec<u64>,
-    /// Input recipes per shape name (`docs/guide/correctness.md`); a shape not listed gets
-    /// `[gaussian]`. The first recipe of a shape is the one that is timed.
-    #[serde(default)]
-    pub inputs: BTreeMap<String, Vec<Recipe>>,
-}
-
-impl Workload {
-    /// The input recipes of `shape`, in declaration order (`[gaussian]` when not listed).
-    pub fn recipes(&self, shape: &str) -> Vec<Recipe> {
-        match self.inputs.get(shape) {
-            Some(list) if !list.is_empty() => list.clone(),
-            _ => vec![Recipe::Gaussian],
-        }
-    }
-}
-
-/// How one (shape, seed)'s inputs are drawn (`crate::gpu::recipes` generates them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Recipe {
-    /// Q, K, V standard normal.
-    Gaussian,
-    /// A few large channels in K and V.
-    Outliers,
-    /// Large, widely spread logits, all far below zero.
-    Sharp,
-    /// Sink keys (the first and the last) that take almost all the attention of every row.
-    Sink,
-    /// E4M3 codes at both ends of the range (near ±448 and subnormal), per-head scales
-    /// spread over orders of magnitude.
-    E4m3Edge,
-}
-
-impl Recipe {
-    pub const ALL: [Recipe; 5] = [
-        Recipe::Gaussian,
-        Recipe::Outliers,
-        Recipe::Sharp,
-        Recipe::Sink,
-        Recipe::E4m3Edge,
-    ];
-
-    /// The name pipeline.yaml and the records use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Recipe::Gaussian => "gaussian",
-            Recipe::Outliers => "outliers",
-            Recipe::Sharp => "sharp",
-            Recipe::Sink => "sink",
-            Recipe::E4m3Edge => "e4m3-edge",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Recipe> {
-        Recipe::ALL.into_iter().find(|r| r.name() == name)
-    }
-}
-
-impl std::fmt::Display for Recipe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The arithmetic a kernel's P·V uses, which sets how far from the reference it may land
-/// (`docs/guide/correctness.md` derives the thresholds).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Precision {
-    /// P rounded to fp16 (11-bit significand), fp32 accumulation.
-    #[default]
-    Fp16Pv,
-    /// P quantized to FP8 E4M3 (4-bit significand), fp32 accumulation.
-    Fp8Pv,
-}
-
-impl Precision {
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::Fp16Pv => "fp16-pv",
-            Precision::Fp8Pv => "fp8-pv",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Precision> {
-        [Precision::Fp16Pv, Precision::Fp8Pv]
-            .into_iter()
-            .find(|p| p.name() == name)
-    }
-}
-
-fn default_seeds() -> Vec<u64> {
-    vec![0]
-}
-
-#[allow(non_snake_case)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Shape {
-    pub B: u32,
-    pub H: u32,
-    pub S: u32,
-    pub D: u32,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KernelSpec {
@@ -201,9 +86,10 @@ pub struct KernelSpec {
     /// Extra nvcc flags.
     #[serde(default)]
     pub flags: Vec<String>,
-    /// The P·V arithmetic of every variant of this kernel (default `fp16-pv`).
+    /// The precision class of every variant of this kernel: which of a workload's
+    /// per-class thresholds judge it (default: the workload's `precision`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub precision: Option<Precision>,
+    pub precision: Option<String>,
 }
 
 /// Compile-time define values: integers or strings, written as `-DNAME=VALUE`.
@@ -246,18 +132,17 @@ pub struct VariantSpec {
     pub defines: Defines,
     /// Overrides the kernel's `precision`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub precision: Option<Precision>,
+    pub precision: Option<String>,
 }
 
 impl Pipeline {
-    /// The precision class of `variant`: its own, else its kernel's, else `fp16-pv`.
-    pub fn precision_of(&self, variant: &str) -> Precision {
-        let Some(v) = self.variants.get(variant) else {
-            return Precision::default();
-        };
+    /// The precision class `variant` names: its own, else its kernel's (`None`: its
+    /// workload's default, `crate::workload::Workloads::class_of`).
+    pub fn precision_of(&self, variant: &str) -> Option<&str> {
+        let v = self.variants.get(variant)?;
         v.precision
-            .or_else(|| self.kernels.get(&v.kernel).and_then(|k| k.precision))
-            .unwrap_or_default()
+            .as_deref()
+            .or_else(|| self.kernels.get(&v.kernel)?.precision.as_deref())
     }
 }
 
@@ -266,8 +151,10 @@ impl Pipeline {
 pub struct Gates {
     #[serde(default)]
     pub ptxas: Option<PtxasGates>,
+    /// The built-in workload's output gates (`crate::workload::builtin`); a declared
+    /// workload has its own, per output.
     #[serde(default)]
-    pub correctness: Option<CorrectnessGates>,
+    pub correctness: Option<crate::workload::builtin::CorrectnessGates>,
     #[serde(default)]
     pub performance: Option<PerformanceGates>,
 }
@@ -282,87 +169,12 @@ pub struct PtxasGates {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CorrectnessGates {
-    #[serde(default = "d_max_abs")]
-    pub max_abs_err: f64,
-    #[serde(default = "d_mean_abs")]
-    pub mean_abs_err: f64,
-    #[serde(default = "d_pct_bad")]
-    pub max_pct_bad: f64,
-    /// Per precision class: the largest `max_err_over_ref_std` (max |err| of a head over the
-    /// standard deviation of that head's reference, worst head).
-    #[serde(default)]
-    pub max_err_over_ref_std: PerPrecision,
-    /// Per precision class: the largest `rel_l2_err` (‖out − ref‖₂ / ‖ref‖₂).
-    #[serde(default = "d_rel_l2")]
-    pub max_rel_l2_err: PerPrecision,
-}
-
-impl Default for CorrectnessGates {
-    fn default() -> Self {
-        CorrectnessGates {
-            max_abs_err: d_max_abs(),
-            mean_abs_err: d_mean_abs(),
-            max_pct_bad: d_pct_bad(),
-            max_err_over_ref_std: PerPrecision::default(),
-            max_rel_l2_err: d_rel_l2(),
-        }
-    }
-}
-
-/// One threshold per precision class (both must be given when the key is written). The
-/// defaults come from the error model and the measurements in `docs/guide/correctness.md`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PerPrecision {
-    #[serde(rename = "fp16-pv")]
-    pub fp16_pv: f64,
-    #[serde(rename = "fp8-pv")]
-    pub fp8_pv: f64,
-}
-
-impl PerPrecision {
-    pub fn get(&self, p: Precision) -> f64 {
-        match p {
-            Precision::Fp16Pv => self.fp16_pv,
-            Precision::Fp8Pv => self.fp8_pv,
-        }
-    }
-}
-
-/// `max_err_over_ref_std` defaults.
-impl Default for PerPrecision {
-    fn default() -> Self {
-        PerPrecision {
-            fp16_pv: 0.02,
-            fp8_pv: 1.0,
-        }
-    }
-}
-
-fn d_rel_l2() -> PerPrecision {
-    PerPrecision {
-        fp16_pv: 0.002,
-        fp8_pv: 0.1,
-    }
-}
-
-fn d_max_abs() -> f64 {
-    0.06
-}
-fn d_mean_abs() -> f64 {
-    0.02
-}
-fn d_pct_bad() -> f64 {
-    1.0
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct PerformanceGates {
-    /// Best variant's speedup over the control on the primary shape.
+    /// Per workload with a control: its best variant's speedup over the control on its
+    /// primary shape.
     pub min_speedup_vs_control: Option<f64>,
-    /// Best variant's speedup over each named baseline on the primary shape.
+    /// Per workload: its best variant's speedup over each named baseline of that workload
+    /// on its primary shape.
     #[serde(default)]
     pub min_speedup_vs_baseline: BTreeMap<String, f64>,
 }

@@ -26,7 +26,11 @@ pub struct Artifacts {
     pub benches: Option<Vec<BenchFile>>,
     /// `artifacts/bench/baselines/*.json`, sorted by name.
     pub baselines: Option<Vec<BenchFile>>,
+    /// The tune stage's outputs in scope: `artifacts/tune/` (a workload's section holds its
+    /// own tune stage's).
     pub tune: Option<TuneData>,
+    /// Every tune stage's outputs, by folder (`artifacts/tune`, `artifacts/tune-rmsnorm`).
+    pub tunes: std::collections::BTreeMap<String, TuneData>,
     pub ncu: Option<NcuSummary>,
 }
 
@@ -37,11 +41,23 @@ impl Artifacts {
         if let Some(b) = builds.as_mut() {
             b.sort_by(|x, y| x.variant.cmp(&y.variant));
         }
+        let mut tunes = std::collections::BTreeMap::new();
+        if let Ok(dirs) = std::fs::read_dir(&a) {
+            for entry in dirs.filter_map(|e| e.ok()) {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name == "tune" || name.starts_with("tune-") {
+                    if let Some(t) = read_tune(&entry.path())? {
+                        tunes.insert(format!("artifacts/{name}"), t);
+                    }
+                }
+            }
+        }
         Ok(Artifacts {
             builds,
             benches: read_bench_dir(&a.join("bench"))?,
             baselines: read_bench_dir(&a.join("bench/baselines"))?,
-            tune: read_tune(&a.join("tune"))?,
+            tune: tunes.get(crate::tune::options::DEFAULT_DIR).cloned(),
+            tunes,
             ncu: read_json_opt(&a.join("ncu/summary.json"))?,
         })
     }

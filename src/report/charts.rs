@@ -96,11 +96,29 @@ fn bar(name: &str, kind: BarKind, results: &[BenchResult], shape: &str) -> Bar {
     }
 }
 
+/// Which variants a p50 chart marks, and how it names what it shows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Marks<'a> {
+    pub control: Option<&'a str>,
+    /// The report's ★ variant.
+    pub best: Option<&'a str>,
+    /// The folder of the tune whose best is shown (`tune`: its bar is `tune-top1`).
+    pub tuned: &'a str,
+    /// The workload's dimensions, in the order a panel's title lists them.
+    pub dims: &'a [String],
+}
+
 /// One panel per shape (in the order the results list them), bars in headline order:
 /// baselines, then variants (the control first), then the tune's best. On each panel the
 /// fastest variant correct on that shape is [`BarKind::Fastest`]; `best` (the report's ★,
 /// judged on the primary shape) is starred on every panel.
-pub fn p50_panels(a: &Artifacts, control: Option<&str>, best: Option<&str>) -> Vec<ShapePanel> {
+pub fn p50_panels(a: &Artifacts, marks: Marks) -> Vec<ShapePanel> {
+    let Marks {
+        control,
+        best,
+        tuned,
+        dims: order,
+    } = marks;
     let baselines = a.baselines.as_deref().unwrap_or_default();
     let mut variants: Vec<&BenchFile> = a.benches.as_deref().unwrap_or_default().iter().collect();
     variants.sort_by_key(|f| (Some(f.name.as_str()) != control, f.name.clone()));
@@ -135,7 +153,7 @@ pub fn p50_panels(a: &Artifacts, control: Option<&str>, best: Option<&str>) -> V
             };
             if let Some(e) = elite.filter(timed_here) {
                 bars.push(bar(
-                    &format!("tune-top{}", e.rank),
+                    &format!("{tuned}-top{}", e.rank),
                     BarKind::Tuned,
                     &e.bench,
                     &shape,
@@ -147,7 +165,7 @@ pub fn p50_panels(a: &Artifacts, control: Option<&str>, best: Option<&str>) -> V
                 .chain(baselines.iter())
                 .flat_map(|f| f.results.iter())
                 .find(|r| r.shape == shape)
-                .map(|r| format!(" (B={} H={} S={} D={})", r.B, r.H, r.S, r.D))
+                .map(|r| format!(" ({})", dims_text(&r.dims, order)))
                 .unwrap_or_default();
             ShapePanel {
                 title: format!("{shape}{dims}"),
@@ -155,6 +173,17 @@ pub fn p50_panels(a: &Artifacts, control: Option<&str>, best: Option<&str>) -> V
             }
         })
         .collect()
+}
+
+/// `B=2 H=8 S=512 D=64`: the dimensions in `order` (then any others, sorted).
+pub fn dims_text(dims: &std::collections::BTreeMap<String, i64>, order: &[String]) -> String {
+    let named = order.iter().filter_map(|d| dims.get(d).map(|v| (d, v)));
+    let rest = dims.iter().filter(|(d, _)| !order.contains(d));
+    named
+        .chain(rest)
+        .map(|(d, v)| format!("{d}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Horizontal bars of p50 per shape, one panel per shape stacked vertically.

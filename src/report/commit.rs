@@ -376,38 +376,45 @@ pub fn commit(project: &Project, message: Option<&str>, allow: Allow) -> anyhow:
 /// The commit message: a subject (the user's, or the best variant's headline), the headline
 /// numbers, the gates, and — with `--allow-failed` — what was wrong.
 pub fn commit_message(user: Option<&str>, r: &ReportContext, problems: &[String]) -> String {
-    let best_row = r.headline.rows.iter().find(|row| row.best);
+    let first = r.workloads.first();
+    let best_row = first.and_then(|w| w.headline.rows.iter().find(|row| row.best));
     let subject = match (user, best_row) {
         (Some(m), _) => m.trim().to_string(),
         (None, Some(b)) => format!("repro: {} p50 {} µs on {}", b.name, b.p50, r.primary_shape),
         (None, None) => format!("repro: results on {}", r.primary_shape),
     };
-    let mut s = format!(
-        "{subject}\n\nHeadline ({}, p50 µs, median over seeds):\n",
-        r.primary_shape
-    );
-    for row in &r.headline.rows {
-        let tag = match (row.kind.as_str(), row.control, row.best) {
-            ("baseline", _, _) => " (baseline)",
-            (_, true, _) => " (control)",
-            (_, _, true) => " (best)",
-            ("tuned", _, _) => " (tuned)",
-            _ => "",
-        };
-        let vs: Vec<String> = r
-            .headline
-            .baselines
-            .iter()
-            .zip(&row.vs)
-            .filter(|(b, _)| **b != row.name)
-            .map(|(b, v)| format!("{v} vs {b}"))
-            .collect();
-        let vs = if vs.is_empty() {
-            String::new()
+    let mut s = format!("{subject}\n");
+    let several = r.workloads.len() > 1;
+    for w in &r.workloads {
+        let which = if several {
+            format!("`{}` on {}", w.name, w.primary_shape)
         } else {
-            format!("  {}", vs.join(", "))
+            w.primary_shape.clone()
         };
-        s += &format!("  {}{tag}: {}{vs}  {}\n", row.name, row.p50, row.status);
+        s += &format!("\nHeadline ({which}, p50 µs, median over seeds):\n");
+        for row in &w.headline.rows {
+            let tag = match (row.kind.as_str(), row.control, row.best) {
+                ("baseline", _, _) => " (baseline)",
+                (_, true, _) => " (control)",
+                (_, _, true) => " (best)",
+                ("tuned", _, _) => " (tuned)",
+                _ => "",
+            };
+            let vs: Vec<String> = w
+                .headline
+                .baselines
+                .iter()
+                .zip(&row.vs)
+                .filter(|(b, _)| **b != row.name)
+                .map(|(b, v)| format!("{v} vs {b}"))
+                .collect();
+            let vs = if vs.is_empty() {
+                String::new()
+            } else {
+                format!("  {}", vs.join(", "))
+            };
+            s += &format!("  {}{tag}: {}{vs}  {}\n", row.name, row.p50, row.status);
+        }
     }
     s += "\nGates:\n";
     let mut gate_line =
@@ -428,36 +435,45 @@ pub fn commit_message(user: Option<&str>, r: &ReportContext, problems: &[String]
         ptxas.len(),
         fails(ptxas.iter().map(|p| &p.result).collect()),
     );
-    let corr = g
-        .correctness
-        .data
-        .as_ref()
-        .map(|c| c.rows.as_slice())
-        .unwrap_or_default();
-    gate_line(
-        "correctness",
-        g.correctness.ran,
-        &g.correctness.note,
-        corr.len(),
-        fails(corr.iter().map(|c| &c.result).collect()),
-    );
-    for (name, sec) in [
-        ("performance", &g.performance),
-        ("baseline speedup", &g.baseline),
-    ] {
-        match &sec.data {
-            Some(rows) => {
-                for p in rows {
-                    s += &format!(
-                        "  {} {name}: {} {} (threshold {})\n",
-                        mark_of(&p.result),
-                        p.what,
-                        p.measured,
-                        p.threshold
-                    );
+    let named = |name: &str, w: &crate::report::context::WorkloadReport| match several {
+        true => format!("{name} ({})", w.name),
+        false => name.to_string(),
+    };
+    for w in &r.workloads {
+        let corr = w
+            .correctness
+            .data
+            .as_ref()
+            .map(|c| c.rows.as_slice())
+            .unwrap_or_default();
+        gate_line(
+            &named("correctness", w),
+            w.correctness.ran,
+            &w.correctness.note,
+            corr.len(),
+            fails(corr.iter().map(|c| &c.result).collect()),
+        );
+    }
+    for w in &r.workloads {
+        for (name, sec) in [
+            ("performance", &w.performance),
+            ("baseline speedup", &w.baseline),
+        ] {
+            let name = named(name, w);
+            match &sec.data {
+                Some(rows) => {
+                    for p in rows {
+                        s += &format!(
+                            "  {} {name}: {} {} (threshold {})\n",
+                            mark_of(&p.result),
+                            p.what,
+                            p.measured,
+                            p.threshold
+                        );
+                    }
                 }
+                None => s += &format!("  ⏭ {name}: {}\n", sec.note.as_deref().unwrap_or("not run")),
             }
-            None => s += &format!("  ⏭ {name}: {}\n", sec.note.as_deref().unwrap_or("not run")),
         }
     }
     if !problems.is_empty() {

@@ -327,6 +327,7 @@ fn artifacts_at(
         benches,
         baselines,
         tune: None,
+        tunes: Default::default(),
         ncu,
     })
 }

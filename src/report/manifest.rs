@@ -59,12 +59,23 @@ pub struct StageEntry {
     pub fingerprint: Option<String>,
 }
 
+/// One workload in the manifest.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkloadEntry {
+    pub name: String,
+    pub primary: String,
+    pub seeds: Vec<u64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ManifestContext {
     pub env: Environment,
     pub pipeline_fingerprint: Option<String>,
+    /// The first workload's seeds and primary shape (the only one's, in most pipelines).
     pub seeds: Vec<u64>,
     pub primary_shape: Option<String>,
+    /// Every workload's primary shape and seeds.
+    pub workloads: Vec<WorkloadEntry>,
     pub stages: Vec<StageEntry>,
     pub artifacts: Vec<ArtifactEntry>,
 }
@@ -97,15 +108,23 @@ pub fn context(
             }
         })
         .collect();
+    let workloads: Vec<WorkloadEntry> = crate::workload::Workloads::of(pipeline)
+        .iter()
+        .map(|(name, d)| WorkloadEntry {
+            name: name.to_string(),
+            primary: d.primary.clone(),
+            seeds: d.seeds.clone(),
+        })
+        .collect();
     ManifestContext {
         env: env.clone(),
         pipeline_fingerprint: state.pipeline_fingerprint(),
-        seeds: pipeline
-            .workload
-            .as_ref()
+        seeds: workloads
+            .first()
             .map(|w| w.seeds.clone())
             .unwrap_or_default(),
-        primary_shape: pipeline.workload.as_ref().map(|w| w.primary.clone()),
+        primary_shape: workloads.first().map(|w| w.primary.clone()),
+        workloads,
         stages,
         artifacts,
     }

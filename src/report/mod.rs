@@ -52,41 +52,85 @@ pub struct Inputs<'a> {
     pub env: &'a Environment,
 }
 
-/// Render the report from `inputs` with `template`. The tune chart is drawn when there is
-/// tune data, and when the pipeline has a tune stage (it is then a declared output, written
-/// even when the tune did not run, saying so, though the report does not link it).
+/// Render the report from `inputs` with `template`, and its charts: each workload's p50
+/// chart, and each tune stage's (a declared output, written even when the tune did not run,
+/// saying so, though the report does not link it).
 pub fn render_report(inputs: &Inputs, template: &Template) -> anyhow::Result<Report> {
     let context =
         context::Builder::new(inputs.pipeline, inputs.artifacts, inputs.state, inputs.env).build();
     let markdown = render::render(template, &context)?;
-    let control = inputs.pipeline.control.as_deref();
-    let panels = charts::p50_panels(inputs.artifacts, control, context.best.as_deref());
-    let p50 = charts::p50_chart(&panels, &context.primary_shape)?;
-    let mut out = vec![(context::P50_CHART.to_string(), p50)];
-    if has_tune_stage(inputs.pipeline) || inputs.artifacts.tune.is_some() {
-        // The section's note may cite a footnote, which means nothing in an SVG.
-        let svg = match &inputs.artifacts.tune {
-            Some(tune) if context.tune.ran => {
-                let control_p50 = control.and_then(|c| {
-                    let f = inputs
-                        .artifacts
-                        .benches
-                        .as_deref()?
-                        .iter()
-                        .find(|f| f.name == c)?;
-                    context::shape_p50(&f.results, &context.primary_shape).map(|p| (c, p))
-                });
-                charts::tune_chart(tune, control_p50)?
-            }
-            _ => charts::message_chart("tune", "not run (the report says why)"),
+    let workloads = crate::workload::Workloads::of(inputs.pipeline);
+    let mut out = Vec::new();
+    for (scoped, part) in context::scopes(inputs.pipeline, inputs.artifacts)
+        .iter()
+        .zip(&context.workloads)
+    {
+        let dims = workloads
+            .get(&part.name)
+            .map(|d| d.dims.clone())
+            .unwrap_or_default();
+        let tuned = scoped
+            .scope
+            .tunes
+            .first()
+            .map_or("tune", |(_, dir)| dir.rsplit('/').next().unwrap_or(dir));
+        let marks = charts::Marks {
+            control: part.control.as_deref(),
+            best: part.best.as_deref(),
+            tuned,
+            dims: &dims,
         };
-        out.push((context::TUNE_CHART.to_string(), svg));
+        let panels = charts::p50_panels(&scoped.artifacts, marks);
+        out.push((
+            scoped.scope.p50_chart.clone(),
+            charts::p50_chart(&panels, &part.primary_shape)?,
+        ));
+        for (tune, (_, dir)) in part.tunes.iter().zip(&scoped.scope.tunes) {
+            // The section's note may cite a footnote, which means nothing in an SVG.
+            let svg = match inputs.artifacts.tunes.get(dir) {
+                Some(data) if tune.section.ran => {
+                    let control_p50 = part.control.as_deref().and_then(|c| {
+                        let f = scoped
+                            .artifacts
+                            .benches
+                            .as_deref()?
+                            .iter()
+                            .find(|f| f.name == c)?;
+                        context::shape_p50(&f.results, &part.primary_shape).map(|p| (c, p))
+                    });
+                    charts::tune_chart(data, control_p50)?
+                }
+                _ => charts::message_chart("tune", "not run (the report says why)"),
+            };
+            out.push((context::tune_chart_name(dir), svg));
+        }
     }
     Ok(Report {
         context,
         markdown,
         charts: out,
     })
+}
+
+/// The charts `pipeline`'s report draws, as file names under `reports/`: each workload's
+/// p50 chart, then each tune stage's.
+pub fn chart_files(pipeline: &Pipeline) -> Vec<String> {
+    let workloads = crate::workload::Workloads::of(pipeline);
+    let mut out: Vec<String> = if workloads.is_empty() {
+        vec![context::P50_CHART.to_string()]
+    } else {
+        workloads
+            .names()
+            .enumerate()
+            .map(|(i, n)| context::p50_chart_name(i, n))
+            .collect()
+    };
+    out.extend(
+        context::tune_stages(pipeline)
+            .iter()
+            .map(|(_, o)| context::tune_chart_name(&o.dir)),
+    );
+    out
 }
 
 /// Whether the pipeline has a stage of kind `tune`.

@@ -173,17 +173,9 @@ impl OneGpuModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::client::blank_result;
-    use crate::pipeline::Shape;
 
     fn rec(node: Option<&str>, model: Option<&str>) -> BenchResult {
-        let shape = Shape {
-            B: 1,
-            H: 1,
-            S: 32,
-            D: 64,
-        };
-        let mut r = blank_result("small", &shape, 0, 1, 1, "ok");
+        let mut r = BenchResult::blank("small", Default::default(), 0, (1, 1), "ok");
         r.node = node.map(String::from);
         r.device_name = model.map(String::from);
         r

@@ -129,6 +129,34 @@ pub fn file_digest(path: &Path) -> Option<String> {
     std::fs::read(path).ok().map(|b| digest(&b))
 }
 
+/// What workload `name`'s expected outputs come from, for a key: its reference kernel's
+/// cubin for `arch` (digest and entry), or its command (the words, and the digest of each
+/// project file they name). `None` when the cubin cannot be read.
+pub fn reference_key(
+    root: &Path,
+    workloads: &crate::workload::Workloads,
+    name: &str,
+    arch: &str,
+) -> Option<serde_json::Value> {
+    let decl = workloads.get(name)?;
+    Some(match &decl.reference.run {
+        Some(run) => {
+            let files: BTreeMap<&str, String> = run
+                .iter()
+                .filter_map(|w| Some((w.as_str(), file_digest(&root.join(w))?)))
+                .collect();
+            serde_json::json!({"run": run, "files": files})
+        }
+        None => {
+            let cubin = crate::stages::build::cubin_path(&workloads.reference_name(name), arch);
+            serde_json::json!({
+                "cubin_sha256": file_digest(&root.join(cubin))?,
+                "entry": decl.reference.entry,
+            })
+        }
+    })
+}
+
 /// The GPU part of a key, `gpu` (model and architecture) and `driver`, when every GPU is
 /// the same; `None` when there is none or they differ (nothing is reused then).
 pub fn gpu_key(gpus: &[GpuInfo]) -> Option<Key> {

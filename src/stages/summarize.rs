@@ -14,7 +14,7 @@
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::pipeline::{Pipeline, StageSpec};
-use crate::report::{self, artifacts::Artifacts, context, manifest, state::RunState};
+use crate::report::{self, artifacts::Artifacts, manifest, state::RunState};
 use crate::stages::options::decode;
 use anyhow::Context;
 use serde::Deserialize;
@@ -73,13 +73,12 @@ impl StageKind for Summarize {
     }
 
     fn outputs(&self, _name: &str, _spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
-        let mut out = vec![
-            PathBuf::from(report::SUMMARY),
-            PathBuf::from("reports").join(context::P50_CHART),
-        ];
-        if report::has_tune_stage(pipeline) {
-            out.push(PathBuf::from("reports").join(context::TUNE_CHART));
-        }
+        let mut out = vec![PathBuf::from(report::SUMMARY)];
+        out.extend(
+            report::chart_files(pipeline)
+                .into_iter()
+                .map(|f| PathBuf::from("reports").join(f)),
+        );
         out.push(PathBuf::from(manifest::MANIFEST));
         out
     }

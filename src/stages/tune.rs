@@ -6,11 +6,15 @@
 //! one child per GPU. Every finished trial goes to the memo under `.repro/cache/tune/`,
 //! so an interrupted tune resumes and a larger budget continues.
 //!
-//! Outputs: `artifacts/tune/tune_log.csv` (one row per trial), `artifacts/tune/topk.json`
-//! (the elite with their bench records and parents), the elite cubins
-//! `.repro/cubins/tune-top<k>.cubin` (optional outputs: a rank no passing configuration
-//! filled, or a skipped run, leaves none, and the engine removes an older one); with `repro tune --exhaustive` also
-//! `artifacts/tune/exhaustive.csv` and `artifacts/tune/comparison.json`.
+//! The kernel's workload (the one listing it) gives the shapes, recipes, reference and gates
+//! every trial is judged by; several tune stages tune several kernels, each into its own
+//! `dir`.
+//!
+//! Outputs, under its `dir` (default `artifacts/tune`): `tune_log.csv` (one row per trial),
+//! `topk.json` (the elite with their bench records and parents), the elite cubins
+//! `.repro/cubins/<dir's name>-top<k>.cubin` (optional outputs: a rank no passing
+//! configuration filled, or a skipped run, leaves none, and the engine removes an older
+//! one); with `repro tune --exhaustive` also `exhaustive.csv` and `comparison.json`.
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::gpu::GpuInfo;
@@ -37,15 +41,8 @@ pub use driver::{tune_and_write, Backend, Reporter, Sources};
 use gpu::GpuBackend;
 use outputs::write_skipped;
 
-/// Where the stage's artifacts go.
-pub const OUT_DIR: &str = "artifacts/tune";
 /// The memo of finished trials.
 pub const MEMO_DIR: &str = ".repro/cache/tune";
-
-/// `.repro/cubins/tune-top<rank>.cubin`.
-pub fn elite_cubin_path(rank: u32) -> PathBuf {
-    PathBuf::from(format!(".repro/cubins/tune-top{rank}.cubin"))
-}
 
 /// The `tune` kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -99,16 +96,20 @@ impl StageKind for TuneStage {
     }
 
     fn outputs(&self, _name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
-        let k = TuneOptions::parse(spec, pipeline).map_or(3, |o| o.elite);
-        std::iter::once(PathBuf::from(OUT_DIR))
-            .chain((1..=k).map(elite_cubin_path))
+        let Ok(o) = TuneOptions::parse(spec, pipeline) else {
+            return Vec::new();
+        };
+        std::iter::once(PathBuf::from(&o.dir))
+            .chain((1..=o.elite).map(|k| o.elite_cubin(k)))
             .collect()
     }
 
     /// The elite cubins: a skipped run or an unfilled rank writes none.
     fn optional_outputs(&self, _name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
-        let k = TuneOptions::parse(spec, pipeline).map_or(3, |o| o.elite);
-        (1..=k).map(elite_cubin_path).collect()
+        let Ok(o) = TuneOptions::parse(spec, pipeline) else {
+            return Vec::new();
+        };
+        (1..=o.elite).map(|k| o.elite_cubin(k)).collect()
     }
 
     fn inputs(
@@ -145,10 +146,16 @@ impl StageKind for TuneStage {
             Ok(_) => Err("unresolved: no GPU is visible".into()),
             Err(no) => Err(format!("unresolved: {no}")),
         };
-        let files = match &arch {
-            Ok(a) => vec![cubin_path(crate::stages::build::REFERENCE, a)],
-            Err(_) => Vec::new(),
+        let workloads = crate::workload::Workloads::of(pipeline);
+        let decl = workloads
+            .get(&o.workload)
+            .expect("the tuned kernel's workload");
+        let mut files = match (&arch, &decl.reference.run) {
+            (Ok(a), None) => vec![cubin_path(&workloads.reference_name(&o.workload), a)],
+            _ => Vec::new(),
         };
+        let run = decl.reference.run.iter().flatten();
+        files.extend(run.filter(|w| root.join(w).is_file()).map(PathBuf::from));
         let arch = arch.unwrap_or_else(|why| why);
         let params = BTreeMap::from([
             ("arch".to_string(), arch),
@@ -160,7 +167,17 @@ impl StageKind for TuneStage {
                 "exhaustive".to_string(),
                 is_exhaustive(overrides).to_string(),
             ),
-            ("gates".to_string(), serde_json::to_string(&pipeline.gates)?),
+            (
+                "gates".to_string(),
+                serde_json::to_string(&pipeline.gates.ptxas)?,
+            ),
+            ("workload".to_string(), serde_json::to_string(decl)?),
+            (
+                "precision".to_string(),
+                workloads
+                    .class_of_kernel(pipeline, &o.kernel)
+                    .unwrap_or_default(),
+            ),
         ]);
         let mut params = params;
         if o.proposer.is_some() {
@@ -204,7 +221,7 @@ impl StageKind for TuneStage {
                     Err(no) => no.0.clone(),
                     Ok(_) => "no GPU is visible".into(),
                 };
-                write_skipped(ctx.staging)?;
+                write_skipped(ctx.staging, &o.dir)?;
                 return Ok(StageOutcome::Skipped {
                     reason: format!("the tune stage times kernels on a GPU: {reason}"),
                     fix: gpu_nodes::no_gpu_fix(ctx.executor, "run `repro tune`"),
@@ -214,19 +231,27 @@ impl StageKind for TuneStage {
         let arch = arch::for_gpu(&gpu_list[0], &ctx.pipeline.arch)
             .map_err(|e| anyhow::anyhow!(e.at(ctx.pipeline_file)))?;
         let tc = crate::toolchain::find(ctx.root, crate::toolchain::pin(ctx.pipeline))?;
-        let workload = ctx.pipeline.workload.as_ref().context("no workload")?;
+        let workloads = crate::workload::Workloads::of(ctx.pipeline);
+        let decl = workloads
+            .get(&o.workload)
+            .context("the tuned kernel's workload")?
+            .clone();
         let kernel = ctx.pipeline.kernels[&o.kernel].clone();
-        let precision = kernel.precision.unwrap_or_default();
-        let seed = workload.seeds.first().copied().unwrap_or(0);
-        let reference = ctx
-            .root
-            .join(cubin_path(crate::stages::build::REFERENCE, &arch));
+        let precision = workloads.class_of_kernel(ctx.pipeline, &o.kernel);
+        let seed = decl.seeds.first().copied().unwrap_or(0);
+        let reference = crate::stages::reuse::reference_key(ctx.root, &workloads, &o.workload, &arch)
+            .with_context(|| {
+                format!(
+                    "cannot read workload `{}`'s reference for {arch}: run the build stage first (`repro stage build`)",
+                    o.workload
+                )
+            })?;
         let key = serde_json::json!({
             "kernel": o.kernel,
             "entry": kernel.entry,
             "flags": kernel.flags,
             "sources": source_digest(ctx.root, &kernel)?,
-            "reference_cubin": file_digest(&reference)?,
+            "reference": reference,
             "base_defines": o.base_defines,
             "arch": arch,
             "nvcc": tc.version,
@@ -240,11 +265,11 @@ impl StageKind for TuneStage {
                 "method": o.method.name(),
                 "shapes": o.shapes,
                 "check_shapes": o.check_shapes,
-                "dims": workload.shapes,
-                "inputs": workload.inputs,
+                "workload": {"args": decl.args, "launch": decl.launch, "shapes": decl.shapes,
+                             "recipes": decl.recipes, "inputs": decl.inputs},
                 "precision": precision,
             },
-            "gates": {"ptxas": ctx.pipeline.gates.ptxas, "correctness": ctx.pipeline.gates.correctness},
+            "gates": {"ptxas": ctx.pipeline.gates.ptxas, "correctness": decl.gates},
         });
         let mut memo = Memo::open(&ctx.root.join(MEMO_DIR), &key)?;
         let slots = gpu_nodes::gpu_slots(ctx.executor, &gpu_list);
@@ -270,8 +295,8 @@ impl StageKind for TuneStage {
             kernel,
             base_defines: o.base_defines.clone(),
             gates: ctx.pipeline.gates.ptxas.clone(),
-            shapes: workload.shapes.clone(),
-            recipes: workload.inputs.clone(),
+            workload: o.workload.clone(),
+            decl,
             precision,
             check_shapes: o.check_shapes.clone(),
             timed_shapes: o.shapes.clone(),
@@ -391,16 +416,6 @@ fn source_digest(root: &Path, kernel: &KernelSpec) -> anyhow::Result<String> {
         all.push(b'\n');
     }
     Ok(crate::tools::hex(&sha256(&all)))
-}
-
-fn file_digest(path: &Path) -> anyhow::Result<String> {
-    let bytes = std::fs::read(path).with_context(|| {
-        format!(
-            "cannot read {}: run the build stage first (`repro stage build`)",
-            path.display()
-        )
-    })?;
-    Ok(crate::tools::hex(&sha256(&bytes)))
 }
 
 fn sha256(bytes: &[u8]) -> Vec<u8> {

@@ -11,7 +11,9 @@
 //!   population: 8                # candidates per generation
 //!   elite: 3                     # K best kept as parents and reported
 //!   seed: 0
-//!   shapes: [mission]            # timed shapes (default: the primary)
+//!   shapes: [mission]            # timed shapes of the kernel's workload (default: its primary)
+//!   check_shapes: [small, mission]   # checked on every recipe first (default: the primary and `shapes`)
+//!   dir: artifacts/tune          # where the log and the elite go; the elite is `<dir's name>-top<k>`
 //!   warmup: 10
 //!   iters: 50
 //!   l2: warm                     # or flush
@@ -50,6 +52,8 @@ struct Keys {
     elite: u32,
     seed: u64,
     shapes: Option<Vec<String>>,
+    check_shapes: Option<Vec<String>>,
+    dir: String,
     base: Option<String>,
     kernel: Option<String>,
     warmup: u32,
@@ -73,6 +77,8 @@ impl Default for Keys {
             elite: 3,
             seed: 0,
             shapes: None,
+            check_shapes: None,
+            dir: DEFAULT_DIR.into(),
             base: None,
             kernel: None,
             warmup: 10,
@@ -87,12 +93,20 @@ impl Default for Keys {
     }
 }
 
+/// Where a tune stage writes unless its `dir` says otherwise.
+pub const DEFAULT_DIR: &str = "artifacts/tune";
+
 /// A tune stage's options, resolved.
 #[derive(Debug, Clone)]
 pub struct TuneOptions {
     pub space: Space,
     /// The kernel (a key of `kernels:`) whose defines are tuned.
     pub kernel: String,
+    /// The workload that kernel computes: its shapes, recipes, reference and gates judge
+    /// every trial.
+    pub workload: String,
+    /// The folder of its artifacts (`tune_log.csv`, `topk.json`, `proposals/`).
+    pub dir: String,
     pub base: Option<String>,
     /// Defines inherited from `base`, as written after `-DNAME=`; a trial's configuration
     /// overrides them.
@@ -103,8 +117,8 @@ pub struct TuneOptions {
     pub seed: u64,
     /// Shapes a candidate is timed on; its score is the geometric mean of their p50s.
     pub shapes: Vec<String>,
-    /// Shapes a candidate must be correct on before it is timed: `small` (when the
-    /// workload declares it), the primary, and `shapes`.
+    /// Shapes a candidate must be correct on, on every recipe, before it is timed: the
+    /// `check_shapes` option, else the primary and `shapes`.
     pub check_shapes: Vec<String>,
     pub warmup: u32,
     pub iters: u32,
@@ -128,12 +142,32 @@ fn err(key: &str, message: impl Into<String>) -> OptionError {
 }
 
 impl TuneOptions {
+    /// The name of the elite of rank `rank`: `<dir's name>-top<rank>` (`tune-top1`).
+    pub fn elite_name(&self, rank: u32) -> String {
+        format!("{}{rank}", self.elite_prefix())
+    }
+
+    /// What every elite name starts with: `<dir's name>-top`.
+    pub fn elite_prefix(&self) -> String {
+        let dir = std::path::Path::new(&self.dir)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("tune");
+        format!("{dir}-top")
+    }
+
+    /// `.repro/cubins/<elite name>.cubin`.
+    pub fn elite_cubin(&self, rank: u32) -> std::path::PathBuf {
+        std::path::PathBuf::from(format!(".repro/cubins/{}.cubin", self.elite_name(rank)))
+    }
+
+    /// `<dir>/<file>`.
+    pub fn file(&self, file: &str) -> String {
+        format!("{}/{file}", self.dir)
+    }
+
     pub fn parse(spec: &StageSpec, pipeline: &Pipeline) -> Result<TuneOptions, OptionError> {
         let o: Keys = decode("tune", spec)?;
-        let workload = pipeline.workload.as_ref().ok_or_else(|| OptionError {
-            path: vec![],
-            message: "a tune stage needs a `workload:` section with shapes".into(),
-        })?;
         let space = o.space.as_ref().ok_or_else(|| OptionError {
             path: vec![],
             message: "a tune stage needs a `space:` (e.g. `space: {TILE_M: [32, 64]}`)".into(),
@@ -196,41 +230,56 @@ impl TuneOptions {
             }
         }
 
-        let shape_names: Vec<&str> = workload.shapes.keys().map(String::as_str).collect();
-        let shapes = match o.shapes {
-            None => vec![workload.primary.clone()],
-            Some(list) if list.is_empty() => {
-                return Err(err(
-                    "shapes",
-                    "expected a list of shape names, e.g. [mission]",
-                ))
-            }
-            Some(list) => {
-                if let Some(bad) = list.iter().find(|s| !workload.shapes.contains_key(*s)) {
-                    return Err(err(
-                        "shapes",
-                        format!(
-                            "no shape `{bad}` under workload.shapes (shapes: {})",
-                            shape_names.join(", ")
-                        ),
-                    ));
+        let workloads = crate::workload::Workloads::of(pipeline);
+        let Some((workload, decl)) = workloads.of_kernel(&kernel) else {
+            return Err(err(
+                if o.base.is_some() { "base" } else { "kernel" },
+                format!(
+                    "kernel `{kernel}` is in no workload: list it under a workload's `kernels`"
+                ),
+            ));
+        };
+        let shape_names: Vec<&str> = decl.shapes.keys().map(String::as_str).collect();
+        let listed =
+            |key: &str, list: Option<Vec<String>>| -> Result<Option<Vec<String>>, OptionError> {
+                match list {
+                    Some(list) if list.is_empty() => {
+                        Err(err(key, "expected a list of shape names, e.g. [mission]"))
+                    }
+                    Some(list) => match list.iter().find(|s| !decl.shapes.contains_key(*s)) {
+                        Some(bad) => Err(err(
+                            key,
+                            format!(
+                                "no shape `{bad}` in workload `{workload}` (shapes: {})",
+                                shape_names.join(", ")
+                            ),
+                        )),
+                        None => Ok(Some(list)),
+                    },
+                    None => Ok(None),
                 }
-                list
+            };
+        let shapes = listed("shapes", o.shapes)?.unwrap_or_else(|| vec![decl.primary.clone()]);
+        let check_shapes = match listed("check_shapes", o.check_shapes)? {
+            Some(list) => list,
+            None => {
+                let mut all = vec![decl.primary.clone()];
+                all.extend(shapes.iter().filter(|s| **s != decl.primary).cloned());
+                all
             }
         };
-        let mut check_shapes: Vec<String> = Vec::new();
-        let small = workload
-            .shapes
-            .contains_key("small")
-            .then(|| "small".to_string());
-        for s in small
-            .into_iter()
-            .chain([workload.primary.clone()])
-            .chain(shapes.clone())
-        {
-            if !check_shapes.contains(&s) {
-                check_shapes.push(s);
-            }
+        let dir_name = std::path::Path::new(&o.dir)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| !n.is_empty() && !o.dir.ends_with('/'));
+        if dir_name.is_none() || !o.dir.starts_with("artifacts/") {
+            return Err(err(
+                "dir",
+                format!(
+                    "`{}` is not a folder under artifacts/, e.g. `artifacts/tune-rmsnorm`",
+                    o.dir
+                ),
+            ));
         }
 
         let positive = [
@@ -265,6 +314,8 @@ impl TuneOptions {
         }
         Ok(TuneOptions {
             space,
+            workload: workload.to_string(),
+            dir: o.dir,
             kernel,
             base,
             base_defines,
@@ -290,24 +341,11 @@ impl TuneOptions {
 mod tests {
     use super::*;
 
-    const PIPELINE: &str = r#"
-version: 1
-workload:
-  op: sdpa_fp8
-  shapes:
-    small:   {B: 1, H: 1, S: 32,  D: 64}
-    mission: {B: 2, H: 8, S: 512, D: 64}
-  primary: mission
-kernels:
-  sdpa_fp8: {source: kernels/sdpa_fp8.cu, entry: sdpa_fp8_fwd}
-variants:
-  stage2-baseline: {kernel: sdpa_fp8, defines: {USE_CP_ASYNC: 1, USE_WMMA_PV: true, TILE_M: 64}}
-stages:
-  build: {uses: build}
-"#;
-
     fn parse(stage: &str) -> Result<TuneOptions, OptionError> {
-        let pipeline: Pipeline = serde_yaml::from_str(PIPELINE).unwrap();
+        let pipeline = crate::workload::testing::tiny_pipeline(
+            "kernels:\n  attn: {source: kernels/attn.cu, entry: attn_fwd}\nvariants:\n  stage2-baseline: {kernel: attn, defines: {USE_CP_ASYNC: 1, USE_WMMA_PV: true, TILE_M: 64}}\nstages:\n  build: {uses: build}\n",
+            &["attn"],
+        );
         let spec: StageSpec = serde_yaml::from_str(stage).unwrap();
         TuneOptions::parse(&spec, &pipeline)
     }
@@ -315,7 +353,7 @@ stages:
     #[test]
     fn defaults_and_inheritance_from_the_base_variant() {
         let o = parse("{uses: tune, base: stage2-baseline, space: {TILE_M: [32, 64]}}").unwrap();
-        assert_eq!(o.kernel, "sdpa_fp8");
+        assert_eq!((o.kernel.as_str(), o.workload.as_str()), ("attn", "tiny"));
         assert_eq!(
             o.base_defines,
             BTreeMap::from([
@@ -326,11 +364,24 @@ stages:
         );
         assert_eq!((o.budget, o.population, o.elite, o.seed), (64, 8, 3, 0));
         assert_eq!(o.shapes, vec!["mission"]);
-        assert_eq!(o.check_shapes, vec!["small", "mission"]);
+        assert_eq!(o.check_shapes, vec!["mission"]);
+        assert_eq!(
+            (o.dir.as_str(), o.elite_name(2).as_str()),
+            ("artifacts/tune", "tune-top2")
+        );
         assert_eq!((o.warmup, o.iters, o.l2), (10, 50, L2Mode::Warm));
         assert_eq!(o.trial_timeout, Duration::from_secs(60));
         assert_eq!(o.space.valid().len(), 2);
         assert!(!o.allow_mixed_gpus);
+        let o = parse(
+            "{uses: tune, space: {A: [1]}, check_shapes: [small, mission], dir: artifacts/tune-x}",
+        )
+        .unwrap();
+        assert_eq!(o.check_shapes, vec!["small", "mission"]);
+        assert_eq!(
+            o.elite_cubin(1),
+            std::path::PathBuf::from(".repro/cubins/tune-x-top1.cubin")
+        );
     }
 
     #[test]
@@ -362,7 +413,17 @@ stages:
             (
                 "{uses: tune, space: {A: [1]}, shapes: [long]}",
                 vec!["shapes"],
-                "no shape `long`",
+                "no shape `long` in workload `tiny`",
+            ),
+            (
+                "{uses: tune, space: {A: [1]}, check_shapes: []}",
+                vec!["check_shapes"],
+                "expected a list of shape names",
+            ),
+            (
+                "{uses: tune, space: {A: [1]}, dir: out/tune}",
+                vec!["dir"],
+                "not a folder under artifacts/",
             ),
             (
                 "{uses: tune, space: {A: [1]}, l2: cold}",

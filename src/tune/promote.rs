@@ -17,10 +17,6 @@ use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The tune log and the elite's diffs, relative to the project root.
-const TUNE_LOG: &str = "artifacts/tune/tune_log.csv";
-const PROPOSALS: &str = "artifacts/tune/proposals";
-
 /// What a promotion did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Promoted {
@@ -36,8 +32,14 @@ pub struct Promoted {
 }
 
 /// Promote the trial `what` names (a trial number, or the leading hex digits of a proposed
-/// source's digest: its best passing trial) to the variant `name` of `project`.
-pub fn promote(project: &Project, what: &str, name: &str) -> anyhow::Result<Promoted> {
+/// source's digest: its best passing trial) of tune stage `stage` (default: the only one)
+/// to the variant `name` of `project`.
+pub fn promote(
+    project: &Project,
+    what: &str,
+    name: &str,
+    stage: Option<&str>,
+) -> anyhow::Result<Promoted> {
     let root = &project.root;
     let pipeline = &project.pipeline;
     if !valid_name(name) {
@@ -49,18 +51,42 @@ pub fn promote(project: &Project, what: &str, name: &str) -> anyhow::Result<Prom
             project.file.display()
         );
     }
-    let stage = project
+    let tunes: Vec<_> = project
         .stages
         .iter()
-        .find(|s| s.kind.kind() == "tune")
-        .with_context(|| format!("{} has no tune stage", project.file.display()))?;
+        .filter(|s| s.kind.kind() == "tune")
+        .collect();
+    let names = || {
+        tunes
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let stage = match (stage, tunes.as_slice()) {
+        (Some(n), _) => tunes.iter().find(|s| s.name == n).with_context(|| {
+            format!(
+                "no tune stage `{n}` in {} (tune stages: {})",
+                project.file.display(),
+                names()
+            )
+        })?,
+        (None, [one]) => one,
+        (None, []) => bail!("{} has no tune stage", project.file.display()),
+        (None, _) => bail!(
+            "{} has several tune stages ({}): say which with --stage NAME",
+            project.file.display(),
+            names()
+        ),
+    };
     let o = TuneOptions::parse(&stage.spec, pipeline)
         .map_err(|e| anyhow::anyhow!("stage `{}`: {}", stage.name, e.message))?;
-    let log_text = std::fs::read_to_string(root.join(TUNE_LOG)).with_context(|| {
-        format!("cannot read {TUNE_LOG}: run the tune stage first (`repro tune`)")
+    let tune_log = o.file("tune_log.csv");
+    let log_text = std::fs::read_to_string(root.join(&tune_log)).with_context(|| {
+        format!("cannot read {tune_log}: run the tune stage first (`repro tune`)")
     })?;
-    let rows = crate::report::artifacts::parse_tune_log(&log_text, TUNE_LOG)?;
-    let row = pick(&rows, what)?;
+    let rows = crate::report::artifacts::parse_tune_log(&log_text, &tune_log)?;
+    let row = pick(&rows, what, &tune_log)?;
     if row.status != "ok" {
         bail!(
             "trial {} did not pass (status `{}`): only a trial that passed every gate can be promoted",
@@ -69,7 +95,7 @@ pub fn promote(project: &Project, what: &str, name: &str) -> anyhow::Result<Prom
         );
     }
     let config: Config = serde_json::from_str(&row.config)
-        .with_context(|| format!("{TUNE_LOG}: trial {} has no readable config", row.trial))?;
+        .with_context(|| format!("{tune_log}: trial {} has no readable config", row.trial))?;
     let mut defines = o.base_defines.clone();
     for (k, v) in &config {
         defines.insert(k.clone(), v.to_string());
@@ -85,7 +111,7 @@ pub fn promote(project: &Project, what: &str, name: &str) -> anyhow::Result<Prom
     let (kernel, file) = if row.source.is_empty() {
         (o.kernel.clone(), None)
     } else {
-        let source = source_text(root, &row.source, tuned)?;
+        let source = source_text(root, &row.source, tuned, &o.file("proposals"))?;
         let dir = Path::new(&tuned.source).parent().unwrap_or(Path::new(""));
         let file = dir.join(format!("{name}.cu"));
         if root.join(&file).exists() {
@@ -133,16 +159,16 @@ pub fn promote(project: &Project, what: &str, name: &str) -> anyhow::Result<Prom
 }
 
 /// The row `what` names: a trial number, or a source prefix (its best passing trial).
-fn pick<'a>(rows: &'a [TuneTrial], what: &str) -> anyhow::Result<&'a TuneTrial> {
+fn pick<'a>(rows: &'a [TuneTrial], what: &str, log: &str) -> anyhow::Result<&'a TuneTrial> {
     if let Ok(n) = what.parse::<u32>() {
         return rows
             .iter()
             .find(|r| r.trial == n)
-            .with_context(|| format!("no trial {n} in {TUNE_LOG}"));
+            .with_context(|| format!("no trial {n} in {log}"));
     }
     let prefix = what.to_ascii_lowercase();
     if prefix.len() < 4 || !prefix.chars().all(|c| c.is_ascii_hexdigit()) {
-        bail!("`{what}`: expected a trial number or at least 4 hex digits of a `source` of {TUNE_LOG}");
+        bail!("`{what}`: expected a trial number or at least 4 hex digits of a `source` of {log}");
     }
     let matching: Vec<&TuneTrial> = rows
         .iter()
@@ -167,12 +193,17 @@ fn pick<'a>(rows: &'a [TuneTrial], what: &str) -> anyhow::Result<&'a TuneTrial> 
         })
         .or(matching.first())
         .copied()
-        .with_context(|| format!("no trial of {TUNE_LOG} compiled a source starting `{what}`"))
+        .with_context(|| format!("no trial of {log} compiled a source starting `{what}`"))
 }
 
 /// The text of the proposed source `digest` (short): kept under `.repro/`, else rebuilt
-/// from its diff in `artifacts/tune/proposals/` and the kernel's source.
-fn source_text(root: &Path, digest: &str, kernel: &KernelSpec) -> anyhow::Result<String> {
+/// from its diff in the tune's `proposals/` and the kernel's source.
+fn source_text(
+    root: &Path,
+    digest: &str,
+    kernel: &KernelSpec,
+    proposals: &str,
+) -> anyhow::Result<String> {
     let name = Path::new(&kernel.source).file_name().unwrap_or_default();
     let kept = root.join(SOURCES_DIR).join(digest).join(name);
     if let Ok(text) = std::fs::read_to_string(&kept) {
@@ -180,7 +211,7 @@ fn source_text(root: &Path, digest: &str, kernel: &KernelSpec) -> anyhow::Result
             return Ok(text);
         }
     }
-    let diff_file = format!("{PROPOSALS}/{digest}.patch");
+    let diff_file = format!("{proposals}/{digest}.patch");
     let Ok(diff) = std::fs::read_to_string(root.join(&diff_file)) else {
         bail!("no copy of source {digest}: not under {SOURCES_DIR}/ (a fresh clone has none) nor as {diff_file} (kept for the elite only); rerun the tune")
     };
@@ -234,8 +265,8 @@ fn kernel_flow(k: &KernelSpec) -> String {
         let flags: Vec<String> = k.flags.iter().map(|f| scalar(f)).collect();
         parts.push(format!("flags: [{}]", flags.join(", ")));
     }
-    if let Some(p) = k.precision {
-        parts.push(format!("precision: {}", p.name()));
+    if let Some(p) = &k.precision {
+        parts.push(format!("precision: {}", scalar(p)));
     }
     format!("{{{}}}", parts.join(", "))
 }

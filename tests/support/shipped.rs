@@ -7,17 +7,23 @@ use std::path::Path;
 
 pub const SOURCE_ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// Copy pipeline.yaml and the kernels (with the baselines script) to `to`.
+/// Copy pipeline.yaml and the kernels (with the baselines scripts and each workload's
+/// folder) to `to`.
 pub fn copy_project(to: &Path) {
     let from = Path::new(SOURCE_ROOT);
     std::fs::copy(from.join("pipeline.yaml"), to.join("pipeline.yaml")).unwrap();
-    for dir in ["kernels", "kernels/baselines"] {
-        std::fs::create_dir_all(to.join(dir)).unwrap();
-        for entry in std::fs::read_dir(from.join(dir)).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_file() {
-                std::fs::copy(&path, to.join(dir).join(path.file_name().unwrap())).unwrap();
-            }
+    copy_tree(&from.join("kernels"), &to.join("kernels"));
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let dest = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_tree(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).unwrap();
         }
     }
 }
@@ -41,4 +47,28 @@ pub fn pinned_toolchain(test: &str) -> Option<repro::toolchain::Toolchain> {
             None
         }
     }
+}
+
+/// `repro build -q` in the project at `dir` (every architecture its pipeline declares): it
+/// must exit 0. Returns the build record of each of `variants`.
+pub fn build(dir: &Path, variants: &[&str]) -> Vec<repro::schema::BuildRecord> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_repro"))
+        .current_dir(dir)
+        .args(["build", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    variants
+        .iter()
+        .map(|v| {
+            let path = dir.join(format!("artifacts/build/{v}.json"));
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+        })
+        .collect()
 }

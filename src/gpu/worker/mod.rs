@@ -53,17 +53,17 @@ impl Answer {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::gpu::client::{blank_result, ExecTarget};
+    use crate::gpu::client::ExecTarget;
     use crate::gpu::timing::{L2Mode, Method};
-    use crate::pipeline::{Precision, Recipe, Shape};
 
     /// A run of variant `v` on shape `small` with seed `seed` (which the stand-in workers
     /// of the tests read to decide what to do).
     pub(crate) fn request(seed: u64) -> ExecRequest {
         ExecRequest {
             target: ExecTarget::Variant("v".into()),
+            workload: None,
             shape: "small".into(),
-            inputs: Recipe::Gaussian,
+            inputs: None,
             precision: None,
             seed,
             warmup: 1,
@@ -80,12 +80,14 @@ pub(crate) mod tests {
             id: 7,
             run: ExecRequest {
                 target: ExecTarget::Cubin {
-                    path: ".repro/cache/build/k/sdpa.cubin".into(),
-                    entry: "sdpa_fp8_fwd".into(),
+                    path: ".repro/cache/build/k/rms.cubin".into(),
+                    entry: "rmsnorm_fwd".into(),
+                    defines: [("VEC".to_string(), 4)].into(),
                 },
-                shape: "2,8,512,64".into(),
-                inputs: Recipe::Sink,
-                precision: Some(Precision::Fp8Pv),
+                workload: Some("rmsnorm".into()),
+                shape: "rows=4,hidden=1024".into(),
+                inputs: Some("tiny".into()),
+                precision: Some("fp8-pv".into()),
                 seed: 2,
                 warmup: 3,
                 iters: 4,
@@ -98,13 +100,8 @@ pub(crate) mod tests {
         assert!(!line.contains('\n'));
         assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), req);
 
-        let shape = Shape {
-            B: 1,
-            H: 1,
-            S: 32,
-            D: 64,
-        };
-        let mut record = blank_result("small", &shape, 2, 3, 4, "ok");
+        let dims = [("rows".to_string(), 4), ("hidden".to_string(), 1024)].into();
+        let mut record = crate::schema::BenchResult::blank("small", dims, 2, (3, 4), "ok");
         record.p50_us = Some(5.25);
         record
             .speedups

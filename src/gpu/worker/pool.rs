@@ -8,8 +8,8 @@ use super::{Answer, Request};
 use crate::executor::{Conversation, Ending, ExitKind, Job, JobOutcome, Received};
 use crate::gpu::client::{failed_result, why_it_ended, ExecRequest, GPU_INDEX_ENV};
 use crate::gpu::discover::StageJobs;
-use crate::pipeline::Shape;
 use crate::schema::BenchResult;
+use crate::workload::exprs::Bindings;
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::Path;
@@ -71,13 +71,13 @@ impl<'a> Workers<'a> {
         }
     }
 
-    /// Run `req` (of shape `shape`) on slot `slot`'s worker, waiting at most `timeout` for
-    /// its answer. Never an error: a run without a record is a `failed` record saying why.
+    /// Run `req` (of dimensions `shape`) on slot `slot`'s worker, waiting at most `timeout`
+    /// for its answer. Never an error: a run without a record is a `failed` record saying why.
     pub fn run(
         &self,
         slot: u32,
         req: &ExecRequest,
-        shape: &Shape,
+        shape: &Bindings,
         timeout: Duration,
     ) -> BenchResult {
         let mut worker = self.slots[slot as usize % self.slots.len()]

@@ -98,8 +98,7 @@ impl Run for Runner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::client::{blank_result, ExecRequest};
-    use crate::pipeline::Shape;
+    use crate::gpu::client::ExecRequest;
     use crate::schema::BenchResult;
 
     /// Seeds 0.. succeed; seed 13 faults and poisons the context; seed 7 fails harmlessly.
@@ -117,15 +116,13 @@ mod tests {
                     anyhow::bail!("running the kernel: CUDA_ERROR_ILLEGAL_ADDRESS")
                 }
                 7 => anyhow::bail!("no shape `huge` under workload.shapes"),
-                s => {
-                    let shape = Shape {
-                        B: 1,
-                        H: 1,
-                        S: 32,
-                        D: 64,
-                    };
-                    Ok(blank_result("small", &shape, s, 1, 2, "ok"))
-                }
+                s => Ok(BenchResult::blank(
+                    "small",
+                    Default::default(),
+                    s,
+                    (1, 2),
+                    "ok",
+                )),
             }
         }
 

@@ -84,12 +84,14 @@ fn check_arch(r: &mut Report, archs: &[String]) {
 }
 
 /// Validate `p`, parsed from `text`, and resolve its stages. Nothing may run unless this
-/// succeeds.
+/// succeeds. `workload_ok`: the workloads passed their own checks; the kinds' option checks
+/// read them, and with a broken one would only repeat its error at each stage.
 pub fn validate(
     p: &Pipeline,
     text: &str,
     file: &Path,
     root: &Path,
+    workload_ok: bool,
 ) -> Result<(Vec<Stage>, Dag), PipelineError> {
     let mut r = Report {
         file,
@@ -107,15 +109,7 @@ pub fn validate(
     if let Some(ex) = &p.executor {
         check_executor(&mut r, &["executor", "kind"], &ex.kind);
     }
-    let before_workload = r.diags.len();
-    if let Some(w) = &p.workload {
-        check_primary(&mut r, w);
-        check_inputs(&mut r, w);
-    }
     check_arch(&mut r, &p.arch);
-    // The kinds' own checks read the workload: with a broken one they would only repeat
-    // its error at each stage.
-    let workload_ok = r.diags.len() == before_workload;
     let registry: Vec<Arc<dyn StageKind>> = crate::stages::registry()
         .into_iter()
         .map(Arc::from)
@@ -249,50 +243,6 @@ fn check_stage_name(r: &mut Report, name: &str) {
             format!("stage name \"{shown}\" {problem}"),
             "name stages with a short word of letters, digits, `-` and `_`",
         );
-    }
-}
-
-/// `workload.primary` names one of `workload.shapes`.
-fn check_primary(r: &mut Report, w: &super::spec::Workload) {
-    if w.shapes.contains_key(&w.primary) {
-        return;
-    }
-    let shapes = w.shapes.keys().map(String::as_str);
-    let help = did_you_mean(&w.primary, shapes.clone())
-        .unwrap_or_else(|| format!("the shapes are {}", quoted_list(shapes)));
-    r.at(
-        &["workload", "primary"],
-        format!(
-            "workload.primary names `{}`, which is not among workload.shapes",
-            w.primary
-        ),
-        help,
-    );
-}
-
-/// `workload.inputs`: every key a shape, no recipe twice in a list.
-fn check_inputs(r: &mut Report, w: &super::spec::Workload) {
-    for (shape, recipes) in &w.inputs {
-        if !w.shapes.contains_key(shape) {
-            let shapes = w.shapes.keys().map(String::as_str);
-            let help = did_you_mean(shape, shapes.clone())
-                .unwrap_or_else(|| format!("the shapes are {}", quoted_list(shapes)));
-            r.at_key(
-                &["workload", "inputs", shape],
-                format!("`workload.inputs` names `{shape}`, which is not under workload.shapes"),
-                help,
-            );
-        }
-        for (i, recipe) in recipes.iter().enumerate() {
-            if recipes[..i].contains(recipe) {
-                let idx = i.to_string();
-                r.at(
-                    &["workload", "inputs", shape, &idx],
-                    format!("recipe `{recipe}` is listed twice for shape `{shape}`"),
-                    "list each recipe once",
-                );
-            }
-        }
     }
 }
 

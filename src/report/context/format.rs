@@ -22,14 +22,49 @@ pub fn num(x: Option<f64>, decimals: usize) -> String {
     }
 }
 
-/// `0.02 (fp16-pv), 0.25 (fp8-pv)`.
-pub(super) fn per_precision(t: &crate::pipeline::PerPrecision) -> String {
-    use crate::pipeline::Precision;
-    [Precision::Fp16Pv, Precision::Fp8Pv]
+/// `0.02`, or one per class: `0.02 (fp16-pv), 1 (fp8-pv)`.
+pub(super) fn threshold_text(t: &crate::workload::spec::Threshold) -> String {
+    use crate::workload::spec::Threshold;
+    match t {
+        Threshold::One(x) => format!("{x}"),
+        Threshold::PerClass(map) => map
+            .iter()
+            .map(|(class, x)| format!("{x} ({class})"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// An output's thresholds as the correctness section states them: `max abs err ≤ 0.06,
+/// mean abs err ≤ 0.02, bad elements ≤ 1 %, max err / ref std ≤ …, rel L2 err ≤ …` (those
+/// it declares), and `(by the variant's precision class)` when one is per class.
+pub(super) fn thresholds_text(g: &crate::workload::spec::OutputGates) -> String {
+    use crate::workload::spec::Threshold;
+    let mut parts = Vec::new();
+    let mut number = |what: &str, x: Option<f64>, unit: &str| {
+        if let Some(x) = x {
+            parts.push(format!("{what} ≤ {x}{unit}"));
+        }
+    };
+    number("max abs err", g.max_abs_err, "");
+    number("mean abs err", g.mean_abs_err, "");
+    number("bad elements", g.max_pct_bad, " %");
+    for (what, t) in [
+        ("max err / ref std", &g.max_err_over_ref_std),
+        ("rel L2 err", &g.max_rel_l2_err),
+    ] {
+        if let Some(t) = t {
+            parts.push(format!("{what} ≤ {}", threshold_text(t)));
+        }
+    }
+    let per_class = [&g.max_err_over_ref_std, &g.max_rel_l2_err]
         .iter()
-        .map(|&p| format!("{} ({})", t.get(p), p.name()))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .any(|t| matches!(t, Some(Threshold::PerClass(_))));
+    let mut text = parts.join(", ");
+    if per_class {
+        text.push_str(" (by the variant's precision class)");
+    }
+    text
 }
 
 pub(super) fn ratio(x: Option<f64>) -> String {

@@ -144,7 +144,6 @@ impl Builder<'_> {
         if let Some(why) = self.bench_all_skipped() {
             return Section::not_run(why);
         }
-        let th = self.pipeline.gates.correctness.clone().unwrap_or_default();
         let mut rows = Vec::new();
         for f in benches {
             for r in &f.results {
@@ -203,11 +202,11 @@ impl Builder<'_> {
         Section::ran(CorrectnessTable {
             passed: rows.iter().filter(|r| r.result.starts_with('✅')).count(),
             total: rows.len(),
-            max_abs_err: format!("{}", th.max_abs_err),
-            mean_abs_err: format!("{}", th.mean_abs_err),
-            max_pct_bad: format!("{}", th.max_pct_bad),
-            max_err_over_ref_std: per_precision(&th.max_err_over_ref_std),
-            max_rel_l2_err: per_precision(&th.max_rel_l2_err),
+            thresholds: self
+                .scope
+                .gates
+                .as_ref()
+                .map_or_else(|| NA.to_string(), thresholds_text),
             rows,
         })
     }
@@ -224,9 +223,9 @@ impl Builder<'_> {
         if let Some(why) = self.bench_all_skipped() {
             return Section::not_run(why);
         }
-        let Some(control) = self.pipeline.control.as_deref() else {
+        let Some(control) = self.scope.control.as_deref() else {
             return Section::not_run(
-                "not checked: pipeline.yaml names no `control` variant".into(),
+                "not checked: pipeline.yaml names no `control` variant for this workload".into(),
             );
         };
         let threshold = self

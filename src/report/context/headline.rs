@@ -54,7 +54,7 @@ impl Builder<'_> {
             ));
         }
         let mut variants: Vec<&BenchFile> = self.benches().iter().collect();
-        let control = self.pipeline.control.as_deref();
+        let control = self.scope.control.as_deref();
         variants.sort_by_key(|f| (Some(f.name.as_str()) != control, f.name.clone()));
         for v in variants {
             rows.push(HeadlineRow {
@@ -69,17 +69,22 @@ impl Builder<'_> {
                 )
             });
         }
-        if let Some(top) = self.artifacts.tune.as_ref().and_then(|t| t.elite.first()) {
+        let elite = self.scope.tunes.first().and_then(|(stage, dir)| {
+            let tune = self.artifacts.tunes.get(dir)?;
+            Some((stage, dir, tune.elite.first()?))
+        });
+        if let Some((stage, dir, top)) = elite {
             let ok = top
                 .bench
                 .iter()
                 .all(|r| r.status == "ok" && r.correctness_pass == Some(true));
+            let folder = dir.rsplit('/').next().unwrap_or(dir);
             rows.push(row(
-                format!("tune-top{}", top.rank),
+                format!("{folder}-top{}", top.rank),
                 "tuned",
                 shape_p50(&top.bench, primary).or(Some(top.p50_us)),
                 if ok { "✅ pass" } else { "❌ correctness" }.into(),
-                measured_by(self.stage_of("tune")),
+                measured_by(Some(stage.as_str())),
             ));
         }
         let baseline_note = baselines

@@ -24,14 +24,13 @@ impl Builder<'_> {
         })
     }
 
-    /// The defines every trial started from: the tune stage's base variant's.
+    /// The defines every trial started from: the scope's tune stage's base variant's.
     fn tune_base_defines(&self) -> BTreeMap<String, String> {
-        self.pipeline
-            .stages
-            .values()
-            .filter(|s| s.uses == "tune")
-            .find_map(|s| crate::tune::options::TuneOptions::parse(s, self.pipeline).ok())
-            .map(|o| o.base_defines)
+        let stage = self.scope.tunes.first().map(|(name, _)| name);
+        tune_stages(self.pipeline)
+            .into_iter()
+            .find(|(name, _)| Some(name) == stage)
+            .map(|(_, o)| o.base_defines)
             .unwrap_or_default()
     }
 }

@@ -3,9 +3,11 @@
 //! and every gap explained ("not run: …"), so templates only lay text out. Each skip
 //! reason is stated once, as a footnote ([`super::notes`]) the rows cite.
 //!
-//! One module per section ([`headline`], [`gates`], [`tune`], [`profile`], [`env`],
-//! [`stages`]); [`model`] holds the types the template reads, [`format`] and [`results`]
-//! the helpers they share.
+//! The report has one part per workload ([`scope`]: its headline, correctness,
+//! performance and tune sections), then the sections of the whole pipeline (ptxas, profile,
+//! environment, stages). One module per section ([`headline`], [`gates`], [`tune`],
+//! [`profile`], [`env`], [`stages`]); [`model`] holds the types the template reads,
+//! [`format`] and [`results`] the helpers they share.
 
 use super::artifacts::{Artifacts, TuneData};
 use super::machines::Machines;
@@ -25,6 +27,7 @@ mod lineage;
 mod model;
 mod profile;
 mod results;
+mod scope;
 mod stages;
 #[cfg(test)]
 mod tests;
@@ -36,6 +39,7 @@ pub(crate) use lineage::diff_files;
 pub use model::*;
 use results::*;
 pub use results::{shape_p50, shapes_in_order};
+pub use scope::{p50_chart_name, scopes, tune_chart_name, tune_stages, Scope, Scoped};
 pub use tune::best_so_far;
 
 /// The file names of the charts, relative to `reports/`.
@@ -45,13 +49,17 @@ pub const TUNE_CHART: &str = "tune_best_so_far.svg";
 /// Missing-value text.
 pub const NA: &str = "n/a";
 
-/// Builds the context; holds the inputs so the parts can share them.
+/// Builds the context; holds the inputs so the parts can share them. A workload's part is
+/// built by a builder over its own records ([`Builder::scoped`]).
 pub struct Builder<'a> {
     pub pipeline: &'a Pipeline,
     pub artifacts: &'a Artifacts,
     pub state: &'a RunState,
     pub env: &'a Environment,
-    notes: Notes,
+    /// One set of footnotes for the whole report, whichever part cites them.
+    notes: std::rc::Rc<Notes>,
+    /// The workload of the part being built.
+    scope: Scope,
 }
 
 impl<'a> Builder<'a> {
@@ -66,10 +74,23 @@ impl<'a> Builder<'a> {
             artifacts,
             state,
             env,
-            notes: Notes::default(),
+            notes: std::rc::Rc::new(Notes::default()),
+            scope: Scope::default(),
         };
-        b.notes = Notes::new(b.skip_reasons());
+        b.notes = std::rc::Rc::new(Notes::new(b.skip_reasons()));
         b
+    }
+
+    /// A builder of `scoped`'s part of the report, sharing this one's footnotes.
+    fn scoped<'s>(&'s self, scoped: &'s Scoped) -> Builder<'s> {
+        Builder {
+            pipeline: self.pipeline,
+            artifacts: &scoped.artifacts,
+            state: self.state,
+            env: self.env,
+            notes: self.notes.clone(),
+            scope: scoped.scope.clone(),
+        }
     }
 
     /// Every reason something was skipped, for [`Notes`].
@@ -133,37 +154,43 @@ impl<'a> Builder<'a> {
 
 impl Builder<'_> {
     pub fn build(&self) -> ReportContext {
-        let primary = self.primary_shape();
-        let best = self.best_variant(&primary);
         let mut failed_gates = Vec::new();
-        let gates = Gates {
-            ptxas: self.ptxas_gates(&mut failed_gates),
-            correctness: self.correctness_gates(&mut failed_gates),
-            performance: self.performance_gates(&primary, best.as_deref(), &mut failed_gates),
-            baseline: self.baseline_gates(&primary, best.as_deref(), &mut failed_gates),
-        };
-        let unchecked_gates = [
-            ("ptxas", &gates.ptxas.note),
-            ("correctness", &gates.correctness.note),
-            ("performance", &gates.performance.note),
-        ]
-        .into_iter()
-        .filter_map(|(group, note)| note.as_ref().map(|n| format!("{group}: {n}")))
-        .collect();
-        let tune = self.tune_section(&primary);
+        let ptxas = self.ptxas_gates(&mut failed_gates);
+        let parts = scopes(self.pipeline, self.artifacts);
+        let several = parts.len() > 1;
+        let mut unchecked_gates = Vec::new();
+        if let Some(note) = &ptxas.note {
+            unchecked_gates.push(format!("ptxas: {note}"));
+        }
+        let workloads: Vec<WorkloadReport> = parts
+            .iter()
+            .map(|scoped| {
+                let mut failed = Vec::new();
+                let part = self.scoped(scoped).workload_report(&mut failed);
+                failed_gates.extend(failed.into_iter().map(|g| match several {
+                    true => format!("`{}`: {g}", part.name),
+                    false => g,
+                }));
+                for (group, note) in [
+                    ("correctness", &part.correctness.note),
+                    ("performance", &part.performance.note),
+                ] {
+                    if let Some(n) = note {
+                        unchecked_gates.push(match several {
+                            true => format!("{group} ({}): {n}", part.name),
+                            false => format!("{group}: {n}"),
+                        });
+                    }
+                }
+                part
+            })
+            .collect();
         ReportContext {
-            headline: self.headline(&primary, best.as_deref()),
-            primary_shape: primary,
-            control: self.pipeline.control.clone(),
-            charts: Charts {
-                // Linked only when it shows a measurement.
-                p50: any_timed(self.benches().iter().chain(self.baselines()))
-                    .then(|| P50_CHART.to_string()),
-                tune: tune.ran.then(|| TUNE_CHART.to_string()),
-            },
-            best,
-            gates,
-            tune,
+            primary_shape: workloads
+                .first()
+                .map_or_else(|| NA.to_string(), |w| w.primary_shape.clone()),
+            workloads,
+            gates: Gates { ptxas },
             profile: self.profile_section(),
             env: self.env_brief(),
             stages: self.stage_rows(),
@@ -172,6 +199,65 @@ impl Builder<'_> {
             machines: self.machines(),
             failed_gates,
             unchecked_gates,
+        }
+    }
+
+    /// This builder's workload part: headline, correctness, performance and tune.
+    fn workload_report(&self, failed_gates: &mut Vec<String>) -> WorkloadReport {
+        let primary = self.primary_shape();
+        let best = self.best_variant(&primary);
+        let correctness = self.correctness_gates(failed_gates);
+        let performance = self.performance_gates(&primary, best.as_deref(), failed_gates);
+        let baseline = self.baseline_gates(&primary, best.as_deref(), failed_gates);
+        let mut tunes: Vec<TuneReport> = self
+            .scope
+            .tunes
+            .iter()
+            .map(|(stage, dir)| {
+                let mut artifacts = self.artifacts.clone();
+                artifacts.tune = self.artifacts.tunes.get(dir).cloned();
+                let scoped = Scoped {
+                    scope: Scope {
+                        tunes: vec![(stage.clone(), dir.clone())],
+                        ..self.scope.clone()
+                    },
+                    artifacts,
+                };
+                let section = self.scoped(&scoped).tune_section(&primary);
+                TuneReport {
+                    stage: stage.clone(),
+                    chart: section.ran.then(|| tune_chart_name(dir)),
+                    section,
+                }
+            })
+            .collect();
+        if tunes.is_empty() {
+            let note = match self.stage_of("tune") {
+                None => self.not_run("tune", ""),
+                Some(_) => format!(
+                    "not run: no tune stage tunes a kernel of `{}`",
+                    self.scope.workload
+                ),
+            };
+            tunes.push(TuneReport {
+                stage: String::new(),
+                section: Section::not_run(note),
+                chart: None,
+            });
+        }
+        WorkloadReport {
+            name: self.scope.workload.clone(),
+            headline: self.headline(&primary, best.as_deref()),
+            control: self.scope.control.clone(),
+            // Linked only when it shows a measurement.
+            p50_chart: any_timed(self.benches().iter().chain(self.baselines()))
+                .then(|| self.scope.p50_chart.clone()),
+            primary_shape: primary,
+            best,
+            correctness,
+            performance,
+            baseline,
+            tunes,
         }
     }
 
@@ -186,9 +272,16 @@ impl Builder<'_> {
     }
 
     /// Why nothing was measured, when the bench stage skipped every variant (no GPU, no
-    /// driver): gates on its results are then not checked rather than failed.
+    /// driver) or has no record of this workload's: gates on its results are then not
+    /// checked rather than failed.
     pub(super) fn bench_all_skipped(&self) -> Option<String> {
         let files = self.benches();
+        if files.is_empty() && !self.scope.workload.is_empty() {
+            return Some(format!(
+                "not checked: no bench results for the variants of `{}`; run the bench stage on a GPU",
+                self.scope.workload
+            ));
+        }
         if files.is_empty() || !files.iter().all(|f| f.status == "skipped") {
             return None;
         }
@@ -203,12 +296,7 @@ impl Builder<'_> {
     }
 
     pub(super) fn primary_shape(&self) -> String {
-        self.pipeline
-            .workload
-            .as_ref()
-            .map(|w| w.primary.clone())
-            .or_else(|| shapes_in_order(self.benches()).into_iter().next())
-            .unwrap_or_else(|| NA.to_string())
+        self.scope.primary.clone()
     }
 
     /// The stage of the given kind, if the pipeline has one.

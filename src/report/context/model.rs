@@ -4,12 +4,11 @@ use super::*;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ReportContext {
+    /// The first workload's primary shape (the report's title when it has one workload).
     pub primary_shape: String,
-    pub control: Option<String>,
-    pub best: Option<String>,
-    pub headline: Headline,
+    /// One part per workload: its headline, correctness, performance and tune.
+    pub workloads: Vec<WorkloadReport>,
     pub gates: Gates,
-    pub tune: Section<TuneSection>,
     pub profile: Section<ProfileSection>,
     pub env: EnvBrief,
     pub stages: Vec<StageRow>,
@@ -18,7 +17,6 @@ pub struct ReportContext {
     pub notes: Vec<Footnote>,
     /// The machines behind the numbers; a mixed report says so at the top.
     pub machines: Machines,
-    pub charts: Charts,
     /// Every failed gate, one line each (empty when all passed).
     pub failed_gates: Vec<String>,
     /// Gate groups that could not be checked (`correctness: not checked: bench skipped…`):
@@ -81,12 +79,37 @@ pub struct HeadlineRow {
     pub machine: String,
 }
 
+/// One workload's part of the report.
 #[derive(Debug, Clone, Serialize)]
-pub struct Gates {
-    pub ptxas: Section<Vec<PtxasRow>>,
+pub struct WorkloadReport {
+    /// Empty when the pipeline declares no workload.
+    pub name: String,
+    pub primary_shape: String,
+    pub control: Option<String>,
+    pub best: Option<String>,
+    pub headline: Headline,
     pub correctness: Section<CorrectnessTable>,
     pub performance: Section<Vec<PerfRow>>,
     pub baseline: Section<Vec<PerfRow>>,
+    /// One per tune stage of its kernels.
+    pub tunes: Vec<TuneReport>,
+    /// Its p50 chart under `reports/`, when it shows a measurement.
+    pub p50_chart: Option<String>,
+}
+
+/// One tune stage's section and chart.
+#[derive(Debug, Clone, Serialize)]
+pub struct TuneReport {
+    pub stage: String,
+    pub section: Section<TuneSection>,
+    /// The chart under `reports/`, when the tune ran.
+    pub chart: Option<String>,
+}
+
+/// The gates of the whole pipeline (a workload's own are in its part).
+#[derive(Debug, Clone, Serialize)]
+pub struct Gates {
+    pub ptxas: Section<Vec<PtxasRow>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -106,12 +129,9 @@ pub struct CorrectnessTable {
     /// Runs (variant × shape × seed) that passed, and all runs.
     pub passed: usize,
     pub total: usize,
-    pub max_abs_err: String,
-    pub mean_abs_err: String,
-    pub max_pct_bad: String,
-    /// The normalized thresholds, per precision class (`0.02 (fp16-pv), 0.25 (fp8-pv)`).
-    pub max_err_over_ref_std: String,
-    pub max_rel_l2_err: String,
+    /// The output's thresholds, `max abs err ≤ 0.06, …` (the normalized ones per precision
+    /// class: `0.02 (fp16-pv), 1 (fp8-pv)`).
+    pub thresholds: String,
     pub rows: Vec<CorrectnessRow>,
 }
 
@@ -252,10 +272,4 @@ pub struct StageRow {
 pub struct Skip {
     pub what: String,
     pub reason: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Charts {
-    pub p50: Option<String>,
-    pub tune: Option<String>,
 }

@@ -3,16 +3,25 @@
 use super::*;
 
 impl Builder<'_> {
+    /// The section of the scope's (first) tune stage.
     pub(super) fn tune_section(&self, primary: &str) -> Section<TuneSection> {
+        let (stage, dir) = match self.scope.tunes.first() {
+            Some((stage, dir)) => (Some(stage.as_str()), dir.as_str()),
+            None => (None, crate::tune::options::DEFAULT_DIR),
+        };
+        let not_run = |missing: &str| match stage {
+            Some(name) => self.stage_not_run(name, missing),
+            None => self.not_run("tune", missing),
+        };
         let Some(tune) = &self.artifacts.tune else {
-            return Section::not_run(self.not_run("tune", "artifacts/tune/tune_log.csv"));
+            return Section::not_run(not_run(&format!("{dir}/tune_log.csv")));
         };
         // A skipped tune writes an empty log: not "0 trials".
         if tune.trials.is_empty() {
-            return Section::not_run(self.not_run("tune", "trials in artifacts/tune/tune_log.csv"));
+            return Section::not_run(not_run(&format!("trials in {dir}/tune_log.csv")));
         }
         let control_p50 = self
-            .pipeline
+            .scope
             .control
             .as_deref()
             .and_then(|c| self.variant_p50(c, primary));

@@ -1,8 +1,10 @@
 //! Speedups against the control and the baselines, and the correctness and performance
 //! gates the bench stage records.
 
-use crate::pipeline::{Pipeline, Precision, Recipe};
-use crate::schema::{BenchFile, BenchResult, GateResult};
+use crate::pipeline::Pipeline;
+use crate::schema::{BenchFile, BenchResult, GateResult, OutputAccuracy};
+use crate::workload::spec::{Figure, OutputGates};
+use crate::workload::Declaration;
 use std::collections::BTreeMap;
 
 /// Set `key` = other p50 / this p50 on every record with a matching (shape, seed) in
@@ -31,19 +33,22 @@ pub(super) fn attach_speedup(
     }
 }
 
-/// Correctness gates per (shape, recipe, seed): the absolute ones on gaussian runs, the
-/// normalized ones on every run at the thresholds of the variant's precision class. A run
-/// that did not complete fails `correctness.completed`.
+/// Correctness gates per (shape, recipe, seed) and output: the absolute ones where the
+/// run's recipe keeps them (`absolute_gates`), the normalized ones on every run at the
+/// thresholds of the variant's precision class `class`, each only where the output declares
+/// it. A run that did not complete fails `correctness.completed`; an output the kernel
+/// never wrote fails `correctness.written`.
 pub fn correctness_gates(
     results: &[BenchResult],
-    g: &crate::pipeline::CorrectnessGates,
-    precision: Precision,
+    decl: &Declaration,
+    class: Option<&str>,
 ) -> Vec<GateResult> {
     let mut gates = Vec::new();
     for r in results {
         let subject = r.run_subject();
-        let measured = (r.max_abs_err, r.mean_abs_err, r.pct_bad, r.status.as_str());
-        let (Some(max), Some(mean), Some(bad), "ok") = measured else {
+        let (Some(max), Some(mean), Some(bad), "ok") =
+            (r.max_abs_err, r.mean_abs_err, r.pct_bad, r.status.as_str())
+        else {
             gates.push(GateResult::at_least(
                 "correctness.completed",
                 &subject,
@@ -52,31 +57,96 @@ pub fn correctness_gates(
             ));
             continue;
         };
-        let mut at_most = |gate: &str, measured: f64, threshold: f64| {
-            gates.push(GateResult::at_most(gate, &subject, measured, threshold))
-        };
-        let nonfinite = r.nan_count.unwrap_or(0) + r.inf_count.unwrap_or(0);
-        at_most("correctness.nonfinite", nonfinite as f64, 0.0);
-        // The absolute gates are in the output's units, set for the gaussian recipe.
-        if r.inputs == Recipe::Gaussian.name() {
-            at_most("correctness.max_abs_err", max, g.max_abs_err);
-            at_most("correctness.mean_abs_err", mean, g.mean_abs_err);
-            at_most("correctness.max_pct_bad", bad, g.max_pct_bad);
+        if r.correctness_pass == Some(false) && r.error.is_some() {
+            let mut g = GateResult::at_least("correctness.written", &subject, 0.0, 1.0);
+            g.detail = r.error.clone();
+            gates.push(g);
         }
-        // Records from before the normalized errors existed carry none: not gated.
-        if let Some(e) = r.max_err_over_ref_std {
-            let t = g.max_err_over_ref_std.get(precision);
-            at_most("correctness.max_err_over_ref_std", e, t);
-        }
-        if let Some(e) = r.rel_l2_err {
-            at_most(
-                "correctness.max_rel_l2_err",
-                e,
-                g.max_rel_l2_err.get(precision),
-            );
+        let absolute = decl
+            .recipes
+            .get(&r.inputs)
+            .is_none_or(|recipe| recipe.absolute_gates);
+        if r.outputs.is_empty() {
+            // One output: the record's figures are its own.
+            let Some(og) = decl.outputs().next().and_then(|o| decl.gates.get(&o.name)) else {
+                continue;
+            };
+            let figures = Figures {
+                max_abs_err: max,
+                mean_abs_err: mean,
+                pct_bad: bad,
+                // Records from before the normalized errors existed carry none: not gated.
+                rel_l2_err: r.rel_l2_err,
+                max_err_over_ref_std: r.max_err_over_ref_std,
+                nonfinite: r.nan_count.unwrap_or(0) + r.inf_count.unwrap_or(0),
+            };
+            output_gates(&mut gates, &subject, &figures, og, class, absolute);
+        } else {
+            for (name, a) in &r.outputs {
+                let Some(og) = decl.gates.get(name) else {
+                    continue;
+                };
+                let figures = Figures::of(a);
+                let subject = format!("{subject} {name}");
+                output_gates(&mut gates, &subject, &figures, og, class, absolute);
+            }
         }
     }
     gates
+}
+
+/// One output's figures, as gated.
+struct Figures {
+    max_abs_err: f64,
+    mean_abs_err: f64,
+    pct_bad: f64,
+    rel_l2_err: Option<f64>,
+    max_err_over_ref_std: Option<f64>,
+    nonfinite: u64,
+}
+
+impl Figures {
+    fn of(a: &OutputAccuracy) -> Figures {
+        Figures {
+            max_abs_err: a.max_abs_err,
+            mean_abs_err: a.mean_abs_err,
+            pct_bad: a.pct_bad,
+            rel_l2_err: Some(a.rel_l2_err),
+            max_err_over_ref_std: Some(a.max_err_over_ref_std),
+            nonfinite: a.nan_count + a.inf_count,
+        }
+    }
+}
+
+/// The gates of one output's figures `a`, at the thresholds `og` declares.
+fn output_gates(
+    gates: &mut Vec<GateResult>,
+    subject: &str,
+    a: &Figures,
+    og: &OutputGates,
+    class: Option<&str>,
+    absolute: bool,
+) {
+    let nonfinite = a.nonfinite as f64;
+    gates.push(GateResult::at_most(
+        "correctness.nonfinite",
+        subject,
+        nonfinite,
+        0.0,
+    ));
+    for (figure, threshold) in og.thresholds(class, absolute) {
+        let measured = match figure {
+            Figure::MaxAbsErr => Some(a.max_abs_err),
+            Figure::MeanAbsErr => Some(a.mean_abs_err),
+            Figure::PctBad => Some(a.pct_bad),
+            Figure::MaxErrOverRefStd => a.max_err_over_ref_std,
+            Figure::RelL2Err => a.rel_l2_err,
+        };
+        if let Some(m) = measured {
+            let gate = format!("correctness.{}", figure.gate());
+            gates.push(GateResult::at_most(&gate, subject, m, threshold));
+        }
+    }
 }
 
 /// A variant's time on the primary shape: the median over seeds of its p50s (the timed
@@ -87,8 +157,9 @@ pub(super) fn primary_time(results: &[BenchResult], primary: &str) -> Option<f64
 }
 
 /// A baseline's time on the primary shape: as [`primary_time`], but only its timed records
-/// must pass. PyTorch computes on fp16 copies of K and V, another precision than any
-/// variant's; its errors on the other recipes are recorded, not held against its speed.
+/// must pass. A baseline may compute at another precision than any variant (PyTorch's
+/// attention on fp16 copies of FP8 inputs); its errors on the other recipes are recorded,
+/// not held against its speed.
 pub(super) fn baseline_primary_time(results: &[BenchResult], primary: &str) -> Option<f64> {
     primary_time_of(
         results

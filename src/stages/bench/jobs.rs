@@ -4,37 +4,52 @@
 use super::options::Options;
 use crate::engine::RunCtx;
 use crate::gpu::client::{ExecRequest, ExecTarget};
-use crate::pipeline::{Pipeline, Recipe};
+use crate::pipeline::Pipeline;
 use crate::schema::BenchResult;
 use crate::stages::slots::run_on_slots;
-use anyhow::Context as _;
+use crate::workload::exprs::Bindings;
+use crate::workload::Workloads;
 use std::sync::atomic::Ordering;
 
 /// One `repro exec` of the bench stage.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct BenchJob {
     pub(super) variant: String,
+    pub(super) workload: String,
     pub(super) shape: String,
-    pub(super) inputs: Recipe,
+    /// The shape's dimensions (what a run without a record still says).
+    pub(super) dims: Bindings,
+    pub(super) inputs: String,
     pub(super) seed: u64,
     /// Only a shape's first recipe is timed; the others are checked for correctness.
     pub(super) timed: bool,
 }
 
-/// Every (variant, shape, recipe, seed), variant-major.
-pub(super) fn plan(p: &Pipeline, variants: &[&String], o: &Options) -> Vec<BenchJob> {
-    let Some(w) = p.workload.as_ref() else {
-        return vec![];
-    };
+/// Every (variant, shape, recipe, seed) of each variant's workload, variant-major.
+pub(super) fn plan(
+    w: &Workloads,
+    p: &Pipeline,
+    variants: &[&String],
+    o: &Options,
+) -> Vec<BenchJob> {
     let mut jobs = Vec::new();
     for &v in variants {
-        for s in o.shapes() {
-            for (i, recipe) in w.recipes(s).into_iter().enumerate() {
-                for &seed in &w.seeds {
+        let Some((name, decl)) = w.of_variant(p, v) else {
+            continue;
+        };
+        for s in o.shapes_of(decl) {
+            let dims: Bindings = decl.shapes[&s]
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            for (i, recipe) in decl.recipes_of(&s).into_iter().enumerate() {
+                for &seed in &decl.seeds {
                     jobs.push(BenchJob {
                         variant: v.clone(),
+                        workload: name.to_string(),
                         shape: s.clone(),
-                        inputs: recipe,
+                        dims: dims.clone(),
+                        inputs: recipe.to_string(),
                         seed,
                         timed: i == 0,
                     });
@@ -54,12 +69,6 @@ pub(super) fn run_jobs(
     jobs: &[BenchJob],
     slots: u32,
 ) -> anyhow::Result<Vec<BenchResult>> {
-    let shapes = &ctx
-        .pipeline
-        .workload
-        .as_ref()
-        .context("no workload")?
-        .shapes;
     // Workers read the project's pipeline.yaml (as the profile stage's children do).
     let workers = crate::stages::gpu_nodes::workers(ctx, slots);
     let mut results: Vec<Option<BenchResult>> = vec![None; jobs.len()];
@@ -71,8 +80,9 @@ pub(super) fn run_jobs(
         |gpu, job| {
             let req = ExecRequest {
                 target: ExecTarget::Variant(job.variant.clone()),
+                workload: Some(job.workload.clone()),
                 shape: job.shape.clone(),
-                inputs: job.inputs,
+                inputs: Some(job.inputs.clone()),
                 precision: None,
                 seed: job.seed,
                 warmup: o.warmup,
@@ -81,7 +91,7 @@ pub(super) fn run_jobs(
                 method: o.method,
                 timing: job.timed,
             };
-            workers.run(gpu, &req, &shapes[&job.shape], o.timeout)
+            workers.run(gpu, &req, &job.dims, o.timeout)
         },
         |i, r| {
             done += 1;

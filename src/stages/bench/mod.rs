@@ -1,12 +1,14 @@
-//! The `bench` stage kind: every variant × shape × seed through `repro exec` child jobs
-//! (one per GPU at a time, with a timeout each), then speedups against the control and the
-//! baselines, and the correctness and performance gates. Writes
-//! `artifacts/bench/<variant>.json` (schema::BenchFile).
+//! The `bench` stage kind: every variant × shape × recipe × seed of its workload through
+//! `repro exec` workers (one per GPU slot, with a timeout each run), then, per workload,
+//! speedups against its control and its baselines, and the correctness and performance
+//! gates. Writes `artifacts/bench/<variant>.json` (schema::BenchFile).
 //!
-//! Options (besides the common keys): `warmup` (20), `iters` (100), `shapes` (default all
-//! of `workload.shapes`), `l2` (`warm` | `flush`), `method` (`isolated` | `graph`, see
-//! `gpu::timing`; baselines timed by another method get no speedup), `baselines` (names of
-//! `artifacts/bench/baselines/<name>.json` to compare with; default every file there),
+//! Options (besides the common keys): `warmup` (20), `iters` (100), `shapes` (default every
+//! shape of each workload; else those listed, in each workload that has them), `l2`
+//! (`warm` | `flush`), `method` (`isolated` | `graph`, see `gpu::timing`; baselines timed
+//! by another method get no speedup), `baselines` (names of
+//! `artifacts/bench/baselines/<name>.json` to compare with; default every file there; each
+//! compares with the variants of the workload it names),
 //! `allow_mixed_gpus` (false: the stage fails when its records come from more than one GPU
 //! model). The common `timeout:` key is the limit for each `repro exec` (default 120 s).
 //! Every record names the node and GPU that measured it, the architecture of the cubin it
@@ -27,9 +29,10 @@ pub use gates::correctness_gates;
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::pipeline::{defines_as_written, Pipeline, StageSpec};
 use crate::schema::{BenchFile, BenchResult, BuildRecord, DriverCheck, GateResult, Measured};
-use crate::stages::build::{arch, cubin_path, record_path, REFERENCE};
+use crate::stages::build::{arch, cubin_path, record_path};
 use crate::stages::gpu_nodes::{self, OneGpuModel};
 use crate::stages::reuse::{describe_run, Committed, ThisRun};
+use crate::workload::Workloads;
 use anyhow::Context as _;
 use gates::{attach_speedup, performance_gates};
 use jobs::{plan, run_jobs};
@@ -80,12 +83,22 @@ impl StageKind for BenchStage {
         root: &Path,
     ) -> anyhow::Result<StageInputs> {
         let o = options(spec, pipeline)?;
+        let workloads = Workloads::of(pipeline);
         // The cubins it loads are those of its GPU's architecture; without a GPU here it
         // cannot run, and keeps what was measured elsewhere.
         let mut files: Vec<PathBuf> = Vec::new();
         if let Some(arch) = probed_arch(pipeline, root) {
             files.extend(pipeline.variants.keys().map(|v| cubin_path(v, &arch)));
-            files.push(cubin_path(REFERENCE, &arch));
+            for (name, decl) in workloads.iter() {
+                if decl.reference.run.is_none() {
+                    files.push(cubin_path(&workloads.reference_name(name), &arch));
+                }
+            }
+        }
+        // A reference command's script is an input like the kernels.
+        for (_, decl) in workloads.iter() {
+            let run = decl.reference.run.iter().flatten();
+            files.extend(run.filter(|w| root.join(w).is_file()).map(PathBuf::from));
         }
         for b in baseline_names(&o, root) {
             let f = PathBuf::from(BASELINE_DIR).join(format!("{b}.json"));
@@ -93,33 +106,41 @@ impl StageKind for BenchStage {
                 files.push(f);
             }
         }
-        let w = pipeline.workload.as_ref();
+        let declared: BTreeMap<&str, serde_json::Value> = workloads
+            .iter()
+            .map(|(name, decl)| {
+                let value = serde_json::json!({
+                    "declaration": decl,
+                    "shapes": o.shapes_of(decl),
+                    "control": workloads.control_of(pipeline, name),
+                });
+                (name, value)
+            })
+            .collect();
         let params = BTreeMap::from([
             ("warmup".into(), o.warmup.to_string()),
             ("iters".into(), o.iters.to_string()),
-            ("shapes".into(), o.shapes().join(",")),
             ("l2".into(), o.l2.name().into()),
             ("method".into(), o.method.name().into()),
-            ("seeds".into(), format!("{:?}", w.map(|w| &w.seeds))),
-            ("inputs".into(), format!("{:?}", w.map(|w| &w.inputs))),
+            ("workloads".into(), serde_json::to_string(&declared)?),
             (
                 "precision".into(),
                 pipeline
                     .variants
                     .keys()
-                    .map(|v| format!("{v}={}", pipeline.precision_of(v).name()))
+                    .map(|v| {
+                        format!(
+                            "{v}={}",
+                            workloads.class_of(pipeline, v).unwrap_or_default()
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join(","),
             ),
             (
-                "primary".into(),
-                w.map(|w| w.primary.clone()).unwrap_or_default(),
+                "performance".into(),
+                serde_json::to_string(&pipeline.gates.performance)?,
             ),
-            (
-                "control".into(),
-                pipeline.control.clone().unwrap_or_default(),
-            ),
-            ("gates".into(), serde_json::to_string(&pipeline.gates)?),
         ]);
         let hardware = Some(gpu_nodes::hardware(pipeline, spec, root));
         Ok(StageInputs {
@@ -132,26 +153,34 @@ impl StageKind for BenchStage {
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
         let o = options(ctx.spec, ctx.pipeline)?;
+        let workloads = Workloads::of(ctx.pipeline);
         let out_dir = ctx.staging.join("artifacts/bench");
         std::fs::create_dir_all(&out_dir)
             .with_context(|| format!("cannot create {}", out_dir.display()))?;
+        let blank = |name: &String, status: &str| BenchFile {
+            name: name.clone(),
+            kind: "variant".into(),
+            workload: workloads
+                .of_variant(ctx.pipeline, name)
+                .map(|(w, _)| w.to_string()),
+            status: status.into(),
+            reason: None,
+            defines: defines_as_written(&ctx.pipeline.variants[name].defines),
+            nvcc_version: None,
+            precision: None,
+            arch: None,
+            driver: None,
+            results: vec![],
+            gates: vec![],
+            measured: None,
+        };
         let gpus = match gpu_nodes::stage_gpus(ctx) {
             Ok(g) => g,
             Err(no) => {
-                for (name, spec) in &ctx.pipeline.variants {
+                for name in ctx.pipeline.variants.keys() {
                     let file = BenchFile {
-                        name: name.clone(),
-                        kind: "variant".into(),
-                        status: "skipped".into(),
                         reason: Some(no.0.clone()),
-                        defines: defines_as_written(&spec.defines),
-                        nvcc_version: None,
-                        precision: None,
-                        arch: None,
-                        driver: None,
-                        results: vec![],
-                        gates: vec![],
-                        measured: None,
+                        ..blank(name, "skipped")
                     };
                     write(&out_dir, &file)?;
                 }
@@ -173,28 +202,19 @@ impl StageKind for BenchStage {
         let mut failed_gates = Vec::new();
         for name in unbuilt {
             let file = BenchFile {
-                name: name.clone(),
-                kind: "variant".into(),
-                status: "failed".into(),
                 reason: Some(format!(
                     "not built: {} is missing; the build stage's record artifacts/build/{name}.json says why",
                     cubin_path(name, &arch).display()
                 )),
-                defines: defines_as_written(&ctx.pipeline.variants[name].defines),
-                nvcc_version: None,
-                precision: None,
                 arch: Some(arch.clone()),
-                driver: None,
-                results: vec![],
-                gates: vec![],
-                measured: None,
+                ..blank(name, "failed")
             };
             write(&out_dir, &file)?;
             failed_gates.push(format!("{name}: not built"));
         }
         // A variant whose key is unchanged keeps its committed results (stages::reuse),
         // and the driver's figures recorded with them (the key holds the cubin and driver).
-        let keys = reuse::keys(ctx, &o, &arch, &gpus, &built);
+        let keys = reuse::keys(ctx, &workloads, &o, &arch, &gpus, &built);
         let committed = Committed::of(ctx);
         let mut by_variant: BTreeMap<String, Vec<BenchResult>> = BTreeMap::new();
         let mut measured: BTreeMap<String, Measured> = BTreeMap::new();
@@ -231,7 +251,7 @@ impl StageKind for BenchStage {
             ));
         }
         checks.extend(driver_checks(ctx, gpus[0].index, &arch, &to_measure));
-        let jobs = plan(ctx.pipeline, &to_measure, &o);
+        let jobs = plan(&workloads, ctx.pipeline, &to_measure, &o);
         let slots = gpu_nodes::gpu_slots(ctx.executor, &gpus);
         let results = run_jobs(ctx, &o, &jobs, slots)?;
         OneGpuModel::new(o.allow_mixed_gpus)
@@ -246,58 +266,54 @@ impl StageKind for BenchStage {
         for (job, r) in jobs.iter().zip(results) {
             by_variant.entry(job.variant.clone()).or_default().push(r);
         }
-        let mut baselines: Vec<(String, Option<BenchFile>)> = Vec::new();
-        for b in baseline_names(&o, ctx.root) {
-            let file = match read_baseline(ctx.root, &b, o.method.name()) {
-                Ok(file) => Some(file),
-                Err(why) => {
-                    append_to_log(ctx.log, &format!("no speedups vs {b}: {why}"))?;
-                    None
+        let baselines = read_baselines(ctx, &o, &workloads)?;
+
+        // Speedups and gates, workload by workload: its control, its baselines.
+        let mut gates: BTreeMap<String, Vec<GateResult>> = BTreeMap::new();
+        for (name, decl) in workloads.iter() {
+            let theirs: Vec<(String, Option<BenchFile>)> = baselines
+                .iter()
+                .filter(|(_, w, _)| w.as_deref() == Some(name))
+                .map(|(b, _, f)| (b.clone(), f.clone()))
+                .collect();
+            let mine: BTreeMap<String, Vec<BenchResult>> = by_variant
+                .iter()
+                .filter(|(v, _)| {
+                    workloads
+                        .of_variant(ctx.pipeline, v)
+                        .is_some_and(|(w, _)| w == name)
+                })
+                .map(|(v, rs)| (v.clone(), rs.clone()))
+                .collect();
+            let control = workloads.control_of(ctx.pipeline, name);
+            let control_results = control.as_ref().and_then(|c| mine.get(c)).cloned();
+            for (v, results) in by_variant.iter_mut().filter(|(v, _)| mine.contains_key(*v)) {
+                for (b, file) in &theirs {
+                    let other = file.as_ref().map(|f| &f.results[..]);
+                    attach_speedup(results, &format!("speedup_vs_{b}"), other);
                 }
-            };
-            baselines.push((b, file));
-        }
-        let control = ctx.pipeline.control.clone();
-        let control_results = control.as_ref().and_then(|c| by_variant.get(c)).cloned();
-        for results in by_variant.values_mut() {
-            for (name, file) in &baselines {
-                attach_speedup(
-                    results,
-                    &format!("speedup_vs_{name}"),
-                    file.as_ref().map(|f| &f.results[..]),
+                if let Some(c) = &control_results {
+                    attach_speedup(results, "speedup_vs_control", Some(c));
+                }
+                let class = workloads.class_of(ctx.pipeline, v);
+                gates.insert(
+                    v.clone(),
+                    correctness_gates(results, decl, class.as_deref()),
                 );
             }
-            if let Some(c) = &control_results {
-                attach_speedup(results, "speedup_vs_control", Some(c));
+            let perf = performance_gates(
+                &mine,
+                control.as_deref(),
+                &decl.primary,
+                ctx.pipeline,
+                &theirs,
+            );
+            for (variant, gate) in perf {
+                gates.entry(variant).or_default().push(gate);
             }
-        }
-
-        let correctness = ctx.pipeline.gates.correctness.clone().unwrap_or_default();
-        let mut gates: BTreeMap<String, Vec<GateResult>> = by_variant
-            .iter()
-            .map(|(v, rs)| {
-                let precision = ctx.pipeline.precision_of(v);
-                (v.clone(), correctness_gates(rs, &correctness, precision))
-            })
-            .collect();
-        let primary = ctx
-            .pipeline
-            .workload
-            .as_ref()
-            .map(|w| w.primary.clone())
-            .unwrap_or_default();
-        for (variant, gate) in performance_gates(
-            &by_variant,
-            control.as_deref(),
-            &primary,
-            ctx.pipeline,
-            &baselines,
-        ) {
-            gates.entry(variant).or_default().push(gate);
         }
 
         for (name, results) in by_variant {
-            let spec = &ctx.pipeline.variants[&name];
             let file_gates = gates.remove(&name).unwrap_or_default();
             failed_gates.extend(
                 file_gates
@@ -305,24 +321,20 @@ impl StageKind for BenchStage {
                     .filter(|g| !g.pass)
                     .map(|g| format!("{name}: {} {}", g.gate, g.subject)),
             );
+            let status = if results.iter().all(|r| r.status == "ok") {
+                "ok"
+            } else {
+                "failed"
+            };
             let file = BenchFile {
-                status: if results.iter().all(|r| r.status == "ok") {
-                    "ok"
-                } else {
-                    "failed"
-                }
-                .into(),
                 nvcc_version: crate::stages::build::recorded_nvcc(ctx.root, &name),
-                precision: Some(ctx.pipeline.precision_of(&name).name().into()),
+                precision: workloads.class_of(ctx.pipeline, &name),
                 arch: Some(arch.clone()),
                 driver: checks.get(&name).cloned(),
                 measured: measured.remove(&name),
-                name,
-                kind: "variant".into(),
-                reason: None,
-                defines: defines_as_written(&spec.defines),
                 results,
                 gates: file_gates,
+                ..blank(&name, status)
             };
             write(&out_dir, &file)?;
         }
@@ -341,6 +353,42 @@ impl StageKind for BenchStage {
             StageOutcome::GateFailed(summary)
         })
     }
+}
+
+/// A baseline to compare with: its name, the workload it ran, and its file when it can be
+/// compared.
+type Baseline = (String, Option<String>, Option<BenchFile>);
+
+/// Each baseline to compare with: its name, the workload it ran
+/// ([`Workloads::of_baseline`]), and its file when it can be compared (why not goes to the
+/// log).
+fn read_baselines(
+    ctx: &RunCtx,
+    o: &options::Options,
+    workloads: &Workloads,
+) -> anyhow::Result<Vec<Baseline>> {
+    let mut out = Vec::new();
+    for b in baseline_names(o, ctx.root) {
+        let file = match read_baseline(ctx.root, &b, o.method.name()) {
+            Ok(file) => Some(file),
+            Err(why) => {
+                append_to_log(ctx.log, &format!("no speedups vs {b}: {why}"))?;
+                None
+            }
+        };
+        let workload = file
+            .as_ref()
+            .and_then(|f| workloads.of_baseline(f))
+            .map(str::to_string);
+        if file.is_some() && workload.is_none() {
+            append_to_log(
+                ctx.log,
+                &format!("no speedups vs {b}: its file names no workload of the pipeline, and its results' dims are none of theirs"),
+            )?;
+        }
+        out.push((b, workload, file));
+    }
+    Ok(out)
 }
 
 /// The driver's figures for each built variant's entry on GPU `gpu`, checked against its

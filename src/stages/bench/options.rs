@@ -4,6 +4,7 @@ use crate::engine::OptionError;
 use crate::gpu::timing::{L2Mode, Method};
 use crate::pipeline::{Pipeline, StageSpec};
 use crate::stages::options::decode;
+use crate::workload::{Declaration, Workloads};
 use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;
@@ -18,7 +19,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 pub(super) struct Options {
     pub(super) warmup: u32,
     pub(super) iters: u32,
-    /// `None`: every shape of `workload.shapes` (filled in by [`options`]).
+    /// `None`: every shape of each workload; else the listed shapes of each workload that
+    /// has them.
     shapes: Option<Vec<String>>,
     pub(super) l2: L2Mode,
     /// `repro exec --method`.
@@ -48,9 +50,18 @@ impl Default for Options {
 }
 
 impl Options {
-    /// The shapes to measure.
-    pub(super) fn shapes(&self) -> &[String] {
-        self.shapes.as_deref().unwrap_or_default()
+    /// The shapes of `decl` to measure, in its order.
+    pub(super) fn shapes_of(&self, decl: &Declaration) -> Vec<String> {
+        decl.shapes
+            .keys()
+            .filter(|s| self.shapes.as_ref().is_none_or(|list| list.contains(s)))
+            .cloned()
+            .collect()
+    }
+
+    /// The `shapes` option as written (`None`: all).
+    pub(super) fn shapes(&self) -> Option<&[String]> {
+        self.shapes.as_deref()
     }
 }
 
@@ -61,26 +72,36 @@ fn option_error(key: &str, message: impl Into<String>) -> OptionError {
     }
 }
 
-/// The stage's options, checked against the workload, with the defaults filled in.
+/// The stage's options, checked against the workloads, with the defaults filled in.
 pub(super) fn options(spec: &StageSpec, pipeline: &Pipeline) -> Result<Options, OptionError> {
-    let Some(workload) = &pipeline.workload else {
+    let workloads = Workloads::of(pipeline);
+    if workloads.is_empty() {
         return Err(OptionError {
             path: vec![],
-            message: "the bench stage needs a `workload:` section with shapes".into(),
+            message: "the bench stage needs a workload: declare one under `workloads:` (docs/guide/workloads.md)".into(),
         });
-    };
+    }
     let mut o: Options = decode("bench", spec)?;
-    let all_shapes: Vec<String> = workload.shapes.keys().cloned().collect();
-    if let Some(bad) = o.shapes().iter().find(|s| !all_shapes.contains(s)) {
+    let mut all_shapes: Vec<&str> = workloads
+        .iter()
+        .flat_map(|(_, d)| d.shapes.keys().map(String::as_str))
+        .collect();
+    all_shapes.sort_unstable();
+    all_shapes.dedup();
+    if let Some(bad) = o
+        .shapes()
+        .unwrap_or_default()
+        .iter()
+        .find(|s| !all_shapes.contains(&s.as_str()))
+    {
         return Err(option_error(
             "shapes",
             format!(
-                "no shape `{bad}` under workload.shapes (shapes: {})",
+                "no workload has a shape `{bad}` (shapes: {})",
                 all_shapes.join(", ")
             ),
         ));
     }
-    o.shapes.get_or_insert(all_shapes);
     if o.iters == 0 {
         return Err(option_error("iters", "expected a positive integer"));
     }

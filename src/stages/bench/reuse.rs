@@ -6,6 +6,7 @@ use crate::engine::RunCtx;
 use crate::gpu::GpuInfo;
 use crate::schema::BenchFile;
 use crate::stages::reuse::{self, digest_json, file_digest, Committed, Key};
+use crate::workload::{Declaration, Workloads};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -14,18 +15,21 @@ use std::collections::BTreeMap;
 /// GPUs give no key.
 pub(super) fn keys(
     ctx: &RunCtx,
+    workloads: &Workloads,
     o: &Options,
     arch: &str,
     gpus: &[GpuInfo],
     variants: &[&String],
 ) -> BTreeMap<String, Key> {
-    let (Some(gpu), Some(workload)) = (reuse::gpu_key(gpus), workload_digest(ctx, o, arch)) else {
+    let Some(gpu) = reuse::gpu_key(gpus) else {
         return BTreeMap::new();
     };
     let p = ctx.pipeline;
     variants
         .iter()
         .filter_map(|&v| {
+            let (name, decl) = workloads.of_variant(p, v)?;
+            let workload = workload_digest(ctx, workloads, (name, decl), o, arch)?;
             // The cubin `repro exec` loads for the variant.
             let (cubin, _) = crate::gpu::exec::variant_cubin(p, ctx.pipeline_file, v, arch).ok()?;
             let harness = json!({
@@ -34,33 +38,41 @@ pub(super) fn keys(
                 "iters": o.iters,
                 "l2": o.l2.name(),
                 "method": o.method.name(),
-                "precision": p.precision_of(v).name(),
-                "correctness": p.gates.correctness,
+                "precision": workloads.class_of(p, v),
+                "gates": decl.gates,
             });
             let mut key = gpu.clone();
             key.insert("cubin_sha256".into(), file_digest(&cubin)?);
-            key.insert("workload_sha256".into(), workload.clone());
+            key.insert("workload_sha256".into(), workload);
             key.insert("harness_sha256".into(), digest_json(&harness));
             Some((v.clone(), key))
         })
         .collect()
 }
 
-/// The digest of what every variant runs on: the shapes measured (dimensions and recipes),
-/// the seeds, and the reference kernel (its `arch` cubin).
-fn workload_digest(ctx: &RunCtx, o: &Options, arch: &str) -> Option<String> {
-    let w = ctx.pipeline.workload.as_ref()?;
+/// The digest of what every variant of workload `name` runs on: the declaration's
+/// arguments, launch and recipes, the shapes measured (dimensions and recipes), the seeds,
+/// and the reference (its `arch` cubin, or its command).
+fn workload_digest(
+    ctx: &RunCtx,
+    workloads: &Workloads,
+    (name, decl): (&str, &Declaration),
+    o: &Options,
+    arch: &str,
+) -> Option<String> {
     let shapes: Vec<_> = o
-        .shapes()
+        .shapes_of(decl)
         .iter()
-        .map(|s| json!({"name": s, "dims": w.shapes.get(s), "recipes": w.recipes(s)}))
+        .map(|s| json!({"name": s, "dims": decl.shapes.get(s), "recipes": decl.recipes_of(s)}))
         .collect();
-    let (reference, entry) =
-        crate::gpu::exec::reference(Some(ctx.pipeline), ctx.root, Some(arch), None);
     Some(digest_json(&json!({
+        "args": decl.args,
+        "generators": decl.generators,
+        "recipes": decl.recipes,
+        "launch": decl.launch,
         "shapes": shapes,
-        "seeds": w.seeds,
-        "reference": {"cubin_sha256": file_digest(&reference)?, "entry": entry},
+        "seeds": decl.seeds,
+        "reference": reuse::reference_key(ctx.root, workloads, name, arch)?,
     })))
 }
 

@@ -6,48 +6,38 @@ use super::jobs::plan;
 use super::options::*;
 use super::records::read_baseline;
 use super::*;
-use crate::gpu::client::blank_result;
 use crate::gpu::timing::{L2Mode, Method};
-use crate::pipeline::{Precision, Recipe, Shape};
 use crate::schema::to_json_pretty;
+use crate::workload::testing::{attention, tiny_pipeline};
+use crate::workload::Declaration;
 use std::time::Duration;
 
-const YAML: &str = r#"
-version: 1
-workload:
-  op: sdpa_fp8
-  shapes:
-    small:   {B: 1, H: 1, S: 32, D: 64}
-    mission: {B: 2, H: 8, S: 512, D: 64}
-  primary: mission
-  seeds: [0, 1]
-kernels:
-  k: {source: kernels/k.cu, entry: sdpa_fp8_fwd}
+const REST: &str = r#"kernels:
+  k: {source: kernels/k.cu, entry: k_fwd}
 variants:
   ctrl: {kernel: k}
   fast: {kernel: k, defines: {X: 1}}
   faster-but-wrong: {kernel: k, defines: {X: 2}}
 control: ctrl
 gates:
-  correctness: {max_abs_err: 0.06, mean_abs_err: 0.02, max_pct_bad: 1.0}
-  performance: {min_speedup_vs_control: 1.10, min_speedup_vs_baseline: {torch-sdpa-best: 1.0}}
+  performance: {min_speedup_vs_control: 1.10, min_speedup_vs_baseline: {torch-best: 1.0}}
 stages:
   bench: {uses: bench, warmup: 5, iters: 50, shapes: [mission], l2: flush, timeout: 30s}
 "#;
 
 fn pipeline() -> Pipeline {
-    serde_yaml::from_str(YAML).unwrap()
+    tiny_pipeline(REST, &["k"])
+}
+
+/// The `tiny` workload of [`pipeline`].
+fn tiny() -> Declaration {
+    pipeline().workloads["tiny"].clone()
 }
 
 /// A recorded-style result: `p50` µs, correct or not.
 fn rec(shape: &str, seed: u64, p50: f64, max_err: f64) -> BenchResult {
-    let s = Shape {
-        B: 2,
-        H: 8,
-        S: 512,
-        D: 64,
-    };
-    let mut r = blank_result(shape, &s, seed, 20, 100, "ok");
+    let dims = BTreeMap::from([("n".to_string(), 4096)]);
+    let mut r = BenchResult::blank(shape, dims, seed, (20, 100), "ok");
     r.p50_us = Some(p50);
     r.max_abs_err = Some(max_err);
     r.mean_abs_err = Some(max_err / 10.0);
@@ -63,7 +53,7 @@ fn options_parse_and_reject_unknown_keys() {
     let p = pipeline();
     let o = options(&p.stages["bench"], &p).unwrap();
     assert_eq!((o.warmup, o.iters, o.l2), (5, 50, L2Mode::Flush));
-    assert_eq!(o.shapes(), ["mission"]);
+    assert_eq!(o.shapes_of(&tiny()), ["mission"]);
     assert_eq!(o.timeout, Duration::from_secs(30));
     let mut spec = p.stages["bench"].clone();
     spec.options.insert("itres".into(), 3.into());
@@ -89,7 +79,7 @@ fn options_parse_and_reject_unknown_keys() {
     assert!(options(&spec, &p)
         .unwrap_err()
         .message
-        .contains("no shape `huge`"));
+        .contains("no workload has a shape `huge`"));
     let mut spec = p.stages["bench"].clone();
     spec.options.insert("l2".into(), "cold".into());
     assert_eq!(options(&spec, &p).unwrap_err().path, vec!["l2"]);
@@ -120,36 +110,45 @@ fn plan_covers_variant_shape_seed() {
     let p = pipeline();
     let o = options(&p.stages["bench"], &p).unwrap();
     let variants: Vec<&String> = p.variants.keys().collect();
-    let jobs = plan(&p, &variants, &o);
+    let jobs = plan(&Workloads::of(&p), &p, &variants, &o);
     assert_eq!(jobs.len(), 3 * 2);
     let first = &jobs[0];
     assert_eq!(
         (first.variant.as_str(), first.shape.as_str(), first.seed),
         ("ctrl", "mission", 0)
     );
-    assert_eq!((first.inputs, first.timed), (Recipe::Gaussian, true));
+    assert_eq!((first.workload.as_str(), first.dims["n"]), ("tiny", 4096));
+    assert_eq!((first.inputs.as_str(), first.timed), ("default", true));
 }
 
 #[test]
 fn every_recipe_of_a_shape_is_checked_and_only_the_first_timed() {
     let mut p = pipeline();
-    p.workload.as_mut().unwrap().inputs = BTreeMap::from([(
+    let w = p.workloads.get_mut("tiny").unwrap();
+    for r in ["gaussian", "sink", "sharp"] {
+        w.recipes
+            .insert(r.into(), serde_yaml::from_str("{}").unwrap());
+    }
+    w.inputs = BTreeMap::from([(
         "mission".to_string(),
-        vec![Recipe::Gaussian, Recipe::Sink, Recipe::Sharp],
+        vec!["gaussian".into(), "sink".into(), "sharp".into()],
     )]);
     let o = options(&p.stages["bench"], &p).unwrap();
     let ctrl = "ctrl".to_string();
-    let jobs = plan(&p, &[&ctrl], &o);
-    let seen: Vec<(Recipe, u64, bool)> = jobs.iter().map(|j| (j.inputs, j.seed, j.timed)).collect();
+    let jobs = plan(&Workloads::of(&p), &p, &[&ctrl], &o);
+    let seen: Vec<(&str, u64, bool)> = jobs
+        .iter()
+        .map(|j| (j.inputs.as_str(), j.seed, j.timed))
+        .collect();
     assert_eq!(
         seen,
         vec![
-            (Recipe::Gaussian, 0, true),
-            (Recipe::Gaussian, 1, true),
-            (Recipe::Sink, 0, false),
-            (Recipe::Sink, 1, false),
-            (Recipe::Sharp, 0, false),
-            (Recipe::Sharp, 1, false),
+            ("gaussian", 0, true),
+            ("gaussian", 1, true),
+            ("sink", 0, false),
+            ("sink", 1, false),
+            ("sharp", 0, false),
+            ("sharp", 1, false),
         ]
     );
 }
@@ -163,7 +162,7 @@ fn an_incorrect_untimed_recipe_voids_a_variants_time_but_not_a_baselines() {
     let rs = vec![rec("mission", 0, 10.0, 0.01), sink];
     assert_eq!(primary_time(&rs, "mission"), None);
     assert_eq!(baseline_primary_time(&rs, "mission"), Some(10.0));
-    let g = correctness_gates(&rs, &Default::default(), Precision::Fp16Pv);
+    let g = correctness_gates(&rs, &tiny(), None);
     assert!(g.iter().any(|x| x.subject == "mission/sink/seed0"));
 }
 
@@ -183,26 +182,99 @@ fn speedups_match_shape_and_seed_and_say_na_when_missing() {
 
 #[test]
 fn correctness_gates_fail_on_errors_nan_and_crashes() {
-    let g = crate::pipeline::CorrectnessGates::default();
-    let ok = correctness_gates(&[rec("mission", 0, 10.0, 0.01)], &g, Precision::Fp16Pv);
+    let g = tiny();
+    let ok = correctness_gates(&[rec("mission", 0, 10.0, 0.01)], &g, None);
     assert!(ok.iter().all(|x| x.pass));
-    let planted = correctness_gates(&[rec("mission", 1, 10.0, 0.25)], &g, Precision::Fp16Pv);
+    let planted = correctness_gates(&[rec("mission", 1, 10.0, 0.25)], &g, None);
     assert!(planted
         .iter()
         .any(|x| x.gate == "correctness.max_abs_err" && !x.pass));
     assert_eq!(planted[0].subject, "mission/seed1");
     let mut nan = rec("mission", 0, 10.0, 0.0);
     nan.nan_count = Some(3);
-    assert!(correctness_gates(&[nan], &g, Precision::Fp16Pv)
+    assert!(correctness_gates(&[nan], &g, None)
         .iter()
         .any(|x| x.gate == "correctness.nonfinite" && !x.pass));
     let mut crashed = rec("mission", 0, 10.0, 0.0);
     crashed.status = "failed".into();
-    let c = correctness_gates(&[crashed], &g, Precision::Fp16Pv);
+    let c = correctness_gates(&[crashed], &g, None);
     assert_eq!(
         (c.len(), c[0].gate.as_str(), c[0].pass),
         (1, "correctness.completed", false)
     );
+    // An output never written: the record's error (placed in pipeline.yaml) is the gate's.
+    let mut unwritten = rec("mission", 0, 10.0, 0.0);
+    unwritten.correctness_pass = Some(false);
+    unwritten.error = Some("pipeline.yaml:12:9: error: output `y` is never written".into());
+    let c = correctness_gates(&[unwritten], &g, None);
+    let written = c.iter().find(|x| x.gate == "correctness.written").unwrap();
+    assert!(!written.pass);
+    assert_eq!(
+        written.detail.as_deref(),
+        Some("pipeline.yaml:12:9: error: output `y` is never written")
+    );
+}
+
+#[test]
+fn thresholds_follow_the_recipe_and_the_precision_class() {
+    // The attention declaration: absolute gates off for `sink`, normalized ones per class.
+    let decl = attention();
+    let mut r = rec("mission", 0, 10.0, 0.5);
+    r.inputs = "sink".into();
+    r.rel_l2_err = Some(0.05);
+    r.max_err_over_ref_std = Some(0.5);
+    let gates = |r: &BenchResult, class| {
+        correctness_gates(std::slice::from_ref(r), &decl, Some(class))
+            .into_iter()
+            .filter(|g| !g.pass)
+            .map(|g| g.gate)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        gates(&r, "fp16-pv"),
+        [
+            "correctness.max_err_over_ref_std",
+            "correctness.max_rel_l2_err"
+        ]
+    );
+    assert_eq!(gates(&r, "fp8-pv"), Vec::<String>::new());
+    r.inputs = "gaussian".into();
+    assert_eq!(
+        gates(&r, "fp8-pv"),
+        [
+            "correctness.max_abs_err",
+            "correctness.mean_abs_err",
+            "correctness.max_pct_bad"
+        ]
+    );
+    // Several outputs: each is gated against its own thresholds.
+    let mut two = rec("mission", 0, 10.0, 0.01);
+    two.outputs = BTreeMap::from([
+        (
+            "y".to_string(),
+            crate::schema::OutputAccuracy {
+                max_abs_err: 0.01,
+                correctness_pass: true,
+                ..Default::default()
+            },
+        ),
+        (
+            "z".to_string(),
+            crate::schema::OutputAccuracy {
+                max_abs_err: 0.5,
+                ..Default::default()
+            },
+        ),
+    ]);
+    let mut decl = tiny();
+    decl.gates.insert("z".into(), decl.gates["y"].clone());
+    let g = correctness_gates(&[two], &decl, None);
+    let failed: Vec<&str> = g
+        .iter()
+        .filter(|g| !g.pass)
+        .map(|g| g.subject.as_str())
+        .collect();
+    assert_eq!(failed, ["mission/seed0 z"]);
 }
 
 fn variants(ctrl: f64, fast: f64, wrong: f64) -> BTreeMap<String, Vec<BenchResult>> {
@@ -247,8 +319,9 @@ fn performance_gate_uses_the_best_correct_variant() {
 fn baseline_gate_and_missing_control() {
     let p = pipeline();
     let base = BenchFile {
-        name: "torch-sdpa-best".into(),
+        name: "torch-best".into(),
         kind: "baseline".into(),
+        workload: Some("tiny".into()),
         status: "ok".into(),
         reason: None,
         defines: BTreeMap::new(),
@@ -268,10 +341,10 @@ fn baseline_gate_and_missing_control() {
         Some("ctrl"),
         "mission",
         &p,
-        &[("torch-sdpa-best".into(), Some(base))],
+        &[("torch-best".into(), Some(base))],
     );
     let b = &gates[1].1;
-    assert_eq!(b.gate, "performance.min_speedup_vs_torch-sdpa-best");
+    assert_eq!(b.gate, "performance.min_speedup_vs_torch-best");
     assert!((b.measured - 20.0 / 10.1).abs() < 1e-12);
     let mut v = variants(12.0, 10.0, 1.0);
     v.get_mut("ctrl").unwrap()[0].status = "failed".into();
@@ -288,25 +361,25 @@ fn a_baseline_timed_by_another_method_is_not_compared() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join(BASELINE_DIR)).unwrap();
     // The recorded baseline was timed with CUDA graphs.
-    let recorded = include_str!("../../../tests/fixtures/bench/torch-sdpa-best.json");
-    let path = dir.path().join(BASELINE_DIR).join("torch-sdpa-best.json");
+    let recorded = include_str!("../../../tests/fixtures/bench/torch-attention-best.json");
+    let path = dir.path().join(BASELINE_DIR).join("torch-best.json");
     std::fs::write(&path, recorded).unwrap();
     let root = dir.path();
-    assert!(read_baseline(root, "torch-sdpa-best", "graph").is_ok());
-    let why = read_baseline(root, "torch-sdpa-best", "isolated").unwrap_err();
+    assert!(read_baseline(root, "torch-best", "graph").is_ok());
+    let why = read_baseline(root, "torch-best", "isolated").unwrap_err();
     assert!(
         why.contains("timed by the graph method and the variants by the isolated method"),
         "{why}"
     );
     let isolated = recorded.replace("\"cuda_graph\"", "\"isolated\"");
     std::fs::write(&path, isolated).unwrap();
-    assert!(read_baseline(root, "torch-sdpa-best", "isolated").is_ok());
-    let skipped = r#"{"name": "torch-sdpa-best", "kind": "baseline", "status": "skipped",
+    assert!(read_baseline(root, "torch-best", "isolated").is_ok());
+    let skipped = r#"{"name": "torch-best", "kind": "baseline", "status": "skipped",
         "reason": "PyTorch is not installed", "results": [], "gates": []}"#;
     std::fs::write(&path, skipped).unwrap();
-    let why = read_baseline(root, "torch-sdpa-best", "isolated").unwrap_err();
+    let why = read_baseline(root, "torch-best", "isolated").unwrap_err();
     assert_eq!(why, "it was skipped (PyTorch is not installed)");
-    assert!(read_baseline(root, "torch-sdpa-default", "isolated")
+    assert!(read_baseline(root, "torch-default", "isolated")
         .unwrap_err()
         .starts_with("cannot read"));
 }
@@ -315,11 +388,12 @@ fn a_baseline_timed_by_another_method_is_not_compared() {
 fn bench_files_round_trip_through_json() {
     let mut r = rec("mission", 0, 10.0, 0.01);
     r.speedups
-        .insert("speedup_vs_torch-sdpa-default".into(), Some(2.0));
-    r.speedups.insert("speedup_vs_torch-sdpa-best".into(), None);
+        .insert("speedup_vs_torch-default".into(), Some(2.0));
+    r.speedups.insert("speedup_vs_torch-best".into(), None);
     let file = BenchFile {
         name: "fast".into(),
         kind: "variant".into(),
+        workload: Some("tiny".into()),
         status: "ok".into(),
         reason: None,
         defines: BTreeMap::from([("X".into(), "1".into())]),
@@ -332,11 +406,7 @@ fn bench_files_round_trip_through_json() {
             static_smem_bytes: Some(0),
         }),
         results: vec![r],
-        gates: correctness_gates(
-            &[rec("mission", 0, 10.0, 0.01)],
-            &Default::default(),
-            Precision::Fp16Pv,
-        ),
+        gates: correctness_gates(&[rec("mission", 0, 10.0, 0.01)], &tiny(), None),
         measured: None,
     };
     let text = to_json_pretty(&file);
@@ -360,13 +430,15 @@ fn gates_and_speedups_on_results_recorded_on_an_h100() {
         .map(|(n, rs)| (n.to_string(), rs.to_vec()))
         .collect();
     let best: BenchFile = serde_json::from_str(include_str!(
-        "../../../tests/fixtures/bench/torch-sdpa-best.json"
+        "../../../tests/fixtures/bench/torch-attention-best.json"
     ))
     .unwrap();
     assert_eq!(best.defines["backend"], "cudnn");
+    assert_eq!(records[0].dims["S"], 32, "B H S D read into the dimensions");
+    let decl = attention();
     for rs in by_variant.values_mut() {
-        attach_speedup(rs, "speedup_vs_torch-sdpa-best", Some(&best.results));
-        let g = correctness_gates(rs, &Default::default(), Precision::Fp16Pv);
+        attach_speedup(rs, "speedup_vs_torch-best", Some(&best.results));
+        let g = correctness_gates(rs, &decl, Some("fp16-pv"));
         assert!(g.iter().all(|x| x.pass), "{g:?}");
     }
     let ws1_mission0 = &by_variant["stage5-ws-p1"][3];
@@ -374,7 +446,7 @@ fn gates_and_speedups_on_results_recorded_on_an_h100() {
         (ws1_mission0.shape.as_str(), ws1_mission0.seed),
         ("mission", 0)
     );
-    let s = ws1_mission0.speedups["speedup_vs_torch-sdpa-best"].unwrap();
+    let s = ws1_mission0.speedups["speedup_vs_torch-best"].unwrap();
     assert!((s - 9.3293 / 21.296).abs() < 1e-3, "{s}");
 
     let p = pipeline();
@@ -383,7 +455,7 @@ fn gates_and_speedups_on_results_recorded_on_an_h100() {
         Some("stage2-baseline"),
         "mission",
         &p,
-        &[("torch-sdpa-best".into(), Some(best))],
+        &[("torch-best".into(), Some(best))],
     );
     let (owner, control_gate) = &gates[0];
     assert_eq!(owner, "stage5-ws-p1");

@@ -476,7 +476,7 @@ mod tests {
     fn a_missing_entry_or_source_is_an_error_for_that_request() {
         let (dir, tc) = project();
         let mut wrong_entry = req(&[]);
-        wrong_entry.entry = "sdpa_fp8_fwd".into();
+        wrong_entry.entry = "attn_fp8_fwd".into();
         let mut no_source = req(&[]);
         no_source.source = PathBuf::from("kernels/missing.cu");
         let outs = compile_many(
@@ -489,7 +489,7 @@ mod tests {
         );
         let e0 = outs[0].error.as_deref().unwrap();
         assert!(
-            e0.contains("no entry function `sdpa_fp8_fwd` (ptxas compiled: k)"),
+            e0.contains("no entry function `attn_fp8_fwd` (ptxas compiled: k)"),
             "{e0}"
         );
         let e1 = outs[1].error.as_deref().unwrap();

@@ -71,16 +71,20 @@ pub fn with_dynamic_smem(
 }
 
 /// A one-line summary of the failed gates, e.g.
-/// `v1 sdpa_fp8_fwd: ptxas.max_registers 168 > 120`.
+/// `v1 rmsnorm_fwd: ptxas.max_registers 168 > 120`, with what a gate's `detail` says.
 pub fn describe_failures(variant: &str, results: &[GateResult]) -> Vec<String> {
     results
         .iter()
         .filter(|g| !g.pass)
         .map(|g| {
-            format!(
+            let line = format!(
                 "{variant} {}: {} {} > {}",
                 g.subject, g.gate, g.measured, g.threshold
-            )
+            );
+            match &g.detail {
+                Some(detail) => format!("{line}\n{detail}"),
+                None => line,
+            }
         })
         .collect()
 }

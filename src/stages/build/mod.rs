@@ -1,12 +1,15 @@
-//! The `build` stage kind: compiles every variant (and the workload's reference kernel) for
-//! every architecture `arch:` declares with nvcc, reads the ptxas resource report, applies
-//! the PTXAS gates per architecture and writes `artifacts/build/<variant>.json` plus
-//! `.repro/cubins/<name>.<arch>.cubin`. nvcc cross-compiles, so it needs no GPU, and its
-//! records depend only on the sources, the pinned nvcc and the declared architectures.
+//! The `build` stage kind: compiles every variant (and each workload's reference kernel)
+//! for every architecture `arch:` declares with nvcc, reads the ptxas resource report,
+//! applies the PTXAS gates and the ABI gate ([`abi`]: the cubin's parameters against the
+//! workload's declared arguments) per architecture, and writes
+//! `artifacts/build/<variant>.json` plus `.repro/cubins/<name>.<arch>.cubin`. nvcc
+//! cross-compiles, so it needs no GPU, and its records depend only on the sources, the
+//! pinned nvcc and the declared architectures.
 //!
 //! Options (besides the common stage keys): `jobs` (parallel nvcc processes; default: all
 //! cores) and `flags` (extra nvcc flags for every compile).
 
+pub mod abi;
 pub mod arch;
 pub mod compile;
 pub mod cubin;
@@ -24,6 +27,7 @@ use crate::pipeline::{define_value, KernelSpec, Pipeline, StageSpec};
 use crate::schema::{self, ArchBuild, BuildRecord};
 use crate::stages::options::decode;
 use crate::toolchain::{self, NvccSearch, Toolchain};
+use crate::workload::Workloads;
 use anyhow::Context;
 use compile::{CompileOutput, CompileRequest};
 use serde::Deserialize;
@@ -31,8 +35,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The name the reference kernel's cubin takes; no variant may use it.
-pub const REFERENCE: &str = "reference";
+/// The name the built-in workload's reference cubin takes (a declared workload's is
+/// `reference-<workload>`, `crate::workload::Workloads::reference_name`); no variant may
+/// use it.
+pub const REFERENCE: &str = crate::workload::REFERENCE;
 
 /// `artifacts/build/<variant>.json`.
 pub fn record_path(variant: &str) -> PathBuf {
@@ -105,13 +111,21 @@ fn is_file_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// What the stage builds for every architecture: a variant or the reference.
+/// What the stage builds for every architecture: a variant or a reference.
 struct Target {
     name: String,
     kernel: String,
     spec: KernelSpec,
     /// The compile, with an empty `arch` ([`Target::on`] fills it in).
     req: CompileRequest,
+    /// The declaration its parameters must match (`None`: a variant of no workload).
+    declared: Option<abi::Declared>,
+}
+
+impl Target {
+    fn is_reference(&self) -> bool {
+        matches!(self.declared, Some(abi::Declared::Reference(_)))
+    }
 }
 
 impl Target {
@@ -124,8 +138,9 @@ impl Target {
     }
 }
 
-/// Every variant (sorted by name), then the reference if the workload declares one.
+/// Every variant (sorted by name), then each workload's reference kernel.
 fn targets(pipeline: &Pipeline, extra_flags: &[String]) -> anyhow::Result<Vec<Target>> {
+    let workloads = Workloads::of(pipeline);
     let request = |spec: &KernelSpec, defines: BTreeMap<String, String>| CompileRequest {
         source: PathBuf::from(&spec.source),
         entry: spec.entry.clone(),
@@ -152,41 +167,55 @@ fn targets(pipeline: &Pipeline, extra_flags: &[String]) -> anyhow::Result<Vec<Ta
             kernel: variant.kernel.clone(),
             spec: spec.clone(),
             req: request(spec, defines),
+            declared: workloads
+                .of_kernel(&variant.kernel)
+                .map(|(w, _)| abi::Declared::Kernel(w.to_string())),
         });
     }
-    if let Some(spec) = pipeline
-        .workload
-        .as_ref()
-        .and_then(|w| w.reference.as_ref())
-    {
+    for (w, spec) in reference_specs(&workloads) {
+        let name = workloads.reference_name(w);
         out.push(Target {
-            name: REFERENCE.into(),
-            kernel: REFERENCE.into(),
-            spec: spec.clone(),
-            req: request(spec, BTreeMap::new()),
+            kernel: name.clone(),
+            name,
+            req: request(&spec, BTreeMap::new()),
+            spec,
+            declared: Some(abi::Declared::Reference(w.to_string())),
         });
     }
     Ok(out)
 }
 
-/// The kernel sources the stage compiles (the variants' kernels and the reference).
-fn kernel_specs(pipeline: &Pipeline) -> Vec<&KernelSpec> {
+/// Each workload's reference kernel (those with a command have none), as a kernel spec.
+fn reference_specs(workloads: &Workloads) -> Vec<(&str, KernelSpec)> {
+    workloads
+        .iter()
+        .filter_map(|(w, d)| {
+            let r = &d.reference;
+            let spec = KernelSpec {
+                source: r.source.clone()?,
+                entry: r.entry.clone()?,
+                flags: r.flags.clone(),
+                precision: None,
+            };
+            Some((w, spec))
+        })
+        .collect()
+}
+
+/// The kernel sources the stage compiles (the variants' kernels and the references).
+fn kernel_specs(pipeline: &Pipeline) -> Vec<KernelSpec> {
     let used: BTreeSet<&str> = pipeline
         .variants
         .values()
         .map(|v| v.kernel.as_str())
         .collect();
+    let workloads = Workloads::of(pipeline);
     pipeline
         .kernels
         .iter()
         .filter(|(k, _)| used.contains(k.as_str()))
-        .map(|(_, s)| s)
-        .chain(
-            pipeline
-                .workload
-                .as_ref()
-                .and_then(|w| w.reference.as_ref()),
-        )
+        .map(|(_, s)| s.clone())
+        .chain(reference_specs(&workloads).into_iter().map(|(_, s)| s))
         .collect()
 }
 
@@ -241,11 +270,15 @@ impl StageKind for BuildStage {
             path: Vec::new(),
             message,
         };
-        if pipeline.variants.contains_key(REFERENCE) {
-            return Err(stage_err(format!(
-                "a variant may not be named `{REFERENCE}`: that name is the reference kernel's \
-                 cubin (.repro/cubins/{REFERENCE}.cubin); rename the variant"
-            )));
+        let workloads = Workloads::of(pipeline);
+        for w in workloads.names() {
+            let name = workloads.reference_name(w);
+            if pipeline.variants.contains_key(&name) {
+                return Err(stage_err(format!(
+                    "a variant may not be named `{name}`: that name is workload `{w}`'s \
+                     reference kernel's cubin (.repro/cubins/{name}.<arch>.cubin); rename the variant"
+                )));
+            }
         }
         if pipeline.arch.is_empty() {
             return Err(stage_err(
@@ -270,12 +303,10 @@ impl StageKind for BuildStage {
     fn outputs(&self, _name: &str, _spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
         let mut outs: Outputs = pipeline.variants.keys().map(|v| record_path(v)).collect();
         outs.extend(variant_cubins(pipeline));
-        if pipeline
-            .workload
-            .as_ref()
-            .is_some_and(|w| w.reference.is_some())
-        {
-            outs.extend(pipeline.arch.iter().map(|a| cubin_path(REFERENCE, a)));
+        let workloads = Workloads::of(pipeline);
+        for (w, _) in reference_specs(&workloads) {
+            let name = workloads.reference_name(w);
+            outs.extend(pipeline.arch.iter().map(|a| cubin_path(&name, a)));
         }
         outs
     }
@@ -303,13 +334,24 @@ impl StageKind for BuildStage {
         let nvcc = toolchain::fingerprint(root, &self.search(), toolchain::pin(pipeline));
         inputs.tools.insert("nvcc".into(), nvcc);
         if let Ok(targets) = targets(pipeline, &opts.flags) {
+            let workloads = Workloads::of(pipeline);
             for t in targets {
+                // The ABI gate reads the declaration's arguments.
+                let args = match &t.declared {
+                    Some(abi::Declared::Kernel(w) | abi::Declared::Reference(w)) => {
+                        workloads.get(w).map(
+                            |d| serde_json::json!({"args": d.args, "reference": d.reference.args}),
+                        )
+                    }
+                    None => None,
+                };
                 let value = serde_json::json!({
                     "kernel": t.kernel,
                     "source": t.req.source,
                     "entry": t.req.entry,
                     "defines": t.req.defines,
                     "flags": t.req.flags,
+                    "declared": args,
                 });
                 inputs
                     .params
@@ -357,6 +399,10 @@ impl StageKind for BuildStage {
         write_log(ctx.log, &reqs, &targets, archs, &outs)?;
 
         let ptxas_gates = ctx.pipeline.gates.ptxas.as_ref();
+        let workloads = Workloads::of(ctx.pipeline);
+        let render = |p: &crate::workload::problem::Problem| {
+            crate::workload::render(ctx.pipeline, ctx.pipeline_file, p)
+        };
         let mut failed = Vec::new();
         let mut gate_failures = Vec::new();
         for (t, outs) in targets.iter().zip(outs.chunks(archs.len())) {
@@ -366,7 +412,7 @@ impl StageKind for BuildStage {
                     copy_into(ctx.staging, cubin, &cubin_path(&t.name, arch))?;
                 } else {
                     let error = out.error.as_deref().unwrap_or("unknown error");
-                    if t.name == REFERENCE {
+                    if t.is_reference() {
                         // Nothing can be checked without the reference: the stage fails.
                         anyhow::bail!(
                             "the reference kernel failed to compile for {arch} (full compiler output in {}):\n{}",
@@ -384,14 +430,28 @@ impl StageKind for BuildStage {
                 let mut build = arch_build(out);
                 if let (true, Some(g)) = (out.ok, ptxas_gates) {
                     build.gates = gates::record_gates(&build, &t.spec.entry, g);
-                    gate_failures.extend(gates::describe_failures(
-                        &format!("{} ({arch})", t.name),
-                        &build.gates,
-                    ));
                 }
+                let declared = t.declared.as_ref().and_then(|d| {
+                    let (abi::Declared::Kernel(w) | abi::Declared::Reference(w)) = d;
+                    Some((d, workloads.get(w)?))
+                });
+                if let (Some(cubin), Some((d, decl))) =
+                    (out.cubin.as_ref().filter(|_| out.ok), declared)
+                {
+                    let g = abi::gate(d, decl, &t.spec.entry, cubin, &render);
+                    if let Some(detail) = g.detail.as_ref().filter(|_| t.is_reference()) {
+                        // A reference that does not match its declaration judges nothing.
+                        anyhow::bail!("the reference kernel `{}` does not match its declaration ({arch}):\n{detail}", t.spec.entry);
+                    }
+                    build.gates.push(g);
+                }
+                gate_failures.extend(gates::describe_failures(
+                    &format!("{} ({arch})", t.name),
+                    &build.gates,
+                ));
                 record.archs.insert(arch.clone(), build);
             }
-            if t.name == REFERENCE {
+            if t.is_reference() {
                 continue;
             }
             if record.archs.values().any(|b| !b.ok()) {

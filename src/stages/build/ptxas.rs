@@ -220,25 +220,6 @@ ptxas info    : Used 255 registers, 49152 bytes smem, 400 bytes cmem[0], 8 bytes
     }
 
     #[test]
-    fn shipped_kernel_with_module_globals_and_named_barriers() {
-        let entries = fixture("cuda13_sm89_sdpa_ws_p2");
-        assert_eq!(
-            entries,
-            [EntryResources {
-                name: "sdpa_fp8_fwd".into(),
-                registers: Some(94),
-                stack_bytes: Some(0),
-                spill_store_bytes: Some(0),
-                spill_load_bytes: Some(0),
-                barriers: Some(16),
-                // cmem[4] on the module line is not the entry's bank 0.
-                cmem_bytes: Some(416),
-                ..EntryResources::default()
-            }]
-        );
-    }
-
-    #[test]
     fn compile_error_output_has_no_entries() {
         assert!(fixture("cuda13_compile_error").is_empty());
         assert!(parse("").is_empty());

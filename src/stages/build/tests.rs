@@ -22,6 +22,19 @@ fn pipeline(yaml: &str) -> Pipeline {
     serde_yaml::from_str(yaml).unwrap()
 }
 
+/// The `tiny` workload (`(const float* x, float* y, int n)`), computed by `kernels`, with
+/// the reference kernel `entry` of `source`: to put before a pipeline's `kernels:`.
+fn tiny_workload(kernels: &[&str], source: &str, entry: &str) -> String {
+    let yaml = crate::workload::testing::tiny_yaml(kernels);
+    let yaml = yaml.strip_prefix("version: 1\n").unwrap_or(&yaml);
+    yaml.replace(
+        "reference: {run: [\"true\"]}",
+        &format!(
+            "reference: {{source: {source}, entry: {entry}, launch: {{grid: [1], block: [256]}}}}"
+        ),
+    )
+}
+
 const TWO_VARIANTS: &str = r#"
 version: 1
 arch: sm_89
@@ -35,6 +48,29 @@ gates:
 stages:
   build: {uses: build}
 "#;
+
+/// [`TWO_VARIANTS`] with kernel `multi` in the `tiny` workload, whose reference is `entry`
+/// of `source`.
+fn two_variants_in_tiny(source: &str, entry: &str) -> String {
+    TWO_VARIANTS.replace(
+        "kernels:\n",
+        &format!("{}kernels:\n", tiny_workload(&["multi"], source, entry)),
+    )
+}
+
+/// Run the build stage of `p` in `root`, which must fail a gate: why, and the staging folder.
+fn gate_failure(p: &Pipeline, root: &Path) -> (String, PathBuf) {
+    let (res, staging) = run_stage(
+        &BuildStage::default(),
+        p,
+        root,
+        &CountingExecutor::default(),
+    );
+    match res.unwrap() {
+        StageOutcome::GateFailed(why) => (why, staging),
+        other => panic!("expected a gate failure, got {other:?}"),
+    }
+}
 
 /// Run the pipeline's `build` stage; the outcome and the staging folder.
 fn run_stage(
@@ -178,10 +214,11 @@ fn a_build_stage_needs_declared_architectures() {
 #[test]
 fn validate_rejects_a_variant_named_reference_and_unknown_options() {
     let stage = BuildStage::default();
-    let p = pipeline(&TWO_VARIANTS.replace("triple:", "reference:"));
+    let with_tiny = two_variants_in_tiny("kernels/multi.cu", "reduce_smem");
+    let p = pipeline(&with_tiny.replace("triple:", "reference-tiny:"));
     let e = stage.validate("build", &p.stages["build"], &p).unwrap_err();
     assert!(
-        e.message.contains("may not be named `reference`"),
+        e.message.contains("may not be named `reference-tiny`"),
         "{}",
         e.message
     );
@@ -228,10 +265,10 @@ fn validate_rejects_a_variant_named_reference_and_unknown_options() {
 
 #[test]
 fn outputs_list_records_and_cubins_including_the_reference() {
-    let p = pipeline(&TWO_VARIANTS.replace(
-        "version: 1\n",
-        "version: 1\nworkload:\n  op: sdpa_fp8\n  shapes: {small: {B: 1, H: 1, S: 32, D: 64}}\n  primary: small\n  reference: {source: kernels/multi.cu, entry: reduce_smem}\n",
-    ).replace("arch: sm_89", "arch: [sm_89, sm_90a]"));
+    let p = pipeline(
+        &two_variants_in_tiny("kernels/multi.cu", "reduce_smem")
+            .replace("arch: sm_89", "arch: [sm_89, sm_90a]"),
+    );
     let outs = BuildStage::default().outputs("build", &p.stages["build"], &p);
     let outs: Vec<String> = outs.iter().map(|p| p.display().to_string()).collect();
     assert_eq!(
@@ -243,8 +280,8 @@ fn outputs_list_records_and_cubins_including_the_reference() {
             ".repro/cubins/double.sm_90a.cubin",
             ".repro/cubins/triple.sm_89.cubin",
             ".repro/cubins/triple.sm_90a.cubin",
-            ".repro/cubins/reference.sm_89.cubin",
-            ".repro/cubins/reference.sm_90a.cubin",
+            ".repro/cubins/reference-tiny.sm_89.cubin",
+            ".repro/cubins/reference-tiny.sm_90a.cubin",
         ]
     );
 }
@@ -359,16 +396,7 @@ fn one_broken_variant_fails_alone_as_a_failed_gate() {
                 "kernels:\n  bad: {source: kernels/bad.cu, entry: bad}\n",
             ),
     );
-    let (res, staging) = run_stage(
-        &BuildStage::default(),
-        &p,
-        dir.path(),
-        &CountingExecutor::default(),
-    );
-    let summary = match res.unwrap() {
-        StageOutcome::GateFailed(s) => s,
-        other => panic!("expected a failed gate, got {other:?}"),
-    };
+    let (summary, staging) = gate_failure(&p, dir.path());
     assert!(summary.contains("did not compile"), "{summary}");
     assert!(
         summary.contains("broken (sm_89): ") && summary.contains("undefined_thing"),
@@ -401,10 +429,7 @@ fn a_reference_that_does_not_compile_fails_the_stage() {
         return;
     };
     let dir = project();
-    let p = pipeline(&TWO_VARIANTS.replace(
-        "kernels:\n",
-        "workload:\n  op: sdpa_fp8\n  shapes: {small: {B: 1, H: 1, S: 32, D: 64}}\n  primary: small\n  reference: {source: kernels/bad.cu, entry: bad}\nkernels:\n",
-    ));
+    let p = pipeline(&two_variants_in_tiny("kernels/bad.cu", "bad"));
     let (res, _) = run_stage(
         &BuildStage::default(),
         &p,
@@ -424,16 +449,10 @@ fn spills_and_register_limits_fail_the_gates_not_the_stage() {
         return;
     };
     let dir = project();
-    let p = pipeline(
-        r#"
-version: 1
-arch: sm_90
-workload:
-  op: sdpa_fp8
-  shapes: {small: {B: 1, H: 1, S: 32, D: 64}}
-  primary: small
-  reference: {source: kernels/multi.cu, entry: reduce_smem}
-kernels:
+    let p = pipeline(&format!(
+        "version: 1\narch: sm_90\n{}{}",
+        tiny_workload(&["spill"], "kernels/multi.cu", "reduce_smem"),
+        r#"kernels:
   spill: {source: kernels/spill.cu, entry: spilly, flags: [-maxrregcount=16]}
 variants:
   spilly: {kernel: spill}
@@ -441,17 +460,9 @@ gates:
   ptxas: {max_registers: 16, max_spill_bytes: 0}
 stages:
   build: {uses: build, jobs: 1}
-"#,
-    );
-    let (res, staging) = run_stage(
-        &BuildStage::default(),
-        &p,
-        dir.path(),
-        &CountingExecutor::default(),
-    );
-    let StageOutcome::GateFailed(why) = res.unwrap() else {
-        panic!("expected a gate failure");
-    };
+"#
+    ));
+    let (why, staging) = gate_failure(&p, dir.path());
     assert!(
         why.contains("spilly (sm_90) spilly: ptxas.max_registers 24 > 16"),
         "{why}"
@@ -467,12 +478,96 @@ stages:
         .command
         .contains(&"-maxrregcount=16".to_string()));
     assert!(
-        staging.join(cubin_path(REFERENCE, "sm_90")).is_file(),
+        staging
+            .join(cubin_path("reference-tiny", "sm_90"))
+            .is_file(),
         "reference cubin written"
     );
     assert!(
-        !staging.join(record_path(REFERENCE)).exists(),
+        !staging.join(record_path("reference-tiny")).exists(),
         "no record for the reference"
+    );
+}
+
+/// The ABI gate: each cubin's parameters against its workload's `args`, a mismatch failing
+/// the gate at the argument's `file:line:col`, and a reference that does not match its
+/// declaration failing the stage.
+#[test]
+fn the_abi_gate_checks_each_cubins_parameters_against_the_declaration() {
+    let Some(_) = real_nvcc("the_abi_gate_checks_each_cubins_parameters_against_the_declaration")
+    else {
+        return;
+    };
+    let dir = project();
+    let text = two_variants_in_tiny("kernels/multi.cu", "reduce_smem");
+    let (res, staging) = run_stage(
+        &BuildStage::default(),
+        &pipeline(&text),
+        dir.path(),
+        &CountingExecutor::default(),
+    );
+    assert_eq!(res.unwrap(), StageOutcome::Passed);
+    let gate = record(&staging, "double").archs["sm_89"]
+        .gates
+        .iter()
+        .find(|g| g.gate == abi::GATE)
+        .cloned()
+        .unwrap();
+    assert!(gate.pass && gate.detail.is_none(), "{gate:?}");
+
+    // `n` declared as an int64: 8 bytes where the kernel takes 4.
+    let wrong = text.replace("{name: n, dtype: int32", "{name: n, dtype: int64");
+    std::fs::write(dir.path().join("pipeline.yaml"), &wrong).unwrap();
+    let p = pipeline(&wrong);
+    // The reference shares the signature: the stage fails on it, at the argument.
+    let (res, _) = run_stage(
+        &BuildStage::default(),
+        &p,
+        dir.path(),
+        &CountingExecutor::default(),
+    );
+    let err = format!("{:#}", res.unwrap_err());
+    let line = wrong
+        .lines()
+        .position(|l| l.contains("{name: n, dtype: int64"))
+        .unwrap()
+        + 1;
+    let col = wrong.lines().nth(line - 1).unwrap().find("int64").unwrap() + 1;
+    assert!(
+        err.contains("the reference kernel `reduce_smem` does not match its declaration (sm_89)")
+            && err.contains(&format!("pipeline.yaml:{line}:{col}: error: argument `n` is 8 bytes, but parameter 2 of kernel `reduce_smem` is 4 bytes")),
+        "{err}"
+    );
+    // With a command reference, only the variants' gates fail.
+    let commanded = wrong.replace(
+        "reference: {source: kernels/multi.cu, entry: reduce_smem, launch: {grid: [1], block: [256]}}",
+        "reference: {run: [\"true\"]}",
+    );
+    std::fs::write(dir.path().join("pipeline.yaml"), &commanded).unwrap();
+    let (why, staging) = gate_failure(&pipeline(&commanded), dir.path());
+    assert!(
+        why.contains("double (sm_89) scale_kernel: abi.params 1 > 0"),
+        "{why}"
+    );
+    assert!(
+        why.contains(
+            "argument `n` is 8 bytes, but parameter 2 of kernel `scale_kernel` is 4 bytes"
+        ),
+        "{why}"
+    );
+    let g = record(&staging, "triple").archs["sm_89"]
+        .gates
+        .iter()
+        .find(|g| g.gate == abi::GATE)
+        .cloned()
+        .unwrap();
+    assert!(
+        !g.pass
+            && g.detail.as_deref().unwrap().starts_with(&format!(
+                "{}:{line}:{col}: error:",
+                dir.path().join("pipeline.yaml").display()
+            )),
+        "{g:?}"
     );
 }
 
@@ -496,15 +591,7 @@ stages:
   build: {uses: build}
 "#,
     );
-    let (res, staging) = run_stage(
-        &BuildStage::default(),
-        &p,
-        dir.path(),
-        &CountingExecutor::default(),
-    );
-    let StageOutcome::GateFailed(why) = res.unwrap() else {
-        panic!("expected the smem gate to fail");
-    };
+    let (why, staging) = gate_failure(&p, dir.path());
     let rec = record(&staging, "tiled");
     assert_eq!(rec.archs["sm_89"].dynamic_smem_bytes, Some(40000));
     assert_eq!(

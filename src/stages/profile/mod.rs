@@ -29,11 +29,10 @@ use anyhow::Context;
 use ncu_call::{detected_arch, request_metrics};
 use run::{finish, keep_report, profile_job, read_target};
 use std::path::{Path, PathBuf};
-use targets::{primary_shape, skipped_target};
+use targets::skipped_target;
 
 /// Where the stage writes; the folder is its one declared output.
 const OUT_DIR: &str = "artifacts/ncu";
-const TOPK_FILE: &str = "artifacts/tune/topk.json";
 /// The `ncu` version recorded in the fingerprint when this machine has none.
 pub const NCU_NOT_FOUND: &str = "not found";
 
@@ -89,12 +88,11 @@ impl StageKind for Profile {
         p.insert("iters".into(), opts.iters.to_string());
         p.insert("launch_skip".into(), opts.launch_skip().to_string());
         p.insert("clock_control".into(), opts.clock_control.clone());
-        if let Ok((name, s)) = primary_shape(pipeline) {
-            p.insert(
-                "shape".into(),
-                format!("{name}={},{},{},{}", s.B, s.H, s.S, s.D),
-            );
-        }
+        // Each target runs its workload's primary shape: the declarations are inputs.
+        let workloads = crate::workload::Workloads::of(pipeline);
+        let declared: std::collections::BTreeMap<&str, &crate::workload::Declaration> =
+            workloads.iter().collect();
+        p.insert("workloads".into(), serde_json::to_string(&declared)?);
         let ncu_version = ncu_mod::find_ncu()
             .and_then(|n| ncu_mod::version(root, &n))
             .unwrap_or_else(|| NCU_NOT_FOUND.into());
@@ -115,7 +113,7 @@ impl StageKind for Profile {
         let out_dir = ctx.staging.join(OUT_DIR);
         std::fs::create_dir_all(&out_dir)
             .with_context(|| format!("cannot create {}", out_dir.display()))?;
-        let (targets, skipped) = resolve_targets(&opts, ctx.pipeline, ctx.root);
+        let (targets, skipped) = resolve_targets(&opts, ctx.spec, ctx.pipeline, ctx.root);
         let mut summary = NcuSummary {
             ncu_version: None,
             clock_control: opts.clock_control.clone(),
@@ -141,14 +139,12 @@ impl StageKind for Profile {
             return finish(&out_dir, summary, skipped, outcome);
         };
         summary.ncu_version = ncu_mod::version(ctx.root, &ncu);
-        let (shape, _) = primary_shape(ctx.pipeline)?;
         let metric_list = request_metrics(ctx.root, &opts.metrics);
         let pipeline_file = ctx.pipeline_file.to_path_buf();
         let call = NcuCall {
             ncu: &ncu,
             repro_exe: ctx.repro_exe,
             pipeline_file: &pipeline_file,
-            shape: &shape,
             metrics: &metric_list,
             opts: &opts,
         };

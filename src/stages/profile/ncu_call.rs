@@ -5,7 +5,6 @@ use super::targets::{Program, Target};
 use crate::gpu::client::{ExecRequest, ExecTarget};
 use crate::gpu::timing::{L2Mode, Method};
 use crate::ncu::metrics::{self, Arch};
-use crate::pipeline::Recipe;
 use std::path::Path;
 
 /// Everything one ncu invocation needs besides the target.
@@ -13,7 +12,6 @@ pub struct NcuCall<'a> {
     pub ncu: &'a Path,
     pub repro_exe: &'a Path,
     pub pipeline_file: &'a Path,
-    pub shape: &'a str,
     pub metrics: &'a [String],
     pub opts: &'a ProfileOptions,
 }
@@ -43,13 +41,15 @@ impl NcuCall<'_> {
         let request = ExecRequest {
             target: match &target.program {
                 Program::Variant(v) => ExecTarget::Variant(v.clone()),
-                Program::Cubin { path } => ExecTarget::Cubin {
+                Program::Cubin { path, defines } => ExecTarget::Cubin {
                     path: path.clone(),
                     entry: target.entry.clone(),
+                    defines: defines.clone(),
                 },
             },
-            shape: s(self.shape),
-            inputs: Recipe::Gaussian,
+            workload: Some(target.workload.clone()),
+            shape: target.shape.clone(),
+            inputs: None,
             precision: None,
             seed: 0,
             warmup: self.opts.warmup,

@@ -1,6 +1,5 @@
 //! The profile stage's options, read from its `StageSpec` and checked against the pipeline.
 
-use super::targets::primary_shape;
 use crate::engine::OptionError;
 use crate::pipeline::{Pipeline, StageSpec};
 use crate::stages::options::decode;
@@ -80,19 +79,18 @@ impl ProfileOptions {
                 message: "name at least one target: `control`, `topk` or a variant".into(),
             });
         }
-        if let Err(e) = primary_shape(pipeline) {
-            return Err(OptionError {
-                path: vec![],
-                message: format!("{e:#}"),
-            });
-        }
+        let workloads = crate::workload::Workloads::of(pipeline);
         for (i, t) in o.targets.iter().enumerate() {
-            // `topk` profiles tune cubins of the control's kernel.
-            let known = ((t == "topk" || t == "control") && pipeline.control.is_some())
-                || pipeline.variants.contains_key(t);
+            let known = match t.as_str() {
+                "control" => pipeline.control.is_some(),
+                "topk" => true,
+                v => workloads.of_variant(pipeline, v).is_some(),
+            };
             if !known {
-                let hint = if t == "control" || t == "topk" {
+                let hint = if t == "control" {
                     "the pipeline names no `control:` variant".to_string()
+                } else if pipeline.variants.contains_key(t) {
+                    "its kernel is in no workload".to_string()
                 } else {
                     let names: Vec<&str> = pipeline.variants.keys().map(String::as_str).collect();
                     format!(

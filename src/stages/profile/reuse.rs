@@ -7,16 +7,17 @@ use super::OUT_DIR;
 use crate::engine::RunCtx;
 use crate::schema::{NcuSummary, NcuTarget};
 use crate::stages::reuse::{self, digest_json, file_digest, Committed, Key};
+use crate::workload::Workloads;
 use serde_json::json;
 use std::path::Path;
 
-/// What every target's key shares: the GPU, ncu, the workload and the ncu options.
+/// What every target's key shares: the GPU, ncu and the ncu options.
 pub(super) struct Common {
     gpu: Key,
     /// The architecture of the cubins the profiled GPU loads.
     arch: String,
     ncu: String,
-    workload: String,
+    workloads: Workloads,
     harness: String,
 }
 
@@ -27,14 +28,6 @@ impl Common {
         let gpus = crate::stages::gpu_nodes::stage_gpus(ctx).ok()?;
         let gpu = reuse::gpu_key(gpus.get(..1)?)?;
         let arch = crate::stages::build::arch::for_gpu(&gpus[0], &ctx.pipeline.arch).ok()?;
-        let w = ctx.pipeline.workload.as_ref()?;
-        let (reference, entry) =
-            crate::gpu::exec::reference(Some(ctx.pipeline), ctx.root, Some(&arch), None);
-        let workload = digest_json(&json!({
-            "shape": call.shape,
-            "dims": w.shapes.get(call.shape),
-            "reference": {"cubin_sha256": file_digest(&reference)?, "entry": entry},
-        }));
         let o = call.opts;
         let harness = digest_json(&json!({
             "revision": crate::gpu::exec::HARNESS_REVISION,
@@ -50,26 +43,39 @@ impl Common {
             gpu,
             arch,
             ncu: ncu_version?.to_string(),
-            workload,
+            workloads: Workloads::of(ctx.pipeline),
             harness,
         })
     }
 
-    /// `target`'s key: the common part and the digest of the cubin it loads.
+    /// `target`'s key: the common part, the digest of the cubin it loads (and the defines
+    /// its launch reads), and of its workload on its shape.
     pub(super) fn key(&self, ctx: &RunCtx, target: &Target) -> Option<Key> {
-        let cubin = match &target.program {
-            Program::Variant(v) => {
+        let (cubin, defines) = match &target.program {
+            Program::Variant(v) => (
                 crate::gpu::exec::variant_cubin(ctx.pipeline, ctx.pipeline_file, v, &self.arch)
                     .ok()?
-                    .0
-            }
-            Program::Cubin { path } => path.clone(),
+                    .0,
+                None,
+            ),
+            Program::Cubin { path, defines } => (path.clone(), Some(defines)),
         };
+        let decl = self.workloads.get(&target.workload)?;
+        let reference =
+            reuse::reference_key(ctx.root, &self.workloads, &target.workload, &self.arch)?;
+        let workload = digest_json(&json!({
+            "args": decl.args,
+            "launch": decl.launch,
+            "shape": target.shape,
+            "dims": decl.shapes.get(&target.shape),
+            "defines": defines,
+            "reference": reference,
+        }));
         let mut key = self.gpu.clone();
         key.insert("ncu".into(), self.ncu.clone());
         key.insert("cubin_sha256".into(), file_digest(&cubin)?);
         key.insert("entry".into(), target.entry.clone());
-        key.insert("workload_sha256".into(), self.workload.clone());
+        key.insert("workload_sha256".into(), workload);
         key.insert("harness_sha256".into(), self.harness.clone());
         Some(key)
     }

@@ -2,27 +2,37 @@
 //! resolved to programs, and the records of targets that cannot run.
 
 use super::options::ProfileOptions;
-use super::TOPK_FILE;
-use crate::pipeline::{Pipeline, Shape};
+use crate::pipeline::{Pipeline, StageSpec};
 use crate::schema::NcuTarget;
-use anyhow::Context as _;
+use crate::tune::options::TuneOptions;
+use crate::workload::exprs::Bindings;
+use crate::workload::Workloads;
 use std::path::{Path, PathBuf};
 
 /// What one target profiles.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Program {
     Variant(String),
-    Cubin { path: PathBuf },
+    /// A tune elite's cubin and the defines it was compiled with.
+    Cubin {
+        path: PathBuf,
+        defines: Bindings,
+    },
 }
 
 /// One resolved target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Target {
-    /// `control`, a variant name, or `top<k>`: the CSV's file name and the summary's `target`.
+    /// `control`, a variant name, or an elite's (`top<k>` of the default tune folder,
+    /// `<folder>-top<k>` of another without its `tune-`): the CSV's file name and the
+    /// summary's `target`.
     pub label: String,
     pub variant: String,
     pub entry: String,
     pub program: Program,
+    /// Its workload, and the shape it runs on: that workload's primary.
+    pub workload: String,
+    pub shape: String,
 }
 
 /// The entry point of a variant's kernel.
@@ -31,45 +41,77 @@ pub(super) fn entry_of(pipeline: &Pipeline, variant: &str) -> Option<String> {
     Some(pipeline.kernels.get(&v.kernel)?.entry.clone())
 }
 
+/// The tune stages whose elite `topk` profiles: those the profile stage needs.
+pub fn tune_stages(spec: &StageSpec, pipeline: &Pipeline) -> Vec<TuneOptions> {
+    spec.needs
+        .iter()
+        .filter_map(|n| pipeline.stages.get(n))
+        .filter(|s| s.uses == "tune")
+        .filter_map(|s| TuneOptions::parse(s, pipeline).ok())
+        .collect()
+}
+
 /// Resolve the options' targets. Targets that cannot run yet (no tune elite) come back as
 /// skipped records instead.
 pub fn resolve_targets(
     opts: &ProfileOptions,
+    spec: &StageSpec,
     pipeline: &Pipeline,
     root: &Path,
 ) -> (Vec<Target>, Vec<NcuTarget>) {
+    let workloads = Workloads::of(pipeline);
+    let primary = |w: &str| {
+        workloads
+            .get(w)
+            .map(|d| d.primary.clone())
+            .unwrap_or_default()
+    };
     let mut run = Vec::new();
     let mut skipped = Vec::new();
     let control = pipeline.control.clone().unwrap_or_default();
     for t in &opts.targets {
         if t == "topk" {
-            match elite_ranks(root) {
-                Ok(ranks) => {
-                    // The tune stage searches the control's kernel.
-                    let entry = entry_of(pipeline, &control).unwrap_or_default();
-                    for k in ranks {
-                        let label = format!("top{k}");
-                        let cubin = root.join(format!(".repro/cubins/tune-{label}.cubin"));
-                        if cubin.is_file() {
-                            run.push(Target {
-                                variant: format!("tune-{label}"),
-                                label,
-                                entry: entry.clone(),
-                                program: Program::Cubin { path: cubin },
-                            });
-                        } else {
-                            let reason =
-                                format!("{} is missing; run the tune stage", cubin.display());
-                            skipped.push(skipped_target(
-                                &label,
-                                &format!("tune-{label}"),
-                                &entry,
-                                reason,
-                            ));
+            let tunes = tune_stages(spec, pipeline);
+            if tunes.is_empty() {
+                let reason =
+                    "no tune elite: the stage needs no tune stage (add one to its `needs`)";
+                skipped.push(skipped_target("topk", "", "", reason.into()));
+            }
+            for tune in tunes {
+                let entry = pipeline.kernels[&tune.kernel].entry.clone();
+                match elite(root, &tune) {
+                    Ok(entries) => {
+                        for e in entries {
+                            let name = tune.elite_name(e.rank);
+                            let label = name.strip_prefix("tune-").unwrap_or(&name).to_string();
+                            let cubin = root.join(tune.elite_cubin(e.rank));
+                            if cubin.is_file() {
+                                let mut defines: Bindings = tune
+                                    .base_defines
+                                    .iter()
+                                    .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
+                                    .collect();
+                                defines.extend(e.config.clone());
+                                run.push(Target {
+                                    variant: name,
+                                    label,
+                                    entry: entry.clone(),
+                                    program: Program::Cubin {
+                                        path: cubin,
+                                        defines,
+                                    },
+                                    shape: primary(&tune.workload),
+                                    workload: tune.workload.clone(),
+                                });
+                            } else {
+                                let reason =
+                                    format!("{} is missing; run the tune stage", cubin.display());
+                                skipped.push(skipped_target(&label, &name, &entry, reason));
+                            }
                         }
                     }
+                    Err(reason) => skipped.push(skipped_target("topk", "", &entry, reason)),
                 }
-                Err(reason) => skipped.push(skipped_target("topk", "", "", reason)),
             }
             continue;
         }
@@ -78,32 +120,41 @@ pub fn resolve_targets(
         } else {
             t.clone()
         };
-        let entry = entry_of(pipeline, &variant).unwrap_or_default();
+        let workload = workloads
+            .of_variant(pipeline, &variant)
+            .map(|(w, _)| w.to_string())
+            .unwrap_or_default();
         run.push(Target {
             label: t.clone(),
-            variant: variant.clone(),
-            entry,
-            program: Program::Variant(variant),
+            entry: entry_of(pipeline, &variant).unwrap_or_default(),
+            program: Program::Variant(variant.clone()),
+            variant,
+            shape: primary(&workload),
+            workload,
         });
     }
     (run, skipped)
 }
 
-/// Ranks listed in `artifacts/tune/topk.json` (an array of elite entries).
-pub(super) fn elite_ranks(root: &Path) -> Result<Vec<u32>, String> {
-    #[derive(serde::Deserialize)]
-    struct Rank {
-        rank: u32,
-    }
-    let path = root.join(TOPK_FILE);
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("no tune elite: cannot read {TOPK_FILE} ({e}); run the tune stage"))?;
-    let entries: Vec<Rank> = serde_json::from_str(&text)
-        .map_err(|e| format!("{TOPK_FILE} is not a list of elite entries: {e}"))?;
+/// One member of a tune elite, as the profile stage reads it.
+#[derive(serde::Deserialize)]
+pub(super) struct Elite {
+    rank: u32,
+    #[serde(default)]
+    config: Bindings,
+}
+
+/// The elite `tune` listed in its `topk.json`.
+pub(super) fn elite(root: &Path, tune: &TuneOptions) -> Result<Vec<Elite>, String> {
+    let file = tune.file("topk.json");
+    let text = std::fs::read_to_string(root.join(&file))
+        .map_err(|e| format!("no tune elite: cannot read {file} ({e}); run the tune stage"))?;
+    let entries: Vec<Elite> = serde_json::from_str(&text)
+        .map_err(|e| format!("{file} is not a list of elite entries: {e}"))?;
     if entries.is_empty() {
-        return Err(format!("{TOPK_FILE} lists no elite"));
+        return Err(format!("{file} lists no elite"));
     }
-    Ok(entries.into_iter().map(|e| e.rank).collect())
+    Ok(entries)
 }
 
 pub(super) fn skipped_target(label: &str, variant: &str, entry: &str, reason: String) -> NcuTarget {
@@ -135,19 +186,4 @@ pub(super) fn status_target(
         top_stalls: Vec::new(),
         measured: None,
     }
-}
-
-/// The workload's primary shape (name and dimensions).
-pub(super) fn primary_shape(pipeline: &Pipeline) -> anyhow::Result<(String, Shape)> {
-    let w = pipeline
-        .workload
-        .as_ref()
-        .context("the profile stage needs a `workload:` with shapes and a `primary:` shape")?;
-    let shape = w.shapes.get(&w.primary).with_context(|| {
-        format!(
-            "workload.primary names `{}`, which is not among workload.shapes",
-            w.primary
-        )
-    })?;
-    Ok((w.primary.clone(), *shape))
 }

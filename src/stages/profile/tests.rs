@@ -6,10 +6,12 @@ use super::*;
 use std::time::Duration;
 
 fn pipeline(stage: &str) -> Pipeline {
-    let yaml = format!(
-        "version: 1\nworkload:\n  op: sdpa_fp8\n  shapes: {{mission: {{B: 2, H: 8, S: 512, D: 64}}}}\n  primary: mission\nkernels:\n  sdpa: {{source: kernels/sdpa.cu, entry: sdpa_fp8_fwd}}\nvariants:\n  base: {{kernel: sdpa}}\n  ws: {{kernel: sdpa}}\ncontrol: base\nstages:\n  prof: {stage}\n"
-    );
-    serde_yaml::from_str(&yaml).unwrap()
+    crate::workload::testing::tiny_pipeline(
+        &format!(
+            "kernels:\n  k: {{source: kernels/k.cu, entry: k_fwd}}\nvariants:\n  base: {{kernel: k}}\n  ws: {{kernel: k}}\ncontrol: base\nstages:\n  tune: {{uses: tune, base: base, space: {{X: [1, 2]}}}}\n  prof: {stage}\n"
+        ),
+        &["k"],
+    )
 }
 
 fn options(stage: &str) -> Result<ProfileOptions, OptionError> {
@@ -53,10 +55,10 @@ fn bad_options_name_their_key() {
 #[test]
 fn failure_context_keeps_messages_and_program_lines_not_csv() {
     let stdout = "app: start\n==ERROR== LaunchFailed\n\"ID\",\"Kernel Name\"\n\"0\",\"k\"\n";
-    let tail = "==ERROR== LaunchFailed\nerror: CUDA_ERROR_ILLEGAL_ADDRESS in sdpa_fp8_fwd\n";
+    let tail = "==ERROR== LaunchFailed\nerror: CUDA_ERROR_ILLEGAL_ADDRESS in k_fwd\n";
     assert_eq!(
         failure_context(stdout, tail),
-        "app: start\n==ERROR== LaunchFailed\nerror: CUDA_ERROR_ILLEGAL_ADDRESS in sdpa_fp8_fwd"
+        "app: start\n==ERROR== LaunchFailed\nerror: CUDA_ERROR_ILLEGAL_ADDRESS in k_fwd"
     );
 }
 
@@ -79,34 +81,38 @@ fn ncu_command_line() {
         ncu: Path::new("/usr/local/cuda/bin/ncu"),
         repro_exe: Path::new("/bin/repro"),
         pipeline_file: Path::new("/p/pipeline.yaml"),
-        shape: "mission",
         metrics: &metrics,
         opts: &opts,
     };
     let variant = Target {
         label: "control".into(),
         variant: "base".into(),
-        entry: "sdpa_fp8_fwd".into(),
+        entry: "k_fwd".into(),
         program: Program::Variant("base".into()),
+        workload: "tiny".into(),
+        shape: "mission".into(),
     };
     let page = vec!["--csv".to_string(), "--page".into(), "raw".into()];
     assert_eq!(
         call.argv(&variant, &page).join(" "),
         "/usr/local/cuda/bin/ncu --csv --page raw --metrics gpu__time_duration.sum,launch__registers_per_thread \
-         -k regex:^sdpa_fp8_fwd$ --launch-skip 3 --launch-count 1 --clock-control none \
-         /bin/repro -f /p/pipeline.yaml exec --variant base --shape mission --seed 0 --warmup 3 --iters 2 --l2 warm --method graph --inputs gaussian"
+         -k regex:^k_fwd$ --launch-skip 3 --launch-count 1 --clock-control none \
+         /bin/repro -f /p/pipeline.yaml exec --variant base --workload tiny --shape mission --seed 0 --warmup 3 --iters 2 --l2 warm --method graph"
     );
     let elite = Target {
         label: "top1".into(),
         variant: "tune-top1".into(),
-        entry: "sdpa_fp8_fwd".into(),
+        entry: "k_fwd".into(),
         program: Program::Cubin {
             path: "/p/.repro/cubins/tune-top1.cubin".into(),
+            defines: [("X".to_string(), 2)].into(),
         },
+        workload: "tiny".into(),
+        shape: "mission".into(),
     };
     let argv = call.argv(&elite, &page).join(" ");
     assert!(
-        argv.contains("exec --cubin /p/.repro/cubins/tune-top1.cubin --entry sdpa_fp8_fwd --shape"),
+        argv.contains("exec --cubin /p/.repro/cubins/tune-top1.cubin --entry k_fwd --define X=2 --workload tiny --shape mission"),
         "{argv}"
     );
     assert_eq!(regex_escape("a.b$"), "a\\.b\\$");
@@ -115,12 +121,17 @@ fn ncu_command_line() {
 #[test]
 fn topk_without_tune_results_is_skipped_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let p = pipeline("{uses: profile, targets: [control, topk]}");
+    let p = pipeline("{uses: profile, needs: [tune], targets: [control, topk]}");
     let opts = ProfileOptions::from_spec(&p.stages["prof"], &p).unwrap();
-    let (run, skipped) = resolve_targets(&opts, &p, dir.path());
+    let spec = &p.stages["prof"];
+    let (run, skipped) = resolve_targets(&opts, spec, &p, dir.path());
     assert_eq!(run.len(), 1);
     assert_eq!(run[0].variant, "base");
-    assert_eq!(run[0].entry, "sdpa_fp8_fwd");
+    assert_eq!(run[0].entry, "k_fwd");
+    assert_eq!(
+        (run[0].workload.as_str(), run[0].shape.as_str()),
+        ("tiny", "mission")
+    );
     assert_eq!(skipped[0].status, "skipped");
     assert!(skipped[0]
         .reason
@@ -130,9 +141,13 @@ fn topk_without_tune_results_is_skipped_with_the_reason() {
 
     std::fs::create_dir_all(dir.path().join("artifacts/tune")).unwrap();
     std::fs::create_dir_all(dir.path().join(".repro/cubins")).unwrap();
-    std::fs::write(dir.path().join(TOPK_FILE), r#"[{"rank": 1}, {"rank": 2}]"#).unwrap();
+    std::fs::write(
+        dir.path().join("artifacts/tune/topk.json"),
+        r#"[{"rank": 1, "config": {"X": 2}}, {"rank": 2}]"#,
+    )
+    .unwrap();
     std::fs::write(dir.path().join(".repro/cubins/tune-top1.cubin"), "").unwrap();
-    let (run, skipped) = resolve_targets(&opts, &p, dir.path());
+    let (run, skipped) = resolve_targets(&opts, spec, &p, dir.path());
     assert_eq!(
         run.iter().map(|t| t.label.as_str()).collect::<Vec<_>>(),
         ["control", "top1"]
@@ -143,4 +158,22 @@ fn topk_without_tune_results_is_skipped_with_the_reason() {
         .as_ref()
         .unwrap()
         .contains("tune-top2.cubin is missing"));
+    // The elite's launch reads the defines it was tuned with.
+    assert_eq!(
+        run[1].program,
+        Program::Cubin {
+            path: dir.path().join(".repro/cubins/tune-top1.cubin"),
+            defines: [("X".to_string(), 2)].into(),
+        }
+    );
+    // A profile stage that needs no tune stage has no elite to profile.
+    let p = pipeline("{uses: profile, targets: [topk]}");
+    let opts = ProfileOptions::from_spec(&p.stages["prof"], &p).unwrap();
+    let (run, skipped) = resolve_targets(&opts, &p.stages["prof"], &p, dir.path());
+    assert!(run.is_empty());
+    assert!(skipped[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("needs no tune stage"));
 }

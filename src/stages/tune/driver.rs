@@ -2,7 +2,6 @@
 //! a live line per trial, and every artifact written under the staging folder.
 
 use super::outputs::{write_elite_diffs, write_json, write_trials, Comparison};
-use super::{elite_cubin_path, OUT_DIR};
 use crate::engine::StageOutcome;
 use crate::schema::{EliteEntry, LineageStep};
 use crate::tune::memo::Memo;
@@ -65,7 +64,7 @@ pub fn tune_and_write(
             log_error.get_or_insert(e);
         }
     };
-    let out = staging.join(OUT_DIR);
+    let out = staging.join(&o.dir);
     let swept = if exhaustive {
         let all = Settings {
             exhaustive: true,
@@ -101,14 +100,14 @@ pub fn tune_and_write(
     let candidates: Vec<Candidate> = elite.iter().map(|t| t.candidate.clone()).collect();
     let cubins = backend.cubins(&candidates)?;
     let diffs = match store {
-        Some(store) => write_elite_diffs(&out, store, &elite)?,
+        Some(store) => write_elite_diffs((staging, &o.dir), store, &elite)?,
         None => Default::default(),
     };
     let mut entries = Vec::new();
     for ((rank, &index), (trial, cubin)) in
         (1u32..).zip(&outcome.elite).zip(elite.iter().zip(&cubins))
     {
-        let dest = staging.join(elite_cubin_path(rank));
+        let dest = staging.join(o.elite_cubin(rank));
         if let Some(dir) = dest.parent() {
             std::fs::create_dir_all(dir)?;
         }

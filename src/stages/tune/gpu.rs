@@ -7,7 +7,7 @@ use crate::executor::{CancelFlag, Executor};
 use crate::gpu::client::{ExecRequest, ExecTarget};
 use crate::gpu::timing::{L2Mode, Method};
 use crate::gpu::worker::pool::Workers;
-use crate::pipeline::{KernelSpec, Precision, PtxasGates, Recipe, Shape};
+use crate::pipeline::{KernelSpec, PtxasGates};
 use crate::schema::BenchResult;
 use crate::stages::build::compile::{self, CompileOutput, CompileRequest};
 use crate::stages::build::{cubin, gates};
@@ -18,6 +18,8 @@ use crate::tune::memo::Evaluation;
 use crate::tune::proposer::store::include_flags;
 use crate::tune::search::{Candidate, Objective};
 use crate::tune::space::show;
+use crate::workload::exprs::Bindings;
+use crate::workload::Declaration;
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,12 +40,12 @@ pub(super) struct GpuBackend<'a> {
     pub(super) kernel: KernelSpec,
     pub(super) base_defines: BTreeMap<String, String>,
     pub(super) gates: Option<PtxasGates>,
-    pub(super) shapes: BTreeMap<String, Shape>,
-    /// The input recipes of each shape (`workload.inputs`); every one of a check shape is
-    /// checked, the first is the one timed.
-    pub(super) recipes: BTreeMap<String, Vec<Recipe>>,
+    /// The kernel's workload: its shapes, and the recipes of each (every one of a check
+    /// shape is checked, the first is the one timed).
+    pub(super) workload: String,
+    pub(super) decl: Declaration,
     /// The kernel's precision class: which correctness thresholds apply.
-    pub(super) precision: Precision,
+    pub(super) precision: Option<String>,
     pub(super) check_shapes: Vec<String>,
     pub(super) timed_shapes: Vec<String>,
     pub(super) seed: u64,
@@ -99,6 +101,18 @@ impl GpuBackend<'_> {
         Ok(outs)
     }
 
+    /// A trial's integer defines (the base's, overridden by its configuration): what the
+    /// workload's launch geometry reads.
+    fn launch_defines(&self, c: &Candidate) -> Bindings {
+        let mut defines: Bindings = self
+            .base_defines
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
+            .collect();
+        defines.extend(c.config.iter().map(|(k, v)| (k.clone(), *v)));
+        defines
+    }
+
     /// One candidate's compile (a cache hit when it was built before).
     fn compile_one(&self, candidate: &Candidate) -> CompileOutput {
         let mut outs = compile::compile_many(
@@ -119,22 +133,24 @@ impl GpuBackend<'_> {
         Ok(())
     }
 
-    /// One run on GPU slot `slot`'s worker.
+    /// One run of `cubin` (compiled with `defines`) on GPU slot `slot`'s worker.
     fn exec(
         &self,
         slot: u32,
-        cubin: &Path,
-        (shape, inputs): (&str, Recipe),
+        (cubin, defines): (&Path, &Bindings),
+        (shape, inputs): (&str, &str),
         timing: bool,
     ) -> BenchResult {
         let req = ExecRequest {
             target: ExecTarget::Cubin {
                 path: cubin.to_path_buf(),
                 entry: self.kernel.entry.clone(),
+                defines: defines.clone(),
             },
+            workload: Some(self.workload.clone()),
             shape: shape.to_string(),
-            inputs,
-            precision: Some(self.precision),
+            inputs: Some(inputs.to_string()),
+            precision: self.precision.clone(),
             seed: self.seed,
             warmup: self.warmup,
             iters: self.iters,
@@ -142,35 +158,30 @@ impl GpuBackend<'_> {
             method: self.method,
             timing,
         };
-        self.workers
-            .run(slot, &req, &self.shapes[shape], self.timeout)
-    }
-
-    /// The recipes of `shape` (`[gaussian]` when none are listed).
-    fn recipes_of(&self, shape: &str) -> Vec<Recipe> {
-        self.recipes
-            .get(shape)
-            .filter(|r| !r.is_empty())
-            .cloned()
-            .unwrap_or_else(|| vec![Recipe::Gaussian])
+        let dims: Bindings = self.decl.shapes[shape]
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        self.workers.run(slot, &req, &dims, self.timeout)
     }
 
     /// The GPU gates, then timing: correctness on every recipe of every check shape, then
     /// p50 on every timed shape's first recipe (score: their geometric mean).
-    fn on_gpu(&self, slot: u32, compiled: &Evaluation, cubin: &Path) -> Evaluation {
+    fn on_gpu(&self, slot: u32, compiled: &Evaluation, kernel: (&Path, &Bindings)) -> Evaluation {
         let mut e = compiled.clone();
+        let decl = &self.decl;
         let checks = self.check_shapes.iter().flat_map(|s| {
-            self.recipes_of(s)
+            decl.recipes_of(s)
                 .into_iter()
                 .map(move |r| ((s.as_str(), r), false))
         });
         let timed = self
             .timed_shapes
             .iter()
-            .map(|s| ((s.as_str(), self.recipes_of(s)[0]), true));
+            .map(|s| ((s.as_str(), decl.recipes_of(s)[0]), true));
         let mut p50s = Vec::new();
         for (run, timing) in checks.chain(timed) {
-            let r = self.exec(slot, cubin, run, timing);
+            let r = self.exec(slot, kernel, run, timing);
             let verdict = judge(&r, timing);
             let worst = |seen: Option<f64>, new: Option<f64>| match (seen, new) {
                 (Some(a), Some(b)) => Some(a.max(b)),
@@ -184,9 +195,10 @@ impl GpuBackend<'_> {
                 Verdict::Reject(status, note) => {
                     let (shape, inputs) = run;
                     e.status = status.into();
-                    e.note = match inputs {
-                        Recipe::Gaussian => format!("{shape}: {note}"),
-                        r => format!("{shape} ({r} inputs): {note}"),
+                    e.note = if inputs == decl.recipes_of(shape)[0] {
+                        format!("{shape}: {note}")
+                    } else {
+                        format!("{shape} ({inputs} inputs): {note}")
                     };
                     e.correctness_pass = (status == "incorrect").then_some(false);
                     return e;
@@ -206,10 +218,11 @@ impl GpuBackend<'_> {
 }
 
 impl GpuBackend<'_> {
-    /// A compiled candidate through the compile-time gates, then the GPU on slot `slot`.
-    fn trial(&self, slot: u32, out: &CompileOutput) -> Evaluation {
+    /// A compiled candidate (with its launch defines) through the compile-time gates, then
+    /// the GPU on slot `slot`.
+    fn trial(&self, slot: u32, (out, defines): &(CompileOutput, Bindings)) -> Evaluation {
         match compile_gates(out, &self.kernel.entry, self.gates.as_ref()) {
-            CompileGate::Passed(compiled, cubin) => self.on_gpu(slot, &compiled, &cubin),
+            CompileGate::Passed(compiled, cubin) => self.on_gpu(slot, &compiled, (&cubin, defines)),
             CompileGate::Rejected(rejected) => rejected,
         }
     }
@@ -232,7 +245,7 @@ impl Objective for GpuBackend<'_> {
                     this.jobs as u32,
                     batch,
                     this.cancel,
-                    |_, candidate| this.compile_one(candidate),
+                    |_, candidate| (this.compile_one(candidate), this.launch_defines(candidate)),
                     |i, out| {
                         // The receiver goes only when the GPU side has stopped (interrupt).
                         let _ = compiled.send((i, out));
@@ -243,7 +256,7 @@ impl Objective for GpuBackend<'_> {
                 this.slots,
                 arrivals,
                 this.cancel,
-                |slot, out: CompileOutput| this.trial(slot, &out),
+                |slot, out: (CompileOutput, Bindings)| this.trial(slot, &out),
                 |i, evaluation| {
                     // A run killed by the interrupt is not a result, nor is a timing from
                     // another GPU model: leave them unrecorded (the next run redoes them).
@@ -357,6 +370,10 @@ pub(super) fn judge(r: &BenchResult, timed: bool) -> Verdict {
         return Verdict::Reject("failed", why);
     }
     if r.correctness_pass != Some(true) {
+        if let Some(error) = &r.error {
+            // An output it never wrote: the error says which, where it is declared.
+            return Verdict::Reject("incorrect", error.clone());
+        }
         let fmt = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{v:.6}"));
         let nonfinite = r.nan_count.unwrap_or(0) + r.inf_count.unwrap_or(0);
         return Verdict::Reject(

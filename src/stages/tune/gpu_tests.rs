@@ -3,11 +3,10 @@
 
 use super::gpu::GpuBackend;
 use super::gpu::{compile_gates, judge, CompileGate, Verdict};
-use super::tests::MISSION;
+use super::tests::mission;
 use super::*;
-use crate::gpu::client::blank_result;
-use crate::pipeline::{PtxasGates, Shape};
-use crate::schema::EntryResources;
+use crate::pipeline::PtxasGates;
+use crate::schema::{BenchResult, EntryResources};
 use crate::stages::build::compile::CompileOutput;
 use crate::stages::gpu_nodes::OneGpuModel;
 use crate::tune::search::Trial;
@@ -19,14 +18,14 @@ fn output(ok: bool, registers: u32, spill: u64) -> CompileOutput {
         cubin: ok.then(|| PathBuf::from("/cache/x.cubin")),
         cubin_sha256: None,
         entries: vec![EntryResources {
-            name: "sdpa_fp8_fwd".into(),
+            name: "attn_fp8_fwd".into(),
             registers: Some(registers),
             spill_store_bytes: Some(spill),
             spill_load_bytes: Some(spill),
             ..EntryResources::default()
         }],
         error: (!ok)
-            .then(|| "kernels/sdpa_fp8.cu(12): error: static assertion failed\n\nmore".into()),
+            .then(|| "kernels/attn_fp8.cu(12): error: static assertion failed\n\nmore".into()),
         cached: false,
     }
 }
@@ -44,18 +43,18 @@ fn compile_gates_reject_at_the_first_failure() {
     };
     let e = rejected(compile_gates(
         &output(false, 0, 0),
-        "sdpa_fp8_fwd",
+        "attn_fp8_fwd",
         Some(&gates),
     ));
     assert_eq!(e.status, "compile_error");
     assert_eq!(
         e.note,
-        "kernels/sdpa_fp8.cu(12): error: static assertion failed | more"
+        "kernels/attn_fp8.cu(12): error: static assertion failed | more"
     );
 
     let e = rejected(compile_gates(
         &output(true, 168, 8),
-        "sdpa_fp8_fwd",
+        "attn_fp8_fwd",
         Some(&gates),
     ));
     assert_eq!(e.status, "ptxas_gate");
@@ -72,7 +71,7 @@ fn compile_gates_reject_at_the_first_failure() {
     );
 
     let CompileGate::Passed(e, cubin) =
-        compile_gates(&output(true, 96, 0), "sdpa_fp8_fwd", Some(&gates))
+        compile_gates(&output(true, 96, 0), "attn_fp8_fwd", Some(&gates))
     else {
         panic!("a clean compile passes")
     };
@@ -82,20 +81,20 @@ fn compile_gates_reject_at_the_first_failure() {
     );
     assert_eq!(cubin, PathBuf::from("/cache/x.cubin"));
     assert!(matches!(
-        compile_gates(&output(true, 250, 9), "sdpa_fp8_fwd", None),
+        compile_gates(&output(true, 250, 9), "attn_fp8_fwd", None),
         CompileGate::Passed(..)
     ));
 }
 
 #[test]
 fn gpu_gates_judge_each_run() {
-    let mut r = blank_result("small", &MISSION, 0, 10, 50, "failed");
+    let mut r = BenchResult::blank("small", mission(), 0, (10, 50), "failed");
     r.error = Some("timed out after 60.0 s".into());
     assert!(
         matches!(judge(&r, false), Verdict::Reject("failed", ref w) if w.contains("timed out"))
     );
 
-    let mut r = blank_result("small", &MISSION, 0, 10, 50, "ok");
+    let mut r = BenchResult::blank("small", mission(), 0, (10, 50), "ok");
     r.correctness_pass = Some(false);
     r.max_abs_err = Some(0.5);
     r.nan_count = Some(3);
@@ -177,18 +176,8 @@ fn fake_backend<'a>(
     tc: crate::toolchain::Toolchain,
     one_model: OneGpuModel,
 ) -> GpuBackend<'a> {
-    let shapes = BTreeMap::from([
-        (
-            "small".to_string(),
-            Shape {
-                B: 1,
-                H: 1,
-                S: 32,
-                D: 64,
-            },
-        ),
-        ("mission".to_string(), MISSION),
-    ]);
+    let decl =
+        crate::workload::testing::tiny_pipeline("stages: {}\n", &["k"]).workloads["tiny"].clone();
     GpuBackend {
         executor,
         cancel,
@@ -218,9 +207,9 @@ fn fake_backend<'a>(
             max_smem_bytes: None,
             max_spill_bytes: Some(0),
         }),
-        shapes,
-        recipes: BTreeMap::new(),
-        precision: crate::pipeline::Precision::Fp16Pv,
+        workload: "tiny".into(),
+        decl,
+        precision: None,
         check_shapes: vec!["small".into(), "mission".into()],
         timed_shapes: vec!["mission".into()],
         seed: 0,

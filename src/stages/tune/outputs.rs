@@ -1,7 +1,6 @@
 //! The tune stage's files: `tune_log.csv` / `exhaustive.csv` (one `schema::TuneTrial` row
 //! per trial), `topk.json`, `comparison.json`, and the outputs of a skipped run.
 
-use super::OUT_DIR;
 use crate::schema::{EliteEntry, TuneTrial};
 use crate::tune::proposer::lineage::Origin;
 use crate::tune::proposer::store::{short, SourceStore};
@@ -20,26 +19,27 @@ pub const PROPOSALS_DIR: &str = "proposals";
 /// against the kernel's own source, the reviewable form of what the result depends on.
 /// Returns each written file (relative to the project root) by source digest.
 pub(super) fn write_elite_diffs(
-    out: &Path,
+    (staging, dir): (&Path, &str),
     store: &SourceStore,
     elite: &[&Trial],
 ) -> anyhow::Result<BTreeMap<String, String>> {
+    let out = staging.join(dir);
     let mut written = BTreeMap::new();
     for s in elite.iter().filter_map(|t| t.candidate.source.as_ref()) {
         let name = format!("{PROPOSALS_DIR}/{}.patch", short(&s.digest));
         let diff = store.diff_from_base(&store.text(Some(s))?);
         write_file(&out.join(&name), diff.as_bytes())?;
-        written.insert(s.digest.clone(), format!("{OUT_DIR}/{name}"));
+        written.insert(s.digest.clone(), format!("{dir}/{name}"));
     }
     Ok(written)
 }
 
 /// Outputs of a stage that could not run: an empty log and an empty elite; no cubins (they
 /// are optional outputs, so no zero-byte file stands in for a kernel).
-pub(super) fn write_skipped(staging: &Path) -> anyhow::Result<()> {
-    write_trials(&staging.join(OUT_DIR).join("tune_log.csv"), &[])?;
+pub(super) fn write_skipped(staging: &Path, dir: &str) -> anyhow::Result<()> {
+    write_trials(&staging.join(dir).join("tune_log.csv"), &[])?;
     write_json(
-        &staging.join(OUT_DIR).join("topk.json"),
+        &staging.join(dir).join("topk.json"),
         &Vec::<EliteEntry>::new(),
     )
 }

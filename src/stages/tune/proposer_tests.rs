@@ -24,8 +24,8 @@ cp "$REPRO_BRIEF" "$(dirname "$0")/last-brief.json"
 grep -m1 '"generation"' "$REPRO_BRIEF" | grep -q ': 1,' || { echo '{"candidates": []}'; exit 0; }
 cat <<'JSON'
 {"candidates": [
- {"patch": "--- a/kernels/sdpa_fp8.cu\n+++ b/kernels/sdpa_fp8.cu\n@@ -1,2 +1,2 @@\n-// kernel\n+// kernel FAST\n int x;\n", "note": "make it fast\nsecond line"},
- {"patch": "--- a/kernels/sdpa_fp8.cu\n+++ b/kernels/sdpa_fp8.cu\n@@ -1,1 +1,1 @@\n-// no such line\n+// x\n", "note": "stale"},
+ {"patch": "--- a/kernels/attn_fp8.cu\n+++ b/kernels/attn_fp8.cu\n@@ -1,2 +1,2 @@\n-// kernel\n+// kernel FAST\n int x;\n", "note": "make it fast\nsecond line"},
+ {"patch": "--- a/kernels/attn_fp8.cu\n+++ b/kernels/attn_fp8.cu\n@@ -1,1 +1,1 @@\n-// no such line\n+// x\n", "note": "stale"},
  {"source": "// other\n", "config": {"TILE_M": 4096}},
  {"pach": "one too many"}
 ]}
@@ -40,7 +40,7 @@ impl Project {
     fn new(proposer: &str) -> Project {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
-        std::fs::write(dir.path().join("kernels/sdpa_fp8.cu"), KERNEL).unwrap();
+        std::fs::write(dir.path().join("kernels/attn_fp8.cu"), KERNEL).unwrap();
         let exe = dir.path().join("proposer.sh");
         std::fs::write(&exe, proposer).unwrap();
         std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -66,7 +66,7 @@ impl Project {
     ) -> (StageOutcome, Vec<String>, Fake) {
         let (_, o) = options();
         let root = self.root();
-        let store = SourceStore::open(root, Path::new("kernels/sdpa_fp8.cu")).unwrap();
+        let store = SourceStore::open(root, Path::new("kernels/attn_fp8.cu")).unwrap();
         let lines = std::cell::RefCell::new(Vec::new());
         let say = |l: &str| lines.borrow_mut().push(l.to_string());
         let executor = LocalExecutor::new();
@@ -84,9 +84,9 @@ impl Project {
             say: &say,
         };
         let kernel = KernelBrief {
-            name: "sdpa_fp8".into(),
-            path: "kernels/sdpa_fp8.cu".into(),
-            entry: "sdpa_fp8_fwd".into(),
+            name: "attn_fp8".into(),
+            path: "kernels/attn_fp8.cu".into(),
+            entry: "attn_fp8_fwd".into(),
             base_defines: o.base_defines.clone(),
             source: KERNEL.into(),
         };

@@ -3,25 +3,15 @@
 //! `repro exec`.
 
 use super::*;
-use crate::gpu::client::blank_result;
-use crate::pipeline::Shape;
-use crate::schema::{EliteEntry, TuneTrial};
+use crate::schema::{BenchResult, EliteEntry, TuneTrial};
 use crate::tune::memo::Evaluation;
 use crate::tune::search::{Candidate, Objective};
 use crate::tune::space::show;
 
-const PIPELINE: &str = r#"
-version: 1
-workload:
-  op: sdpa_fp8
-  shapes:
-    small:   {B: 1, H: 1, S: 32,  D: 64}
-    mission: {B: 2, H: 8, S: 512, D: 64}
-  primary: mission
-kernels:
-  sdpa_fp8: {source: kernels/sdpa_fp8.cu, entry: sdpa_fp8_fwd}
+const PIPELINE: &str = r#"kernels:
+  attn_fp8: {source: kernels/attn_fp8.cu, entry: attn_fp8_fwd}
 variants:
-  base: {kernel: sdpa_fp8, defines: {USE_CP_ASYNC: 1}}
+  base: {kernel: attn_fp8, defines: {USE_CP_ASYNC: 1}}
 stages:
   evo-tune:
     uses: tune
@@ -40,7 +30,7 @@ stages:
 "#;
 
 pub(super) fn options() -> (Pipeline, TuneOptions) {
-    let p: Pipeline = serde_yaml::from_str(PIPELINE).unwrap();
+    let p = crate::workload::testing::tiny_pipeline(PIPELINE, &["attn_fp8"]);
     let o = TuneOptions::parse(&p.stages["evo-tune"], &p).unwrap();
     (p, o)
 }
@@ -97,7 +87,7 @@ impl Objective for Fake {
                 e.spill_bytes = Some(0);
                 e.max_abs_err = Some(0.001);
                 e.correctness_pass = Some(true);
-                let mut r = blank_result("mission", &MISSION, 0, 10, 50, "ok");
+                let mut r = BenchResult::blank("mission", mission(), 0, (10, 50), "ok");
                 r.p50_us = Some(time);
                 e.bench = vec![r];
                 e
@@ -122,12 +112,10 @@ impl Backend for Fake {
     }
 }
 
-pub(super) const MISSION: Shape = Shape {
-    B: 2,
-    H: 8,
-    S: 512,
-    D: 64,
-};
+/// The dimensions of the `tiny` workload's `mission` shape.
+pub(super) fn mission() -> crate::workload::exprs::Bindings {
+    [("n".to_string(), 4096)].into()
+}
 
 fn run(
     o: &TuneOptions,
@@ -213,7 +201,7 @@ fn writes_the_log_the_elite_and_their_cubins() {
     assert_eq!(topk[0].p50_us, best_row);
     assert_eq!(topk[0].bench.len(), 1);
     for e in &topk {
-        let cubin = std::fs::read_to_string(staging.join(elite_cubin_path(e.rank))).unwrap();
+        let cubin = std::fs::read_to_string(staging.join(o.elite_cubin(e.rank))).unwrap();
         assert_eq!(cubin, show(&e.config));
     }
 
@@ -281,7 +269,7 @@ fn nothing_passing_is_a_failed_gate_with_empty_elite() {
     );
     for rank in 1..=3 {
         assert!(
-            !staging.join(elite_cubin_path(rank)).exists(),
+            !staging.join(o.elite_cubin(rank)).exists(),
             "no cubin may stand in for rank {rank}"
         );
     }
@@ -333,7 +321,7 @@ fn declared_outputs_and_fingerprint_overrides() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
     std::fs::write(
-        dir.path().join("kernels/sdpa_fp8.cu"),
+        dir.path().join("kernels/attn_fp8.cu"),
         "#include \"common.cuh\"\n",
     )
     .unwrap();

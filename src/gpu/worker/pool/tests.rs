@@ -27,12 +27,14 @@ while read -r line; do
 done
 "#;
 
-const SMALL: Shape = Shape {
-    B: 1,
-    H: 1,
-    S: 32,
-    D: 64,
-};
+fn small() -> Bindings {
+    Bindings::from([
+        ("B".into(), 1),
+        ("H".into(), 1),
+        ("S".into(), 32),
+        ("D".into(), 64),
+    ])
+}
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -77,7 +79,7 @@ impl Fixture {
 fn batch(workers: &Workers, seeds: &[u64], timeout: Duration) -> Vec<BenchResult> {
     seeds
         .iter()
-        .map(|&s| workers.run(0, &request(s), &SMALL, timeout))
+        .map(|&s| workers.run(0, &request(s), &small(), timeout))
         .collect()
 }
 
@@ -116,7 +118,7 @@ fn a_fault_mid_batch_fails_that_run_and_a_fresh_worker_takes_the_rest() {
         "{err}"
     );
     assert_eq!(
-        (fault.seed, fault.shape.as_str(), fault.S),
+        (fault.seed, fault.shape.as_str(), fault.dims["S"]),
         (13, "small", 32)
     );
     assert_eq!(worker_of(&got[0]), worker_of(&got[1]));

@@ -1,15 +1,64 @@
-//! Input recipes: how one (shape, seed)'s Q, K and V are drawn before K and V are quantized
-//! to E4M3 (`workload`). Every recipe starts from the same ChaCha20 stream as `gaussian`
-//! (Q, K, V standard normal, in that order) and draws what it adds after that, so the same
-//! (shape, recipe, seed) gives the same values everywhere. What each recipe is for, and the
-//! bug it is meant to expose, is in `docs/guide/correctness.md`.
+//! The `attention` generator: Q, K and V of an attention workload (`[..., S, D]` each,
+//! every leading index one head), drawn together by an input recipe before the workload
+//! quantizes what it declares. Every recipe starts from the same ChaCha20 stream as
+//! `gaussian` (Q, K, V standard normal, in that order) and draws what it adds after that,
+//! so the same (extents, recipe, seed) gives the same values everywhere. What each recipe
+//! is for, and the bug it is meant to expose, is in `docs/guide/correctness.md`.
 
-use crate::pipeline::{Recipe, Shape};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use rand_distr::StandardNormal;
+use serde::{Deserialize, Serialize};
 
-/// Q, K and V before quantization, `[B, H, S, D]` each.
+/// How one case's Q, K and V are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Recipe {
+    /// Q, K, V standard normal.
+    Gaussian,
+    /// A few large channels in K and V.
+    Outliers,
+    /// Large, widely spread logits, all far below zero.
+    Sharp,
+    /// Sink keys (the first and the last) that take almost all the attention of every row.
+    Sink,
+    /// Values whose FP8 codes sit at both ends of the range (near the largest and
+    /// subnormal), per-head magnitudes spread over orders of magnitude.
+    E4m3Edge,
+}
+
+impl Recipe {
+    pub const ALL: [Recipe; 5] = [
+        Recipe::Gaussian,
+        Recipe::Outliers,
+        Recipe::Sharp,
+        Recipe::Sink,
+        Recipe::E4m3Edge,
+    ];
+
+    /// The name pipeline.yaml and the records use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Recipe::Gaussian => "gaussian",
+            Recipe::Outliers => "outliers",
+            Recipe::Sharp => "sharp",
+            Recipe::Sink => "sink",
+            Recipe::E4m3Edge => "e4m3-edge",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Recipe> {
+        Recipe::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
+impl std::fmt::Display for Recipe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Q, K and V before quantization, each `heads × s × d`.
 pub struct Drawn {
     pub q: Vec<f32>,
     pub k: Vec<f32>,
@@ -29,14 +78,15 @@ const SINK_KEY: f32 = 32.0;
 /// `e4m3-edge`: per-head magnitudes 2^[-6, 4].
 const EDGE_LOG2_MAG: (f32, f32) = (-6.0, 4.0);
 
-pub fn draw(shape: Shape, recipe: Recipe, seed: u64) -> Drawn {
+/// Q, K and V of `heads` heads of `s` rows of `d` channels.
+pub fn draw(heads: usize, s: usize, d: usize, recipe: Recipe, seed: u64) -> Drawn {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let n = shape.numel();
+    let n = heads * s * d;
     let q = normals(&mut rng, n);
     let k = normals(&mut rng, n);
     let v = normals(&mut rng, n);
     let mut x = Drawn { q, k, v };
-    let heads = Heads::of(shape);
+    let heads = Heads { count: heads, s, d };
     match recipe {
         Recipe::Gaussian => {}
         Recipe::Outliers => outliers(&mut rng, &heads, &mut x),
@@ -61,13 +111,6 @@ struct Heads {
 }
 
 impl Heads {
-    fn of(shape: Shape) -> Heads {
-        Heads {
-            count: shape.heads(),
-            s: shape.S as usize,
-            d: shape.D as usize,
-        }
-    }
     /// Element range of head `h`.
     fn range(&self, h: usize) -> std::ops::Range<usize> {
         h * self.s * self.d..(h + 1) * self.s * self.d
@@ -174,28 +217,22 @@ fn e4m3_edge(rng: &mut ChaCha20Rng, heads: &Heads, x: &mut Drawn) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::workload::{reference_f64, Inputs};
+    use crate::workload::exprs::Compiled;
+    use crate::workload::inputs::{ArgData, Case};
+    use crate::workload::testing::attention;
 
-    const SHAPE: Shape = Shape {
-        B: 1,
-        H: 2,
-        S: 100,
-        D: 64,
-    };
+    const HEADS: usize = 2;
+    const S: usize = 100;
+    const D: usize = 64;
 
-    fn logits(x: &Inputs, head: usize, row: usize) -> Vec<f64> {
-        let (s, d) = (x.shape.S as usize, x.shape.D as usize);
-        let k = x.k_dequantized();
-        let q = &x.q[(head * s + row) * d..(head * s + row + 1) * d];
-        (0..s)
+    /// Row `row` of head `head`'s logits `q·k / √d`, from the values as drawn.
+    fn logits(x: &Drawn, head: usize, row: usize) -> Vec<f64> {
+        let q = &x.q[(head * S + row) * D..(head * S + row + 1) * D];
+        (0..S)
             .map(|j| {
-                let kj = &k[(head * s + j) * d..(head * s + j + 1) * d];
-                let dot: f64 = q
-                    .iter()
-                    .zip(kj)
-                    .map(|(a, b)| a.to_f64() * f64::from(*b))
-                    .sum();
-                dot * f64::from(x.shape.softmax_scale())
+                let kj = &x.k[(head * S + j) * D..(head * S + j + 1) * D];
+                let dot: f64 = q.iter().zip(kj).map(|(a, b)| f64::from(a * b)).sum();
+                dot / (D as f64).sqrt()
             })
             .collect()
     }
@@ -203,19 +240,19 @@ mod tests {
     #[test]
     fn every_recipe_is_deterministic_and_gaussian_is_the_plain_stream() {
         for r in Recipe::ALL {
-            let (a, b) = (draw(SHAPE, r, 5), draw(SHAPE, r, 5));
+            let (a, b) = (draw(HEADS, S, D, r, 5), draw(HEADS, S, D, r, 5));
             assert_eq!((&a.q, &a.k, &a.v), (&b.q, &b.k, &b.v), "{r}");
-            assert_ne!(draw(SHAPE, r, 6).q, a.q, "{r}: the seed matters");
+            assert_ne!(draw(HEADS, S, D, r, 6).q, a.q, "{r}: the seed matters");
         }
         // gaussian is exactly the first 3·n normals of the stream, as before recipes.
         let mut rng = ChaCha20Rng::seed_from_u64(5);
-        let n = SHAPE.numel();
-        let g = draw(SHAPE, Recipe::Gaussian, 5);
+        let n = HEADS * S * D;
+        let g = draw(HEADS, S, D, Recipe::Gaussian, 5);
         assert_eq!(g.q, normals(&mut rng, n));
         assert_eq!(g.k, normals(&mut rng, n));
         assert_eq!(g.v, normals(&mut rng, n));
         for r in &Recipe::ALL[1..] {
-            let x = draw(SHAPE, *r, 5);
+            let x = draw(HEADS, S, D, *r, 5);
             assert!(
                 x.q != g.q || x.k != g.k || x.v != g.v,
                 "{r} changes nothing"
@@ -225,18 +262,16 @@ mod tests {
 
     #[test]
     fn outliers_are_a_few_large_channels() {
-        let x = draw(SHAPE, Recipe::Outliers, 0);
-        let d = SHAPE.D as usize;
-        let head0 = &x.v[..SHAPE.S as usize * d];
-        let rms =
-            |c: usize| (head0.chunks(d).map(|r| r[c] * r[c]).sum::<f32>() / SHAPE.S as f32).sqrt();
-        let large = (0..d).filter(|&c| rms(c) > 8.0).count();
+        let x = draw(HEADS, S, D, Recipe::Outliers, 0);
+        let head0 = &x.v[..S * D];
+        let rms = |c: usize| (head0.chunks(D).map(|r| r[c] * r[c]).sum::<f32>() / S as f32).sqrt();
+        let large = (0..D).filter(|&c| rms(c) > 8.0).count();
         assert_eq!(large, OUTLIER_CHANNELS);
     }
 
     #[test]
     fn sharp_logits_are_spread_and_far_below_zero() {
-        let x = Inputs::generate(SHAPE, Recipe::Sharp, 0);
+        let x = draw(HEADS, S, D, Recipe::Sharp, 0);
         let l = logits(&x, 1, 7);
         let max = l.iter().cloned().fold(f64::MIN, f64::max);
         let mean = l.iter().sum::<f64>() / l.len() as f64;
@@ -247,44 +282,80 @@ mod tests {
 
     #[test]
     fn sink_keys_take_almost_all_the_weight() {
-        let x = Inputs::generate(SHAPE, Recipe::Sink, 0);
-        let s = SHAPE.S as usize;
+        let x = draw(HEADS, S, D, Recipe::Sink, 0);
         let mut dominated = 0;
-        for row in 0..s {
+        for row in 0..S {
             let l = logits(&x, 0, row);
             let max = l.iter().cloned().fold(f64::MIN, f64::max);
             let w: Vec<f64> = l.iter().map(|v| (v - max).exp()).collect();
-            let share = (w[0] + w[s - 1]) / w.iter().sum::<f64>();
+            let share = (w[0] + w[S - 1]) / w.iter().sum::<f64>();
             if share > 0.99 {
                 dominated += 1;
             }
         }
-        assert!(dominated >= s * 9 / 10, "{dominated} of {s} rows");
+        assert!(dominated >= S * 9 / 10, "{dominated} of {S} rows");
+    }
+
+    /// Attention in f64 over `heads` heads of `s × d` (q, k, v row-major): the CPU
+    /// reference the tests check outputs' range with.
+    fn attention_f64(q: &[f64], k: &[f64], v: &[f64], s: usize, d: usize) -> Vec<f64> {
+        let scale = 1.0 / (d as f64).sqrt();
+        let mut out = vec![0f64; q.len()];
+        for (row, o) in out.chunks_mut(d).enumerate() {
+            let head = row / s;
+            let qi = &q[row * d..(row + 1) * d];
+            let scores: Vec<f64> = (0..s)
+                .map(|j| {
+                    let kj = &k[(head * s + j) * d..(head * s + j + 1) * d];
+                    qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>() * scale
+                })
+                .collect();
+            let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let p: Vec<f64> = scores.iter().map(|x| (x - max).exp()).collect();
+            let sum: f64 = p.iter().sum();
+            for (j, pj) in p.iter().enumerate() {
+                let vj = &v[(head * s + j) * d..(head * s + j + 1) * d];
+                for (oc, vc) in o.iter_mut().zip(vj) {
+                    *oc += pj * vc / sum;
+                }
+            }
+        }
+        out
     }
 
     #[test]
     fn e4m3_edge_codes_reach_both_ends_and_scales_spread() {
-        let shape = Shape {
-            B: 2,
-            H: 8,
-            S: 64,
-            D: 64,
+        let mut decl = attention();
+        decl.shapes["small"] = [("B", 2), ("H", 8), ("S", 64), ("D", 64)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let c = Compiled::new("attention", &decl, &[]).unwrap();
+        let x = Case::generate(&c, "small", "e4m3-edge", 0).unwrap();
+        let ArgData::Input { bytes: k, .. } = &x.args[1] else {
+            panic!("k is an input")
         };
-        let x = Inputs::generate(shape, Recipe::E4m3Edge, 0);
-        let near_max = x.k.iter().filter(|&&c| c & 0x7F >= 0x7C).count(); // ≥ 384
-        let subnormal =
-            x.k.iter()
-                .filter(|&&c| c & 0x78 == 0 && c & 0x07 != 0)
-                .count();
-        let n = x.k.len();
+        let near_max = k.iter().filter(|&&c| c & 0x7F >= 0x7C).count(); // ≥ 384
+        let subnormal = k
+            .iter()
+            .filter(|&&c| c & 0x78 == 0 && c & 0x07 != 0)
+            .count();
+        let n = k.len();
         assert!(near_max > n / 20, "{near_max} of {n} codes near ±448");
         assert!(subnormal > n / 20, "{subnormal} of {n} subnormal codes");
-        let (lo, hi) = x
-            .v_scale
+        let v_scale = x.values(&decl, 4);
+        let (lo, hi) = v_scale
             .iter()
-            .fold((f32::MAX, 0f32), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+            .fold((f64::MAX, 0f64), |(lo, hi), &s| (lo.min(s), hi.max(s)));
         assert!(hi / lo > 16.0, "v_scale spans only {lo}..{hi}");
         // Outputs stay well inside fp16.
-        assert!(reference_f64(&x).iter().all(|o| o.abs() < 1e3));
+        let out = attention_f64(
+            &x.values(&decl, 0),
+            &x.values(&decl, 1),
+            &x.values(&decl, 2),
+            64,
+            64,
+        );
+        assert!(out.iter().all(|o| o.abs() < 1e3));
     }
 }

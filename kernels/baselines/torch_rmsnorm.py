@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""PyTorch RMSNorm baseline for the rmsnorm workload, in repro's BenchFile schema.
+
+torch-rmsnorm: torch.nn.functional.rms_norm(x, (hidden,), weight, eps) on the fp16 inputs
+repro draws for every shape, recipe and seed of the workload. The inputs come from
+`repro exec --dump-inputs FOLDER --workload rmsnorm` (FOLDER/index.json lists the cases, each
+a folder in the layout of src/workload/case.rs), so they are byte-identical to what the
+kernels see. Timing, statistics and the accuracy metrics are torch_sdpa.py's (the same
+definitions as repro exec and src/gpu/check.rs); only each shape's first recipe is timed.
+Results carry the workload's dimensions as `dims`.
+
+No python3/torch/CUDA: the file is written with status `skipped` and the reason; exit 0.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_sdpa import accuracy, output_gates, rounded, summarize, time_fn, write_file  # noqa: E402
+
+NAME = "torch-rmsnorm"
+WORKLOAD = "rmsnorm"
+
+
+def case_inputs(np, case_dir):
+    """x [rows, hidden], weight [hidden] (float16 numpy arrays) and eps of one case folder."""
+    with open(os.path.join(case_dir, "case.json")) as f:
+        case = json.load(f)
+    args = {a["name"]: a for a in case["args"]}
+
+    def load(name):
+        a = args[name]
+        return np.fromfile(os.path.join(case_dir, a["file"]), dtype="<f2").reshape(a["extents"])
+
+    return case, load("x"), load("weight"), args["eps"]["value"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="artifacts/bench/baselines")
+    ap.add_argument("--pipeline", "-f", default="pipeline.yaml")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--l2", choices=("warm", "flush"), default="warm")
+    ap.add_argument("--method", choices=("isolated", "graph"), default="isolated")
+    ap.add_argument("--max-cv", type=float, default=0.01)
+    ap.add_argument("--max-time", type=float, default=5.0)
+    args = ap.parse_args()
+
+    def skip(reason):
+        write_file(args.out, NAME, "skipped", reason, workload=WORKLOAD)
+        print(f"baseline skipped: {reason}", file=sys.stderr)
+        return 0
+
+    try:
+        import numpy as np
+        import torch
+        import torch.nn.functional as F
+    except ImportError as err:
+        return skip(f"PyTorch is not installed ({err}); install torch with CUDA to get baselines")
+    if not torch.cuda.is_available():
+        return skip("PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)")
+    if not hasattr(F, "rms_norm"):
+        return skip(f"torch {torch.__version__} has no torch.nn.functional.rms_norm (2.4 or later)")
+
+    repro = os.environ.get("REPRO_BIN") or shutil.which("repro")
+    if not repro:
+        print("error: cannot find repro: set REPRO_BIN or put repro on PATH", file=sys.stderr)
+        return 2
+    folder = tempfile.mkdtemp(prefix="repro-rmsnorm-inputs-")
+    try:
+        subprocess.run([repro, "-f", args.pipeline, "exec", "--dump-inputs", folder,
+                        "--workload", WORKLOAD], check=True)
+        with open(os.path.join(folder, "index.json")) as f:
+            index = json.load(f)
+        cases = [(e, case_inputs(np, os.path.join(folder, e["dir"]))) for e in index["entries"]]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    gates = output_gates(index, "y")
+    device = torch.cuda.get_device_name(0)
+
+    results = []
+    for e, (case, x_np, w_np, eps) in sorted(cases, key=lambda c: (c[0]["shape"], c[0]["inputs"], c[0]["seed"])):
+        record = {"shape": e["shape"], "dims": case["dims"], "seed": e["seed"], "inputs": e["inputs"],
+                  "warmup": args.warmup, "iters": args.iters, "device_index": 0, "device_name": device}
+        try:
+            x = torch.from_numpy(x_np.copy()).cuda()
+            w = torch.from_numpy(w_np.copy()).cuda()
+            hidden = x.shape[-1]
+
+            def call():
+                return F.rms_norm(x, (hidden,), w, eps)
+
+            out = call()
+            torch.cuda.synchronize()
+            xd = x.double()
+            ref = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + eps) * w.double()
+            rows = x.shape[0]
+            acc = accuracy(np, out.double().cpu().numpy().reshape(1, 1, rows, hidden),
+                           ref.cpu().numpy().reshape(1, 1, rows, hidden), gates,
+                           absolute=e.get("absolute_gates", True))
+            record["status"] = "ok"
+            if e["timed"]:
+                samples, mode = time_fn(torch, call, args.method, args.warmup, args.iters, args.l2,
+                                        args.max_cv, args.max_time)
+                record["timing_mode"] = mode
+                record.update(summarize(samples))
+            record.update(acc)
+        except Exception as err:  # one case failing is recorded, the others still run
+            record["status"] = "failed"
+            record["error"] = str(err).splitlines()[0] if str(err) else type(err).__name__
+        results.append(rounded(record))
+    status = "failed" if any(r["status"] == "failed" for r in results) else "ok"
+    write_file(args.out, NAME, status, results=results, defines={"torch": torch.__version__},
+               workload=WORKLOAD)
+    print(f"{NAME}: {len(results)} results -> {args.out}/{NAME}.json", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
