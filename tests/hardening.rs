@@ -237,6 +237,8 @@ fn class13_status_and_dry_run_during_a_run_say_a_run_is_in_progress() {
     );
     p.write("o", "old\n");
     p.expect(&["run", "--force"], 0);
+    // The first run left `started`: the wait below is for the second run's.
+    std::fs::remove_file(p.root().join("started")).unwrap();
     let mut running = p.spawn(&["run", "--force"]);
     p.wait_for("started");
     for args in [&["status"][..], &["run", "--dry-run"]] {
