@@ -3,8 +3,9 @@
 //! the text's bytes and of the scan's rules alone, so a pipeline whose SHA-256 is the
 //! remembered one, under the same rules, passed it before and is not scanned again; any
 //! other text, one changed byte included, is scanned. Only a text that passed is
-//! remembered, in `.repro/cache/scan`, and only where `.repro/cache` already is a folder
-//! of the project (never through a symlink). See docs/PERFORMANCE.md.
+//! remembered, in `.repro/cache/scan`, and it is read and written only where
+//! `.repro/cache` already is a folder of the project (never through a symlink). See
+//! docs/PERFORMANCE.md.
 
 use super::spans::{Scan, SpanIndex, ALIAS_FACTOR, MAX_DEPTH};
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,9 @@ fn rules() -> String {
 /// [`SpanIndex::scan`] of `text`, the pipeline of project `root`, or its remembered
 /// verdict when this very text passed it before.
 pub fn scan(text: &str, root: &Path) -> Scan {
+    if !cache_folder_is_real(root) {
+        return SpanIndex::scan(text);
+    }
     let sha256 = crate::tools::hex(&Sha256::digest(text.as_bytes()));
     let rules = rules();
     let file = root.join(FILE);
@@ -48,7 +52,7 @@ pub fn scan(text: &str, root: &Path) -> Scan {
         };
     }
     let scan = SpanIndex::scan(text);
-    if scan.passed() && cache_folder_is_real(root) {
+    if scan.passed() {
         let verdict = Verdict {
             rules,
             sha256,
@@ -116,7 +120,7 @@ mod tests {
     }
 
     #[test]
-    fn nothing_is_written_without_a_real_cache_folder() {
+    fn nothing_is_written_or_read_without_a_real_cache_folder() {
         let dir = tempfile::tempdir().unwrap();
         assert!(scan(CLEAN, dir.path()).passed());
         assert!(!dir.path().join(".repro").exists());
@@ -125,5 +129,17 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), dir.path().join(".repro/cache")).unwrap();
         scan(CLEAN, dir.path());
         assert!(!outside.path().join("scan").exists());
+        // A verdict planted through the link, even one for this very text, is not read.
+        let planted = Verdict {
+            rules: rules(),
+            sha256: crate::tools::hex(&Sha256::digest(TWICE)),
+            top_keys: vec![],
+        };
+        std::fs::write(
+            outside.path().join("scan"),
+            serde_json::to_vec(&planted).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(scan(TWICE, dir.path()).duplicates.len(), 1);
     }
 }
