@@ -15,6 +15,8 @@ fn compare(a: &Path, b: &Path, reference: &Path, json: bool) -> (bool, String) {
         .arg(a)
         .arg(b)
         .args([
+            "--workload",
+            "sdpa_fp8",
             "--entry",
             "sdpa_fp8_fwd",
             "--dims",
@@ -41,7 +43,8 @@ fn exec_p50(cubin: &Path, reference: &Path) -> f64 {
     let out = Command::new(repro_bin())
         .args(["exec", "--cubin"])
         .arg(cubin)
-        .args(["--entry", "sdpa_fp8_fwd", "--dims", MISSION, "--seed", "0"])
+        .args(["--workload", "sdpa_fp8", "--entry", "sdpa_fp8_fwd"])
+        .args(["--dims", MISSION, "--seed", "0"])
         .arg("--reference")
         .arg(reference)
         .output()

@@ -21,7 +21,8 @@ fn exec(cubin: &Path, reference: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(repro_bin());
     cmd.args(["exec", "--cubin"])
         .arg(cubin)
-        .args(["--entry", "sdpa_fp8_fwd", "--dims", MISSION, "--seed", "0"])
+        .args(["--workload", "sdpa_fp8", "--entry", "sdpa_fp8_fwd"])
+        .args(["--dims", MISSION, "--seed", "0"])
         .arg("--reference")
         .arg(reference)
         .args(extra);

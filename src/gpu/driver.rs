@@ -188,6 +188,7 @@ impl DeviceBuffer {
         check("cuMemcpyHtoD", unsafe {
             sys::cuMemcpyHtoD_v2(buf.ptr, data.as_ptr() as *const c_void, buf.bytes)
         })?;
+        wait_for_host_copies()?;
         Ok(buf)
     }
 
@@ -208,7 +209,8 @@ impl DeviceBuffer {
         assert!(data.len() <= self.bytes, "more bytes than the buffer holds");
         check("cuMemcpyHtoD", unsafe {
             sys::cuMemcpyHtoD_v2(self.ptr, data.as_ptr() as *const c_void, data.len())
-        })
+        })?;
+        wait_for_host_copies()
     }
 
     /// Fill with a repeated 16-bit pattern (e.g. an fp16 NaN), asynchronously on `stream`.
@@ -224,6 +226,16 @@ impl DeviceBuffer {
             sys::cuMemsetD32Async(self.ptr, pattern, self.bytes / 4, stream.0)
         })
     }
+}
+
+/// A copy from pageable host memory may return before its DMA reaches the device, and the
+/// kernels run on a non-blocking stream that does not wait for the legacy stream the copy
+/// went to: without this, a launch can overtake the copy (an output poisoned after the kernel
+/// wrote part of it read back as rows of NaN). Waits for the legacy stream.
+fn wait_for_host_copies() -> Result<(), CudaError> {
+    check("cuStreamSynchronize", unsafe {
+        sys::cuStreamSynchronize(std::ptr::null_mut())
+    })
 }
 
 impl Drop for DeviceBuffer {

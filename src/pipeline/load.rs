@@ -98,7 +98,7 @@ pub fn decode<'a>(bytes: &'a [u8], file: &Path) -> Result<&'a str, Diagnostic> {
 /// Parse and validate pipeline text that lives at `file` in project `root`.
 pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let scan = SpanIndex::scan(text);
+    let scan = super::scan_cache::scan(text, root);
     if let Some(pos) = scan.too_deep {
         return Err(PipelineError(vec![Diagnostic {
             file: file.to_path_buf(),
@@ -130,9 +130,10 @@ pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadErr
     let pipeline: Pipeline = serde_yaml::from_str(text)
         .map_err(|e| PipelineError(vec![from_serde(&e, file, &SpanIndex::build(text))]))?;
     let workload_diags = crate::workload::diagnostics(&pipeline, text, file, root);
+    let workload_ok = workload_diags.is_empty();
     let (stages, dag) =
-        match validate::validate(&pipeline, text, file, root, workload_diags.is_empty()) {
-            Ok(ok) if workload_diags.is_empty() => ok,
+        match validate::validate(&pipeline, text, &scan.top_keys, file, root, workload_ok) {
+            Ok(ok) if workload_ok => ok,
             Ok(_) => return Err(PipelineError(workload_diags).into()),
             Err(PipelineError(mut diags)) => {
                 diags.extend(workload_diags);

@@ -1,5 +1,5 @@
 //! `pipeline.yaml`: its typed shape ([`spec`]), loading with file:line:column errors
-//! ([`load`](mod@load), [`diag`], [`spans`]), validation ([`validate`], [`paths`]) and the stage
+//! ([`load`](mod@load), [`diag`], [`spans`]), validation ([`validate`], [`paths`]; the load's scan remembered by [`scan_cache`]) and the stage
 //! graph ([`dag`]).
 
 pub mod dag;
@@ -7,6 +7,7 @@ pub mod diag;
 pub mod load;
 pub mod output_index;
 pub mod paths;
+pub mod scan_cache;
 pub mod spans;
 pub mod spec;
 pub mod validate;

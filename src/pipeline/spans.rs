@@ -52,6 +52,16 @@ pub struct Scan {
     pub too_deep: Option<Pos>,
     /// The alias at which the expansion passes the limit, and its text (`*name`).
     pub alias_bomb: Option<(Pos, String)>,
+    /// The keys written in the document's top-level mapping (validation asks whether one
+    /// was written at all, e.g. an empty `arch:`, without indexing positions).
+    pub top_keys: Vec<String>,
+}
+
+impl Scan {
+    /// Nothing to refuse: no key twice, no nesting too deep, no alias bomb.
+    pub fn passed(&self) -> bool {
+        self.duplicates.is_empty() && self.too_deep.is_none() && self.alias_bomb.is_none()
+    }
 }
 
 impl SpanIndex {
@@ -79,6 +89,7 @@ impl SpanIndex {
             duplicates: b.index.duplicates,
             too_deep: b.too_deep,
             alias_bomb,
+            top_keys: b.top_keys,
         }
     }
 
@@ -216,6 +227,8 @@ struct Builder {
     anchors: HashMap<usize, u64>,
     /// Alias dereferences in the whole document, as the typed loader will make them.
     jumps: u64,
+    /// The keys of the document's top-level mapping, in order.
+    top_keys: Vec<String>,
     /// Each alias, with the document's dereferences up to and including it.
     aliases: Vec<(Pos, u64)>,
 }
@@ -285,26 +298,40 @@ impl Builder {
                 }
                 let (segment, is_key) = self.next_slot();
                 if is_key {
-                    let mut path = self.path();
-                    if let Some(Frame {
-                        container: Container::Map { key, seen },
-                        ..
-                    }) = self.stack.last_mut()
-                    {
-                        if let Some(&first) = seen.get(&text) {
-                            path.push(text.clone());
-                            self.index.duplicates.push(DuplicateKey {
+                    if self.stack.len() == 1 {
+                        self.top_keys.push(text.clone());
+                    }
+                    // The key path is built only where it is kept: for a duplicate, or in
+                    // the full index (the scan of every load indexes nothing).
+                    let first = match self.stack.last_mut().map(|f| &mut f.container) {
+                        Some(Container::Map { seen, .. }) => match seen.get(&text) {
+                            Some(&first) => Some(first),
+                            None => {
+                                seen.insert(text.clone(), pos);
+                                None
+                            }
+                        },
+                        _ => None,
+                    };
+                    if first.is_some() || self.full {
+                        let mut path = self.path();
+                        path.push(text.clone());
+                        match first {
+                            Some(first) => self.index.duplicates.push(DuplicateKey {
                                 path,
                                 first,
                                 second: pos,
-                            });
-                        } else {
-                            seen.insert(text.clone(), pos);
-                            if self.full {
-                                path.push(text.clone());
+                            }),
+                            None => {
                                 self.index.keys.insert(path, pos);
                             }
                         }
+                    }
+                    if let Some(Frame {
+                        container: Container::Map { key, .. },
+                        ..
+                    }) = self.stack.last_mut()
+                    {
                         *key = Some(text);
                     }
                 } else if self.full {

@@ -25,6 +25,8 @@ pub(super) struct Report<'a> {
     file: &'a Path,
     /// The pipeline text; indexed for positions only once there is an error to place.
     text: &'a str,
+    /// The keys written at the top level (from the load's scan).
+    top_keys: &'a [String],
     spans: std::cell::OnceCell<SpanIndex>,
     diags: Vec<Diagnostic>,
 }
@@ -62,7 +64,7 @@ impl Report<'_> {
 /// empty list.
 fn check_arch(r: &mut Report, archs: &[String]) {
     const HELP: &str = "list the GPU architectures to compile for, e.g. `arch: [sm_89, sm_90a]` (an L4 is sm_89; an H100 runs sm_90a)";
-    if archs.is_empty() && r.spans().key(&["arch"]).is_some() {
+    if archs.is_empty() && r.top_keys.iter().any(|k| k == "arch") {
         r.at(&["arch"], "`arch:` lists no architecture".into(), HELP);
     }
     for (i, arch) in archs.iter().enumerate() {
@@ -83,12 +85,14 @@ fn check_arch(r: &mut Report, archs: &[String]) {
     }
 }
 
-/// Validate `p`, parsed from `text`, and resolve its stages. Nothing may run unless this
-/// succeeds. `workload_ok`: the workloads passed their own checks; the kinds' option checks
-/// read them, and with a broken one would only repeat its error at each stage.
+/// Validate `p`, parsed from `text` (whose top-level mapping has `top_keys`), and resolve
+/// its stages. Nothing may run unless this succeeds. `workload_ok`: the workloads passed
+/// their own checks; the kinds' option checks read them, and with a broken one would only
+/// repeat its error at each stage.
 pub fn validate(
     p: &Pipeline,
     text: &str,
+    top_keys: &[String],
     file: &Path,
     root: &Path,
     workload_ok: bool,
@@ -96,6 +100,7 @@ pub fn validate(
     let mut r = Report {
         file,
         text,
+        top_keys,
         spans: std::cell::OnceCell::new(),
         diags: Vec::new(),
     };
