@@ -101,24 +101,27 @@ fn exit_code_output_log_and_node_come_back() {
 }
 
 #[test]
-fn env_cwd_and_captured_stdout() {
+fn env_cwd_stdin_and_captured_stdout() {
     if !enabled() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let mut job = sh(
         "env",
-        "printf '%s\\n' \"$REPRO_T_VALUE\" \"$(pwd)\"; echo noise >&2",
+        "printf '%s\\n' \"$REPRO_T_VALUE\" \"$(pwd)\"; cat; echo noise >&2",
         dir.path(),
     );
     job.env.insert("REPRO_T_VALUE".into(), "a,b c=d".into());
+    let stdin = dir.path().join("stdin.txt");
+    std::fs::write(&stdin, "from the stdin file\n").unwrap();
+    job.stdin = Some(stdin);
     job.capture_stdout = true;
     let out = executor(debug()).run(&job, &never()).unwrap();
     assert!(out.success(), "{:?}\n{}", out.exit, out.tail);
     let cwd = dir.path().canonicalize().unwrap();
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
-        format!("a,b c=d\n{}\n", cwd.display())
+        format!("a,b c=d\n{}\nfrom the stdin file\n", cwd.display())
     );
 }
 

@@ -164,15 +164,16 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
         .argv
         .split_first()
         .with_context(|| format!("job `{}` has an empty command", job.name))?;
-    let mut expr = duct::cmd(program, args)
-        .dir(&job.cwd)
-        .stdin_null()
-        .unchecked()
-        .before_spawn(|cmd| {
-            cmd.process_group(0);
-            die_with_parent(cmd);
-            Ok(())
-        });
+    let mut expr = duct::cmd(program, args).dir(&job.cwd);
+    expr = match &job.stdin {
+        Some(path) => expr.stdin_path(path),
+        None => expr.stdin_null(),
+    };
+    let mut expr = expr.unchecked().before_spawn(|cmd| {
+        cmd.process_group(0);
+        die_with_parent(cmd);
+        Ok(())
+    });
     for (k, v) in &job.env {
         expr = expr.env(k, v);
     }
@@ -316,6 +317,22 @@ mod tests {
             vec!["sh".into(), "-c".into(), line.into()],
             std::env::temp_dir(),
         )
+    }
+
+    #[test]
+    fn stdin_is_the_jobs_file_or_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut job = sh("cat; echo end");
+        job.capture_stdout = true;
+        let never = Arc::new(AtomicBool::new(false));
+        assert_eq!(run_job(&job, &never).unwrap().stdout, b"end\n");
+        let file = dir.path().join("in.json");
+        std::fs::write(&file, "{\"brief\": 1}\n").unwrap();
+        job.stdin = Some(file);
+        assert_eq!(
+            run_job(&job, &never).unwrap().stdout,
+            b"{\"brief\": 1}\nend\n"
+        );
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct Job {
     /// The job needs one GPU: which visible device index (locally `CUDA_VISIBLE_DEVICES` is
     /// set to that GPU, see [`local::visible_gpu`]; a GPU request for a scheduler).
     pub gpu: Option<u32>,
+    /// The job reads this file on stdin (without one, stdin is empty: `/dev/null`).
+    pub stdin: Option<PathBuf>,
 }
 
 impl Job {
@@ -44,6 +46,7 @@ impl Job {
             log: None,
             capture_stdout: false,
             gpu: None,
+            stdin: None,
         }
     }
 }

@@ -174,7 +174,14 @@ impl Executor for SlurmExecutor {
         let begin = Instant::now();
         let log = open_log(job)?;
         let state = Arc::new(Mutex::new(StepState::default()));
-        let mut child = self.spawn(job, Stdio::null())?;
+        let stdin =
+            match &job.stdin {
+                Some(path) => Stdio::from(std::fs::File::open(path).with_context(|| {
+                    format!("cannot open {} for the job's stdin", path.display())
+                })?),
+                None => Stdio::null(),
+            };
+        let mut child = self.spawn(job, stdin)?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let out_reader = {

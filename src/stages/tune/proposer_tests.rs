@@ -21,6 +21,7 @@ const KERNEL: &str = "// kernel\nint x;\n";
 const PROPOSER: &str = r#"#!/bin/sh
 echo call >> "$(dirname "$0")/calls.txt"
 cp "$REPRO_BRIEF" "$(dirname "$0")/last-brief.json"
+cat > "$(dirname "$0")/stdin-brief.json"
 grep -m1 '"generation"' "$REPRO_BRIEF" | grep -q ': 1,' || { echo '{"candidates": []}'; exit 0; }
 cat <<'JSON'
 {"candidates": [
@@ -211,10 +212,14 @@ fn proposed_sources_join_the_search_with_their_lineage_and_failures() {
     // Only the elite's sources are kept in artifacts.
     assert_eq!(std::fs::read_dir(out.join("proposals")).unwrap().count(), 1);
 
-    // Later briefs carry the failures and every proposal with its reason.
-    let brief: Brief =
-        serde_json::from_str(&std::fs::read_to_string(p.root().join("last-brief.json")).unwrap())
-            .unwrap();
+    // Later briefs carry the failures and every proposal with its reason; the proposer
+    // reads the same bytes on stdin as in the file.
+    let brief_text = std::fs::read_to_string(p.root().join("last-brief.json")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.root().join("stdin-brief.json")).unwrap(),
+        brief_text
+    );
+    let brief: Brief = serde_json::from_str(&brief_text).unwrap();
     assert_eq!(brief.generation, 3);
     assert_eq!(brief.proposals.len(), 3);
     assert!(brief

@@ -1,4 +1,5 @@
-//! Running a proposer command between generations: write the brief, run the command
+//! Running a proposer command between generations: write the brief, run the command (the
+//! brief on its stdin and named by `$REPRO_BRIEF`)
 //! through the stage's executor with a timeout, read its answer, and turn each candidate
 //! into a source (a patch applied to its parent's source, or a whole file) paired with a
 //! configuration. A proposer that hangs, crashes or prints garbage is reported and gives
@@ -252,6 +253,7 @@ impl CommandProposer<'_> {
         );
         job.env
             .insert(BRIEF_ENV.into(), brief_path.display().to_string());
+        job.stdin = Some(brief_path.clone());
         job.timeout = Some(self.timeout);
         job.capture_stdout = true;
         let outcome = self
