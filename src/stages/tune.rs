@@ -309,6 +309,7 @@ impl StageKind for TuneStage {
             slots,
             jobs,
             one_model,
+            measured: Default::default(),
         };
         let mut log = std::fs::OpenOptions::new()
             .create(true)

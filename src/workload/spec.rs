@@ -346,6 +346,21 @@ pub struct Launch {
     pub requires: Vec<ExprText>,
 }
 
+impl Launch {
+    /// Every identifier its expressions name (dims, defines, globals): the defines among
+    /// them are all a variant's launch depends on besides its cubin.
+    pub fn names(&self) -> std::collections::BTreeSet<&str> {
+        let texts = self.grid.iter().chain(&self.block).chain(&self.smem);
+        texts
+            .chain(&self.requires)
+            .flat_map(|t| {
+                t.0.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            })
+            .filter(|w| w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
+            .collect()
+    }
+}
+
 /// What the outputs are compared with: a kernel (`source`, `entry`, `launch`) or a command
 /// (`run`) that writes the expected outputs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -520,6 +535,27 @@ impl<'de> Deserialize<'de> for Threshold {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_launch_names_what_its_expressions_read() {
+        let launch: Launch = serde_yaml::from_str(
+            "{grid: [\"(rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK\"], block: [THREADS_PER_ROW * 2], \
+             smem: repro_smem, requires: [\"repro_head_dim == D\"], defines: {UNREAD: 1}}",
+        )
+        .unwrap();
+        let names: Vec<&str> = launch.names().into_iter().collect();
+        assert_eq!(
+            names,
+            [
+                "D",
+                "ROWS_PER_BLOCK",
+                "THREADS_PER_ROW",
+                "repro_head_dim",
+                "repro_smem",
+                "rows"
+            ]
+        );
+    }
 
     #[test]
     fn reads_every_form_of_a_scalar_value() {

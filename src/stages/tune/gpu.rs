@@ -21,10 +21,11 @@ use crate::tune::space::show;
 use crate::workload::exprs::Bindings;
 use crate::workload::Declaration;
 use anyhow::{bail, Context};
-use std::collections::BTreeMap;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 
 /// Compiles with the build stage's compile API on every CPU core and measures each
@@ -58,7 +59,16 @@ pub(super) struct GpuBackend<'a> {
     pub(super) jobs: usize,
     /// Refuses a trial timed on a second GPU model unless `allow_mixed_gpus`.
     pub(super) one_model: OneGpuModel,
+    /// What each distinct program measured (see [`GpuBackend::program_key`]).
+    pub(super) measured: SameProgram,
 }
+
+/// The measurements of this tune's programs so far, by [`GpuBackend::program_key`], with the
+/// trial that made each. A candidate whose cubin and launch are byte for byte those of an
+/// earlier trial (a define the source ignores, a patch that compiles to the same code) takes
+/// that trial's measurement instead of a second sample of the same program, so the ranking
+/// never rewards noise.
+pub(super) type SameProgram = Mutex<HashMap<String, (u32, Evaluation)>>;
 
 impl GpuBackend<'_> {
     /// A trial's compile: its source (the kernel's own, or a proposed one that includes the
@@ -218,15 +228,55 @@ impl GpuBackend<'_> {
 }
 
 impl GpuBackend<'_> {
-    /// A compiled candidate (with its launch defines) through the compile-time gates, then
-    /// the GPU on slot `slot`.
-    fn trial(&self, slot: u32, (out, defines): &(CompileOutput, Bindings)) -> Evaluation {
-        match compile_gates(out, &self.kernel.entry, self.gates.as_ref()) {
-            CompileGate::Passed(compiled, cubin) => self.on_gpu(slot, &compiled, (&cubin, defines)),
-            CompileGate::Rejected(rejected) => rejected,
+    /// A compiled candidate (trial `trial`, with its launch defines) through the
+    /// compile-time gates, then the GPU on slot `slot`, unless an earlier trial ran the same
+    /// program.
+    fn trial(&self, slot: u32, (trial, out, defines): &Compiled) -> Evaluation {
+        let (compiled, cubin) = match compile_gates(out, &self.kernel.entry, self.gates.as_ref()) {
+            CompileGate::Passed(compiled, cubin) => (compiled, cubin),
+            CompileGate::Rejected(rejected) => return rejected,
+        };
+        let key = self.program_key(&cubin, defines);
+        let seen = key
+            .as_ref()
+            .and_then(|k| self.measured.lock().unwrap().get(k).cloned());
+        if let Some((first, mut e)) = seen {
+            e.note = format!(
+                "the same cubin and launch as trial {first}: its measurement{}",
+                if e.note.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", e.note)
+                }
+            );
+            return e;
         }
+        let e = self.on_gpu(slot, &compiled, (&cubin, defines));
+        if let (Some(k), "ok" | "incorrect") = (key, e.status.as_str()) {
+            self.measured
+                .lock()
+                .unwrap()
+                .entry(k)
+                .or_insert((*trial, e.clone()));
+        }
+        e
+    }
+
+    /// What a measurement depends on besides the fixed shapes and recipes: the cubin's
+    /// bytes and the defines the workload's launch reads (`None`: the cubin is unreadable).
+    fn program_key(&self, cubin: &Path, defines: &Bindings) -> Option<String> {
+        let mut hash = Sha256::new();
+        hash.update(std::fs::read(cubin).ok()?);
+        let names = self.decl.launch.names();
+        for (name, value) in defines.iter().filter(|(n, _)| names.contains(n.as_str())) {
+            hash.update(format!("\0{name}={value}"));
+        }
+        Some(format!("{:x}", hash.finalize()))
     }
 }
+
+/// A candidate's trial number, compile and launch defines, on its way to a GPU slot.
+type Compiled = (u32, CompileOutput, Bindings);
 
 impl Objective for GpuBackend<'_> {
     /// nvcc on every CPU core; each candidate goes to a free GPU slot as soon as its compile
@@ -245,7 +295,10 @@ impl Objective for GpuBackend<'_> {
                     this.jobs as u32,
                     batch,
                     this.cancel,
-                    |_, candidate| (this.compile_one(candidate), this.launch_defines(candidate)),
+                    |_, candidate| {
+                        let out = this.compile_one(candidate);
+                        (candidate.trial, out, this.launch_defines(candidate))
+                    },
                     |i, out| {
                         // The receiver goes only when the GPU side has stopped (interrupt).
                         let _ = compiled.send((i, out));
@@ -256,7 +309,7 @@ impl Objective for GpuBackend<'_> {
                 this.slots,
                 arrivals,
                 this.cancel,
-                |slot, out: (CompileOutput, Bindings)| this.trial(slot, &out),
+                |slot, out: Compiled| this.trial(slot, &out),
                 |i, evaluation| {
                     // A run killed by the interrupt is not a result, nor is a timing from
                     // another GPU model: leave them unrecorded (the next run redoes them).

@@ -221,6 +221,7 @@ fn fake_backend<'a>(
         slots: 2,
         jobs: 2,
         one_model,
+        measured: Default::default(),
     }
 }
 
@@ -396,6 +397,67 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
     let cubins = backend.cubins(&elite).unwrap();
     assert_eq!(cubins.len(), 3);
     assert!(cubins.iter().all(|c| c.is_file()));
+}
+
+#[test]
+fn a_program_identical_to_an_earlier_trials_takes_its_measurement() {
+    use crate::executor::local::LocalExecutor;
+    use crate::executor::CancelFlag;
+    let Some(tc) = crate::stages::build::test_support::real_nvcc(
+        "a_program_identical_to_an_earlier_trials_takes_its_measurement",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
+    let exe = write_fake_exec(root, FAKE_WORKER);
+    let log = root.join("tune.log");
+    let executor = LocalExecutor::new();
+    let cancel = CancelFlag::default();
+    let mut backend = fake_backend(
+        &executor,
+        &cancel,
+        root,
+        &exe,
+        &log,
+        tc,
+        OneGpuModel::new(false),
+    );
+    // One slot: the second of two identical programs runs after the first is recorded.
+    backend.slots = 1;
+    // The kernel never reads IGNORED: two programs, four trials.
+    let (space, settings) = sweep("{TILE: [1, 2], IGNORED: [0, 1]}", 4, 1);
+    let outcome = crate::tune::search::run(
+        &space,
+        &settings,
+        &mut backend,
+        &mut Memo::in_memory(),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(outcome.trials.len(), 4);
+    let calls = std::fs::read_to_string(root.join("calls.txt")).unwrap();
+    assert_eq!(calls.lines().count(), 3 * 2, "each program measured once");
+    for tile in [1, 2] {
+        let pair: Vec<&Trial> = outcome
+            .trials
+            .iter()
+            .filter(|t| t.candidate.config["TILE"] == tile)
+            .collect();
+        assert_eq!(pair[0].evaluation.score, pair[1].evaluation.score);
+        let (first, second) = match pair[0].evaluation.note.contains("the same cubin") {
+            true => (pair[1], pair[0]),
+            false => (pair[0], pair[1]),
+        };
+        assert_eq!(
+            second.evaluation.note,
+            format!(
+                "the same cubin and launch as trial {}: its measurement",
+                first.candidate.trial
+            )
+        );
+    }
 }
 
 #[test]
