@@ -19,6 +19,20 @@ fn trial(n: u32, patch: Option<&str>, status: &str) -> serde_json::Value {
         "patch": patch, "note": "", "status": status, "p50_us": null, "reason": ""})
 }
 
+/// The shipped patches, in name order (the order `repro propose patches` reads them).
+fn shipped_patches(repo: &Path) -> Vec<String> {
+    let mut paths: Vec<_> = std::fs::read_dir(repo.join("kernels/proposals"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "patch"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect()
+}
+
 fn brief(lineage_patch: Option<&str>, proposals: Vec<serde_json::Value>) -> String {
     let mut best = trial(3, None, "ok");
     best["rank"] = 1.into();
@@ -28,7 +42,7 @@ fn brief(lineage_patch: Option<&str>, proposals: Vec<serde_json::Value>) -> Stri
     best["lineage"] = serde_json::json!([trial(3, lineage_patch, "ok")]);
     best["diff"] = serde_json::Value::Null;
     best["ncu"] = serde_json::Value::Null;
-    serde_json::json!({"repro_brief": 1, "generation": 2, "max_candidates": 3,
+    serde_json::json!({"repro_brief": 1, "generation": 2, "max_candidates": 8,
         "kernel": {"name": "k", "path": "kernels/sdpa_fp8_mma.cu", "entry": "f", "base_defines": {}, "source": ""},
         "space": {}, "objective": "", "elite": [best], "recent_failures": [], "proposals": proposals})
     .to_string()
@@ -54,7 +68,7 @@ fn the_shipped_patches_apply_and_are_proposed_then_stacked() {
         String::from_utf8_lossy(&out.stderr)
     );
     let fresh = candidates(&out.stdout);
-    assert_eq!(fresh.len(), 3);
+    assert_eq!(fresh.len(), shipped_patches(repo).len());
     let mut stacked = kernel.clone();
     for c in &fresh {
         assert_eq!(c.parent, Some(3));
@@ -68,12 +82,14 @@ fn the_shipped_patches_apply_and_are_proposed_then_stacked() {
         .map(|c| short(&digest(c.patch.as_deref().unwrap())).to_string())
         .collect();
 
-    // Once all passed and the best carries the first, the others are stacked on it, once.
-    let tried = vec![
-        trial(4, Some(&d[0]), "ok"),
-        trial(5, Some(&d[1]), "ok"),
-        trial(6, Some(&d[2]), "incorrect"),
-    ];
+    // Once the best carries the first, the others that passed are stacked on it, once.
+    let mut tried = vec![trial(4, Some(&d[0]), "ok"), trial(5, Some(&d[1]), "ok")];
+    tried.extend(
+        d[2..]
+            .iter()
+            .zip(6..)
+            .map(|(p, n)| trial(n, Some(p), "incorrect")),
+    );
     let out = repro(repo)
         .args(["propose", "patches", "--dir", "kernels/proposals"])
         .write_stdin(brief(Some(&d[0]), tried))
@@ -86,6 +102,23 @@ fn the_shipped_patches_apply_and_are_proposed_then_stacked() {
         "only the second patch passed and is not in the best's lineage"
     );
     assert_eq!(short(&digest(stack[0].patch.as_deref().unwrap())), d[1]);
+}
+
+#[test]
+fn every_shipped_patch_applies_on_top_of_every_other() {
+    // The proposer stacks any passed patch on any best trial's source, so each pair must apply
+    // in both orders (hunks that touch the same lines would fail as proposal errors on a GPU).
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let kernel = std::fs::read_to_string(repo.join("kernels/sdpa_fp8_mma.cu")).unwrap();
+    let patches = shipped_patches(repo);
+    for (i, first) in patches.iter().enumerate() {
+        let base = apply(&kernel, first).unwrap();
+        for (j, second) in patches.iter().enumerate().filter(|(j, _)| *j != i) {
+            let both = apply(&base, second)
+                .unwrap_or_else(|e| panic!("patch {j} does not apply on top of patch {i}: {e}"));
+            assert_ne!(both, base, "patch {j} changed nothing on top of patch {i}");
+        }
+    }
 }
 
 const PIPELINE: &str = "version: 1   # a comment that stays\nworkload:\n  op: sdpa_fp8\n  shapes:\n    small: {B: 1, H: 1, S: 32, D: 64}\n  primary: small\n\nkernels:\n  k: {source: kernels/k.cu, entry: f}   # the tuned kernel\n\nvariants:\n  base: {kernel: k, defines: {A: 1, C: 5}}\n\nstages:\n  evo-tune:\n    uses: tune\n    base: base\n    space: {A: [1, 2], B: [1, 2]}\n";
