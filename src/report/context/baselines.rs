@@ -203,14 +203,14 @@ fn figure_value(r: &BenchResult, figure: crate::workload::spec::Figure) -> Optio
     }
 }
 
-/// `name 8.13 µs + name 0.52 µs`, each name cut to [`KERNEL_NAME_CHARS`].
+/// `` `name` 8.13 µs + `name` 0.52 µs ``, each name cut to [`KERNEL_NAME_CHARS`].
 fn kernel_list(kernels: &[NcuKernel]) -> String {
     kernels
         .iter()
         .map(|k| {
             let name: String = k.name.chars().take(KERNEL_NAME_CHARS).collect();
             let cut = if name.len() < k.name.len() { "…" } else { "" };
-            format!("`{name}{cut}` {}", num(k.time_us, 2))
+            format!("`{name}{cut}` {} µs", num(k.time_us, 2))
         })
         .collect::<Vec<_>>()
         .join(" + ")
