@@ -895,3 +895,25 @@ fn every_baseline_row_gives_both_ratios_or_says_why_not() {
         "{md}"
     );
 }
+
+/// On the committed results, a "❌ correctness" label never stands bare: it names each
+/// failing record, the threshold it exceeded and whether the timed records pass.
+#[test]
+fn the_committed_reports_correctness_labels_say_which_record_failed() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    let md = render_in(root, &pipeline, root).unwrap().markdown;
+    let labels: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with('|') && l.contains("❌ correctness"))
+        .collect();
+    for line in &labels {
+        assert!(
+            line.contains("❌ correctness: ") && line.contains(" seed ") && line.contains(" > "),
+            "{line}"
+        );
+    }
+    eprintln!("{}", labels.join("\n"));
+}
