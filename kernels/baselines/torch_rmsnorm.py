@@ -45,18 +45,27 @@ def case_inputs(np, case_dir):
     return case, load("x"), load("weight"), args["eps"]["value"]
 
 
-def profile_main(args):
-    """Profiling mode: one call on `args.shape`."""
+def import_torch():
+    """(numpy, torch, torch.nn.functional) and None, or (None, None, None) and why they
+    cannot run this baseline."""
     try:
         import numpy as np
         import torch
         import torch.nn.functional as F
     except ImportError as err:
-        return profile_skip(f"PyTorch is not installed ({err})")
+        return (None, None, None), f"PyTorch is not installed ({err}); install torch with CUDA to get baselines"
     if not torch.cuda.is_available():
-        return profile_skip("PyTorch sees no CUDA GPU")
+        return (None, None, None), "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)"
     if not hasattr(F, "rms_norm"):
-        return profile_skip(f"torch {torch.__version__} has no torch.nn.functional.rms_norm")
+        return (None, None, None), f"torch {torch.__version__} has no torch.nn.functional.rms_norm (2.4 or later)"
+    return (np, torch, F), None
+
+
+def profile_main(args):
+    """Profiling mode: one call on `args.shape`."""
+    (np, torch, F), why = import_torch()
+    if why:
+        return profile_skip(why)
     folder = tempfile.mkdtemp(prefix="repro-profile-inputs-")
     try:
         index = dump_cases(args.pipeline, WORKLOAD, folder, args.shape)
@@ -94,16 +103,9 @@ def main():
         print(f"baseline skipped: {reason}", file=sys.stderr)
         return 0
 
-    try:
-        import numpy as np
-        import torch
-        import torch.nn.functional as F
-    except ImportError as err:
-        return skip(f"PyTorch is not installed ({err}); install torch with CUDA to get baselines")
-    if not torch.cuda.is_available():
-        return skip("PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)")
-    if not hasattr(F, "rms_norm"):
-        return skip(f"torch {torch.__version__} has no torch.nn.functional.rms_norm (2.4 or later)")
+    (np, torch, F), why = import_torch()
+    if why:
+        return skip(why)
 
     folder = tempfile.mkdtemp(prefix="repro-rmsnorm-inputs-")
     try:
