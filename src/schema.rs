@@ -694,6 +694,25 @@ pub struct NcuTarget {
     /// The run that profiled it and the reuse key (absent for targets not profiled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured: Option<Measured>,
+    /// The workload shape it ran (absent in summaries older than the baselines' profiles,
+    /// where every target ran its workload's primary shape).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
+    /// A baseline's call: every kernel it launched inside the profiled NVTX range, in launch
+    /// order; `kernel_time_us` is their sum and the other fields are the longest one's.
+    /// Empty for a variant (one kernel).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<NcuKernel>,
+}
+
+/// One kernel of a profiled baseline call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NcuKernel {
+    /// ncu's `Kernel Name` without its parameter list.
+    pub name: String,
+    /// Its `gpu__time_duration`.
+    #[serde(serialize_with = "float::opt_f4")]
+    pub time_us: Option<f64>,
 }
 
 /// `artifacts/ncu/summary.json`.

@@ -98,11 +98,15 @@ struct Project {
 
 impl Project {
     fn new() -> Self {
+        Project::of(PIPELINE)
+    }
+
+    fn of(yaml: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("pipeline.yaml"), PIPELINE).unwrap();
+        std::fs::write(dir.path().join("pipeline.yaml"), yaml).unwrap();
         std::fs::create_dir_all(dir.path().join("bin")).unwrap();
         Project {
-            pipeline: serde_yaml::from_str(PIPELINE).unwrap(),
+            pipeline: serde_yaml::from_str(yaml).unwrap(),
             dir,
         }
     }
@@ -376,4 +380,87 @@ fn profile_stage_skips_and_fails_honestly() {
     let s = summary(&staging);
     assert!(s.targets[0].measured.as_ref().unwrap().reused);
     assert!(!s.targets[1].measured.as_ref().unwrap().reused);
+
+    // 5. Baselines: each call's kernels summed (a real multi-kernel capture), a script that
+    //    cannot run its call is skipped with its reason, and an unchanged script keeps its
+    //    committed profile.
+    let project = Project::of(&PIPELINE.replace(
+        "targets: [control, bad, topk], clock_control: none}",
+        "targets: [control], clock_control: none, baselines: {\
+         torch: {run: [sh, b.sh], workload: sdpa_fp8, shapes: [mission]}, \
+         gone: {run: [sh, gone.sh], workload: sdpa_fp8, shapes: [mission]}}}",
+    ));
+    project.script("b.sh", "#!/bin/sh\n");
+    let ncu = project.fake_ncu(&format!(
+        "case \"$*\" in *--version*) echo 'Version 2025.3.1.0'; exit 0;; esac\n\
+         echo \"$*\" >> '{}'\n\
+         case \"$*\" in *gone.sh*) echo 'repro-profile: skipped: PyTorch is not installed'; exit 0;; \
+         *b.sh*) cat '{}';; *) cat '{}';; esac",
+        project.root().join("ncu-calls.txt").display(),
+        fixture("two_kernels.csv").display(),
+        fixture("stage_mode.csv").display()
+    ));
+    std::env::set_var("NCU", &ncu);
+    let repro = project.script("fake-repro", FAKE_REPRO);
+    std::fs::create_dir_all(project.root().join(".repro/cubins")).unwrap();
+    for cubin in ["good", "reference"] {
+        let path = project
+            .root()
+            .join(format!(".repro/cubins/{cubin}.sm_90a.cubin"));
+        std::fs::write(path, cubin).unwrap();
+    }
+    let calls = || {
+        let calls = project.root().join("ncu-calls.txt");
+        let text = std::fs::read_to_string(&calls).unwrap_or_default();
+        let _ = std::fs::remove_file(&calls);
+        text
+    };
+    let run = || {
+        let (outcome, staging) = project.run_with(&elsewhere, &repro);
+        assert_eq!(outcome, StageOutcome::Passed);
+        project.commit(&staging);
+        summary(&staging)
+    };
+    let s = run();
+    let call = calls();
+    assert!(
+        call.contains("--nvtx --nvtx-include repro-profile/ --target-processes application-only")
+            && call.contains("sh b.sh --shape mission"),
+        "{call}"
+    );
+    let torch = s
+        .targets
+        .iter()
+        .find(|t| t.target == "torch@mission")
+        .unwrap();
+    assert_eq!(
+        (torch.status.as_str(), torch.shape.as_deref()),
+        ("ok", Some("mission"))
+    );
+    assert_eq!(torch.kernels.len(), 3);
+    let sum: f64 = torch.kernels.iter().map(|k| k.time_us.unwrap()).sum();
+    assert!((torch.kernel_time_us.unwrap() - sum).abs() < 1e-9);
+    let gone = s
+        .targets
+        .iter()
+        .find(|t| t.target == "gone@mission")
+        .unwrap();
+    assert_eq!(gone.status, "skipped");
+    assert_eq!(gone.reason.as_deref(), Some("PyTorch is not installed"));
+    let s = run();
+    let call = calls();
+    assert!(!call.contains("b.sh") && call.contains("gone.sh"), "{call}");
+    let torch = s
+        .targets
+        .iter()
+        .find(|t| t.target == "torch@mission")
+        .unwrap();
+    assert!(torch.measured.as_ref().unwrap().reused);
+    assert_eq!(torch.kernels.len(), 3);
+    project.script("b.sh", "#!/bin/sh\n# edited\n");
+    run();
+    assert!(
+        calls().contains("b.sh"),
+        "an edited script is profiled again"
+    );
 }

@@ -779,3 +779,141 @@ fn a_pipeline_of_two_workloads_reports_each_in_its_own_part() {
         .contains("not run: no tune stage tunes a kernel of `rmsnorm`"));
     assert!(part("## Tune: `sdpa_fp8`", "## Profile").contains("16 trials"));
 }
+
+/// A profile record of `target` (variant `variant`, shape `shape`) with `kernels`.
+fn ncu_record(
+    target: &str,
+    variant: &str,
+    shape: Option<&str>,
+    kernels: &[(&str, f64)],
+) -> repro::schema::NcuTarget {
+    let summary: repro::schema::NcuSummary = serde_json::from_str(
+        &std::fs::read_to_string(fixture("green").join("artifacts/ncu/summary.json")).unwrap(),
+    )
+    .unwrap();
+    repro::schema::NcuTarget {
+        target: target.into(),
+        variant: variant.into(),
+        shape: shape.map(str::to_string),
+        kernel_time_us: Some(kernels.iter().map(|(_, t)| t).sum()),
+        kernels: kernels
+            .iter()
+            .map(|(name, t)| repro::schema::NcuKernel {
+                name: name.to_string(),
+                time_us: Some(*t),
+            })
+            .collect(),
+        ..summary.targets[0].clone()
+    }
+}
+
+#[test]
+fn every_baseline_row_gives_both_ratios_or_says_why_not() {
+    let root = fixture("green");
+    let yaml = std::fs::read_to_string(root.join("pipeline.yaml"))
+        .unwrap()
+        .replace(
+            "targets: [control, topk]}",
+            "targets: [control, topk], baselines: {torch_sdpa: {run: [python3, b.py], workload: sdpa_fp8, shapes: [mission, long]}}}",
+        );
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("pipeline.yaml"), &yaml).unwrap();
+    let pipeline = repro::pipeline::load(&project.path().join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    let mut artifacts = Artifacts::load(&root).unwrap();
+    let ncu = artifacts.ncu.as_mut().unwrap();
+    // The best variant on the primary (a record from before `shape` existed), the baseline's
+    // call on it (two kernels), and on `long` a skipped baseline call.
+    ncu.targets.push(ncu_record(
+        "stage5-ws-p1",
+        "stage5-ws-p1",
+        None,
+        &[("sdpa_fp8_fwd", 36.0)],
+    ));
+    let long_kernel = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_";
+    ncu.targets.push(ncu_record(
+        "torch_sdpa@mission",
+        "torch_sdpa",
+        Some("mission"),
+        &[("fill_kernel", 1.0), (long_kernel, 28.0)],
+    ));
+    ncu.targets.push(repro::schema::NcuTarget {
+        status: "skipped".into(),
+        reason: Some("PyTorch sees no CUDA GPU".into()),
+        ..ncu_record("torch_sdpa@long", "torch_sdpa", Some("long"), &[])
+    });
+    // One untimed record of the baseline fails its gate; the timed ones pass.
+    let baselines = artifacts.baselines.as_mut().unwrap();
+    let sdpa = baselines
+        .iter_mut()
+        .find(|b| b.name == "torch_sdpa")
+        .unwrap();
+    let mut bad = sdpa.results[0].clone();
+    (bad.shape, bad.inputs, bad.seed) = ("mission".into(), "sharp".into(), 2);
+    (bad.p50_us, bad.rel_l2_err, bad.correctness_pass) = (None, Some(0.0036), Some(false));
+    sdpa.results.push(bad);
+    let state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
+    let env = environment(true);
+    let inputs = report::Inputs {
+        pipeline: &pipeline,
+        artifacts: &artifacts,
+        state: &state,
+        env: &env,
+    };
+    let template = report::load_template(&root, report::SUMMARY_TEMPLATE).unwrap();
+    let md = report::render_report(&inputs, &template).unwrap().markdown;
+    let section = md
+        .split("### Baselines by harness and by ncu")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    insta::assert_snapshot!("baseline_ratios", section);
+    // Mission: both ratios (by the harness, by ncu) and the call's kernels.
+    assert!(
+        section.contains("| torch_sdpa | mission | stage5-ws-p1 | 0.92× (31.84 ÷ 34.61 µs) | 0.81× (29.00 ÷ 36.00 µs) |"),
+        "{section}"
+    );
+    assert!(
+        section.contains("`fill_kernel` 1.00 µs + `cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_…` 28.00 µs"),
+        "{section}"
+    );
+    // Long: the harness ratio, and why ncu has none.
+    assert!(
+        section.contains("| torch_sdpa | long | stage5-ws-p1 | 0.81× (198.40 ÷ 243.88 µs) | n/a: torch_sdpa skipped: PyTorch sees no CUDA GPU |"),
+        "{section}"
+    );
+    // A baseline the profile stage does not list: its primary row says so.
+    assert!(section.contains("| torch_naive | mission |"), "{section}");
+    assert!(section.contains("does not list it"), "{section}");
+    // The headline's correctness label names the record, the gate and the margin; the
+    // baseline's row has its call's profile.
+    assert!(
+        md.contains("| 31.8 | 23.9 | 38.2 | ❌ correctness: mission sharp seed 2 (untimed): rel_l2_err 0.003600 > 0.002; every timed record passes |"),
+        "{md}"
+    );
+}
+
+/// On the committed results, a "❌ correctness" label never stands bare: it names each
+/// failing record, the threshold it exceeded and whether the timed records pass.
+#[test]
+fn the_committed_reports_correctness_labels_say_which_record_failed() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    let md = render_in(root, &pipeline, root).unwrap().markdown;
+    let labels: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with('|') && l.contains("❌ correctness"))
+        .collect();
+    for line in &labels {
+        assert!(
+            line.contains("❌ correctness: ") && line.contains(" seed ") && line.contains(" > "),
+            "{line}"
+        );
+    }
+    eprintln!("{}", labels.join("\n"));
+}

@@ -10,19 +10,23 @@ definitions as repro exec and src/gpu/check.rs); only each shape's first recipe 
 Results carry the workload's dimensions as `dims`.
 
 No python3/torch/CUDA: the file is written with status `skipped` and the reason; exit 0.
+
+Profiling mode (the profile stage's `baselines:`): `--profile --shape NAME` runs the shape's
+timed case (first recipe, seed 0), warm-up calls, then exactly one call inside the NVTX range
+`repro-profile`, and writes no file; `repro-profile: skipped: <reason>` when it cannot.
 """
 
 import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_sdpa import accuracy, output_gates, rounded, summarize, time_fn, write_file  # noqa: E402
+from torch_sdpa import (accuracy, dump_cases, output_gates, profile_call, profile_skip,  # noqa: E402
+                        rounded, summarize, time_fn, timed_entry, write_file)
 
 NAME = "torch-rmsnorm"
 WORKLOAD = "rmsnorm"
@@ -41,6 +45,40 @@ def case_inputs(np, case_dir):
     return case, load("x"), load("weight"), args["eps"]["value"]
 
 
+def import_torch():
+    """(numpy, torch, torch.nn.functional) and None, or (None, None, None) and why they
+    cannot run this baseline."""
+    try:
+        import numpy as np
+        import torch
+        import torch.nn.functional as F
+    except ImportError as err:
+        return (None, None, None), f"PyTorch is not installed ({err}); install torch with CUDA to get baselines"
+    if not torch.cuda.is_available():
+        return (None, None, None), "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)"
+    if not hasattr(F, "rms_norm"):
+        return (None, None, None), f"torch {torch.__version__} has no torch.nn.functional.rms_norm (2.4 or later)"
+    return (np, torch, F), None
+
+
+def profile_main(args):
+    """Profiling mode: one call on `args.shape`."""
+    (np, torch, F), why = import_torch()
+    if why:
+        return profile_skip(why)
+    folder = tempfile.mkdtemp(prefix="repro-profile-inputs-")
+    try:
+        index = dump_cases(args.pipeline, WORKLOAD, folder, args.shape)
+        if index is None:
+            return 2
+        _, x_np, w_np, eps = case_inputs(np, os.path.join(folder, timed_entry(index)["dir"]))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    x = torch.from_numpy(x_np.copy()).cuda()
+    w = torch.from_numpy(w_np.copy()).cuda()
+    return profile_call(torch, lambda: F.rms_norm(x, (x.shape[-1],), w, eps), args.warmup)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="artifacts/bench/baselines")
@@ -51,34 +89,29 @@ def main():
     ap.add_argument("--method", choices=("isolated", "graph"), default="isolated")
     ap.add_argument("--max-cv", type=float, default=0.01)
     ap.add_argument("--max-time", type=float, default=5.0)
+    ap.add_argument("--profile", action="store_true",
+                    help="profiling mode: one call inside the NVTX range repro-profile")
+    ap.add_argument("--shape", help="with --profile: the workload shape to run")
     args = ap.parse_args()
+    if args.profile:
+        if not args.shape:
+            ap.error("--profile needs --shape")
+        return profile_main(args)
 
     def skip(reason):
         write_file(args.out, NAME, "skipped", reason, workload=WORKLOAD)
         print(f"baseline skipped: {reason}", file=sys.stderr)
         return 0
 
-    try:
-        import numpy as np
-        import torch
-        import torch.nn.functional as F
-    except ImportError as err:
-        return skip(f"PyTorch is not installed ({err}); install torch with CUDA to get baselines")
-    if not torch.cuda.is_available():
-        return skip("PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)")
-    if not hasattr(F, "rms_norm"):
-        return skip(f"torch {torch.__version__} has no torch.nn.functional.rms_norm (2.4 or later)")
+    (np, torch, F), why = import_torch()
+    if why:
+        return skip(why)
 
-    repro = os.environ.get("REPRO_BIN") or shutil.which("repro")
-    if not repro:
-        print("error: cannot find repro: set REPRO_BIN or put repro on PATH", file=sys.stderr)
-        return 2
     folder = tempfile.mkdtemp(prefix="repro-rmsnorm-inputs-")
     try:
-        subprocess.run([repro, "-f", args.pipeline, "exec", "--dump-inputs", folder,
-                        "--workload", WORKLOAD], check=True)
-        with open(os.path.join(folder, "index.json")) as f:
-            index = json.load(f)
+        index = dump_cases(args.pipeline, WORKLOAD, folder)
+        if index is None:
+            return 2
         cases = [(e, case_inputs(np, os.path.join(folder, e["dir"]))) for e in index["entries"]]
     finally:
         shutil.rmtree(folder, ignore_errors=True)

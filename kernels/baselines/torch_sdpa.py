@@ -28,6 +28,13 @@ class, fp16-pv), the metrics defined as in src/gpu/check.rs. Records carry the w
 dimensions as `dims`, and each file the workload it ran.
 
 No python3/torch/CUDA: both files are written with status `skipped` and the reason; exit 0.
+
+Profiling mode (the profile stage's `baselines:`, under `ncu --nvtx --nvtx-include
+repro-profile/`): `--profile best|default --shape NAME` runs that baseline on the shape's timed
+case (first recipe, seed 0), warm-up calls, then exactly one call inside the NVTX range
+`repro-profile`, and writes no file. `best` uses the backend the baselines stage chose
+(`defines.backend` of OUT/torch-sdpa-best.json). When it cannot run the call it prints
+`repro-profile: skipped: <reason>` and exits 0.
 """
 
 import argparse
@@ -59,6 +66,104 @@ def write_file(out_dir, name, status, reason=None, results=(), defines=None, wor
     with open(os.path.join(out_dir, name + ".json"), "w") as f:
         json.dump(record, f, indent=2)
         f.write("\n")
+
+
+PROFILE_RANGE = "repro-profile"
+PROFILE_SKIPPED = "repro-profile: skipped: "
+
+
+def profile_skip(reason):
+    print(PROFILE_SKIPPED + reason)
+    return 0
+
+
+def profile_call(torch, call, warmup):
+    """Warm-up calls, then exactly one call inside the NVTX range the profile stage's ncu
+    profiles (every kernel it launches, nothing else)."""
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push(PROFILE_RANGE)
+    call()
+    torch.cuda.nvtx.range_pop()
+    torch.cuda.synchronize()
+    return 0
+
+
+def dump_cases(pipeline, workload, folder, shape=None):
+    """`repro exec --dump-inputs` into folder (one shape and seed 0 when shape is given);
+    returns its index, or None when repro cannot be found."""
+    repro = os.environ.get("REPRO_BIN") or shutil.which("repro")
+    if not repro:
+        print("error: cannot find repro: set REPRO_BIN or put repro on PATH", file=sys.stderr)
+        return None
+    argv = [repro, "-f", pipeline, "exec", "--dump-inputs", folder, "--workload", workload]
+    if shape:
+        argv += ["--shape", shape, "--seed", "0"]
+    subprocess.run(argv, check=True)
+    with open(os.path.join(folder, "index.json")) as f:
+        return json.load(f)
+
+
+def timed_entry(index):
+    return next(e for e in index["entries"] if e["timed"])
+
+
+def chosen_backend(out_dir):
+    """The backend the baselines stage chose for torch-sdpa-best, or (None, why)."""
+    path = os.path.join(out_dir, "torch-sdpa-best.json")
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, ValueError) as err:
+        return None, f"no chosen backend: cannot read {path} ({err}); run the baselines stage"
+    backend = record.get("defines", {}).get("backend")
+    if record.get("status") != "ok" or not backend:
+        return None, f"{path} is {record.get('status')} ({record.get('reason', 'no backend')})"
+    return backend, None
+
+
+def profile_main(args):
+    """Profiling mode: one call of baseline `args.profile` on `args.shape`."""
+    try:
+        import numpy as np
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as err:
+        return profile_skip(f"PyTorch is not installed ({err})")
+    if not torch.cuda.is_available():
+        return profile_skip("PyTorch sees no CUDA GPU")
+    backend = None
+    if args.profile == "best":
+        label, why = chosen_backend(args.out)
+        if why:
+            return profile_skip(why)
+        backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                    "efficient": SDPBackend.EFFICIENT_ATTENTION}
+        backend = backends[label]
+    folder = tempfile.mkdtemp(prefix="repro-profile-inputs-")
+    try:
+        index = dump_cases(args.pipeline, WORKLOAD, folder, args.shape)
+        if index is None:
+            return 2
+        e = timed_entry(index)
+        _, (q, k, v), scale = load_case(np, folder, e)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    q, k, v = (torch.from_numpy(a.copy()).cuda().half() for a in (q, k, v))
+
+    def call():
+        if backend is None:
+            return F.scaled_dot_product_attention(q, k, v, scale=scale)
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(q, k, v, scale=scale)
+
+    try:
+        call()
+    except Exception as err:  # no kernel of this backend for the shape (cuDNN and S = 1)
+        return profile_skip(f"{args.profile}: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
+    return profile_call(torch, call, args.warmup)
 
 
 def skip_all(out_dir, reason):
@@ -346,7 +451,14 @@ def main():
                     help="as repro exec --method; the bench stage compares only like with like")
     ap.add_argument("--max-cv", type=float, default=0.01)
     ap.add_argument("--max-time", type=float, default=5.0)
+    ap.add_argument("--profile", choices=("best", "default"),
+                    help="profiling mode: one call of this baseline inside the NVTX range repro-profile")
+    ap.add_argument("--shape", help="with --profile: the workload shape to run")
     args = ap.parse_args()
+    if args.profile:
+        if not args.shape:
+            ap.error("--profile needs --shape")
+        return profile_main(args)
 
     try:
         import numpy as np
@@ -358,16 +470,11 @@ def main():
     if not torch.cuda.is_available():
         return skip_all(args.out, "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)")
 
-    repro = os.environ.get("REPRO_BIN") or shutil.which("repro")
-    if not repro:
-        print("error: cannot find repro: set REPRO_BIN or put repro on PATH", file=sys.stderr)
-        return 2
     folder = tempfile.mkdtemp(prefix="repro-baseline-inputs-")
     try:
-        subprocess.run([repro, "-f", args.pipeline, "exec", "--dump-inputs", folder,
-                        "--workload", WORKLOAD], check=True)
-        with open(os.path.join(folder, "index.json")) as f:
-            index = json.load(f)
+        index = dump_cases(args.pipeline, WORKLOAD, folder)
+        if index is None:
+            return 2
         gates = output_gates(index, "o")
         device = torch.cuda.get_device_name(0)
         to_gpu = lambda a: torch.from_numpy(a.copy()).cuda()

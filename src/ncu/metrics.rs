@@ -401,6 +401,8 @@ pub fn summarize(launch: &Launch, arch: Option<Arch>, extra: &[String], id: Targ
         raw,
         top_stalls,
         measured: None,
+        shape: None,
+        kernels: Vec::new(),
     }
 }
 

@@ -333,7 +333,7 @@ impl Builder<'_> {
 }
 
 /// The gate the bench stage records for the best variant against the control.
-pub(super) const CONTROL_GATE: &str = "performance.min_speedup_vs_control";
+pub(super) use crate::stages::bench::best::CONTROL_GATE;
 
 /// The gate the bench stage records for the best variant against baseline `name`.
 fn baseline_gate(name: &str) -> String {

@@ -135,10 +135,11 @@ impl Builder<'_> {
         if let Some(why) = self.stage_skipped("profile") {
             return Some(why.replacen("not run", "not profiled", 1));
         }
+        let primary = self.scope.primary.as_str();
         let profiled: Vec<&str> = ncu
             .targets
             .iter()
-            .filter(|t| t.status == "ok")
+            .filter(|t| t.status == "ok" && t.shape.as_deref().is_none_or(|s| s == primary))
             .map(|t| t.variant.as_str())
             .collect();
         Some(

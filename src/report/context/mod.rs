@@ -19,6 +19,7 @@ use crate::schema::{BenchFile, BenchResult, GateResult, NcuTarget};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+mod baselines;
 mod env;
 mod format;
 mod gates;
@@ -209,6 +210,7 @@ impl Builder<'_> {
         let correctness = self.correctness_gates(failed_gates);
         let performance = self.performance_gates(&primary, best.as_deref(), failed_gates);
         let baseline = self.baseline_gates(&primary, best.as_deref(), failed_gates);
+        let baseline_ratios = self.baseline_ratios(&primary, best.as_deref());
         let mut tunes: Vec<TuneReport> = self
             .scope
             .tunes
@@ -257,6 +259,7 @@ impl Builder<'_> {
             correctness,
             performance,
             baseline,
+            baseline_ratios,
             tunes,
         }
     }
@@ -314,7 +317,11 @@ impl Builder<'_> {
             "skipped" => self.skipped_because(f.reason.as_deref()),
             _ => String::new(),
         };
-        file_status(f, build_failures, &skipped)
+        let status = file_status(f, build_failures, &skipped);
+        match self.correctness_detail(f) {
+            Some(detail) if status.contains("correctness") => format!("{status}: {detail}"),
+            _ => status,
+        }
     }
 
     /// Why the outputs of a stage kind are absent (or empty: `missing` names them).
@@ -347,19 +354,9 @@ impl Builder<'_> {
         format!("not run: stage `{name}` {status}{reason} (no {missing})")
     }
 
-    /// The variant with the lowest primary-shape p50 among those whose results are all correct.
-    /// The best variant: the one whose file holds the performance gate the bench stage
-    /// recorded (it judged the best), else the fastest correct variant on `primary`.
+    /// The best variant ([`crate::stages::bench::best::best_variant`]).
     pub(super) fn best_variant(&self, primary: &str) -> Option<String> {
-        if let Some((owner, _)) = self.recorded_gate(gates::CONTROL_GATE) {
-            return Some(owner.to_string());
-        }
-        self.benches()
-            .iter()
-            .filter(|f| f.status == "ok" && variant_correct(f))
-            .filter_map(|f| shape_p50(&f.results, primary).map(|p| (p, f.name.clone())))
-            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
-            .map(|(_, n)| n)
+        crate::stages::bench::best::best_variant(self.benches(), primary).map(str::to_string)
     }
 
     /// A gate the bench stage recorded, with the variant whose file holds it.
@@ -373,12 +370,11 @@ impl Builder<'_> {
     }
 
     pub(super) fn ncu_for(&self, name: &str) -> Option<&NcuTarget> {
-        self.artifacts
-            .ncu
-            .as_ref()?
-            .targets
-            .iter()
-            .find(|t| t.variant == name && t.status == "ok")
+        self.artifacts.ncu.as_ref()?.targets.iter().find(|t| {
+            t.variant == name
+                && t.status == "ok"
+                && t.shape.as_deref().is_none_or(|s| s == self.scope.primary)
+        })
     }
 
     pub(super) fn machines(&self) -> Machines {

@@ -91,10 +91,26 @@ pub struct WorkloadReport {
     pub correctness: Section<CorrectnessTable>,
     pub performance: Section<Vec<PerfRow>>,
     pub baseline: Section<Vec<PerfRow>>,
+    /// Each baseline against the best variant by the harness and by ncu, per shape.
+    pub baseline_ratios: Section<Vec<BaselineRatioRow>>,
     /// One per tune stage of its kernels.
     pub tunes: Vec<TuneReport>,
     /// Its p50 chart under `reports/`, when it shows a measurement.
     pub p50_chart: Option<String>,
+}
+
+/// One baseline on one shape: the best variant's speedup over it (baseline ÷ best) by the
+/// harness's stream time and by ncu's kernel time, and the kernels its call launched.
+#[derive(Debug, Clone, Serialize)]
+pub struct BaselineRatioRow {
+    pub baseline: String,
+    pub shape: String,
+    pub best: String,
+    /// `0.98× (9.50 ÷ 9.66 µs)`, or `n/a: why`.
+    pub harness: String,
+    pub ncu: String,
+    /// The baseline call's kernels with their ncu times, or `n/a`.
+    pub kernels: String,
 }
 
 /// One tune stage's section and chart.

@@ -11,25 +11,7 @@ pub fn any_timed<'f>(files: impl IntoIterator<Item = &'f BenchFile>) -> bool {
         .any(|r| r.status == "ok" && r.p50_us.is_some())
 }
 
-/// Median of the per-seed p50s of the `ok` results for `shape`.
-pub fn shape_p50(results: &[BenchResult], shape: &str) -> Option<f64> {
-    let mut v: Vec<f64> = results
-        .iter()
-        .filter(|r| r.shape == shape && r.status == "ok")
-        .filter_map(|r| r.p50_us)
-        .filter(|x| x.is_finite())
-        .collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
+pub use crate::stages::bench::best::shape_p50;
 
 /// Shapes in the order they first appear in the results.
 pub fn shapes_in_order<'a>(files: impl IntoIterator<Item = &'a BenchFile>) -> Vec<String> {
@@ -42,13 +24,6 @@ pub fn shapes_in_order<'a>(files: impl IntoIterator<Item = &'a BenchFile>) -> Ve
         }
     }
     shapes
-}
-
-pub(super) fn variant_correct(f: &BenchFile) -> bool {
-    f.results
-        .iter()
-        .filter(|r| r.status != "skipped")
-        .all(|r| r.status == "ok" && r.correctness_pass == Some(true))
 }
 
 /// The headline status of a bench file: what failed, or that all passed (a skip cites

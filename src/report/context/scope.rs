@@ -95,8 +95,16 @@ pub fn scopes(pipeline: &Pipeline, artifacts: &Artifacts) -> Vec<Scoped> {
                 .filter(|(_, o)| o.workload == name)
                 .map(|(_, o)| o.elite_prefix())
                 .collect();
+            let baselines: Vec<&str> = artifacts
+                .baselines
+                .iter()
+                .flatten()
+                .filter(theirs)
+                .map(|f| f.name.as_str())
+                .collect();
             let profiled_here = |variant: &str| {
                 variants.iter().any(|v| *v == variant)
+                    || baselines.contains(&variant)
                     || elite_prefixes
                         .iter()
                         .any(|p| variant.starts_with(p.as_str()))

@@ -220,12 +220,7 @@ pub(super) fn performance_gates(
         };
         gates.push((
             owner,
-            GateResult::at_least(
-                "performance.min_speedup_vs_control",
-                &subject,
-                measured,
-                min,
-            ),
+            GateResult::at_least(super::best::CONTROL_GATE, &subject, measured, min),
         ));
     }
     for (name, min) in &perf.min_speedup_vs_baseline {

@@ -15,6 +15,7 @@
 //! loaded (the declared one its GPU runs) and the driver's register and shared-memory
 //! figures for it beside ptxas's (`driver`).
 
+pub mod best;
 mod driver;
 mod gates;
 mod jobs;

@@ -88,6 +88,17 @@ impl StageKind for Profile {
         p.insert("iters".into(), opts.iters.to_string());
         p.insert("launch_skip".into(), opts.launch_skip().to_string());
         p.insert("clock_control".into(), opts.clock_control.clone());
+        if !opts.baselines.is_empty() {
+            p.insert("baselines".into(), serde_json::to_string(&opts.baselines)?);
+            // The scripts a baseline's command names are inputs too.
+            inputs.files.extend(
+                opts.baselines
+                    .values()
+                    .flat_map(|b| &b.run)
+                    .map(PathBuf::from)
+                    .filter(|f| f.is_relative() && root.join(f).is_file()),
+            );
+        }
         // Each target runs its workload's primary shape: the declarations are inputs.
         let workloads = crate::workload::Workloads::of(pipeline);
         let declared: std::collections::BTreeMap<&str, &crate::workload::Declaration> =
@@ -122,7 +133,10 @@ impl StageKind for Profile {
         let skip_all = |summary: &mut NcuSummary, reason: &str, fix: &str| {
             summary.targets = targets
                 .iter()
-                .map(|t| skipped_target(&t.label, &t.variant, &t.entry, reason.to_string()))
+                .map(|t| NcuTarget {
+                    shape: Some(t.shape.clone()),
+                    ..skipped_target(&t.label, &t.variant, &t.entry, reason.to_string())
+                })
                 .collect();
             StageOutcome::Skipped {
                 reason: reason.to_string(),
@@ -192,6 +206,7 @@ impl StageKind for Profile {
                     return finish(&out_dir, summary, skipped, outcome);
                 }
                 RunResult::Done(mut record) => {
+                    record.shape = Some(target.shape.clone());
                     if record.status == "ok" {
                         record.measured = key.map(|k| this_run.measured(k));
                     }

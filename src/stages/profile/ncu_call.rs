@@ -1,6 +1,6 @@
 //! The command line of one ncu invocation on `repro exec`, and the metric list it asks for.
 
-use super::options::ProfileOptions;
+use super::options::{ProfileOptions, NVTX_RANGE};
 use super::targets::{Program, Target};
 use crate::gpu::client::{ExecRequest, ExecTarget};
 use crate::gpu::timing::{L2Mode, Method};
@@ -17,11 +17,30 @@ pub struct NcuCall<'a> {
 }
 
 impl NcuCall<'_> {
-    /// `ncu <profiling flags> <extra> <repro> -f <pipeline> exec ...`.
+    /// `ncu <profiling flags> <extra> <repro> -f <pipeline> exec ...`, or for a baseline
+    /// `ncu <flags> <extra> <its command> --shape <shape>`.
     pub fn argv(&self, target: &Target, extra: &[String]) -> Vec<String> {
         let s = |x: &str| x.to_string();
         let mut argv = vec![self.ncu.to_string_lossy().into_owned()];
         argv.extend(extra.iter().cloned());
+        if let Program::Script(run) = &target.program {
+            // Every kernel of the one call inside the range, in the script's own process
+            // (not the `repro exec --dump-inputs` it starts).
+            argv.extend([
+                s("--metrics"),
+                self.metrics.join(","),
+                s("--nvtx"),
+                s("--nvtx-include"),
+                format!("{NVTX_RANGE}/"),
+                s("--target-processes"),
+                s("application-only"),
+                s("--clock-control"),
+                self.opts.clock_control.clone(),
+            ]);
+            argv.extend(run.iter().cloned());
+            argv.extend([s("--shape"), target.shape.clone()]);
+            return argv;
+        }
         argv.extend([
             s("--metrics"),
             self.metrics.join(","),
@@ -46,6 +65,7 @@ impl NcuCall<'_> {
                     entry: target.entry.clone(),
                     defines: defines.clone(),
                 },
+                Program::Script(_) => unreachable!("a baseline's command returned above"),
             },
             workload: Some(target.workload.clone()),
             shape: target.shape.clone(),

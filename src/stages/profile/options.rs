@@ -4,6 +4,7 @@ use crate::engine::OptionError;
 use crate::pipeline::{Pipeline, StageSpec};
 use crate::stages::options::decode;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The limit of each ncu run when the stage sets no `timeout:`.
@@ -27,6 +28,9 @@ pub struct ProfileOptions {
     pub launch_skip: Option<u32>,
     /// ncu `--clock-control`: `base` (ncu's default: clocks locked to base) or `none`.
     pub clock_control: String,
+    /// Baseline scripts whose one profiled call ncu measures on each of `shapes`
+    /// (docs/guide/stages.md, "profile").
+    pub baselines: BTreeMap<String, BaselineSpec>,
     /// The limit of each ncu run: the common `timeout:` key (filled in by
     /// [`ProfileOptions::from_spec`]).
     #[serde(skip)]
@@ -43,10 +47,28 @@ impl Default for ProfileOptions {
             iters: 1,
             launch_skip: None,
             clock_control: "base".into(),
+            baselines: BTreeMap::new(),
             timeout: DEFAULT_TIMEOUT,
         }
     }
 }
+
+/// One entry of `baselines:`: a script with a profiling mode (`<run> --shape <name>`: warm-up
+/// calls, then exactly one call inside the NVTX range [`NVTX_RANGE`]).
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineSpec {
+    /// The command, run from the project root (`--shape <name>` is appended).
+    pub run: Vec<String>,
+    /// The workload whose shapes it runs.
+    pub workload: String,
+    /// Shape names of that workload.
+    pub shapes: Vec<String>,
+}
+
+/// The NVTX push/pop range around a baseline's one profiled call: ncu profiles only the
+/// kernels launched inside it.
+pub const NVTX_RANGE: &str = "repro-profile";
 
 impl ProfileOptions {
     /// Launches of the entry to skip before the profiled one.
@@ -104,6 +126,7 @@ impl ProfileOptions {
                 });
             }
         }
+        check_baselines(&o.baselines, pipeline)?;
         o.timeout = spec
             .timeout_duration()
             .map_err(|(text, why)| OptionError {
@@ -113,4 +136,66 @@ impl ProfileOptions {
             .unwrap_or(DEFAULT_TIMEOUT);
         Ok(o)
     }
+}
+
+/// Each baseline runs something, on shapes its workload declares.
+fn check_baselines(
+    baselines: &BTreeMap<String, BaselineSpec>,
+    pipeline: &Pipeline,
+) -> Result<(), OptionError> {
+    let workloads = crate::workload::Workloads::of(pipeline);
+    for (name, b) in baselines {
+        let err = |path: &[&str], message: String| OptionError {
+            path: ["baselines", name.as_str()]
+                .iter()
+                .chain(path)
+                .map(|s| s.to_string())
+                .collect(),
+            message,
+        };
+        if name.contains(['@', '/']) || name.is_empty() {
+            return Err(err(
+                &[],
+                format!("`{name}` cannot name a baseline: its records are `<name>@<shape>`, so no `@` or `/`"),
+            ));
+        }
+        if b.run.first().is_none_or(|c| c.trim().is_empty()) {
+            return Err(err(
+                &["run"],
+                "name the command, e.g. [python3, kernels/baselines/torch_sdpa.py, --profile, best]"
+                    .into(),
+            ));
+        }
+        let Some(decl) = workloads.get(&b.workload) else {
+            let names: Vec<&str> = workloads.iter().map(|(n, _)| n).collect();
+            return Err(err(
+                &["workload"],
+                format!(
+                    "unknown workload `{}`; expected one of: {}",
+                    b.workload,
+                    names.join(", ")
+                ),
+            ));
+        };
+        if b.shapes.is_empty() {
+            return Err(err(
+                &["shapes"],
+                "name at least one shape of the workload to profile it on".into(),
+            ));
+        }
+        for (i, shape) in b.shapes.iter().enumerate() {
+            if !decl.shapes.contains_key(shape) {
+                let known: Vec<&str> = decl.shapes.keys().map(String::as_str).collect();
+                return Err(err(
+                    &["shapes", &i.to_string()],
+                    format!(
+                        "unknown shape `{shape}` of workload `{}`; expected one of: {}",
+                        b.workload,
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }

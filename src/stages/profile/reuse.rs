@@ -51,6 +51,9 @@ impl Common {
     /// `target`'s key: the common part, the digest of the cubin it loads (and the defines
     /// its launch reads), and of its workload on its shape.
     pub(super) fn key(&self, ctx: &RunCtx, target: &Target) -> Option<Key> {
+        if let Program::Script(run) = &target.program {
+            return self.script_key(ctx, target, run);
+        }
         let (cubin, defines) = match &target.program {
             Program::Variant(v) => (
                 crate::gpu::exec::variant_cubin(ctx.pipeline, ctx.pipeline_file, v, &self.arch)
@@ -59,6 +62,7 @@ impl Common {
                 None,
             ),
             Program::Cubin { path, defines } => (path.clone(), Some(defines)),
+            Program::Script(_) => unreachable!("a baseline's key is script_key's"),
         };
         let decl = self.workloads.get(&target.workload)?;
         let reference =
@@ -76,6 +80,43 @@ impl Common {
         key.insert("cubin_sha256".into(), file_digest(&cubin)?);
         key.insert("entry".into(), target.entry.clone());
         key.insert("workload_sha256".into(), workload);
+        key.insert("harness_sha256".into(), self.harness.clone());
+        Some(key)
+    }
+}
+
+impl Common {
+    /// A baseline call's key: the common part, its command and the digest of every file it
+    /// names (the script), its shape's dimensions, and the `defines` of the baseline's bench
+    /// record (the backend it chose, the torch version).
+    fn script_key(&self, ctx: &RunCtx, target: &Target, run: &[String]) -> Option<Key> {
+        let files: Vec<(String, String)> = run
+            .iter()
+            .filter(|a| ctx.root.join(a).is_file())
+            .map(|a| Some((a.clone(), file_digest(&ctx.root.join(a))?)))
+            .collect::<Option<_>>()?;
+        let record = ctx.root.join(format!(
+            "{}/{}.json",
+            crate::stages::bench::BASELINE_DIR,
+            target.variant
+        ));
+        let defines = std::fs::read(record)
+            .ok()
+            .and_then(|t| serde_json::from_slice::<crate::schema::BenchFile>(&t).ok())
+            .map(|f| f.defines);
+        let decl = self.workloads.get(&target.workload)?;
+        let mut key = self.gpu.clone();
+        key.insert("ncu".into(), self.ncu.clone());
+        key.insert(
+            "script_sha256".into(),
+            digest_json(&json!({
+                "run": run,
+                "files": files,
+                "shape": target.shape,
+                "dims": decl.shapes.get(&target.shape),
+                "baseline_defines": defines,
+            })),
+        );
         key.insert("harness_sha256".into(), self.harness.clone());
         Some(key)
     }

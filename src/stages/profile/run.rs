@@ -2,13 +2,13 @@
 //! read from ncu's output, and the summary written at the end.
 
 use super::ncu_call::NcuCall;
-use super::targets::{status_target, Target};
+use super::targets::{status_target, Program, Target};
 use super::RunResult;
 use crate::engine::{RunCtx, StageOutcome};
 use crate::executor::{ExitKind, Job};
 use crate::ncu::metrics::{self, Arch};
 use crate::ncu::{self as ncu_mod, parse};
-use crate::schema::{to_json_pretty, NcuSummary, NcuTarget};
+use crate::schema::{to_json_pretty, NcuKernel, NcuSummary, NcuTarget};
 use anyhow::Context as _;
 use std::path::Path;
 use std::time::Duration;
@@ -32,6 +32,13 @@ pub(super) fn profile_job(
     job.capture_stdout = true;
     job.gpu = Some(0);
     job.env = ctx.spec.env.clone().into_iter().collect();
+    if matches!(target.program, Program::Script(_)) {
+        // As the cmd stage gives its scripts: this repro, to dump the workload's inputs.
+        job.env
+            .insert("REPRO_BIN".into(), ctx.repro_exe.display().to_string());
+        job.env
+            .insert("REPRO_ROOT".into(), ctx.root.display().to_string());
+    }
     job
 }
 
@@ -96,10 +103,24 @@ pub(super) fn read_target(
         ExitKind::TimedOut => return failed(format!("ncu timed out; last output:\n{context}")),
         other => return failed(format!("ncu ended with {other:?}:\n{context}")),
     }
+    if let Program::Script(_) = target.program {
+        if let Some(reason) = script_skipped(&everything) {
+            return RunResult::Done(Box::new(status_target(
+                &target.label,
+                &target.variant,
+                "",
+                "skipped",
+                reason,
+            )));
+        }
+    }
     let export = match parse::parse(stdout) {
         Ok(e) => e,
         Err(e) => return failed(format!("cannot read ncu's CSV: {e}")),
     };
+    if let Program::Script(_) = target.program {
+        return RunResult::Done(Box::new(baseline_call(target, &export, arch, extra)));
+    }
     let launch = export
         .launches
         .iter()
@@ -122,6 +143,65 @@ pub(super) fn read_target(
         ));
     }
     RunResult::Done(Box::new(record))
+}
+
+/// The line a baseline script prints instead of profiling (no torch, no GPU, no backend).
+const SKIP_MARKER: &str = "repro-profile: skipped: ";
+
+/// The reason a baseline script gave for not running its call, if it gave one.
+pub(super) fn script_skipped(output: &str) -> Option<String> {
+    output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(SKIP_MARKER))
+        .map(|r| r.trim().to_string())
+}
+
+/// A baseline call's record: every kernel ncu profiled inside the NVTX range, their summed
+/// time as the call's kernel time, the other metrics from the longest kernel.
+pub(super) fn baseline_call(
+    target: &Target,
+    export: &parse::Export,
+    arch: Option<Arch>,
+    extra: &[String],
+) -> NcuTarget {
+    let time = |l: &parse::Launch| metrics::read(l, metrics::Field::KernelTimeUs, arch);
+    let kernels: Vec<NcuKernel> = export
+        .launches
+        .iter()
+        .map(|l| NcuKernel {
+            name: l.function_name().to_string(),
+            time_us: time(l).map(|(t, _)| t),
+        })
+        .collect();
+    let longest = export
+        .launches
+        .iter()
+        .max_by(|a, b| {
+            let t = |l| time(l).map_or(f64::NEG_INFINITY, |(t, _)| t);
+            t(a).total_cmp(&t(b))
+        })
+        .expect("a parsed export has a launch");
+    let mut record = metrics::summarize(
+        longest,
+        arch,
+        extra,
+        metrics::TargetId {
+            target: &target.label,
+            variant: &target.variant,
+            kernel: longest.function_name(),
+        },
+    );
+    let times: Option<Vec<f64>> = kernels.iter().map(|k| k.time_us).collect();
+    record.kernel_time_us = times.map(|t| t.iter().sum());
+    if record.kernel_time_us.is_none() {
+        record.status = "failed".into();
+        record.reason = Some(format!(
+            "ncu measured no time for some of the {} kernels of the call",
+            kernels.len()
+        ));
+    }
+    record.kernels = kernels;
+    record
 }
 
 /// What to show when a target fails: ncu's messages and the program's own lines (its

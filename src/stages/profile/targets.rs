@@ -3,10 +3,12 @@
 
 use super::options::ProfileOptions;
 use crate::pipeline::{Pipeline, StageSpec};
-use crate::schema::NcuTarget;
+use crate::schema::{BenchFile, NcuTarget};
+use crate::stages::bench::best::best_variant;
 use crate::tune::options::TuneOptions;
 use crate::workload::exprs::Bindings;
 use crate::workload::Workloads;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// What one target profiles.
@@ -18,19 +20,22 @@ pub enum Program {
         path: PathBuf,
         defines: Bindings,
     },
+    /// A baseline script's profiling mode: this command, then `--shape <shape>`.
+    Script(Vec<String>),
 }
 
 /// One resolved target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Target {
     /// `control`, a variant name, or an elite's (`top<k>` of the default tune folder,
-    /// `<folder>-top<k>` of another without its `tune-`): the CSV's file name and the
-    /// summary's `target`.
+    /// `<folder>-top<k>` of another without its `tune-`), `<baseline>@<shape>` or
+    /// `<best variant>@<shape>` off the primary: the CSV's file name and the summary's
+    /// `target`.
     pub label: String,
     pub variant: String,
     pub entry: String,
     pub program: Program,
-    /// Its workload, and the shape it runs on: that workload's primary.
+    /// Its workload, and the shape it runs on (a baseline's, or that workload's primary).
     pub workload: String,
     pub shape: String,
 }
@@ -133,7 +138,81 @@ pub fn resolve_targets(
             workload,
         });
     }
+    baseline_targets(opts, pipeline, root, &mut run, &mut skipped);
     (run, skipped)
+}
+
+/// The baselines' calls on each of their shapes, then each such workload's best variant on
+/// the baseline shapes off its primary (the variants ran there already): the kernel times
+/// of both sides of every baseline ratio.
+fn baseline_targets(
+    opts: &ProfileOptions,
+    pipeline: &Pipeline,
+    root: &Path,
+    run: &mut Vec<Target>,
+    skipped: &mut Vec<NcuTarget>,
+) {
+    let workloads = Workloads::of(pipeline);
+    let mut off_primary: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (name, b) in &opts.baselines {
+        for shape in &b.shapes {
+            run.push(Target {
+                label: format!("{name}@{shape}"),
+                variant: name.clone(),
+                entry: String::new(),
+                program: Program::Script(b.run.clone()),
+                workload: b.workload.clone(),
+                shape: shape.clone(),
+            });
+            let primary = workloads.get(&b.workload).map(|d| d.primary.as_str());
+            if primary != Some(shape) {
+                off_primary.entry(&b.workload).or_default().insert(shape);
+            }
+        }
+    }
+    for (workload, shapes) in off_primary {
+        let primary = workloads.get(workload).map(|d| d.primary.as_str());
+        let files = bench_files(pipeline, root, workload);
+        let best = best_variant(&files, primary.unwrap_or_default());
+        for shape in shapes {
+            match best {
+                Some(best) => run.push(Target {
+                    label: format!("{best}@{shape}"),
+                    variant: best.to_string(),
+                    entry: entry_of(pipeline, best).unwrap_or_default(),
+                    program: Program::Variant(best.to_string()),
+                    workload: workload.to_string(),
+                    shape: shape.to_string(),
+                }),
+                None => skipped.push(NcuTarget {
+                    shape: Some(shape.to_string()),
+                    ..skipped_target(
+                        &format!("best@{shape}"),
+                        "",
+                        "",
+                        format!(
+                            "no bench record of `{workload}` names a best variant to compare \
+                             with the baselines; run the bench stage"
+                        ),
+                    )
+                }),
+            }
+        }
+    }
+}
+
+/// The bench records of `workload`'s variants that the bench stage wrote.
+fn bench_files(pipeline: &Pipeline, root: &Path, workload: &str) -> Vec<BenchFile> {
+    let workloads = Workloads::of(pipeline);
+    pipeline
+        .variants
+        .keys()
+        .filter(|v| workloads.of_variant(pipeline, v).map(|(w, _)| w) == Some(workload))
+        .filter_map(|v| {
+            let text = std::fs::read(root.join(format!("artifacts/bench/{v}.json"))).ok()?;
+            serde_json::from_slice(&text).ok()
+        })
+        .collect()
 }
 
 /// One member of a tune elite, as the profile stage reads it.
@@ -185,5 +264,7 @@ pub(super) fn status_target(
         raw: Default::default(),
         top_stalls: Vec::new(),
         measured: None,
+        shape: None,
+        kernels: Vec::new(),
     }
 }

@@ -177,3 +177,171 @@ fn topk_without_tune_results_is_skipped_with_the_reason() {
         .unwrap()
         .contains("needs no tune stage"));
 }
+
+/// A profile stage whose one baseline, `torch`, runs on `shapes` (a YAML list).
+fn with_baseline(shapes: &str) -> String {
+    format!(
+        "{{uses: profile, targets: [control], baselines: {{torch: {{run: [python3, b.py, --profile], workload: tiny, shapes: {shapes}}}}}}}"
+    )
+}
+
+#[test]
+fn bad_baselines_name_their_key() {
+    let e = options(&with_baseline("[mission, long]")).unwrap_err();
+    assert_eq!(e.path, ["baselines", "torch", "shapes", "1"]);
+    assert!(
+        e.message
+            .contains("unknown shape `long` of workload `tiny`")
+            && e.message.contains("small, mission"),
+        "{}",
+        e.message
+    );
+    let e = options(&with_baseline("[]")).unwrap_err();
+    assert_eq!(e.path, ["baselines", "torch", "shapes"]);
+    let e = options(
+        "{uses: profile, baselines: {torch: {run: [], workload: tiny, shapes: [mission]}}}",
+    )
+    .unwrap_err();
+    assert_eq!(e.path, ["baselines", "torch", "run"]);
+    let e = options(
+        "{uses: profile, baselines: {torch: {run: [x], workload: nope, shapes: [mission]}}}",
+    )
+    .unwrap_err();
+    assert_eq!(e.path, ["baselines", "torch", "workload"]);
+    assert!(e.message.contains("expected one of: tiny"), "{}", e.message);
+    let e =
+        options("{uses: profile, baselines: {a@b: {run: [x], workload: tiny, shapes: [mission]}}}")
+            .unwrap_err();
+    assert_eq!(e.path, ["baselines", "a@b"]);
+    let e = options("{uses: profile, baselines: {torch: {run: [x], workload: tiny, shapes: [mission], shape: x}}}")
+        .unwrap_err();
+    assert_eq!(e.path, ["baselines"]);
+    assert!(e.message.contains("unknown field `shape`"), "{}", e.message);
+}
+
+#[test]
+fn baselines_and_the_best_variant_off_the_primary_become_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&with_baseline("[mission, small]"));
+    let opts = ProfileOptions::from_spec(&p.stages["prof"], &p).unwrap();
+    // No bench records yet: the best variant's side is skipped with the fix.
+    let (run, skipped) = resolve_targets(&opts, &p.stages["prof"], &p, dir.path());
+    let labels: Vec<&str> = run.iter().map(|t| t.label.as_str()).collect();
+    assert_eq!(labels, ["control", "torch@mission", "torch@small"]);
+    assert_eq!(
+        run[2].program,
+        Program::Script(vec!["python3".into(), "b.py".into(), "--profile".into()])
+    );
+    assert_eq!(
+        (run[2].variant.as_str(), run[2].shape.as_str()),
+        ("torch", "small")
+    );
+    assert_eq!(skipped[0].target, "best@small");
+    assert_eq!(skipped[0].shape.as_deref(), Some("small"));
+    assert!(skipped[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("run the bench stage"));
+
+    // `ws` is the faster correct variant on the primary: it is profiled on `small` too.
+    let bench = dir.path().join("artifacts/bench");
+    std::fs::create_dir_all(&bench).unwrap();
+    for (name, p50) in [("base", 20.0), ("ws", 10.0)] {
+        let mut r =
+            crate::schema::BenchResult::blank("mission", Default::default(), 0, (1, 1), "ok");
+        r.p50_us = Some(p50);
+        r.correctness_pass = Some(true);
+        let file = serde_json::json!({
+            "name": name, "kind": "variant", "status": "ok", "defines": {},
+            "results": [r], "gates": []
+        });
+        std::fs::write(bench.join(format!("{name}.json")), file.to_string()).unwrap();
+    }
+    let (run, skipped) = resolve_targets(&opts, &p.stages["prof"], &p, dir.path());
+    assert!(skipped.is_empty());
+    let best = run.last().unwrap();
+    assert_eq!(best.label, "ws@small");
+    assert_eq!(best.program, Program::Variant("ws".into()));
+    assert_eq!(
+        (best.entry.as_str(), best.shape.as_str()),
+        ("k_fwd", "small")
+    );
+}
+
+#[test]
+fn a_baselines_command_line_profiles_its_nvtx_range() {
+    let opts = options(&with_baseline("[mission]")).unwrap();
+    let metrics = vec!["gpu__time_duration.sum".to_string()];
+    let call = NcuCall {
+        ncu: Path::new("ncu"),
+        repro_exe: Path::new("/bin/repro"),
+        pipeline_file: Path::new("/p/pipeline.yaml"),
+        metrics: &metrics,
+        opts: &opts,
+    };
+    let target = Target {
+        label: "torch@mission".into(),
+        variant: "torch".into(),
+        entry: String::new(),
+        program: Program::Script(vec!["python3".into(), "b.py".into()]),
+        workload: "tiny".into(),
+        shape: "mission".into(),
+    };
+    assert_eq!(
+        call.argv(&target, &["--csv".into()]).join(" "),
+        "ncu --csv --metrics gpu__time_duration.sum --nvtx --nvtx-include repro-profile/ \
+         --target-processes application-only --clock-control base python3 b.py --shape mission"
+    );
+}
+
+#[test]
+fn a_baseline_call_sums_its_kernels_and_reads_the_longest() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu/two_kernels.csv"),
+    )
+    .unwrap();
+    let export = crate::ncu::parse::parse(&text).unwrap();
+    let target = Target {
+        label: "torch@mission".into(),
+        variant: "torch".into(),
+        entry: String::new(),
+        program: Program::Script(vec!["x".into()]),
+        workload: "tiny".into(),
+        shape: "mission".into(),
+    };
+    let record = super::run::baseline_call(&target, &export, None, &[]);
+    assert_eq!(record.status, "ok");
+    let names: Vec<&str> = record.kernels.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["wmma_gemm", "scale_add", "scale_add"]);
+    let times: Vec<f64> = record.kernels.iter().map(|k| k.time_us.unwrap()).collect();
+    let sum: f64 = times.iter().sum();
+    assert!((record.kernel_time_us.unwrap() - sum).abs() < 1e-9);
+    // The other fields are the longest kernel's.
+    let longest = (0..times.len())
+        .max_by(|&a, &b| times[a].total_cmp(&times[b]))
+        .unwrap();
+    assert_eq!(record.kernel, names[longest]);
+    let alone = crate::ncu::metrics::summarize(
+        &export.launches[longest],
+        None,
+        &[],
+        crate::ncu::metrics::TargetId {
+            target: "x",
+            variant: "x",
+            kernel: "x",
+        },
+    );
+    assert_eq!(record.achieved_occupancy_pct, alone.achieved_occupancy_pct);
+    assert_eq!(record.tensor_core_util_pct, alone.tensor_core_util_pct);
+}
+
+#[test]
+fn a_script_that_cannot_run_its_call_says_why() {
+    let out = "==PROF== Connected\nrepro-profile: skipped: PyTorch sees no CUDA GPU\n==WARNING== No kernels were profiled.\n";
+    assert_eq!(
+        super::run::script_skipped(out).as_deref(),
+        Some("PyTorch sees no CUDA GPU")
+    );
+    assert_eq!(super::run::script_skipped("==PROF== Connected\n"), None);
+}

@@ -1,0 +1,144 @@
+//! GPU test (`REPRO_GPU_TESTS=1`; otherwise it prints a "skipped:" line): the profile stage's
+//! `baselines:` for real — ncu on the PyTorch SDPA baselines' one NVTX-ranged call, on two
+//! shapes, beside the best variant off the primary, and the report's both ratios. Needs
+//! python3 with torch (CUDA) and ncu with access to the counters.
+
+mod common;
+
+use common::*;
+use repro::schema::NcuSummary;
+use std::path::Path;
+use std::process::Command;
+
+/// The shipped control on two shapes, both SDPA baselines timed and profiled on both.
+const PIPELINE: &str = r#"
+version: 1
+workload:
+  op: sdpa_fp8
+  shapes:
+    small:   {B: 1, H: 2, S: 128, D: 64}
+    mission: {B: 2, H: 8, S: 512, D: 64}
+  primary: small
+  seeds: [0]
+  reference: {source: kernels/reference.cu, entry: sdpa_reference_f32}
+kernels:
+  sdpa_fp8: {source: kernels/sdpa_fp8.cu, entry: sdpa_fp8_fwd}
+variants:
+  stage2-baseline: {kernel: sdpa_fp8, defines: {USE_CP_ASYNC: 1, USE_WMMA_PV: 1, USE_WARP_SPECIALIZATION: 0}}
+control: stage2-baseline
+stages:
+  build: {uses: build}
+  baselines:
+    uses: cmd
+    run: [python3, kernels/baselines/torch_sdpa.py, --out, artifacts/bench/baselines, --max-time, "1"]
+    outs: [artifacts/bench/baselines/torch-sdpa-default.json, artifacts/bench/baselines/torch-sdpa-best.json]
+    gpu: true
+  bench: {uses: bench, needs: [build, baselines], warmup: 5, iters: 20}
+  ncu-profile:
+    uses: profile
+    needs: [bench]
+    targets: [control]
+    clock_control: none
+    baselines:
+      torch-sdpa-best:    {run: [python3, kernels/baselines/torch_sdpa.py, --profile, best],    workload: sdpa_fp8, shapes: [small, mission]}
+      torch-sdpa-default: {run: [python3, kernels/baselines/torch_sdpa.py, --profile, default], workload: sdpa_fp8, shapes: [mission]}
+  summarize: {uses: summarize, needs: [bench, ncu-profile]}
+"#;
+
+#[test]
+fn gpu_profile_stage_profiles_the_baselines_calls() {
+    if !gpu_tests_enabled("gpu_profile_stage_profiles_the_baselines_calls") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("kernels/baselines")).unwrap();
+    for f in [
+        "kernels/sdpa_fp8.cu",
+        "kernels/reference.cu",
+        "kernels/baselines/torch_sdpa.py",
+    ] {
+        std::fs::copy(source_root().join(f), root.join(f)).unwrap();
+    }
+    let arch = repro::stages::build::arch::target_for(&repro::gpu::probe().expect("a GPU")[0]);
+    let pipeline = PIPELINE.replacen("version: 1\n", &format!("version: 1\narch: [{arch}]\n"), 1);
+    std::fs::write(root.join("pipeline.yaml"), pipeline).unwrap();
+    let out = Command::new(repro_bin())
+        .args(["run", "-q"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "repro run:\n{text}");
+    let summary: NcuSummary = serde_json::from_str(
+        &std::fs::read_to_string(root.join("artifacts/ncu/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let record = |label: &str| {
+        summary
+            .targets
+            .iter()
+            .find(|t| t.target == label)
+            .unwrap_or_else(|| panic!("no record {label}: {summary:#?}"))
+    };
+    for label in [
+        "torch-sdpa-best@small",
+        "torch-sdpa-best@mission",
+        "torch-sdpa-default@mission",
+    ] {
+        let t = record(label);
+        assert_eq!(t.status, "ok", "{label}: {:?}", t.reason);
+        assert!(!t.kernels.is_empty(), "{label}: no kernels");
+        let sum: f64 = t.kernels.iter().map(|k| k.time_us.unwrap()).sum();
+        let time = t.kernel_time_us.unwrap();
+        assert!(
+            time > 0.0 && (time - sum).abs() < 1e-6,
+            "{label}: {time} vs {sum}"
+        );
+        assert!(t.achieved_occupancy_pct.is_some(), "{label}");
+        assert!(root.join(format!("artifacts/ncu/{label}.csv")).is_file());
+        eprintln!(
+            "{label}: {time:.2} µs = {}",
+            t.kernels
+                .iter()
+                .map(|k| format!("{} {:.2}", k.name, k.time_us.unwrap()))
+                .collect::<Vec<_>>()
+                .join(" + ")
+        );
+    }
+    // The best (only) variant off the primary, for the ncu ratio on `mission`.
+    let ours = record("stage2-baseline@mission");
+    assert_eq!(ours.status, "ok", "{:?}", ours.reason);
+    assert_eq!(ours.shape.as_deref(), Some("mission"));
+    // The report gives both ratios on both shapes.
+    let report = std::fs::read_to_string(root.join("reports/summary.md")).unwrap();
+    let section = report
+        .split("### Baselines by harness and by ncu")
+        .nth(1)
+        .expect("the section");
+    for shape in ["small", "mission"] {
+        let row = section
+            .lines()
+            .find(|l| l.starts_with(&format!("| torch-sdpa-best | {shape} |")))
+            .unwrap_or_else(|| panic!("no row for {shape}:\n{section}"));
+        assert_eq!(row.matches("× (").count(), 2, "{row}");
+    }
+    keep_for_fixtures(root);
+}
+
+/// With `REPRO_KEEP_NCU=DIR`, copy the baselines' CSVs there (real NVTX-filtered captures
+/// for tests/fixtures/ncu).
+fn keep_for_fixtures(root: &Path) {
+    let Some(dir) = std::env::var_os("REPRO_KEEP_NCU") else {
+        return;
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    for e in std::fs::read_dir(root.join("artifacts/ncu")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), Path::new(&dir).join(e.file_name())).unwrap();
+    }
+}
