@@ -740,7 +740,13 @@ fn a_pipeline_of_two_workloads_reports_each_in_its_own_part() {
         let len = md[start..].find(to).unwrap();
         md[start..start + len].to_string()
     };
-    // Declared workloads first, then the built-in one.
+    // The title names each workload's primary shape; declared workloads first, then the
+    // built-in one.
+    assert!(
+        md.starts_with("# Kernel report: `rmsnorm` on `mission`, `sdpa_fp8` on `mission`\n\n**"),
+        "{}",
+        &md[..200]
+    );
     let rmsnorm = part("## Headline: `rmsnorm`", "## Headline: `sdpa_fp8`");
     let attention = part("## Headline: `sdpa_fp8`", "## Gates");
     // Its baselines name no workload: theirs by their results' dims.
