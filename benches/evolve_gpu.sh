@@ -45,6 +45,22 @@ cp "$stage_log" "$out/evo-tune.log"
 cp artifacts/tune/tune_log.csv artifacts/tune/topk.json "$out/"
 cp reports/summary.md "$out/" 2>/dev/null || true
 if [ -d artifacts/tune/proposals ]; then cp artifacts/tune/proposals/*.patch "$out/"; fi
+# Head to head: the tune's best, when it is a proposed source, against the base variant
+# (the shipped best), interleaved on one GPU (`repro compare`), on each timed shape.
+best_defines=$(python3 -c '
+import json
+b = json.load(open("artifacts/tune/topk.json"))[0]
+if b.get("source"):
+    print(" ".join(f"--define {k}={v}" for k, v in sorted(b["config"].items())))')
+compare=""
+if [ -n "$best_defines" ]; then
+    for shape in mission ragged; do
+        # shellcheck disable=SC2086
+        line=$("$repro" compare -q .repro/cubins/tune-top1.cubin mma-wg-ring-gs $best_defines --shape "$shape" --pairs 2000 2>&1 | tee "$out/compare-$shape.txt" | grep -E "faster|slower|same" | head -1) \
+            || { echo "repro compare failed on $shape: see $out/compare-$shape.txt" >&2; failures=$((failures + 1)); }
+        compare+="- $shape: ${line:-see compare-$shape.txt}"$'\n'
+    done
+fi
 if ! grep -q "(0 evaluated, " <<< "$rerun" || ! grep -q "proposer: 0 call(s)" <<< "$rerun"; then
     echo "the rerun measured trials or asked the proposer again (see $out/evo-tune.log)" >&2
     failures=$((failures + 1))
@@ -106,6 +122,12 @@ else:
           + ("beyond the 3 % this bench calls a win (identical cubins measured ~1 % apart before)." if gain > 0.03
              else "not beyond the 3 % this bench calls a win (identical cubins measured ~1 % apart before)."))
 PY
+    if [ -n "$compare" ]; then
+        echo
+        echo "Head to head (\`repro compare -q .repro/cubins/tune-top1.cubin mma-wg-ring-gs --define … --shape S --pairs 2000\`: A = the tune's best, B = the base variant; interleaved isolated launches, paired-bootstrap 95 % CI):"
+        echo
+        printf '%s' "$compare"
+    fi
 } > "$results"
 cp "$results" "$out/"
 cat "$results"
