@@ -1,7 +1,7 @@
 //! GPU test (`REPRO_GPU_TESTS=1`; otherwise it prints a "skipped:" line): the profile stage's
-//! `baselines:` for real — ncu on the PyTorch SDPA baselines' one NVTX-ranged call, on two
-//! shapes, beside the best variant off the primary, and the report's both ratios. Needs
-//! python3 with torch (CUDA) and ncu with access to the counters.
+//! `baselines:` for real — one ncu process runs the PyTorch SDPA baselines' three calls, each
+//! in its own NVTX range, on two shapes, beside the best variant off the primary, and the
+//! report's both ratios. Needs python3 with torch (CUDA) and ncu with access to the counters.
 
 mod common;
 
@@ -40,8 +40,8 @@ stages:
     targets: [control]
     clock_control: none
     baselines:
-      torch-sdpa-best:    {run: [python3, kernels/baselines/torch_sdpa.py, --profile, best],    workload: sdpa_fp8, shapes: [small, mission]}
-      torch-sdpa-default: {run: [python3, kernels/baselines/torch_sdpa.py, --profile, default], workload: sdpa_fp8, shapes: [mission]}
+      torch-sdpa-best:    {run: [python3, kernels/baselines/torch_sdpa.py], workload: sdpa_fp8, shapes: [small, mission]}
+      torch-sdpa-default: {run: [python3, kernels/baselines/torch_sdpa.py], workload: sdpa_fp8, shapes: [mission]}
   summarize: {uses: summarize, needs: [bench, ncu-profile]}
 "#;
 
@@ -85,10 +85,20 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
             .find(|t| t.target == label)
             .unwrap_or_else(|| panic!("no record {label}: {summary:#?}"))
     };
-    for label in [
-        "torch-sdpa-best@small",
-        "torch-sdpa-best@mission",
-        "torch-sdpa-default@mission",
+    let mut processes = std::collections::BTreeSet::new();
+    for (label, range) in [
+        (
+            "torch-sdpa-best@small",
+            "repro-profile.torch-sdpa-best.small",
+        ),
+        (
+            "torch-sdpa-best@mission",
+            "repro-profile.torch-sdpa-best.mission",
+        ),
+        (
+            "torch-sdpa-default@mission",
+            "repro-profile.torch-sdpa-default.mission",
+        ),
     ] {
         let t = record(label);
         assert_eq!(t.status, "ok", "{label}: {:?}", t.reason);
@@ -100,7 +110,15 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
             "{label}: {time} vs {sum}"
         );
         assert!(t.achieved_occupancy_pct.is_some(), "{label}");
-        assert!(root.join(format!("artifacts/ncu/{label}.csv")).is_file());
+        // Its CSV parses alone; ncu's NVTX column names the call's own range.
+        let csv = std::fs::read_to_string(root.join(format!("artifacts/ncu/{label}.csv"))).unwrap();
+        let launches = repro::ncu::parse::parse(&csv).unwrap().launches;
+        assert_eq!(launches.len(), t.kernels.len(), "{label}");
+        assert!(
+            csv.contains(&format!(":{range}:")),
+            "{label}: no range {range} in\n{csv}"
+        );
+        processes.insert(process_id(&csv));
         eprintln!(
             "{label}: {time:.2} µs = {}",
             t.kernels
@@ -110,6 +128,8 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
                 .join(" + ")
         );
     }
+    // The three calls ran in one python process under one ncu.
+    assert_eq!(processes.len(), 1, "{processes:?}");
     // The best (only) variant off the primary, for the ncu ratio on `mission`.
     let ours = record("stage2-baseline@mission");
     assert_eq!(ours.status, "ok", "{:?}", ours.reason);
@@ -128,6 +148,17 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
         assert_eq!(row.matches("× (").count(), 2, "{row}");
     }
     keep_for_fixtures(root);
+}
+
+/// The `Process ID` of the first launch of a raw-page CSV (its second column).
+fn process_id(csv: &str) -> String {
+    let row = csv
+        .lines()
+        .skip_while(|l| !l.starts_with("\"ID\","))
+        .filter(|l| l.starts_with('"'))
+        .nth(2)
+        .expect("a launch row");
+    row.split("\",\"").nth(1).expect("a Process ID").to_string()
 }
 
 /// With `REPRO_KEEP_NCU=DIR`, copy the baselines' CSVs there (real NVTX-filtered captures

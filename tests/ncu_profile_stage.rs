@@ -381,13 +381,15 @@ fn profile_stage_skips_and_fails_honestly() {
     assert!(s.targets[0].measured.as_ref().unwrap().reused);
     assert!(!s.targets[1].measured.as_ref().unwrap().reused);
 
-    // 5. Baselines: each call's kernels summed (a real multi-kernel capture), a script that
-    //    cannot run its call is skipped with its reason, and an unchanged script keeps its
-    //    committed profile.
+    // 5. Baselines: the calls of one script in one ncu process, each call's kernels those
+    //    its NVTX range names (a capture derived from real ones), a script that cannot run
+    //    its calls is skipped with its reason, and an unchanged script keeps its committed
+    //    profiles.
     let project = Project::of(&PIPELINE.replace(
         "targets: [control, bad, topk], clock_control: none}",
         "targets: [control], clock_control: none, baselines: {\
-         torch: {run: [sh, b.sh], workload: sdpa_fp8, shapes: [mission]}, \
+         torch-sdpa-best: {run: [sh, b.sh], workload: sdpa_fp8, shapes: [mission]}, \
+         torch-sdpa-default: {run: [sh, b.sh], workload: sdpa_fp8, shapes: [mission]}, \
          gone: {run: [sh, gone.sh], workload: sdpa_fp8, shapes: [mission]}}}",
     ));
     project.script("b.sh", "#!/bin/sh\n");
@@ -397,7 +399,7 @@ fn profile_stage_skips_and_fails_honestly() {
          case \"$*\" in *gone.sh*) echo 'repro-profile: skipped: PyTorch is not installed'; exit 0;; \
          *b.sh*) cat '{}';; *) cat '{}';; esac",
         project.root().join("ncu-calls.txt").display(),
-        fixture("two_kernels.csv").display(),
+        fixture("baseline_calls.csv").display(),
         fixture("stage_mode.csv").display()
     ));
     std::env::set_var("NCU", &ncu);
@@ -423,44 +425,71 @@ fn profile_stage_skips_and_fails_honestly() {
     };
     let s = run();
     let call = calls();
+    let b_calls: Vec<&str> = call.lines().filter(|l| l.contains("b.sh")).collect();
+    assert_eq!(
+        b_calls.len(),
+        1,
+        "one process for both calls of b.sh:\n{call}"
+    );
     assert!(
-        call.contains("--nvtx --nvtx-include repro-profile/ --target-processes application-only")
-            && call.contains("sh b.sh --shape mission"),
+        b_calls[0].contains(
+            "--nvtx --nvtx-include repro-profile.torch-sdpa-best.mission/ \
+             --nvtx-include repro-profile.torch-sdpa-default.mission/ \
+             --target-processes application-only"
+        ) && b_calls[0].contains(
+            "sh b.sh --profile torch-sdpa-best mission repro-profile.torch-sdpa-best.mission \
+             --profile torch-sdpa-default mission repro-profile.torch-sdpa-default.mission"
+        ),
         "{call}"
     );
-    let torch = s
-        .targets
-        .iter()
-        .find(|t| t.target == "torch@mission")
-        .unwrap();
-    assert_eq!(
-        (torch.status.as_str(), torch.shape.as_deref()),
-        ("ok", Some("mission"))
-    );
-    assert_eq!(torch.kernels.len(), 3);
-    let sum: f64 = torch.kernels.iter().map(|k| k.time_us.unwrap()).sum();
-    assert!((torch.kernel_time_us.unwrap() - sum).abs() < 1e-9);
-    let gone = s
-        .targets
-        .iter()
-        .find(|t| t.target == "gone@mission")
-        .unwrap();
+    let record = |s: &NcuSummary, label: &str| {
+        s.targets
+            .iter()
+            .find(|t| t.target == label)
+            .unwrap_or_else(|| panic!("no {label}"))
+            .clone()
+    };
+    let staging_csv = |label: &str| {
+        std::fs::read_to_string(project.root().join(format!("artifacts/ncu/{label}.csv"))).unwrap()
+    };
+    for (label, time) in [
+        ("torch-sdpa-best@mission", 9.728),
+        ("torch-sdpa-default@mission", 9.760),
+    ] {
+        let torch = record(&s, label);
+        assert_eq!(
+            (torch.status.as_str(), torch.shape.as_deref()),
+            ("ok", Some("mission")),
+            "{label}: {:?}",
+            torch.reason
+        );
+        assert_eq!(torch.kernels.len(), 1, "{label}");
+        assert!(
+            (torch.kernel_time_us.unwrap() - time).abs() < 1e-9,
+            "{label}"
+        );
+        // Its own CSV: ncu's lines, the header, only its launch.
+        let csv = staging_csv(label);
+        let alone = repro::ncu::parse::parse(&csv).unwrap();
+        assert_eq!(alone.launches.len(), 1, "{label}");
+    }
+    let gone = record(&s, "gone@mission");
     assert_eq!(gone.status, "skipped");
     assert_eq!(gone.reason.as_deref(), Some("PyTorch is not installed"));
     let s = run();
     let call = calls();
     assert!(!call.contains("b.sh") && call.contains("gone.sh"), "{call}");
-    let torch = s
-        .targets
-        .iter()
-        .find(|t| t.target == "torch@mission")
-        .unwrap();
-    assert!(torch.measured.as_ref().unwrap().reused);
-    assert_eq!(torch.kernels.len(), 3);
+    for label in ["torch-sdpa-best@mission", "torch-sdpa-default@mission"] {
+        let torch = record(&s, label);
+        assert!(torch.measured.as_ref().unwrap().reused, "{label}");
+        assert_eq!(torch.kernels.len(), 1);
+    }
     project.script("b.sh", "#!/bin/sh\n# edited\n");
     run();
-    assert!(
-        calls().contains("b.sh"),
-        "an edited script is profiled again"
+    let call = calls();
+    assert_eq!(
+        call.lines().filter(|l| l.contains("b.sh")).count(),
+        1,
+        "an edited script is profiled again, both calls in one process:\n{call}"
     );
 }

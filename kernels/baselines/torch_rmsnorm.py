@@ -11,9 +11,10 @@ Results carry the workload's dimensions as `dims`.
 
 No python3/torch/CUDA: the file is written with status `skipped` and the reason; exit 0.
 
-Profiling mode (the profile stage's `baselines:`): `--profile --shape NAME` runs the shape's
-timed case (first recipe, seed 0), warm-up calls, then exactly one call inside the NVTX range
-`repro-profile`, and writes no file; `repro-profile: skipped: <reason>` when it cannot.
+Profiling mode (the profile stage's `baselines:`): `--profile torch-rmsnorm SHAPE RANGE`,
+repeated, runs each shape's timed case (first recipe, seed 0), warm-up calls, then exactly one
+call inside the NVTX range RANGE, and writes no file (torch_sdpa.py's `profile_calls`);
+`repro-profile: skipped: <reason>` when it cannot.
 """
 
 import argparse
@@ -25,8 +26,8 @@ import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_sdpa import (accuracy, dump_cases, output_gates, profile_call, profile_skip,  # noqa: E402
-                        rounded, summarize, time_fn, timed_entry, write_file)
+from torch_sdpa import (CallSkipped, ShapeInputs, accuracy, dump_cases, output_gates,  # noqa: E402
+                        profile_calls, profile_skip, rounded, summarize, time_fn, write_file)
 
 NAME = "torch-rmsnorm"
 WORKLOAD = "rmsnorm"
@@ -62,21 +63,24 @@ def import_torch():
 
 
 def profile_main(args):
-    """Profiling mode: one call on `args.shape`."""
+    """Profiling mode: the calls `args.profile` lists."""
     (np, torch, F), why = import_torch()
     if why:
         return profile_skip(why)
-    folder = tempfile.mkdtemp(prefix="repro-profile-inputs-")
-    try:
-        index = dump_cases(args.pipeline, WORKLOAD, folder, args.shape)
-        if index is None:
-            return 2
-        _, x_np, w_np, eps = case_inputs(np, os.path.join(folder, timed_entry(index)["dir"]))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    x = torch.from_numpy(x_np.copy()).cuda()
-    w = torch.from_numpy(w_np.copy()).cuda()
-    return profile_call(torch, lambda: F.rms_norm(x, (x.shape[-1],), w, eps), args.warmup)
+
+    def load(folder, entry):
+        _, x, w, eps = case_inputs(np, os.path.join(folder, entry["dir"]))
+        return torch.from_numpy(x.copy()).cuda(), torch.from_numpy(w.copy()).cuda(), eps
+
+    inputs = ShapeInputs(args.pipeline, WORKLOAD, load)
+
+    def prepare(baseline, shape):
+        if baseline != NAME:
+            raise CallSkipped(f"`{baseline}` is not this script's baseline ({NAME})")
+        x, w, eps = inputs(shape)
+        return lambda: F.rms_norm(x, (x.shape[-1],), w, eps)
+
+    return profile_calls(torch, args.profile, prepare, args.warmup)
 
 
 def main():
@@ -89,13 +93,10 @@ def main():
     ap.add_argument("--method", choices=("isolated", "graph"), default="isolated")
     ap.add_argument("--max-cv", type=float, default=0.01)
     ap.add_argument("--max-time", type=float, default=5.0)
-    ap.add_argument("--profile", action="store_true",
-                    help="profiling mode: one call inside the NVTX range repro-profile")
-    ap.add_argument("--shape", help="with --profile: the workload shape to run")
+    ap.add_argument("--profile", nargs=3, action="append", metavar=("BASELINE", "SHAPE", "RANGE"),
+                    help="profiling mode (repeatable): one call of BASELINE on SHAPE inside the NVTX range RANGE")
     args = ap.parse_args()
     if args.profile:
-        if not args.shape:
-            ap.error("--profile needs --shape")
         return profile_main(args)
 
     def skip(reason):

@@ -29,12 +29,14 @@ dimensions as `dims`, and each file the workload it ran.
 
 No python3/torch/CUDA: both files are written with status `skipped` and the reason; exit 0.
 
-Profiling mode (the profile stage's `baselines:`, under `ncu --nvtx --nvtx-include
-repro-profile/`): `--profile best|default --shape NAME` runs that baseline on the shape's timed
-case (first recipe, seed 0), warm-up calls, then exactly one call inside the NVTX range
-`repro-profile`, and writes no file. `best` uses the backend the baselines stage chose
-(`defines.backend` of OUT/torch-sdpa-best.json). When it cannot run the call it prints
-`repro-profile: skipped: <reason>` and exits 0.
+Profiling mode (the profile stage's `baselines:`, under `ncu --nvtx --nvtx-include RANGE/ ...`):
+`--profile BASELINE SHAPE RANGE`, repeated, runs each call in the order given: that baseline
+(torch-sdpa-best or torch-sdpa-default) on the shape's timed case (first recipe, seed 0),
+warm-up calls, then exactly one call inside the NVTX push/pop range RANGE; it writes no file.
+`torch-sdpa-best` uses the backend the baselines stage chose (`defines.backend` of
+OUT/torch-sdpa-best.json). When it can run no call it prints
+`repro-profile: skipped: <reason>` and exits 0; a call it cannot run (no kernel of the backend
+for the shape) prints `repro-profile: call RANGE skipped: <reason>` and the others still run.
 """
 
 import argparse
@@ -68,26 +70,66 @@ def write_file(out_dir, name, status, reason=None, results=(), defines=None, wor
         f.write("\n")
 
 
-PROFILE_RANGE = "repro-profile"
 PROFILE_SKIPPED = "repro-profile: skipped: "
 
 
+class CallSkipped(Exception):
+    """A profiling call this script cannot run; the message says why."""
+
+
 def profile_skip(reason):
-    print(PROFILE_SKIPPED + reason)
+    print(PROFILE_SKIPPED + reason, flush=True)
     return 0
 
 
-def profile_call(torch, call, warmup):
-    """Warm-up calls, then exactly one call inside the NVTX range the profile stage's ncu
-    profiles (every kernel it launches, nothing else)."""
-    for _ in range(warmup):
+def first_line(err):
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def profile_calls(torch, calls, prepare, warmup):
+    """The profile stage's calls (BASELINE, SHAPE, RANGE), in order: `prepare(baseline,
+    shape)` gives the call (or raises CallSkipped); one trial call, warm-up calls, then exactly
+    one call inside its own NVTX range RANGE, which ncu profiles (every kernel it launches,
+    nothing else). A call that cannot run says why and the others still run."""
+    for baseline, shape, nvtx_range in calls:
+        try:
+            call = prepare(baseline, shape)
+            try:
+                call()
+            except Exception as err:  # no kernel of this backend for the shape (cuDNN and S = 1)
+                raise CallSkipped(f"{baseline}: {first_line(err)}") from err
+        except CallSkipped as why:
+            print(f"repro-profile: call {nvtx_range} skipped: {why}", flush=True)
+            continue
+        for _ in range(warmup):
+            call()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push(nvtx_range)
         call()
-    torch.cuda.synchronize()
-    torch.cuda.nvtx.range_push(PROFILE_RANGE)
-    call()
-    torch.cuda.nvtx.range_pop()
-    torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.synchronize()
     return 0
+
+
+class ShapeInputs:
+    """Each shape's timed case (first recipe, seed 0), dumped by `repro exec` once and read by
+    `load(folder, entry)`."""
+
+    def __init__(self, pipeline, workload, load):
+        self.pipeline, self.workload, self.load = pipeline, workload, load
+        self.cases = {}
+
+    def __call__(self, shape):
+        if shape not in self.cases:
+            folder = tempfile.mkdtemp(prefix="repro-profile-inputs-")
+            try:
+                index = dump_cases(self.pipeline, self.workload, folder, shape)
+                if index is None:
+                    raise SystemExit(2)
+                self.cases[shape] = self.load(folder, timed_entry(index))
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+        return self.cases[shape]
 
 
 def dump_cases(pipeline, workload, folder, shape=None):
@@ -124,7 +166,7 @@ def chosen_backend(out_dir):
 
 
 def profile_main(args):
-    """Profiling mode: one call of baseline `args.profile` on `args.shape`."""
+    """Profiling mode: the calls `args.profile` lists."""
     try:
         import numpy as np
         import torch
@@ -134,36 +176,35 @@ def profile_main(args):
         return profile_skip(f"PyTorch is not installed ({err})")
     if not torch.cuda.is_available():
         return profile_skip("PyTorch sees no CUDA GPU")
-    backend = None
-    if args.profile == "best":
-        label, why = chosen_backend(args.out)
-        if why:
-            return profile_skip(why)
-        backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-                    "efficient": SDPBackend.EFFICIENT_ATTENTION}
-        backend = backends[label]
-    folder = tempfile.mkdtemp(prefix="repro-profile-inputs-")
-    try:
-        index = dump_cases(args.pipeline, WORKLOAD, folder, args.shape)
-        if index is None:
-            return 2
-        e = timed_entry(index)
-        _, (q, k, v), scale = load_case(np, folder, e)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    q, k, v = (torch.from_numpy(a.copy()).cuda().half() for a in (q, k, v))
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION}
 
-    def call():
-        if backend is None:
-            return F.scaled_dot_product_attention(q, k, v, scale=scale)
-        with sdpa_kernel([backend]):
-            return F.scaled_dot_product_attention(q, k, v, scale=scale)
+    def load(folder, entry):
+        _, (q, k, v), scale = load_case(np, folder, entry)
+        return tuple(torch.from_numpy(a.copy()).cuda().half() for a in (q, k, v)), scale
 
-    try:
-        call()
-    except Exception as err:  # no kernel of this backend for the shape (cuDNN and S = 1)
-        return profile_skip(f"{args.profile}: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
-    return profile_call(torch, call, args.warmup)
+    inputs = ShapeInputs(args.pipeline, WORKLOAD, load)
+
+    def prepare(baseline, shape):
+        if baseline not in BASELINES:
+            raise CallSkipped(f"`{baseline}` is not a baseline of this script ({', '.join(BASELINES)})")
+        backend = None
+        if baseline == "torch-sdpa-best":
+            label, why = chosen_backend(args.out)
+            if why:
+                raise CallSkipped(why)
+            backend = backends[label]
+        (q, k, v), scale = inputs(shape)
+
+        def call():
+            if backend is None:
+                return F.scaled_dot_product_attention(q, k, v, scale=scale)
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(q, k, v, scale=scale)
+
+        return call
+
+    return profile_calls(torch, args.profile, prepare, args.warmup)
 
 
 def skip_all(out_dir, reason):
@@ -451,13 +492,10 @@ def main():
                     help="as repro exec --method; the bench stage compares only like with like")
     ap.add_argument("--max-cv", type=float, default=0.01)
     ap.add_argument("--max-time", type=float, default=5.0)
-    ap.add_argument("--profile", choices=("best", "default"),
-                    help="profiling mode: one call of this baseline inside the NVTX range repro-profile")
-    ap.add_argument("--shape", help="with --profile: the workload shape to run")
+    ap.add_argument("--profile", nargs=3, action="append", metavar=("BASELINE", "SHAPE", "RANGE"),
+                    help="profiling mode (repeatable): one call of BASELINE on SHAPE inside the NVTX range RANGE")
     args = ap.parse_args()
     if args.profile:
-        if not args.shape:
-            ap.error("--profile needs --shape")
         return profile_main(args)
 
     try:

@@ -7,6 +7,7 @@
 //! `skipped` with the fix; a target whose program crashes or times out is `failed` with
 //! ncu's last lines, and the others still run.
 
+mod calls;
 mod ncu_call;
 mod options;
 mod reuse;
@@ -27,7 +28,7 @@ use crate::schema::{NcuSummary, NcuTarget};
 use crate::stages::reuse::{describe_run, Committed, ThisRun};
 use anyhow::Context;
 use ncu_call::{detected_arch, request_metrics};
-use run::{finish, keep_report, profile_job, read_target};
+use run::{finish, keep_report, profile_job, read_unit};
 use std::path::{Path, PathBuf};
 use targets::skipped_target;
 
@@ -38,9 +39,10 @@ pub const NCU_NOT_FOUND: &str = "not found";
 
 pub struct Profile;
 
-/// How one target's ncu run ended.
+/// How one unit's ncu run ended.
 pub(super) enum RunResult {
-    Done(Box<NcuTarget>),
+    /// Each target's record and the CSV to write as `<label>.csv`.
+    Done(Vec<(NcuTarget, String)>),
     /// ncu was refused the performance counters: the whole stage is skipped.
     NoPermission(String),
 }
@@ -168,58 +170,72 @@ impl StageKind for Profile {
         let common = reuse::Common::new(ctx, &call, summary.ncu_version.as_deref());
         let committed = Committed::of(ctx);
         let this_run = ThisRun::now(ctx.root);
-        for (i, target) in targets.iter().enumerate() {
-            let key = common.as_ref().and_then(|c| c.key(ctx, target));
-            let kept = key.as_ref().and_then(|k| {
-                reuse::committed_target(&committed, ctx.root, target, k, opts.keep_report)
-            });
-            if let Some((record, csv)) = kept {
-                let from = describe_run(record.measured.as_ref().expect("a reused record"));
-                (ctx.progress)(&format!(
-                    "ncu {} ({}/{}): reused the profile of {from}",
-                    target.label,
-                    i + 1,
-                    targets.len()
-                ));
-                let path = out_dir.join(format!("{}.csv", target.label));
-                std::fs::write(&path, csv)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                summary.targets.push(record);
+        let mut done = 0;
+        for unit in calls::units(&targets) {
+            let keys: Vec<_> = unit
+                .iter()
+                .map(|t| common.as_ref().and_then(|c| c.key(ctx, t)))
+                .collect();
+            // One process profiles the unit: it runs again unless every target keeps its profile.
+            let kept: Option<Vec<_>> = unit
+                .iter()
+                .zip(&keys)
+                .map(|(t, k)| {
+                    reuse::committed_target(&committed, ctx.root, t, k.as_ref()?, opts.keep_report)
+                })
+                .collect();
+            if let Some(kept) = kept {
+                for (target, (record, csv)) in unit.iter().zip(kept) {
+                    done += 1;
+                    let from = describe_run(record.measured.as_ref().expect("a reused record"));
+                    (ctx.progress)(&format!(
+                        "ncu {} ({done}/{}): reused the profile of {from}",
+                        target.label,
+                        targets.len()
+                    ));
+                    let path = out_dir.join(format!("{}.csv", target.label));
+                    std::fs::write(&path, csv)
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                    summary.targets.push(record);
+                }
                 continue;
             }
+            let labels: Vec<&str> = unit.iter().map(|t| t.label.as_str()).collect();
             (ctx.progress)(&format!(
                 "ncu {} ({}/{})",
-                target.label,
-                i + 1,
+                labels.join(", "),
+                done + unit.len(),
                 targets.len()
             ));
-            let job = profile_job(ctx, &call, target, timeout, &["--csv", "--page", "raw"]);
+            done += unit.len();
+            let job = profile_job(ctx, &call, &unit, timeout, &["--csv", "--page", "raw"]);
             let outcome = ctx.executor.run(&job, ctx.cancel)?;
             if outcome.exit == ExitKind::Cancelled {
-                anyhow::bail!("interrupted while profiling {}", target.label);
+                anyhow::bail!("interrupted while profiling {}", labels.join(", "));
             }
             let stdout = String::from_utf8_lossy(&outcome.stdout).into_owned();
-            match read_target(target, &outcome, &stdout, arch, &opts.metrics) {
+            let records = match read_unit(&unit, &outcome, &stdout, arch, &opts.metrics) {
                 RunResult::NoPermission(line) => {
                     let reason = format!("ncu may not read the GPU performance counters: {line}");
                     let outcome = skip_all(&mut summary, &reason, ncu_mod::PERMISSION_FIX);
                     return finish(&out_dir, summary, skipped, outcome);
                 }
-                RunResult::Done(mut record) => {
-                    record.shape = Some(target.shape.clone());
-                    if record.status == "ok" {
-                        record.measured = key.map(|k| this_run.measured(k));
+                RunResult::Done(records) => records,
+            };
+            let report = (opts.keep_report && records.iter().any(|(r, _)| r.status == "ok"))
+                .then(|| keep_report(ctx, &call, &unit, timeout));
+            for ((target, key), (mut record, csv)) in unit.iter().zip(keys).zip(records) {
+                record.shape = Some(target.shape.clone());
+                if record.status == "ok" {
+                    record.measured = key.map(|k| this_run.measured(k));
+                    if let Some(Err(why)) = &report {
+                        record.reason = Some(format!("report not kept: {why}"));
                     }
-                    let csv = out_dir.join(format!("{}.csv", target.label));
-                    std::fs::write(&csv, &outcome.stdout)
-                        .with_context(|| format!("cannot write {}", csv.display()))?;
-                    if opts.keep_report && record.status == "ok" {
-                        if let Err(why) = keep_report(ctx, &call, target, timeout) {
-                            record.reason = Some(format!("report not kept: {why}"));
-                        }
-                    }
-                    summary.targets.push(*record);
                 }
+                let path = out_dir.join(format!("{}.csv", target.label));
+                std::fs::write(&path, csv)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                summary.targets.push(record);
             }
         }
         let failed: Vec<String> = summary

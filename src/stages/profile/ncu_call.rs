@@ -1,6 +1,6 @@
 //! The command line of one ncu invocation on `repro exec`, and the metric list it asks for.
 
-use super::options::{ProfileOptions, NVTX_RANGE};
+use super::options::ProfileOptions;
 use super::targets::{Program, Target};
 use crate::gpu::client::{ExecRequest, ExecTarget};
 use crate::gpu::timing::{L2Mode, Method};
@@ -17,28 +17,36 @@ pub struct NcuCall<'a> {
 }
 
 impl NcuCall<'_> {
-    /// `ncu <profiling flags> <extra> <repro> -f <pipeline> exec ...`, or for a baseline
-    /// `ncu <flags> <extra> <its command> --shape <shape>`.
-    pub fn argv(&self, target: &Target, extra: &[String]) -> Vec<String> {
+    /// `ncu <profiling flags> <extra> <repro> -f <pipeline> exec ...` for a kernel target, or
+    /// for the calls of baseline scripts that share one command (a [`unit`](super::calls::units))
+    /// `ncu <flags> <extra> <command> --profile <baseline> <shape> <range> ...`.
+    pub fn argv(&self, unit: &[&Target], extra: &[String]) -> Vec<String> {
         let s = |x: &str| x.to_string();
         let mut argv = vec![self.ncu.to_string_lossy().into_owned()];
         argv.extend(extra.iter().cloned());
+        let target = unit[0];
         if let Program::Script(run) = &target.program {
-            // Every kernel of the one call inside the range, in the script's own process
+            // Every kernel of each call inside its own range, in the script's own process
             // (not the `repro exec --dump-inputs` it starts).
+            argv.extend([s("--metrics"), self.metrics.join(","), s("--nvtx")]);
+            for call in unit {
+                argv.extend([s("--nvtx-include"), format!("{}/", call.call_range())]);
+            }
             argv.extend([
-                s("--metrics"),
-                self.metrics.join(","),
-                s("--nvtx"),
-                s("--nvtx-include"),
-                format!("{NVTX_RANGE}/"),
                 s("--target-processes"),
                 s("application-only"),
                 s("--clock-control"),
                 self.opts.clock_control.clone(),
             ]);
             argv.extend(run.iter().cloned());
-            argv.extend([s("--shape"), target.shape.clone()]);
+            for call in unit {
+                argv.extend([
+                    s("--profile"),
+                    call.variant.clone(),
+                    call.shape.clone(),
+                    call.call_range(),
+                ]);
+            }
             return argv;
         }
         argv.extend([

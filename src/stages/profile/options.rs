@@ -28,8 +28,8 @@ pub struct ProfileOptions {
     pub launch_skip: Option<u32>,
     /// ncu `--clock-control`: `base` (ncu's default: clocks locked to base) or `none`.
     pub clock_control: String,
-    /// Baseline scripts whose one profiled call ncu measures on each of `shapes`
-    /// (docs/guide/stages.md, "profile").
+    /// Baseline scripts whose one profiled call per shape ncu measures, one process per
+    /// distinct `run` (docs/guide/ncu.md, "Baselines").
     pub baselines: BTreeMap<String, BaselineSpec>,
     /// The limit of each ncu run: the common `timeout:` key (filled in by
     /// [`ProfileOptions::from_spec`]).
@@ -53,12 +53,15 @@ impl Default for ProfileOptions {
     }
 }
 
-/// One entry of `baselines:`: a script with a profiling mode (`<run> --shape <name>`: warm-up
-/// calls, then exactly one call inside the NVTX range [`NVTX_RANGE`]).
+/// One entry of `baselines:`: a script with a profiling mode. The stage runs each distinct
+/// `run` once under ncu, with `--profile <baseline> <shape> <range>` appended for every call
+/// of every baseline that shares it: the script makes warm-up calls, then exactly one call
+/// inside the NVTX push/pop range `<range>` ([`call_range`]), for each in turn.
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BaselineSpec {
-    /// The command, run from the project root (`--shape <name>` is appended).
+    /// The command, run from the project root; baselines with the same `run` share one
+    /// process.
     pub run: Vec<String>,
     /// The workload whose shapes it runs.
     pub workload: String,
@@ -66,9 +69,15 @@ pub struct BaselineSpec {
     pub shapes: Vec<String>,
 }
 
-/// The NVTX push/pop range around a baseline's one profiled call: ncu profiles only the
-/// kernels launched inside it.
+/// The prefix of every NVTX range a baseline call runs in.
 pub const NVTX_RANGE: &str = "repro-profile";
+
+/// The NVTX push/pop range of `baseline`'s call on `shape`: one top-level range per call, so
+/// ncu's NVTX column names each kernel's call (ncu's include filter takes no `/` or `@` in a
+/// range name, and the column separates fields with `:`).
+pub fn call_range(baseline: &str, shape: &str) -> String {
+    format!("{NVTX_RANGE}.{baseline}.{shape}")
+}
 
 impl ProfileOptions {
     /// Launches of the entry to skip before the profiled one.
@@ -153,17 +162,23 @@ fn check_baselines(
                 .collect(),
             message,
         };
-        if name.contains(['@', '/']) || name.is_empty() {
+        if name.is_empty()
+            || name.contains(['@', '/', ':', '"'])
+            || name.contains(char::is_whitespace)
+        {
             return Err(err(
                 &[],
-                format!("`{name}` cannot name a baseline: its records are `<name>@<shape>`, so no `@` or `/`"),
+                format!(
+                    "`{name}` cannot name a baseline: its records are `<name>@<shape>` and its \
+                     NVTX range `{}`, so no `@`, `/`, `:`, quote or space",
+                    call_range(name, "<shape>")
+                ),
             ));
         }
         if b.run.first().is_none_or(|c| c.trim().is_empty()) {
             return Err(err(
                 &["run"],
-                "name the command, e.g. [python3, kernels/baselines/torch_sdpa.py, --profile, best]"
-                    .into(),
+                "name the command, e.g. [python3, kernels/baselines/torch_sdpa.py]".into(),
             ));
         }
         let Some(decl) = workloads.get(&b.workload) else {

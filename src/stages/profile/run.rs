@@ -1,6 +1,8 @@
-//! One target's ncu run: the job, the full report kept on request, the target's record
-//! read from ncu's output, and the summary written at the end.
+//! One unit's ncu run (a kernel target, or the baseline calls of one command): the job, the
+//! full report kept on request, the records read from ncu's output, and the summary written
+//! at the end.
 
+use super::calls::read_calls;
 use super::ncu_call::NcuCall;
 use super::targets::{status_target, Program, Target};
 use super::RunResult;
@@ -8,23 +10,25 @@ use crate::engine::{RunCtx, StageOutcome};
 use crate::executor::{ExitKind, Job};
 use crate::ncu::metrics::{self, Arch};
 use crate::ncu::{self as ncu_mod, parse};
-use crate::schema::{to_json_pretty, NcuKernel, NcuSummary, NcuTarget};
+use crate::schema::{to_json_pretty, NcuSummary, NcuTarget};
 use anyhow::Context as _;
 use std::path::Path;
 use std::time::Duration;
 
-/// The ncu job for one target; `page` are the flags that choose the output.
+/// The ncu job for one unit (a kernel target, or the baseline calls of one command);
+/// `page` are the flags that choose the output.
 pub(super) fn profile_job(
     ctx: &RunCtx,
     call: &NcuCall,
-    target: &Target,
+    unit: &[&Target],
     timeout: Duration,
     page: &[&str],
 ) -> Job {
     let extra: Vec<String> = page.iter().map(|s| s.to_string()).collect();
+    let labels: Vec<&str> = unit.iter().map(|t| t.label.as_str()).collect();
     let mut job = Job::new(
-        format!("profile:{}", target.label),
-        call.argv(target, &extra),
+        format!("profile:{}", labels.join("+")),
+        call.argv(unit, &extra),
         ctx.root,
     );
     job.timeout = Some(timeout);
@@ -32,7 +36,7 @@ pub(super) fn profile_job(
     job.capture_stdout = true;
     job.gpu = Some(0);
     job.env = ctx.spec.env.clone().into_iter().collect();
-    if matches!(target.program, Program::Script(_)) {
+    if matches!(unit[0].program, Program::Script(_)) {
         // As the cmd stage gives its scripts: this repro, to dump the workload's inputs.
         job.env
             .insert("REPRO_BIN".into(), ctx.repro_exe.display().to_string());
@@ -42,37 +46,43 @@ pub(super) fn profile_job(
     job
 }
 
-/// Save a full-set report to `.repro/ncu/<target>.ncu-rep` (outside the staged outputs).
+/// Save a full-set report to `.repro/ncu/<target>.ncu-rep` (outside the staged outputs); the
+/// baseline calls of one process share its report, copied under each label.
 pub(super) fn keep_report(
     ctx: &RunCtx,
     call: &NcuCall,
-    target: &Target,
+    unit: &[&Target],
     timeout: Duration,
 ) -> Result<(), String> {
     let dir = ctx.root.join(".repro/ncu");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let report = dir.join(&target.label);
+    let report = dir.join(&unit[0].label);
     let flags = ["--set", "full", "-f", "-o", &report.to_string_lossy()].map(str::to_string);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let job = profile_job(ctx, call, target, timeout, &flags);
+    let job = profile_job(ctx, call, unit, timeout, &flags);
     let outcome = ctx
         .executor
         .run(&job, ctx.cancel)
         .map_err(|e| e.to_string())?;
-    if outcome.success() {
-        Ok(())
-    } else {
-        Err(format!(
+    if !outcome.success() {
+        return Err(format!(
             "ncu ended with {:?}: {}",
             outcome.exit,
             last_lines(&outcome.tail, 5)
-        ))
+        ));
     }
+    let saved = dir.join(format!("{}.ncu-rep", unit[0].label));
+    for t in &unit[1..] {
+        let copy = dir.join(format!("{}.ncu-rep", t.label));
+        std::fs::copy(&saved, &copy)
+            .map_err(|e| format!("cannot copy {} to {}: {e}", saved.display(), copy.display()))?;
+    }
+    Ok(())
 }
 
-/// Turn one ncu run into the target's record.
-pub(super) fn read_target(
-    target: &Target,
+/// Turn one unit's ncu run into its targets' records, each with the CSV to write.
+pub(super) fn read_unit(
+    unit: &[&Target],
     outcome: &crate::executor::JobOutcome,
     stdout: &str,
     arch: Option<Arch>,
@@ -88,39 +98,52 @@ pub(super) fn read_target(
             .to_string();
         return RunResult::NoPermission(line);
     }
+    let context = failure_context(stdout, &outcome.tail);
+    let ended = match &outcome.exit {
+        ExitKind::Code(0) => None,
+        ExitKind::TimedOut => Some(format!("ncu timed out; last output:\n{context}")),
+        other => Some(format!("ncu ended with {other:?}:\n{context}")),
+    };
+    if let Some(reason) = ended {
+        let failed = |t: &&Target| {
+            let record = status_target(&t.label, &t.variant, &t.entry, "failed", reason.clone());
+            (record, stdout.to_string())
+        };
+        return RunResult::Done(unit.iter().map(failed).collect());
+    }
+    let records = match unit {
+        [target] if !matches!(target.program, Program::Script(_)) => {
+            vec![(
+                read_kernel(target, stdout, arch, extra, &context),
+                stdout.to_string(),
+            )]
+        }
+        calls => read_calls(calls, stdout, &everything, arch, extra),
+    };
+    RunResult::Done(records)
+}
+
+/// A kernel target's record from its ncu run, which ended well.
+fn read_kernel(
+    target: &Target,
+    stdout: &str,
+    arch: Option<Arch>,
+    extra: &[String],
+    context: &str,
+) -> NcuTarget {
     let failed = |reason: String| {
-        RunResult::Done(Box::new(status_target(
+        status_target(
             &target.label,
             &target.variant,
             &target.entry,
             "failed",
             reason,
-        )))
+        )
     };
-    let context = failure_context(stdout, &outcome.tail);
-    match &outcome.exit {
-        ExitKind::Code(0) => {}
-        ExitKind::TimedOut => return failed(format!("ncu timed out; last output:\n{context}")),
-        other => return failed(format!("ncu ended with {other:?}:\n{context}")),
-    }
-    if let Program::Script(_) = target.program {
-        if let Some(reason) = script_skipped(&everything) {
-            return RunResult::Done(Box::new(status_target(
-                &target.label,
-                &target.variant,
-                "",
-                "skipped",
-                reason,
-            )));
-        }
-    }
     let export = match parse::parse(stdout) {
         Ok(e) => e,
         Err(e) => return failed(format!("cannot read ncu's CSV: {e}")),
     };
-    if let Program::Script(_) = target.program {
-        return RunResult::Done(Box::new(baseline_call(target, &export, arch, extra)));
-    }
     let launch = export
         .launches
         .iter()
@@ -142,65 +165,6 @@ pub(super) fn read_target(
             launch.id, launch.kernel
         ));
     }
-    RunResult::Done(Box::new(record))
-}
-
-/// The line a baseline script prints instead of profiling (no torch, no GPU, no backend).
-const SKIP_MARKER: &str = "repro-profile: skipped: ";
-
-/// The reason a baseline script gave for not running its call, if it gave one.
-pub(super) fn script_skipped(output: &str) -> Option<String> {
-    output
-        .lines()
-        .find_map(|l| l.trim().strip_prefix(SKIP_MARKER))
-        .map(|r| r.trim().to_string())
-}
-
-/// A baseline call's record: every kernel ncu profiled inside the NVTX range, their summed
-/// time as the call's kernel time, the other metrics from the longest kernel.
-pub(super) fn baseline_call(
-    target: &Target,
-    export: &parse::Export,
-    arch: Option<Arch>,
-    extra: &[String],
-) -> NcuTarget {
-    let time = |l: &parse::Launch| metrics::read(l, metrics::Field::KernelTimeUs, arch);
-    let kernels: Vec<NcuKernel> = export
-        .launches
-        .iter()
-        .map(|l| NcuKernel {
-            name: l.function_name().to_string(),
-            time_us: time(l).map(|(t, _)| t),
-        })
-        .collect();
-    let longest = export
-        .launches
-        .iter()
-        .max_by(|a, b| {
-            let t = |l| time(l).map_or(f64::NEG_INFINITY, |(t, _)| t);
-            t(a).total_cmp(&t(b))
-        })
-        .expect("a parsed export has a launch");
-    let mut record = metrics::summarize(
-        longest,
-        arch,
-        extra,
-        metrics::TargetId {
-            target: &target.label,
-            variant: &target.variant,
-            kernel: longest.function_name(),
-        },
-    );
-    let times: Option<Vec<f64>> = kernels.iter().map(|k| k.time_us).collect();
-    record.kernel_time_us = times.map(|t| t.iter().sum());
-    if record.kernel_time_us.is_none() {
-        record.status = "failed".into();
-        record.reason = Some(format!(
-            "ncu measured no time for some of the {} kernels of the call",
-            kernels.len()
-        ));
-    }
-    record.kernels = kernels;
     record
 }
 

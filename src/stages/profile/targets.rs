@@ -1,7 +1,7 @@
 //! What the profile stage profiles: its targets (the control, variants, the tune elite)
 //! resolved to programs, and the records of targets that cannot run.
 
-use super::options::ProfileOptions;
+use super::options::{call_range, ProfileOptions};
 use crate::pipeline::{Pipeline, StageSpec};
 use crate::schema::{BenchFile, NcuTarget};
 use crate::stages::bench::best::best_variant;
@@ -20,7 +20,8 @@ pub enum Program {
         path: PathBuf,
         defines: Bindings,
     },
-    /// A baseline script's profiling mode: this command, then `--shape <shape>`.
+    /// A baseline script's profiling mode: this command, then `--profile <baseline> <shape>
+    /// <range>` for this call and the others that share the command.
     Script(Vec<String>),
 }
 
@@ -38,6 +39,13 @@ pub struct Target {
     /// Its workload, and the shape it runs on (a baseline's, or that workload's primary).
     pub workload: String,
     pub shape: String,
+}
+
+impl Target {
+    /// The NVTX range of a baseline call ([`call_range`]).
+    pub fn call_range(&self) -> String {
+        call_range(&self.variant, &self.shape)
+    }
 }
 
 /// The entry point of a variant's kernel.

@@ -94,7 +94,7 @@ fn ncu_command_line() {
     };
     let page = vec!["--csv".to_string(), "--page".into(), "raw".into()];
     assert_eq!(
-        call.argv(&variant, &page).join(" "),
+        call.argv(&[&variant], &page).join(" "),
         "/usr/local/cuda/bin/ncu --csv --page raw --metrics gpu__time_duration.sum,launch__registers_per_thread \
          -k regex:^k_fwd$ --launch-skip 3 --launch-count 1 --clock-control none \
          /bin/repro -f /p/pipeline.yaml exec --variant base --workload tiny --shape mission --seed 0 --warmup 3 --iters 2 --l2 warm --method graph"
@@ -110,7 +110,7 @@ fn ncu_command_line() {
         workload: "tiny".into(),
         shape: "mission".into(),
     };
-    let argv = call.argv(&elite, &page).join(" ");
+    let argv = call.argv(&[&elite], &page).join(" ");
     assert!(
         argv.contains("exec --cubin /p/.repro/cubins/tune-top1.cubin --entry k_fwd --define X=2 --workload tiny --shape mission"),
         "{argv}"
@@ -269,8 +269,45 @@ fn baselines_and_the_best_variant_off_the_primary_become_targets() {
     );
 }
 
+/// A baseline call of `b.py` (the shipped scripts' calls in `baseline_calls.csv`).
+fn script_call(baseline: &str, shape: &str) -> Target {
+    Target {
+        label: format!("{baseline}@{shape}"),
+        variant: baseline.into(),
+        entry: String::new(),
+        program: Program::Script(vec!["python3".into(), "b.py".into()]),
+        workload: "tiny".into(),
+        shape: shape.into(),
+    }
+}
+
 #[test]
-fn a_baselines_command_line_profiles_its_nvtx_range() {
+fn baselines_that_share_a_command_share_one_process() {
+    let p = pipeline(
+        "{uses: profile, targets: [control], baselines: {\
+         a: {run: [python3, b.py], workload: tiny, shapes: [mission, small]}, \
+         b: {run: [python3, b.py], workload: tiny, shapes: [mission]}, \
+         c: {run: [python3, c.py], workload: tiny, shapes: [mission]}}}",
+    );
+    let opts = ProfileOptions::from_spec(&p.stages["prof"], &p).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (run, _) = resolve_targets(&opts, &p.stages["prof"], &p, dir.path());
+    let units: Vec<Vec<&str>> = calls::units(&run)
+        .iter()
+        .map(|u| u.iter().map(|t| t.label.as_str()).collect())
+        .collect();
+    assert_eq!(
+        units,
+        [
+            vec!["control"],
+            vec!["a@mission", "a@small", "b@mission"],
+            vec!["c@mission"]
+        ]
+    );
+}
+
+#[test]
+fn a_baseline_process_profiles_each_call_in_its_own_nvtx_range() {
     let opts = options(&with_baseline("[mission]")).unwrap();
     let metrics = vec!["gpu__time_duration.sum".to_string()];
     let call = NcuCall {
@@ -280,38 +317,109 @@ fn a_baselines_command_line_profiles_its_nvtx_range() {
         metrics: &metrics,
         opts: &opts,
     };
-    let target = Target {
-        label: "torch@mission".into(),
-        variant: "torch".into(),
-        entry: String::new(),
-        program: Program::Script(vec!["python3".into(), "b.py".into()]),
-        workload: "tiny".into(),
-        shape: "mission".into(),
-    };
+    let (best, default) = (
+        script_call("t-best", "mission"),
+        script_call("t-def", "long"),
+    );
     assert_eq!(
-        call.argv(&target, &["--csv".into()]).join(" "),
-        "ncu --csv --metrics gpu__time_duration.sum --nvtx --nvtx-include repro-profile/ \
-         --target-processes application-only --clock-control base python3 b.py --shape mission"
+        call.argv(&[&best, &default], &["--csv".into()]).join(" "),
+        "ncu --csv --metrics gpu__time_duration.sum --nvtx \
+         --nvtx-include repro-profile.t-best.mission/ --nvtx-include repro-profile.t-def.long/ \
+         --target-processes application-only --clock-control base python3 b.py \
+         --profile t-best mission repro-profile.t-best.mission \
+         --profile t-def long repro-profile.t-def.long"
     );
 }
 
-#[test]
-fn a_baseline_call_sums_its_kernels_and_reads_the_longest() {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu/two_kernels.csv"),
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/ncu")
+            .join(name),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// The four SDPA calls of the derived one-process capture, in its order.
+fn sdpa_calls() -> Vec<Target> {
+    [
+        ("torch-sdpa-best", "mission"),
+        ("torch-sdpa-default", "mission"),
+        ("torch-sdpa-best", "long"),
+        ("torch-sdpa-default", "long"),
+    ]
+    .map(|(b, s)| script_call(b, s))
+    .into()
+}
+
+#[test]
+fn each_call_gets_the_kernels_its_nvtx_range_names_and_its_own_csv() {
+    let text = fixture("baseline_calls.csv");
     let export = crate::ncu::parse::parse(&text).unwrap();
-    let target = Target {
-        label: "torch@mission".into(),
-        variant: "torch".into(),
-        entry: String::new(),
-        program: Program::Script(vec!["x".into()]),
-        workload: "tiny".into(),
-        shape: "mission".into(),
-    };
-    let record = super::run::baseline_call(&target, &export, None, &[]);
+    let calls = sdpa_calls();
+    // Listed out of the process's order: the NVTX column, not the order, decides.
+    let unit: Vec<&Target> = [3, 0, 2, 1].map(|i| &calls[i]).into();
+    let records = calls::read_calls(&unit, &text, &text, None, &[]);
+    for ((record, csv), target) in records.iter().zip(&unit) {
+        assert_eq!(
+            (record.status.as_str(), record.target.as_str()),
+            ("ok", target.label.as_str())
+        );
+        let i = calls.iter().position(|c| c == *target).unwrap();
+        let launch = &export.launches[i];
+        let (time, _) =
+            crate::ncu::metrics::read(launch, crate::ncu::metrics::Field::KernelTimeUs, None)
+                .unwrap();
+        assert_eq!(record.kernel_time_us, Some(time), "{}", target.label);
+        assert_eq!(record.kernels.len(), 1);
+        // Its CSV parses alone, with ncu's lines and only its launch.
+        let alone = crate::ncu::parse::parse(csv).unwrap();
+        assert_eq!(alone.launches, std::slice::from_ref(launch));
+        assert!(csv.starts_with("==WARNING=="), "{csv}");
+    }
+}
+
+#[test]
+fn a_call_the_nvtx_column_does_not_name_fails_and_says_what_it_read() {
+    let text = fixture("baseline_calls.csv");
+    let calls = sdpa_calls();
+    let other = script_call("torch-sdpa-best", "small");
+    let records = calls::read_calls(&[&calls[0], &other], &text, &text, None, &[]);
+    assert_eq!(records[0].0.status, "ok");
+    let (record, csv) = &records[1];
+    assert_eq!(record.status, "failed");
+    let reason = record.reason.as_deref().unwrap();
+    assert!(
+        reason.contains(
+            "no kernel inside the call's NVTX range `repro-profile.torch-sdpa-best.small`"
+        ) && reason.contains(":repro-profile.torch-sdpa-best.mission:"),
+        "{reason}"
+    );
+    assert_eq!(csv, &text, "a failed call keeps ncu's whole output");
+    // Without the NVTX column (ncu run without --nvtx) nothing is attributed by guesswork.
+    let text = fixture("two_kernels.csv");
+    let records = calls::read_calls(&[&calls[0], &calls[1]], &text, &text, None, &[]);
+    for (record, _) in &records {
+        assert!(
+            record
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("no NVTX push/pop column"),
+            "{record:?}"
+        );
+    }
+}
+
+#[test]
+fn a_call_alone_in_its_process_sums_every_kernel_and_reads_the_longest() {
+    let text = fixture("two_kernels.csv");
+    let export = crate::ncu::parse::parse(&text).unwrap();
+    let target = script_call("torch", "mission");
+    let records = calls::read_calls(&[&target], &text, &text, None, &[]);
+    let (record, csv) = &records[0];
     assert_eq!(record.status, "ok");
+    assert_eq!(csv, &text);
     let names: Vec<&str> = record.kernels.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["wmma_gemm", "scale_add", "scale_add"]);
     let times: Vec<f64> = record.kernels.iter().map(|k| k.time_us.unwrap()).collect();
@@ -337,11 +445,29 @@ fn a_baseline_call_sums_its_kernels_and_reads_the_longest() {
 }
 
 #[test]
-fn a_script_that_cannot_run_its_call_says_why() {
+fn a_script_that_cannot_run_its_calls_says_why() {
+    let calls = sdpa_calls();
+    let unit: Vec<&Target> = calls.iter().collect();
     let out = "==PROF== Connected\nrepro-profile: skipped: PyTorch sees no CUDA GPU\n==WARNING== No kernels were profiled.\n";
-    assert_eq!(
-        super::run::script_skipped(out).as_deref(),
-        Some("PyTorch sees no CUDA GPU")
+    let records = calls::read_calls(&unit, out, out, None, &[]);
+    for (record, _) in &records {
+        assert_eq!(
+            (record.status.as_str(), record.reason.as_deref()),
+            ("skipped", Some("PyTorch sees no CUDA GPU"))
+        );
+    }
+    // One call it cannot run (no kernel of the backend for the shape): the others still count.
+    let text = fixture("baseline_calls.csv").replacen(
+        "==PROF== Disconnected",
+        "repro-profile: call repro-profile.torch-sdpa-best.long skipped: torch-sdpa-best: no kernel\n==PROF== Disconnected",
+        1,
     );
-    assert_eq!(super::run::script_skipped("==PROF== Connected\n"), None);
+    let records = calls::read_calls(&unit, &text, &text, None, &[]);
+    let statuses: Vec<&str> = records.iter().map(|(r, _)| r.status.as_str()).collect();
+    assert_eq!(statuses, ["ok", "ok", "skipped", "ok"]);
+    assert_eq!(
+        records[2].0.reason.as_deref(),
+        Some("torch-sdpa-best: no kernel")
+    );
+    assert_eq!(calls::script_skipped("==PROF== Connected\n"), None);
 }
