@@ -721,6 +721,10 @@ pub struct NcuSummary {
     pub ncu_version: Option<String>,
     /// e.g. `base` (ncu's default: clocks locked to base) or `none`.
     pub clock_control: String,
+    /// `all` (ncu's default: caches flushed before each replay pass) or `none`; empty in
+    /// summaries written before the option.
+    #[serde(default)]
+    pub cache_control: String,
     pub targets: Vec<NcuTarget>,
 }
 

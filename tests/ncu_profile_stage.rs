@@ -226,6 +226,7 @@ fn profile_stage_skips_and_fails_honestly() {
         }
         let s = summary(&staging);
         assert_eq!(s.clock_control, "none");
+        assert_eq!(s.cache_control, "all");
         let statuses: Vec<_> = s
             .targets
             .iter()

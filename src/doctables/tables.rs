@@ -289,10 +289,15 @@ fn ncu(a: &Artifacts) -> String {
     }
     let _ = write!(
         out,
-        "\nncu: {}; clock control: {}. One profiled launch per target. \
+        "\nncu: {}; clock control: {}; cache control: {}. One profiled launch per target. \
          Source: `artifacts/ncu/summary.json`.\n",
         s.ncu_version.as_deref().unwrap_or(NA),
-        s.clock_control
+        s.clock_control,
+        if s.cache_control.is_empty() {
+            NA
+        } else {
+            &s.cache_control
+        }
     );
     out
 }

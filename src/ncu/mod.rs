@@ -117,6 +117,7 @@ pub fn summarize_file(file: &Path) -> anyhow::Result<crate::schema::NcuSummary> 
     Ok(crate::schema::NcuSummary {
         ncu_version: None,
         clock_control: "unknown".into(),
+        cache_control: "unknown".into(),
         targets,
     })
 }

@@ -234,6 +234,8 @@ pub struct BestRow {
 #[derive(Debug, Clone, Serialize)]
 pub struct ProfileSection {
     pub clock_control: String,
+    /// ncu's cache control (empty: not recorded).
+    pub cache_control: String,
     pub targets: Vec<ProfileRow>,
     pub metric_names: Vec<MetricName>,
 }

@@ -56,6 +56,7 @@ impl Builder<'_> {
             .collect();
         Section::ran(ProfileSection {
             clock_control: ncu.clock_control.clone(),
+            cache_control: ncu.cache_control.clone(),
             targets,
             metric_names: names
                 .into_iter()

@@ -90,6 +90,7 @@ impl StageKind for Profile {
         p.insert("iters".into(), opts.iters.to_string());
         p.insert("launch_skip".into(), opts.launch_skip().to_string());
         p.insert("clock_control".into(), opts.clock_control.clone());
+        p.insert("cache_control".into(), opts.cache_control.clone());
         if !opts.baselines.is_empty() {
             p.insert("baselines".into(), serde_json::to_string(&opts.baselines)?);
             // The scripts a baseline's command names are inputs too.
@@ -130,6 +131,7 @@ impl StageKind for Profile {
         let mut summary = NcuSummary {
             ncu_version: None,
             clock_control: opts.clock_control.clone(),
+            cache_control: opts.cache_control.clone(),
             targets: Vec::new(),
         };
         let skip_all = |summary: &mut NcuSummary, reason: &str, fix: &str| {

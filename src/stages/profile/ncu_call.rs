@@ -37,6 +37,8 @@ impl NcuCall<'_> {
                 s("application-only"),
                 s("--clock-control"),
                 self.opts.clock_control.clone(),
+                s("--cache-control"),
+                self.opts.cache_control.clone(),
             ]);
             argv.extend(run.iter().cloned());
             for call in unit {
@@ -60,6 +62,8 @@ impl NcuCall<'_> {
             s("1"),
             s("--clock-control"),
             self.opts.clock_control.clone(),
+            s("--cache-control"),
+            self.opts.cache_control.clone(),
             self.repro_exe.to_string_lossy().into_owned(),
             s("-f"),
             self.pipeline_file.to_string_lossy().into_owned(),

@@ -28,6 +28,9 @@ pub struct ProfileOptions {
     pub launch_skip: Option<u32>,
     /// ncu `--clock-control`: `base` (ncu's default: clocks locked to base) or `none`.
     pub clock_control: String,
+    /// ncu `--cache-control`: `all` (ncu's default: flush every cache before each replay
+    /// pass, so the kernel reads cold L2) or `none` (keep them, as the harness's warm L2 does).
+    pub cache_control: String,
     /// Baseline scripts whose one profiled call per shape ncu measures, one process per
     /// distinct `run` (docs/guide/ncu.md, "Baselines").
     pub baselines: BTreeMap<String, BaselineSpec>,
@@ -47,6 +50,7 @@ impl Default for ProfileOptions {
             iters: 1,
             launch_skip: None,
             clock_control: "base".into(),
+            cache_control: "all".into(),
             baselines: BTreeMap::new(),
             timeout: DEFAULT_TIMEOUT,
         }
@@ -95,6 +99,16 @@ impl ProfileOptions {
                     "`{}` is not a clock-control mode; expected `base` (ncu's default: lock \
                      clocks to base) or `none` (leave them alone)",
                     o.clock_control
+                ),
+            });
+        }
+        if !["all", "none"].contains(&o.cache_control.as_str()) {
+            return Err(OptionError {
+                path: vec!["cache_control".into()],
+                message: format!(
+                    "`{}` is not a cache-control mode; expected `all` (ncu's default: flush \
+                     the caches before each replay pass) or `none` (keep them warm)",
+                    o.cache_control
                 ),
             });
         }

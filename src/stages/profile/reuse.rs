@@ -36,6 +36,7 @@ impl Common {
             "iters": o.iters,
             "launch_skip": o.launch_skip(),
             "clock_control": o.clock_control,
+            "cache_control": o.cache_control,
             "keep_report": o.keep_report,
             "env": ctx.spec.env,
         }));

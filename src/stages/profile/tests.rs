@@ -24,6 +24,7 @@ fn defaults_follow_ncu_and_warmup() {
     let o = options("{uses: profile}").unwrap();
     assert_eq!(o.targets, ["control", "topk"]);
     assert_eq!(o.clock_control, "base");
+    assert_eq!(o.cache_control, "all");
     assert_eq!(o.launch_skip(), o.warmup);
     assert_eq!(o.timeout, Duration::from_secs(600));
     let o = options("{uses: profile, warmup: 9, targets: [ws], clock_control: none}").unwrap();
@@ -44,6 +45,9 @@ fn bad_options_name_their_key() {
     assert!(e.message.contains("base, ws"), "{}", e.message);
     let e = options("{uses: profile, clock_control: fast}").unwrap_err();
     assert_eq!(e.path, ["clock_control"]);
+    let e = options("{uses: profile, cache_control: warm}").unwrap_err();
+    assert_eq!(e.path, ["cache_control"]);
+    assert!(e.message.contains("`all`"), "{}", e.message);
     let e = options("{uses: profile, keep_report: maybe}").unwrap_err();
     assert_eq!(e.path, ["keep_report"]);
     let e = options("{uses: profile, targets: []}").unwrap_err();
@@ -96,7 +100,7 @@ fn ncu_command_line() {
     assert_eq!(
         call.argv(&[&variant], &page).join(" "),
         "/usr/local/cuda/bin/ncu --csv --page raw --metrics gpu__time_duration.sum,launch__registers_per_thread \
-         -k regex:^k_fwd$ --launch-skip 3 --launch-count 1 --clock-control none \
+         -k regex:^k_fwd$ --launch-skip 3 --launch-count 1 --clock-control none --cache-control all \
          /bin/repro -f /p/pipeline.yaml exec --variant base --workload tiny --shape mission --seed 0 --warmup 3 --iters 2 --l2 warm --method graph"
     );
     let elite = Target {
@@ -325,7 +329,7 @@ fn a_baseline_process_profiles_each_call_in_its_own_nvtx_range() {
         call.argv(&[&best, &default], &["--csv".into()]).join(" "),
         "ncu --csv --metrics gpu__time_duration.sum --nvtx \
          --nvtx-include repro-profile.t-best.mission/ --nvtx-include repro-profile.t-def.long/ \
-         --target-processes application-only --clock-control base python3 b.py \
+         --target-processes application-only --clock-control base --cache-control all python3 b.py \
          --profile t-best mission repro-profile.t-best.mission \
          --profile t-def long repro-profile.t-def.long"
     );
