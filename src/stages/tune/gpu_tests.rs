@@ -165,63 +165,96 @@ fn write_fake_exec(root: &Path, script: &str) -> PathBuf {
     exe
 }
 
-/// The real backend over `k.cu` (GATED_KERNEL) with a `repro exec --worker` stand-in, two
-/// GPU slots.
-fn fake_backend<'a>(
-    executor: &'a dyn crate::executor::Executor,
-    cancel: &'a crate::executor::CancelFlag,
-    root: &'a Path,
-    exe: &'a Path,
-    log: &'a Path,
+/// A project for the real backend: `k.cu` (GATED_KERNEL), a `repro exec --worker` stand-in
+/// running `worker`, and real nvcc (`None` when there is none: the test says it skipped).
+struct Rig {
+    dir: tempfile::TempDir,
+    exe: PathBuf,
+    log: PathBuf,
+    executor: crate::executor::local::LocalExecutor,
+    cancel: crate::executor::CancelFlag,
     tc: crate::toolchain::Toolchain,
-    one_model: OneGpuModel,
-) -> GpuBackend<'a> {
-    let decl =
-        crate::workload::testing::tiny_pipeline("stages: {}\n", &["k"]).workloads["tiny"].clone();
-    GpuBackend {
-        executor,
-        cancel,
-        root,
-        workers: crate::gpu::worker::pool::Workers::new(
-            crate::gpu::discover::StageJobs {
-                executor,
-                cancel,
-                repro_exe: exe,
-                pipeline_file: Path::new("pipeline.yaml"),
-                root,
-                log: Some(log),
+}
+
+impl Rig {
+    fn new(test: &str, worker: &str) -> Option<Rig> {
+        let tc = crate::stages::build::test_support::real_nvcc(test)?;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("k.cu"), GATED_KERNEL).unwrap();
+        let exe = write_fake_exec(dir.path(), worker);
+        let log = dir.path().join("tune.log");
+        Some(Rig {
+            dir,
+            exe,
+            log,
+            executor: crate::executor::local::LocalExecutor::new(),
+            cancel: Default::default(),
+            tc,
+        })
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The real backend over the rig, two GPU slots.
+    fn backend(&self, one_model: OneGpuModel) -> GpuBackend<'_> {
+        let (executor, cancel, root, exe, log, tc) = (
+            &self.executor as &dyn crate::executor::Executor,
+            &self.cancel,
+            self.root(),
+            self.exe.as_path(),
+            self.log.as_path(),
+            self.tc.clone(),
+        );
+        let decl = crate::workload::testing::tiny_pipeline("stages: {}\n", &["k"]).workloads
+            ["tiny"]
+            .clone();
+        GpuBackend {
+            executor,
+            cancel,
+            root,
+            workers: crate::gpu::worker::pool::Workers::new(
+                crate::gpu::discover::StageJobs {
+                    executor,
+                    cancel,
+                    repro_exe: exe,
+                    pipeline_file: Path::new("pipeline.yaml"),
+                    root,
+                    log: Some(log),
+                },
+                2,
+            ),
+            tc,
+            arch: "sm_90".into(),
+            kernel: KernelSpec {
+                source: "k.cu".into(),
+                entry: "k".into(),
+                flags: vec![],
+                precision: None,
             },
-            2,
-        ),
-        tc,
-        arch: "sm_90".into(),
-        kernel: KernelSpec {
-            source: "k.cu".into(),
-            entry: "k".into(),
-            flags: vec![],
+            base_defines: BTreeMap::from([("SCALE".to_string(), "3".to_string())]),
+            gates: Some(PtxasGates {
+                max_registers: Some(60),
+                max_smem_bytes: None,
+                max_spill_bytes: Some(0),
+            }),
+            workload: "tiny".into(),
+            decl,
             precision: None,
-        },
-        base_defines: BTreeMap::from([("SCALE".to_string(), "3".to_string())]),
-        gates: Some(PtxasGates {
-            max_registers: Some(60),
-            max_smem_bytes: None,
-            max_spill_bytes: Some(0),
-        }),
-        workload: "tiny".into(),
-        decl,
-        precision: None,
-        check_shapes: vec!["small".into(), "mission".into()],
-        timed_shapes: vec!["mission".into()],
-        seed: 0,
-        warmup: 10,
-        iters: 50,
-        l2: "warm".into(),
-        method: "isolated".into(),
-        timeout: std::time::Duration::from_secs(30),
-        slots: 2,
-        jobs: 2,
-        one_model,
-        measured: Default::default(),
+            check_shapes: vec!["small".into(), "mission".into()],
+            timed_shapes: vec!["mission".into()],
+            seed: 0,
+            warmup: 10,
+            iters: 50,
+            l2: "warm".into(),
+            method: "isolated".into(),
+            timeout: std::time::Duration::from_secs(30),
+            slots: 2,
+            jobs: 2,
+            one_model,
+            measured: Default::default(),
+        }
     }
 }
 
@@ -229,36 +262,20 @@ fn fake_backend<'a>(
 /// given) stop the tune with the node → model listing, unless `allow_mixed_gpus`.
 #[test]
 fn trials_on_two_gpu_models_stop_the_tune_unless_allowed() {
-    use crate::executor::local::LocalExecutor;
-    use crate::executor::CancelFlag;
-    let Some(tc) = crate::stages::build::test_support::real_nvcc(
-        "trials_on_two_gpu_models_stop_the_tune_unless_allowed",
-    ) else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
     let two_models = FAKE_WORKER.replace(
         r#""status":"ok","#,
         // Leaves the script's single-quoted printf format to expand the variable.
         r#""status":"ok","device_name":"Model '"$CUDA_VISIBLE_DEVICES"'","#,
     );
-    let exe = write_fake_exec(root, &two_models);
-    let log = root.join("tune.log");
-    let executor = LocalExecutor::new();
-    let cancel = CancelFlag::default();
+    let Some(rig) = Rig::new(
+        "trials_on_two_gpu_models_stop_the_tune_unless_allowed",
+        &two_models,
+    ) else {
+        return;
+    };
     let (space, settings) = sweep("{TILE: [1, 2, 4], SCALE: [1, 2]}", 6, 1);
     for allow in [false, true] {
-        let mut backend = fake_backend(
-            &executor,
-            &cancel,
-            root,
-            &exe,
-            &log,
-            tc.clone(),
-            OneGpuModel::new(allow),
-        );
+        let mut backend = rig.backend(OneGpuModel::new(allow));
         let mut memo = Memo::in_memory();
         let run = crate::tune::search::run(&space, &settings, &mut backend, &mut memo, &mut |_| {});
         if allow {
@@ -281,29 +298,14 @@ fn trials_on_two_gpu_models_stop_the_tune_unless_allowed() {
 /// the whole sweep.
 #[test]
 fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
-    use crate::executor::local::LocalExecutor;
-    use crate::executor::CancelFlag;
-    let Some(tc) = crate::stages::build::test_support::real_nvcc(
+    let Some(rig) = Rig::new(
         "gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus",
+        FAKE_WORKER,
     ) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
-    let exe = write_fake_exec(root, FAKE_WORKER);
-    let log = root.join("tune.log");
-    let executor = LocalExecutor::new();
-    let cancel = CancelFlag::default();
-    let mut backend = fake_backend(
-        &executor,
-        &cancel,
-        root,
-        &exe,
-        &log,
-        tc,
-        OneGpuModel::new(false),
-    );
+    let root = rig.root();
+    let mut backend = rig.backend(OneGpuModel::new(false));
     let (space, settings) = sweep("{TILE: [1, 2, 3, 4, 8, 16], SCALE: [1, 2]}", 100, 3);
     let outcome = crate::tune::search::run(
         &space,
@@ -401,29 +403,14 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
 
 #[test]
 fn a_program_identical_to_an_earlier_trials_takes_its_measurement() {
-    use crate::executor::local::LocalExecutor;
-    use crate::executor::CancelFlag;
-    let Some(tc) = crate::stages::build::test_support::real_nvcc(
+    let Some(rig) = Rig::new(
         "a_program_identical_to_an_earlier_trials_takes_its_measurement",
+        FAKE_WORKER,
     ) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    std::fs::write(root.join("k.cu"), GATED_KERNEL).unwrap();
-    let exe = write_fake_exec(root, FAKE_WORKER);
-    let log = root.join("tune.log");
-    let executor = LocalExecutor::new();
-    let cancel = CancelFlag::default();
-    let mut backend = fake_backend(
-        &executor,
-        &cancel,
-        root,
-        &exe,
-        &log,
-        tc,
-        OneGpuModel::new(false),
-    );
+    let root = rig.root();
+    let mut backend = rig.backend(OneGpuModel::new(false));
     // One slot: the second of two identical programs runs after the first is recorded.
     backend.slots = 1;
     // The kernel never reads IGNORED: two programs, four trials.
