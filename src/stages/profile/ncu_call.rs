@@ -17,6 +17,16 @@ pub struct NcuCall<'a> {
 }
 
 impl NcuCall<'_> {
+    /// What ncu may do to the GPU's clocks and caches while it profiles (the stage's options).
+    fn control_flags(&self) -> [String; 4] {
+        [
+            "--clock-control".into(),
+            self.opts.clock_control.clone(),
+            "--cache-control".into(),
+            self.opts.cache_control.clone(),
+        ]
+    }
+
     /// `ncu <profiling flags> <extra> <repro> -f <pipeline> exec ...` for a kernel target, or
     /// for the calls of baseline scripts that share one command (a [`unit`](super::calls::units))
     /// `ncu <flags> <extra> <command> --profile <baseline> <shape> <range> ...`.
@@ -32,14 +42,8 @@ impl NcuCall<'_> {
             for call in unit {
                 argv.extend([s("--nvtx-include"), format!("{}/", call.call_range())]);
             }
-            argv.extend([
-                s("--target-processes"),
-                s("application-only"),
-                s("--clock-control"),
-                self.opts.clock_control.clone(),
-                s("--cache-control"),
-                self.opts.cache_control.clone(),
-            ]);
+            argv.extend([s("--target-processes"), s("application-only")]);
+            argv.extend(self.control_flags());
             argv.extend(run.iter().cloned());
             for call in unit {
                 argv.extend([
@@ -60,10 +64,9 @@ impl NcuCall<'_> {
             self.opts.launch_skip().to_string(),
             s("--launch-count"),
             s("1"),
-            s("--clock-control"),
-            self.opts.clock_control.clone(),
-            s("--cache-control"),
-            self.opts.cache_control.clone(),
+        ]);
+        argv.extend(self.control_flags());
+        argv.extend([
             self.repro_exe.to_string_lossy().into_owned(),
             s("-f"),
             self.pipeline_file.to_string_lossy().into_owned(),
