@@ -90,6 +90,12 @@ pub struct KernelSpec {
     /// per-class thresholds judge it (default: the workload's `precision`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision: Option<String>,
+    /// This kernel's own PTXAS limits, field by field over `gates.ptxas`
+    /// ([`Pipeline::ptxas_gates_for`]): a warp-specialized kernel that is meant to take 168
+    /// registers and 100 KB of shared memory says so here, and the others keep the
+    /// pipeline's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ptxas: Option<PtxasGates>,
 }
 
 /// Compile-time define values: integers or strings, written as `-DNAME=VALUE`.
@@ -144,6 +150,18 @@ impl Pipeline {
             .as_deref()
             .or_else(|| self.kernels.get(&v.kernel)?.precision.as_deref())
     }
+
+    /// The PTXAS gates `kernel`'s builds must pass: `gates.ptxas` with each field the
+    /// kernel's own `ptxas:` names in its place (a kernel may also set a gate the pipeline
+    /// lacks). A name not under `kernels:` (a workload's reference) gets `gates.ptxas`.
+    /// `None`: no PTXAS gate at all.
+    pub fn ptxas_gates_for(&self, kernel: &str) -> Option<PtxasGates> {
+        let own = self.kernels.get(kernel).and_then(|k| k.ptxas.as_ref());
+        match (&self.gates.ptxas, own) {
+            (Some(base), Some(own)) => Some(base.overridden_by(own)),
+            (base, own) => base.as_ref().or(own).cloned(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -159,12 +177,23 @@ pub struct Gates {
     pub performance: Option<PerformanceGates>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PtxasGates {
     pub max_registers: Option<u32>,
     pub max_smem_bytes: Option<u64>,
     pub max_spill_bytes: Option<u64>,
+}
+
+impl PtxasGates {
+    /// These gates with every field `own` names in place of this one's.
+    pub fn overridden_by(&self, own: &PtxasGates) -> PtxasGates {
+        PtxasGates {
+            max_registers: own.max_registers.or(self.max_registers),
+            max_smem_bytes: own.max_smem_bytes.or(self.max_smem_bytes),
+            max_spill_bytes: own.max_spill_bytes.or(self.max_spill_bytes),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -341,6 +370,55 @@ pub fn check_duration(text: &str) -> Result<std::time::Duration, String> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// A kernel's `ptxas:` replaces the fields it names, keeps the pipeline's others, may
+    /// add a gate the pipeline lacks, and stands alone without `gates.ptxas`.
+    #[test]
+    fn a_kernels_ptxas_overrides_the_pipelines_field_by_field() {
+        let yaml = |gates: &str| -> Pipeline {
+            serde_yaml::from_str(&format!(
+                "version: 1\n\
+                 kernels:\n  \
+                 ws: {{source: ws.cu, entry: ws, ptxas: {{max_registers: 168, max_smem_bytes: 232448}}}}\n  \
+                 plain: {{source: plain.cu, entry: plain}}\n\
+                 {gates}stages: {{}}\n"
+            ))
+            .unwrap()
+        };
+        let gates = |r, m, s| PtxasGates {
+            max_registers: r,
+            max_smem_bytes: m,
+            max_spill_bytes: s,
+        };
+        let p = yaml(
+            "gates:\n  ptxas: {max_registers: 128, max_smem_bytes: 65536, max_spill_bytes: 0}\n",
+        );
+        assert_eq!(
+            p.ptxas_gates_for("ws"),
+            Some(gates(Some(168), Some(232448), Some(0))),
+            "named fields replaced, the spill gate kept"
+        );
+        assert_eq!(
+            p.ptxas_gates_for("plain"),
+            Some(gates(Some(128), Some(65536), Some(0)))
+        );
+        assert_eq!(p.ptxas_gates_for("reference-tiny"), p.gates.ptxas);
+
+        let p = yaml("gates:\n  ptxas: {max_spill_bytes: 0}\n");
+        assert_eq!(
+            p.ptxas_gates_for("ws"),
+            Some(gates(Some(168), Some(232448), Some(0))),
+            "a gate the pipeline lacks is added"
+        );
+        assert_eq!(p.ptxas_gates_for("plain"), Some(gates(None, None, Some(0))));
+
+        let p = yaml("");
+        assert_eq!(
+            p.ptxas_gates_for("ws"),
+            Some(gates(Some(168), Some(232448), None))
+        );
+        assert_eq!(p.ptxas_gates_for("plain"), None);
+    }
 
     #[test]
     fn reads_durations() {

@@ -1,5 +1,5 @@
-//! The PTXAS gates of `pipeline.yaml` (`gates.ptxas`), applied to every entry function of
-//! a cubin.
+//! The PTXAS gates of `pipeline.yaml` (`gates.ptxas`, with a kernel's own `ptxas:` over
+//! it: `Pipeline::ptxas_gates_for`), applied to every entry function of a cubin.
 //!
 //! ptxas leaves `smem` and the spill counts out of its report when they are zero, so a
 //! missing figure counts as 0 for those gates. It always prints the register count, so a

@@ -23,7 +23,7 @@ pub(crate) mod test_support;
 mod tests;
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
-use crate::pipeline::{define_value, KernelSpec, Pipeline, StageSpec};
+use crate::pipeline::{define_value, KernelSpec, Pipeline, PtxasGates, StageSpec};
 use crate::schema::{self, ArchBuild, BuildRecord};
 use crate::stages::options::decode;
 use crate::toolchain::{self, NvccSearch, Toolchain};
@@ -120,6 +120,8 @@ struct Target {
     req: CompileRequest,
     /// The declaration its parameters must match (`None`: a variant of no workload).
     declared: Option<abi::Declared>,
+    /// The PTXAS gates it must pass: its kernel's ([`Pipeline::ptxas_gates_for`]).
+    ptxas: Option<PtxasGates>,
 }
 
 impl Target {
@@ -170,6 +172,7 @@ fn targets(pipeline: &Pipeline, extra_flags: &[String]) -> anyhow::Result<Vec<Ta
             declared: workloads
                 .of_kernel(&variant.kernel)
                 .map(|(w, _)| abi::Declared::Kernel(w.to_string())),
+            ptxas: pipeline.ptxas_gates_for(&variant.kernel),
         });
     }
     for (w, spec) in reference_specs(&workloads) {
@@ -180,6 +183,7 @@ fn targets(pipeline: &Pipeline, extra_flags: &[String]) -> anyhow::Result<Vec<Ta
             req: request(&spec, BTreeMap::new()),
             spec,
             declared: Some(abi::Declared::Reference(w.to_string())),
+            ptxas: pipeline.gates.ptxas.clone(),
         });
     }
     Ok(out)
@@ -196,6 +200,7 @@ fn reference_specs(workloads: &Workloads) -> Vec<(&str, KernelSpec)> {
                 entry: r.entry.clone()?,
                 flags: r.flags.clone(),
                 precision: None,
+                ptxas: None,
             };
             Some((w, spec))
         })
@@ -352,6 +357,8 @@ impl StageKind for BuildStage {
                     "defines": t.req.defines,
                     "flags": t.req.flags,
                     "declared": args,
+                    // What its records' PTXAS gate results were judged by.
+                    "ptxas": t.ptxas,
                 });
                 inputs
                     .params
@@ -398,7 +405,6 @@ impl StageKind for BuildStage {
         }
         write_log(ctx.log, &reqs, &targets, archs, &outs)?;
 
-        let ptxas_gates = ctx.pipeline.gates.ptxas.as_ref();
         let workloads = Workloads::of(ctx.pipeline);
         let render = |p: &crate::workload::problem::Problem| {
             crate::workload::render(ctx.pipeline, ctx.pipeline_file, p)
@@ -428,7 +434,7 @@ impl StageKind for BuildStage {
                     failed.push(format!("{} ({arch}): {}", t.name, first_error.trim()));
                 }
                 let mut build = arch_build(out);
-                if let (true, Some(g)) = (out.ok, ptxas_gates) {
+                if let (true, Some(g)) = (out.ok, &t.ptxas) {
                     build.gates = gates::record_gates(&build, &t.spec.entry, g);
                 }
                 let declared = t.declared.as_ref().and_then(|d| {

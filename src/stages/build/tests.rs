@@ -627,3 +627,95 @@ fn later_stages_read_which_nvcc_built_a_variant_from_its_record() {
     );
     assert_eq!(recorded_nvcc(&staging, "no-such-variant"), None);
 }
+
+/// Two kernels of the same source: `roomy` declares its own shared-memory limit and a
+/// spill gate the pipeline lacks, `plain` declares none.
+const KERNEL_GATES: &str = r#"
+version: 1
+arch: sm_89
+kernels:
+  roomy: {source: kernels/geometry.cu, entry: tiled, ptxas: {max_smem_bytes: 49152, max_spill_bytes: 0}}
+  plain: {source: kernels/geometry.cu, entry: tiled}
+variants:
+  big: {kernel: roomy}
+  small: {kernel: plain}
+gates:
+  ptxas: {max_registers: 255, max_smem_bytes: 32768}
+stages:
+  build: {uses: build}
+"#;
+
+/// A kernel's `ptxas:` judges its variants in place of the pipeline's fields it names (and
+/// adds the gate the pipeline lacks); a kernel without one keeps `gates.ptxas`.
+#[test]
+fn a_kernels_own_ptxas_gates_judge_its_variants_and_only_them() {
+    let Some(_) = real_nvcc("a_kernels_own_ptxas_gates_judge_its_variants_and_only_them") else {
+        return;
+    };
+    let dir = project();
+    let (why, staging) = gate_failure(&pipeline(KERNEL_GATES), dir.path());
+    assert!(
+        why.contains("small (sm_89) tiled: ptxas.max_smem_bytes 40128 > 32768"),
+        "{why}"
+    );
+    assert!(!why.contains("big"), "{why}");
+    let judged = |variant: &str| -> Vec<(String, f64, bool)> {
+        record(&staging, variant).archs["sm_89"]
+            .gates
+            .iter()
+            .map(|g| (g.gate.clone(), g.threshold, g.pass))
+            .collect()
+    };
+    let own = |gate: &str, max: f64, pass: bool| (gate.to_string(), max, pass);
+    assert_eq!(
+        judged("big"),
+        [
+            own("ptxas.max_registers", 255.0, true),
+            own("ptxas.max_smem_bytes", 49152.0, true),
+            own("ptxas.max_spill_bytes", 0.0, true),
+        ]
+    );
+    assert_eq!(
+        judged("small"),
+        [
+            own("ptxas.max_registers", 255.0, true),
+            own("ptxas.max_smem_bytes", 32768.0, false),
+        ]
+    );
+}
+
+/// A variant's effective PTXAS gates are an input of the build: a kernel's `ptxas:`
+/// changes only its variants' part of the fingerprint, `gates.ptxas` every variant's.
+#[test]
+fn the_effective_ptxas_gates_are_inputs_of_each_variant() {
+    let dir = project();
+    let stage = BuildStage::with_nvcc_search(NvccSearch::default());
+    let targets_of = |yaml: &str| {
+        let p = pipeline(yaml);
+        let inputs = stage
+            .inputs("build", &p.stages["build"], &p, dir.path())
+            .unwrap();
+        (
+            inputs.params["target.big"].clone(),
+            inputs.params["target.small"].clone(),
+        )
+    };
+    let (big, small) = targets_of(KERNEL_GATES);
+    assert!(
+        big.contains(r#""ptxas":{"max_registers":255,"max_smem_bytes":49152,"max_spill_bytes":0}"#),
+        "{big}"
+    );
+    let (big2, small2) =
+        targets_of(&KERNEL_GATES.replace("max_smem_bytes: 49152", "max_smem_bytes: 65536"));
+    assert_ne!(big2, big, "the kernel's own gate changed");
+    assert_eq!(
+        small2, small,
+        "another kernel's gates are not this one's input"
+    );
+    let (big3, small3) =
+        targets_of(&KERNEL_GATES.replace("max_registers: 255", "max_registers: 128"));
+    assert!(
+        big3 != big && small3 != small,
+        "the pipeline's gate judges both"
+    );
+}

@@ -232,6 +232,7 @@ impl Rig {
                 entry: "k".into(),
                 flags: vec![],
                 precision: None,
+                ptxas: None,
             },
             base_defines: BTreeMap::from([("SCALE".to_string(), "3".to_string())]),
             gates: Some(PtxasGates {
