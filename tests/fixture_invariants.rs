@@ -6,11 +6,12 @@
 //! A fixture that breaks one of these makes tests pass on a state no run can reach; fix the
 //! fixture (or its generator, `tests/fixtures/report/generate.py`), not this test.
 
-use repro::pipeline::{Gates, Pipeline};
+use repro::pipeline::{Pipeline, PtxasGates};
 use repro::report::artifacts::{Artifacts, TuneData};
 use repro::schema::{BenchFile, BenchResult, BuildRecord, GateResult, NcuSummary};
 use repro::stages::bench::correctness_gates;
 use repro::stages::build::gates::record_gates;
+use repro::tune::options::{TuneOptions, DEFAULT_DIR};
 use repro::workload::{Declaration, Workloads};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -75,7 +76,13 @@ fn check_verdict(where_: &str, g: &GateResult, problems: &mut Vec<String>) {
     }
 }
 
-fn check_build(where_: &str, r: &BuildRecord, gates: &Gates, problems: &mut Vec<String>) {
+/// `ptxas`: the gates of the record's kernel (`Pipeline::ptxas_gates_for`).
+fn check_build(
+    where_: &str,
+    r: &BuildRecord,
+    ptxas: Option<&PtxasGates>,
+    problems: &mut Vec<String>,
+) {
     for (arch, b) in &r.archs {
         let where_ = format!("{where_} ({arch})");
         for g in &b.gates {
@@ -87,7 +94,7 @@ fn check_build(where_: &str, r: &BuildRecord, gates: &Gates, problems: &mut Vec<
             }
             continue;
         }
-        let Some(ptxas) = &gates.ptxas else { continue };
+        let Some(ptxas) = ptxas else { continue };
         let expected = record_gates(b, &r.entry, ptxas);
         let recorded: Vec<_> = b
             .gates
@@ -197,7 +204,19 @@ fn config_map(json: &str) -> Option<BTreeMap<String, i64>> {
     serde_json::from_str(json).ok()
 }
 
-fn check_tune(where_: &str, t: &TuneData, gates: &Gates, problems: &mut Vec<String>) {
+/// The PTXAS gates the trials in `artifacts/tune` were judged by: its tune stage's kernel's.
+fn tune_gates(p: &Pipeline) -> Option<PtxasGates> {
+    p.stages
+        .values()
+        .filter(|s| s.uses == "tune")
+        .filter_map(|s| TuneOptions::parse(s, p).ok())
+        .find(|o| o.dir == DEFAULT_DIR)
+        .expect("a tune stage writes artifacts/tune")
+        .ptxas
+}
+
+/// `ptxas`: the gates of the tuned kernel ([`tune_gates`]).
+fn check_tune(where_: &str, t: &TuneData, ptxas: Option<&PtxasGates>, problems: &mut Vec<String>) {
     let mut seen = BTreeMap::new();
     for tr in &t.trials {
         let at = format!("{where_} trial {}", tr.trial);
@@ -212,7 +231,6 @@ fn check_tune(where_: &str, t: &TuneData, gates: &Gates, problems: &mut Vec<Stri
                 tr.config
             ));
         }
-        let ptxas = gates.ptxas.as_ref();
         let over_regs = match (tr.registers, ptxas.and_then(|g| g.max_registers)) {
             (Some(r), Some(max)) => r > max,
             _ => false,
@@ -389,11 +407,12 @@ fn check_project(root: &Path, counts: &mut Counts, problems: &mut Vec<String>) {
         name
     };
     let pipeline = pipeline_of(root);
-    let gates = pipeline.gates.clone();
     let a = Artifacts::load(root).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     for r in a.builds.iter().flatten() {
         counts.builds += 1;
-        check_build(&format!("{name} build/{}", r.variant), r, &gates, problems);
+        let ptxas = pipeline.ptxas_gates_for(&r.kernel);
+        let at = format!("{name} build/{}", r.variant);
+        check_build(&at, r, ptxas.as_ref(), problems);
     }
     let benches = a.benches.iter().flatten().map(|f| ("bench", f));
     let baselines = a.baselines.iter().flatten().map(|f| ("baseline", f));
@@ -405,7 +424,8 @@ fn check_project(root: &Path, counts: &mut Counts, problems: &mut Vec<String>) {
     if let Some(t) = &a.tune {
         counts.trials += t.trials.len();
         counts.elite += t.elite.len();
-        check_tune(&format!("{name} tune"), t, &gates, problems);
+        let ptxas = tune_gates(&pipeline);
+        check_tune(&format!("{name} tune"), t, ptxas.as_ref(), problems);
         for e in &t.elite {
             for r in &e.bench {
                 check_result(&format!("{name} elite #{}", e.rank), r, problems);
@@ -464,14 +484,15 @@ fn a_gate_that_ignores_dynamic_shared_memory_is_caught() {
     )
     .unwrap();
     let mut r: BuildRecord = serde_json::from_str(&text).unwrap();
-    let gates = pipeline_of(&source_root().join("tests/fixtures/report/green")).gates;
+    let pipeline = pipeline_of(&source_root().join("tests/fixtures/report/green"));
+    let gates = pipeline.ptxas_gates_for(&r.kernel);
     let mut problems = Vec::new();
-    check_build("ok", &r, &gates, &mut problems);
+    check_build("ok", &r, gates.as_ref(), &mut problems);
     assert!(problems.is_empty(), "{problems:?}");
     for b in r.archs.values_mut() {
         b.dynamic_smem_bytes = Some(45056);
     }
-    check_build("dyn", &r, &gates, &mut problems);
+    check_build("dyn", &r, gates.as_ref(), &mut problems);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].contains("static + dynamic"), "{problems:?}");
 }
@@ -480,9 +501,9 @@ fn a_gate_that_ignores_dynamic_shared_memory_is_caught() {
 fn a_duplicate_trial_and_an_elite_that_failed_are_caught() {
     let root = source_root().join("tests/fixtures/report/green");
     let mut t = Artifacts::load(&root).unwrap().tune.unwrap();
-    let gates = pipeline_of(&root).gates;
+    let gates = tune_gates(&pipeline_of(&root));
     let mut problems = Vec::new();
-    check_tune("ok", &t, &gates, &mut problems);
+    check_tune("ok", &t, gates.as_ref(), &mut problems);
     assert!(problems.is_empty(), "{problems:?}");
     // The elite's config evaluated again, failing the register gate.
     let mut dup = t.trials[0].clone();
@@ -494,7 +515,7 @@ fn a_duplicate_trial_and_an_elite_that_failed_are_caught() {
     dup.correctness_pass = None;
     dup.note = "sdpa_fp8_fwd: ptxas.max_registers 200 > 120".into();
     t.trials.push(dup);
-    check_tune("bad", &t, &gates, &mut problems);
+    check_tune("bad", &t, gates.as_ref(), &mut problems);
     assert!(
         problems.iter().any(|p| p.contains("same config as trial"))
             && problems

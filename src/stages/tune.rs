@@ -1,7 +1,7 @@
 //! The `tune` kind: an evolutionary search over a kernel's compile-time defines
 //! ([`crate::tune`]), gate-first. Per generation every candidate is compiled in parallel
 //! (the build stage's compile API, cached), then rejected at the first failing gate —
-//! compile error, PTXAS gates, correctness on every input recipe of the `small` and primary
+//! compile error, PTXAS gates (the tuned kernel's, `TuneOptions::ptxas`), correctness on every input recipe of the `small` and primary
 //! shapes (`repro exec --no-timing`, judged at the kernel's precision class) — and only the survivors are timed on the tuning shapes (`repro exec`),
 //! one child per GPU. Every finished trial goes to the memo under `.repro/cache/tune/`,
 //! so an interrupted tune resumes and a larger budget continues.
@@ -167,10 +167,7 @@ impl StageKind for TuneStage {
                 "exhaustive".to_string(),
                 is_exhaustive(overrides).to_string(),
             ),
-            (
-                "gates".to_string(),
-                serde_json::to_string(&pipeline.gates.ptxas)?,
-            ),
+            ("gates".to_string(), serde_json::to_string(&o.ptxas)?),
             ("workload".to_string(), serde_json::to_string(decl)?),
             (
                 "precision".to_string(),
@@ -269,7 +266,7 @@ impl StageKind for TuneStage {
                              "recipes": decl.recipes, "inputs": decl.inputs},
                 "precision": precision,
             },
-            "gates": {"ptxas": ctx.pipeline.gates.ptxas, "correctness": decl.gates},
+            "gates": {"ptxas": o.ptxas, "correctness": decl.gates},
         });
         let mut memo = Memo::open(&ctx.root.join(MEMO_DIR), &key)?;
         let slots = gpu_nodes::gpu_slots(ctx.executor, &gpu_list);
@@ -294,7 +291,7 @@ impl StageKind for TuneStage {
             arch,
             kernel,
             base_defines: o.base_defines.clone(),
-            gates: ctx.pipeline.gates.ptxas.clone(),
+            gates: o.ptxas.clone(),
             workload: o.workload.clone(),
             decl,
             precision,
@@ -370,12 +367,6 @@ fn command_proposer<'a>(
     say: &'a dyn Fn(&str),
 ) -> CommandProposer<'a> {
     let kernel = &ctx.pipeline.kernels[&o.kernel];
-    let objective = format!(
-        "minimize the p50 in µs of one launch on shape(s) {} (their geometric mean when several); a candidate is timed only after it compiles, passes the ptxas gates {} and is correct on every input recipe of shape(s) {}",
-        o.shapes.join(", "),
-        serde_json::to_string(&ctx.pipeline.gates.ptxas).unwrap_or_default(),
-        o.check_shapes.join(", ")
-    );
     let host = Host {
         executor: ctx.executor,
         cancel: ctx.cancel,
@@ -390,7 +381,17 @@ fn command_proposer<'a>(
         base_defines: o.base_defines.clone(),
         source: store.base().to_string(),
     };
-    CommandProposer::new(spec, o.population, host, store.clone(), brief, objective)
+    CommandProposer::new(spec, o.population, host, store.clone(), brief, objective(o))
+}
+
+/// What the proposer's brief says a candidate must do, with the gates it is judged by.
+fn objective(o: &TuneOptions) -> String {
+    format!(
+        "minimize the p50 in µs of one launch on shape(s) {} (their geometric mean when several); a candidate is timed only after it compiles, passes the ptxas gates {} and is correct on every input recipe of shape(s) {}",
+        o.shapes.join(", "),
+        serde_json::to_string(&o.ptxas).unwrap_or_default(),
+        o.check_shapes.join(", ")
+    )
 }
 
 /// Append one line to the stage's log (a log that cannot be written loses only the line).

@@ -32,7 +32,7 @@ use super::proposer::{ProposerSpec, KEY_ENV};
 use super::space::Space;
 use crate::engine::OptionError;
 use crate::gpu::timing::{L2Mode, Method};
-use crate::pipeline::{Pipeline, StageSpec};
+use crate::pipeline::{Pipeline, PtxasGates, StageSpec};
 use crate::stages::options::decode;
 use serde::Deserialize;
 use serde_yaml::Value;
@@ -132,6 +132,9 @@ pub struct TuneOptions {
     pub allow_mixed_gpus: bool,
     /// A command that proposes kernel sources between generations.
     pub proposer: Option<ProposerSpec>,
+    /// The PTXAS gates every trial must pass: a trial is a build of `kernel`, so its gates
+    /// ([`Pipeline::ptxas_gates_for`]).
+    pub ptxas: Option<PtxasGates>,
 }
 
 fn err(key: &str, message: impl Into<String>) -> OptionError {
@@ -313,6 +316,7 @@ impl TuneOptions {
             });
         }
         Ok(TuneOptions {
+            ptxas: pipeline.ptxas_gates_for(&kernel),
             space,
             workload: workload.to_string(),
             dir: o.dir,

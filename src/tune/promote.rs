@@ -268,6 +268,19 @@ fn kernel_flow(k: &KernelSpec) -> String {
     if let Some(p) = &k.precision {
         parts.push(format!("precision: {}", scalar(p)));
     }
+    if let Some(g) = &k.ptxas {
+        // The promoted kernel is judged by the gates its trial passed.
+        let limits = [
+            ("max_registers", g.max_registers.map(u64::from)),
+            ("max_smem_bytes", g.max_smem_bytes),
+            ("max_spill_bytes", g.max_spill_bytes),
+        ];
+        let named: Vec<String> = limits
+            .iter()
+            .filter_map(|(key, v)| v.map(|v| format!("{key}: {v}")))
+            .collect();
+        parts.push(format!("ptxas: {{{}}}", named.join(", ")));
+    }
     format!("{{{}}}", parts.join(", "))
 }
 
@@ -385,6 +398,26 @@ mod tests {
         assert_eq!(
             variant_flow("k", &d),
             r#"{kernel: k, defines: {A: 1, B: "x y"}}"#
+        );
+        let mut k = KernelSpec {
+            source: "kernels/k.cu".into(),
+            entry: "k_fwd".into(),
+            flags: vec!["-lineinfo".into()],
+            precision: None,
+            ptxas: Some(crate::pipeline::PtxasGates {
+                max_registers: Some(168),
+                max_smem_bytes: Some(232448),
+                max_spill_bytes: None,
+            }),
+        };
+        assert_eq!(
+            kernel_flow(&k),
+            "{source: kernels/k.cu, entry: k_fwd, flags: [-lineinfo], ptxas: {max_registers: 168, max_smem_bytes: 232448}}"
+        );
+        k.ptxas = None;
+        assert_eq!(
+            kernel_flow(&k),
+            "{source: kernels/k.cu, entry: k_fwd, flags: [-lineinfo]}"
         );
         assert_eq!(scalar("1.5"), "\"1.5\"");
         assert_eq!(scalar("true"), "\"true\"");

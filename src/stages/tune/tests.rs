@@ -353,3 +353,28 @@ fn declared_outputs_and_fingerprint_overrides() {
         "--budget 0: expected a positive number of trials"
     );
 }
+
+/// A trial is a build of the tuned kernel: its own `ptxas:` over `gates.ptxas` judges every
+/// trial, keys the fingerprint and the memo, and is what the proposer's brief names.
+#[test]
+fn trials_are_judged_by_the_tuned_kernels_ptxas_gates() {
+    let gated = PIPELINE.replace(
+        "entry: attn_fp8_fwd}",
+        "entry: attn_fp8_fwd, ptxas: {max_registers: 168}}\ngates:\n  ptxas: {max_registers: 128, max_spill_bytes: 0}",
+    );
+    let p = crate::workload::testing::tiny_pipeline(&gated, &["attn_fp8"]);
+    let spec = &p.stages["evo-tune"];
+    let o = TuneOptions::parse(spec, &p).unwrap();
+    let own = crate::pipeline::PtxasGates {
+        max_registers: Some(168),
+        max_smem_bytes: None,
+        max_spill_bytes: Some(0),
+    };
+    assert_eq!(o.ptxas, Some(own));
+    assert_ne!(o.ptxas, p.gates.ptxas, "not the pipeline's");
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = TuneStage.inputs("evo-tune", spec, &p, dir.path()).unwrap();
+    let json = r#"{"max_registers":168,"max_smem_bytes":null,"max_spill_bytes":0}"#;
+    assert_eq!(inputs.params["gates"], json);
+    assert!(objective(&o).contains(&format!("passes the ptxas gates {json}")));
+}
