@@ -1,8 +1,8 @@
 //! sdpa_fp8_mma_wgmma.cuh — the Hopper (sm_90a) warpgroup MMA wrappers of kernels/sdpa_fp8_mma.cu
-//! (USE_WGMMA = 1): `wgmma.mma_async` with the A operand (Q or P, fp16) in registers and the B
+//! (USE_WGMMA = 1) and kernels/sdpa_fp8_ws.cu: `wgmma.mma_async` with the A operand (Q or P, fp16) in registers and the B
 //! operand (K or V, fp16) read by the tensor cores straight from the 128-byte-swizzled shared
 //! tiles, plus the fences and the descriptor.  Included by sdpa_fp8_mma.cu inside its namespace
-//! when compiling for sm_90a; not a standalone header.
+//! when compiling for sm_90a (and by sdpa_fp8_ws.cu); not a standalone header.
 
 // Shared-memory matrix descriptor of a tile whose rows are 128 bytes (64 fp16) with the 16-byte
 // chunk index XORed by (row & 7) — hswz() — from a 1024-byte-aligned base: the 128B-swizzle
@@ -29,6 +29,16 @@ __device__ __forceinline__ void wgmma_fence_operand(float (&d)[N][4]) {
     for (int i = 0; i < N; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+// The A operand in registers is read asynchronously too: after the wait, this keeps the
+// registers live (and unmodified) until then, so nothing is allocated into them earlier.
+template <int N>
+__device__ __forceinline__ void wgmma_fence_operand(uint32_t (&a)[N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
 }
 
 // Makes this thread's ordinary shared-memory stores (the fp16 conversion) visible to the async
@@ -60,6 +70,19 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4
         "%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n\t}\n"
         : WG_ACC8(d, 0), WG_ACC8(d, 1), WG_ACC8(d, 2), WG_ACC8(d, 3), WG_ACC8(d, 4), WG_ACC8(d, 5), WG_ACC8(d, 6),
           WG_ACC8(d, 7)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate), "n"(TRANS_B));
+}
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %69, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,"
+        "%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,"
+        "%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, %70;\n\t}\n"
+        : WG_ACC8(d, 0), WG_ACC8(d, 1), WG_ACC8(d, 2), WG_ACC8(d, 3), WG_ACC8(d, 4), WG_ACC8(d, 5), WG_ACC8(d, 6),
+          WG_ACC8(d, 7), WG_ACC8(d, 8), WG_ACC8(d, 9), WG_ACC8(d, 10), WG_ACC8(d, 11), WG_ACC8(d, 12),
+          WG_ACC8(d, 13), WG_ACC8(d, 14), WG_ACC8(d, 15)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate), "n"(TRANS_B));
 }
 #undef WG_ACC8

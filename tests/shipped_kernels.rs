@@ -41,6 +41,8 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
         "mma-m64-kv2-qr",
         "mma-m64-kv2-qr-lr",
         "mma-wg-kv2",
+        "ws-c1-x2",
+        "ws-c2-pp",
     ];
     for (variant, rec) in variants.iter().zip(build(dir.path(), &variants)) {
         assert_eq!(rec.status, "ok", "{variant}");
@@ -62,14 +64,19 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
     }
 }
 
-/// PTX of `kernels/sdpa_fp8_mma.cu` in the project copy at `dir`, for `arch`, with `defines`
-/// (`NAME=VALUE`).
-fn mma_ptx(nvcc: &std::path::Path, dir: &std::path::Path, arch: &str, defines: &str) -> String {
+/// PTX of `source` in the project copy at `dir`, for `arch`, with `defines` (`NAME=VALUE`).
+fn ptx(
+    nvcc: &std::path::Path,
+    dir: &std::path::Path,
+    source: &str,
+    arch: &str,
+    defines: &str,
+) -> String {
     let out = std::process::Command::new(nvcc)
         .current_dir(dir)
         .args(["-ptx", "-O3", &format!("-arch={arch}"), "-o", "-"])
         .args(defines.split(' ').map(|d| format!("-D{d}")))
-        .arg("kernels/sdpa_fp8_mma.cu")
+        .arg(source)
         .output()
         .unwrap();
     assert!(
@@ -91,11 +98,45 @@ fn the_wgmma_variant_uses_wgmma_on_sm90a_only() {
     let dir = tempfile::tempdir().unwrap();
     copy_project(dir.path());
     let wg = "TILE_M=64 TILE_N=32 KV_SPLIT=2 USE_WGMMA=1 KV_VIA_REGS=1";
-    assert!(mma_ptx(&toolchain.nvcc, dir.path(), "sm_90a", wg).contains("wgmma.mma_async"));
+    let mma = "kernels/sdpa_fp8_mma.cu";
+    assert!(ptx(&toolchain.nvcc, dir.path(), mma, "sm_90a", wg).contains("wgmma.mma_async"));
     for arch in ["sm_90", "sm_89"] {
-        let text = mma_ptx(&toolchain.nvcc, dir.path(), arch, wg);
+        let text = ptx(&toolchain.nvcc, dir.path(), mma, arch, wg);
         assert!(
             !text.contains("wgmma") && text.contains("mma.sync.aligned.m16n8k16"),
+            "{arch}"
+        );
+    }
+}
+
+/// `kernels/sdpa_fp8_ws.cu` is the warp-specialized Hopper kernel only where Hopper's features
+/// are (sm_90a: register hand-over, bulk copies on mbarriers, warpgroup MMAs); for the L4's
+/// sm_89 and a plain sm_90 the same variant is the register-resident `mma.sync` kernel.
+#[test]
+fn the_ws_kernel_is_warp_specialized_on_sm90a_and_the_mma_kernel_elsewhere() {
+    let Some(toolchain) =
+        pinned_toolchain("the_ws_kernel_is_warp_specialized_on_sm90a_and_the_mma_kernel_elsewhere")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    copy_project(dir.path());
+    let ws = "kernels/sdpa_fp8_ws.cu";
+    let pp = "NUM_CONSUMERS=2 TILE_N=128 NUM_STAGES=3 PINGPONG=1";
+    let hopper = ptx(&toolchain.nvcc, dir.path(), ws, "sm_90a", pp);
+    for feature in [
+        "setmaxnreg.dec.sync.aligned.u32",
+        "setmaxnreg.inc.sync.aligned.u32",
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
+        "bar.arrive 3, 256",
+    ] {
+        assert!(hopper.contains(feature), "sm_90a: {feature}");
+    }
+    for arch in ["sm_90", "sm_89"] {
+        let text = ptx(&toolchain.nvcc, dir.path(), ws, arch, pp);
+        assert!(
+            !text.contains("setmaxnreg") && text.contains("mma.sync.aligned.m16n8k16"),
             "{arch}"
         );
     }
@@ -113,13 +154,15 @@ fn kv_group_sync_gives_each_kv_group_its_own_barrier() {
     copy_project(dir.path());
     let base = "TILE_M=64 TILE_N=32 KV_SPLIT=2 USE_WGMMA=1";
     for arch in ["sm_90a", "sm_89"] {
-        let with = mma_ptx(
+        let mma = "kernels/sdpa_fp8_mma.cu";
+        let with = ptx(
             &toolchain.nvcc,
             dir.path(),
+            mma,
             arch,
             &format!("{base} KV_GROUP_SYNC=1"),
         );
-        let without = mma_ptx(&toolchain.nvcc, dir.path(), arch, base);
+        let without = ptx(&toolchain.nvcc, dir.path(), mma, arch, base);
         for id in [1, 2] {
             let bar = format!("bar.sync {id}, 128;");
             assert!(

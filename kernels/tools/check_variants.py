@@ -188,8 +188,6 @@ def mma_accepted(c: dict):
         return False, "more than 16 warps per block"
     if c["NUM_STAGES"] not in (2, 3, 4):
         return False, "NUM_STAGES must be 2, 3 or 4"
-    if c["DEQUANT_INT"] not in (0, 1):
-        return False, "DEQUANT_INT must be 0 or 1"
     for k in ("USE_WGMMA", "KV_VIA_REGS", "KV_GROUP_SYNC"):
         if c[k] not in (0, 1):
             return False, f"{k} must be 0 or 1"
@@ -204,12 +202,77 @@ def mma_accepted(c: dict):
     return True, ""
 
 
+def mma_geometry(c: dict, arch: str):
+    return mma_block_threads(c), c["TILE_M"], mma_smem_bytes(c)
+
+
 def mma_short_name(c: dict) -> str:
     return (f"mma-m{c['TILE_M']}n{c['TILE_N']}kv{c['KV_SPLIT']}s{c['NUM_STAGES']}"
             f"{'-w32' if c['WARP_M'] == 32 else ''}{'-qr' if c['Q_IN_REGS'] else ''}{'-wg' if c['USE_WGMMA'] else ''}"
             f"{'-lr' if c['KV_VIA_REGS'] else ''}{'-gs' if c['KV_GROUP_SYNC'] else ''}"
-            f"{'-int' if c['DEQUANT_INT'] else ''}-d{c['HEAD_DIM']}"
+            f"-d{c['HEAD_DIM']}"
             + ("" if c["MAX_REGS"] is None else f"-r{c['MAX_REGS']}"))
+
+
+WS_KERNEL = os.path.join(KDIR, "sdpa_fp8_ws.cu")
+WS_DEFAULTS = dict(HEAD_DIM=64, NUM_CONSUMERS=2, TILE_N=128, NUM_STAGES=2, RAW_STAGES=2, CTAS_PER_SM=1,
+                   PRODUCER_REGS=40, PINGPONG=0)
+WS_SPACE = dict(NUM_CONSUMERS=[1, 2], TILE_N=[64, 128], NUM_STAGES=[2, 3, 4], RAW_STAGES=[1, 2, 3, 4],
+                CTAS_PER_SM=[1, 2], PINGPONG=[0, 1])
+# Built for anything but sm_90a, sdpa_fp8_ws.cu is sdpa_fp8_mma.cu with these defines.
+WS_FALLBACK = dict(MMA_DEFAULTS, TILE_M=64, TILE_N=32, KV_SPLIT=2, NUM_STAGES=2, KV_GROUP_SYNC=1)
+
+
+def ws_smem_bytes(c: dict) -> int:
+    # fp16 K/V ring, raw e4m3 K/V ring, 128 bytes of mbarriers
+    return c["NUM_STAGES"] * 2 * c["TILE_N"] * 128 + c["RAW_STAGES"] * 2 * c["TILE_N"] * 64 + 128
+
+
+def ws_block_threads(c: dict) -> int:
+    return 128 * (c["NUM_CONSUMERS"] + 1)
+
+
+def ws_accepted(c: dict):
+    """(ok, reason): the same rules as the #error lines of sdpa_fp8_ws.cu."""
+    if c["HEAD_DIM"] != 64:
+        return False, "HEAD_DIM must be 64"
+    if c["NUM_CONSUMERS"] not in (1, 2):
+        return False, "NUM_CONSUMERS must be 1 or 2"
+    if c["TILE_N"] not in (64, 128):
+        return False, "TILE_N must be 64 or 128"
+    if c["NUM_STAGES"] not in (2, 3, 4):
+        return False, "NUM_STAGES must be 2, 3 or 4"
+    if c["RAW_STAGES"] not in (1, 2, 3, 4):
+        return False, "RAW_STAGES must be 1 to 4"
+    if c["PINGPONG"] not in (0, 1) or (c["PINGPONG"] and c["NUM_CONSUMERS"] != 2):
+        return False, "PINGPONG=1 needs NUM_CONSUMERS=2"
+    if c["DEQUANT_INT"] not in (0, 1):
+        return False, "DEQUANT_INT must be 0 or 1"
+    if c["CTAS_PER_SM"] not in (1, 2):
+        return False, "CTAS_PER_SM must be 1 or 2"
+    if c["PRODUCER_REGS"] % 8 or not 24 <= c["PRODUCER_REGS"] <= 64:
+        return False, "PRODUCER_REGS must be a multiple of 8 from 24 to 64"
+    return True, ""
+
+
+def ws_geometry(c: dict, arch: str):
+    if arch != "sm_90a":
+        return mma_geometry(WS_FALLBACK, arch)
+    return ws_block_threads(c), 64 * c["NUM_CONSUMERS"], ws_smem_bytes(c)
+
+
+def ws_short_name(c: dict) -> str:
+    return (f"ws-c{c['NUM_CONSUMERS']}n{c['TILE_N']}s{c['NUM_STAGES']}r{c['RAW_STAGES']}x{c['CTAS_PER_SM']}"
+            f"{'-pp' if c['PINGPONG'] else ''}{'-int' if c['DEQUANT_INT'] else ''}-p{c['PRODUCER_REGS']}")
+
+
+def use_ws_family():
+    """Point the tool at kernels/sdpa_fp8_ws.cu (sm_90a; elsewhere it compiles sdpa_fp8_mma.cu)."""
+    global KERNEL, DEFAULTS, KEYS, SPACE, smem_bytes, block_threads, accepted, canonical, short_name, geometry
+    KERNEL, DEFAULTS, KEYS = WS_KERNEL, WS_DEFAULTS, list(WS_DEFAULTS)
+    SPACE = WS_SPACE
+    smem_bytes, block_threads, accepted, geometry = ws_smem_bytes, ws_block_threads, ws_accepted, ws_geometry
+    canonical, short_name = dict, ws_short_name
 
 
 def use_mma_family():
@@ -217,9 +280,14 @@ def use_mma_family():
     global KERNEL, DEFAULTS, KEYS, SPACE, smem_bytes, block_threads, accepted, canonical, short_name
     KERNEL, DEFAULTS, KEYS = MMA_KERNEL, MMA_DEFAULTS, list(MMA_DEFAULTS)
     SPACE = MMA_SPACE
-    smem_bytes, block_threads, accepted = mma_smem_bytes, mma_block_threads, mma_accepted
+    smem_bytes, block_threads, accepted, geometry = mma_smem_bytes, mma_block_threads, mma_accepted, mma_geometry
     canonical, short_name = dict, mma_short_name
 
+
+
+def geometry(c: dict, arch: str):
+    """(block threads, rows per block, dynamic shared memory) the cubin for `arch` exports."""
+    return block_threads(c), c["TILE_M"], smem_bytes(c)
 
 
 def space_configs():
@@ -543,11 +611,13 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--build-dir", default=os.path.join(KDIR, "..", ".repro", "kernels-check"))
     ap.add_argument("--json", default=None, help="write all results here")
-    ap.add_argument("--kernel", choices=["sdpa_fp8", "mma"], default="sdpa_fp8",
-                    help="kernel family: kernels/sdpa_fp8.cu (default) or kernels/sdpa_fp8_mma.cu")
+    ap.add_argument("--kernel", choices=["sdpa_fp8", "mma", "ws"], default="sdpa_fp8",
+                    help="kernel family: kernels/sdpa_fp8.cu (default), kernels/sdpa_fp8_mma.cu or kernels/sdpa_fp8_ws.cu")
     args = ap.parse_args()
     if args.kernel == "mma":
         use_mma_family()
+    elif args.kernel == "ws":
+        use_ws_family()
     os.makedirs(args.build_dir, exist_ok=True)
     failures = []
 
@@ -646,8 +716,9 @@ def main():
               f"{'dynsmem':>7s} {'thr':>4s}")
         for (n, a), (c, r) in sorted(builds.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             if r["ok"]:
+                threads, _, smem = geometry(c, a)
                 print(f"{n:44s} {a:6s} {r['registers']:4d} {r['spill_store_bytes']:6d} {r['spill_load_bytes']:6d} "
-                      f"{r['stack_bytes']:5d} {smem_bytes(c):7d} {block_threads(c):4d}")
+                      f"{r['stack_bytes']:5d} {smem:7d} {threads:4d}")
 
     if args.compile_only:
         if failures:
@@ -688,8 +759,9 @@ def main():
         loaded_cache[n] = ld
         d = ld.g["repro_head_dim"]
         if c is not None:
-            exp = dict(repro_block_threads=block_threads(c), repro_rows_per_block=c["TILE_M"],
-                       repro_dynamic_smem_bytes=smem_bytes(c), repro_head_dim=c["HEAD_DIM"])
+            threads, rows, smem = geometry(c, arch)
+            exp = dict(repro_block_threads=threads, repro_rows_per_block=rows,
+                       repro_dynamic_smem_bytes=smem, repro_head_dim=c["HEAD_DIM"])
             if exp != ld.g:
                 failures.append(f"{n}: exported globals {ld.g} != expected {exp}")
         worst = None
