@@ -246,8 +246,6 @@ def ws_accepted(c: dict):
         return False, "RAW_STAGES must be 1 to 4"
     if c["PINGPONG"] not in (0, 1) or (c["PINGPONG"] and c["NUM_CONSUMERS"] != 2):
         return False, "PINGPONG=1 needs NUM_CONSUMERS=2"
-    if c["DEQUANT_INT"] not in (0, 1):
-        return False, "DEQUANT_INT must be 0 or 1"
     if c["CTAS_PER_SM"] not in (1, 2):
         return False, "CTAS_PER_SM must be 1 or 2"
     if c["PRODUCER_REGS"] % 8 or not 24 <= c["PRODUCER_REGS"] <= 64:
@@ -263,7 +261,7 @@ def ws_geometry(c: dict, arch: str):
 
 def ws_short_name(c: dict) -> str:
     return (f"ws-c{c['NUM_CONSUMERS']}n{c['TILE_N']}s{c['NUM_STAGES']}r{c['RAW_STAGES']}x{c['CTAS_PER_SM']}"
-            f"{'-pp' if c['PINGPONG'] else ''}{'-int' if c['DEQUANT_INT'] else ''}-p{c['PRODUCER_REGS']}")
+            f"{'-pp' if c['PINGPONG'] else ''}-p{c['PRODUCER_REGS']}")
 
 
 def use_ws_family():
