@@ -6,7 +6,9 @@
 #   bash benches/gpu_commit.sh REPRO_BINARY REPO_BUNDLE OUTDIR [BRANCH]
 #
 # REPO_BUNDLE: `git bundle create FILE BRANCH` of the repository (the commit to measure is
-# BRANCH's tip, default main). Set GIT_USER_NAME / GIT_USER_EMAIL for the commit's author.
+# BRANCH's tip, default main). Set GIT_USER_NAME / GIT_USER_EMAIL for the commit's author, and
+# REPRO_COMMIT_FLAGS for more `repro commit` flags (e.g. `--allow-lost` when the best variant
+# changed, so the old best's off-primary profiles are no longer made).
 # Writes OUTDIR/results.bundle (the new commit), OUTDIR/results.tgz (the run's artifacts,
 # reports and logs, whatever the verdict), OUTDIR/run.log, OUTDIR/summary.md.
 # Exits non-zero if any step fails (a failed gate is not a failed step: it is reported).
@@ -40,7 +42,8 @@ tar czf "$OUT/results.tgz" artifacts reports .repro/logs .repro/state
 cp reports/summary.md "$OUT/summary.md"
 echo "== repro verify (before the commit)"
 "$REPRO" verify
-"$REPRO" commit --allow-failed -m "results: the shipped pipeline on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), from a clean checkout of $(git rev-parse --short "$base")"
+# shellcheck disable=SC2086  # flags are words
+"$REPRO" commit --allow-failed ${REPRO_COMMIT_FLAGS:-} -m "results: the shipped pipeline on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), from a clean checkout of $(git rev-parse --short "$base")"
 echo "== repro verify (after the commit)"
 "$REPRO" verify
 git bundle create "$OUT/results.bundle" "$BRANCH" "^$base"
