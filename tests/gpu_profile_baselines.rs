@@ -8,7 +8,6 @@ mod common;
 use common::*;
 use repro::schema::NcuSummary;
 use std::path::Path;
-use std::process::Command;
 
 /// The shipped control on two shapes, both SDPA baselines timed and profiled on both.
 const PIPELINE: &str = r#"
@@ -52,28 +51,17 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    std::fs::create_dir_all(root.join("kernels/baselines")).unwrap();
-    for f in [
-        "kernels/sdpa_fp8.cu",
-        "kernels/reference.cu",
-        "kernels/baselines/torch_sdpa.py",
-    ] {
-        std::fs::copy(source_root().join(f), root.join(f)).unwrap();
-    }
-    let arch = repro::stages::build::arch::target_for(&repro::gpu::probe().expect("a GPU")[0]);
-    let pipeline = PIPELINE.replacen("version: 1\n", &format!("version: 1\narch: [{arch}]\n"), 1);
-    std::fs::write(root.join("pipeline.yaml"), pipeline).unwrap();
-    let out = Command::new(repro_bin())
-        .args(["run", "-q"])
-        .current_dir(root)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    gpu_project(
+        root,
+        &[
+            "kernels/sdpa_fp8.cu",
+            "kernels/reference.cu",
+            "kernels/baselines/torch_sdpa.py",
+        ],
+        PIPELINE,
     );
-    assert!(out.status.success(), "repro run:\n{text}");
+    let (status, text) = run_repro(root, &["run", "-q"]);
+    assert!(status.success(), "repro run:\n{text}");
     let summary: NcuSummary = serde_json::from_str(
         &std::fs::read_to_string(root.join("artifacts/ncu/summary.json")).unwrap(),
     )

@@ -6,7 +6,6 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use std::process::Command;
 
 /// The shipped kernel on one small shape, a tiny tune and a profile of the control: every
 /// GPU stage kind, in about half a minute on an H100.
@@ -47,18 +46,9 @@ stages:
 "#;
 
 fn run(root: &Path, args: &[&str]) -> String {
-    let out = Command::new(repro_bin())
-        .args(args)
-        .current_dir(root)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (status, text) = run_repro(root, args);
     assert!(
-        out.status.code().is_some_and(|c| c <= 1),
+        status.code().is_some_and(|c| c <= 1),
         "repro {args:?}:\n{text}"
     );
     text
@@ -78,14 +68,11 @@ fn gpu_stages_record_the_gpu_and_a_comment_only_edit_cuts_off_early() {
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    std::fs::create_dir_all(root.join("kernels")).unwrap();
-    for f in ["kernels/sdpa_fp8.cu", "kernels/reference.cu"] {
-        std::fs::copy(source_root().join(f), root.join(f)).unwrap();
-    }
-    // The build compiles what the pipeline declares: this GPU's architecture.
-    let arch = repro::stages::build::arch::target_for(&repro::gpu::probe().expect("a GPU")[0]);
-    let pipeline = PIPELINE.replacen("version: 1\n", &format!("version: 1\narch: [{arch}]\n"), 1);
-    std::fs::write(root.join("pipeline.yaml"), pipeline).unwrap();
+    let arch = gpu_project(
+        root,
+        &["kernels/sdpa_fp8.cu", "kernels/reference.cu"],
+        PIPELINE,
+    );
     let first = run(root, &["run", "-q"]);
     for stage in ["build", "gpu-info", "bench", "evo-tune", "ncu-profile"] {
         let line = stage_line(&first, stage);

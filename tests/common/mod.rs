@@ -95,6 +95,35 @@ pub fn source_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
+/// A project at `root` for a GPU test: `files` copied from the sources (their folders
+/// made), and `pipeline` written as pipeline.yaml with `arch:` set to what this GPU runs (the
+/// build compiles only what the pipeline declares); returns that architecture.
+pub fn gpu_project(root: &Path, files: &[&str], pipeline: &str) -> String {
+    for f in files {
+        std::fs::create_dir_all(root.join(f).parent().unwrap()).unwrap();
+        std::fs::copy(source_root().join(f), root.join(f)).unwrap();
+    }
+    let arch = repro::stages::build::arch::target_for(&repro::gpu::probe().expect("a GPU")[0]);
+    let pipeline = pipeline.replacen("version: 1\n", &format!("version: 1\narch: [{arch}]\n"), 1);
+    std::fs::write(root.join("pipeline.yaml"), pipeline).unwrap();
+    arch
+}
+
+/// `repro ARGS` in `root`: its exit status and its stdout then stderr.
+pub fn run_repro(root: &Path, args: &[&str]) -> (std::process::ExitStatus, String) {
+    let out = Command::new(repro_bin())
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status, text)
+}
+
 /// The defines of pipeline.yaml's stage2-baseline and stage5-ws-p1 variants, for
 /// compiling them in GPU tests.
 pub const STAGE2_BASELINE: [&str; 3] = [
