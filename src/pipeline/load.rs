@@ -98,7 +98,8 @@ pub fn decode<'a>(bytes: &'a [u8], file: &Path) -> Result<&'a str, Diagnostic> {
 /// Parse and validate pipeline text that lives at `file` in project `root`.
 pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let scan = super::scan_cache::scan(text, root);
+    let sha256 = super::scan_cache::sha256_of(text);
+    let scan = super::scan_cache::scan(text, &sha256, root);
     if let Some(pos) = scan.too_deep {
         return Err(PipelineError(vec![Diagnostic {
             file: file.to_path_buf(),
@@ -127,8 +128,15 @@ pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadErr
         }])
         .into());
     }
-    let pipeline: Pipeline = serde_yaml::from_str(text)
-        .map_err(|e| PipelineError(vec![from_serde(&e, file, &SpanIndex::build(text))]))?;
+    let pipeline = match super::parse_cache::read(root, &sha256) {
+        Some(pipeline) => pipeline,
+        None => {
+            let pipeline: Pipeline = serde_yaml::from_str(text)
+                .map_err(|e| PipelineError(vec![from_serde(&e, file, &SpanIndex::build(text))]))?;
+            super::parse_cache::remember(root, &sha256, &pipeline);
+            pipeline
+        }
+    };
     let workload_diags = crate::workload::diagnostics(&pipeline, text, file, root);
     let workload_ok = workload_diags.is_empty();
     let (stages, dag) =

@@ -32,13 +32,17 @@ fn rules() -> String {
     )
 }
 
-/// [`SpanIndex::scan`] of `text`, the pipeline of project `root`, or its remembered
-/// verdict when this very text passed it before.
-pub fn scan(text: &str, root: &Path) -> Scan {
+/// The hex SHA-256 of a pipeline's text: the key of its remembered scan and parse.
+pub fn sha256_of(text: &str) -> String {
+    crate::tools::hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// [`SpanIndex::scan`] of `text` (whose [`sha256_of`] is `sha256`), the pipeline of project
+/// `root`, or its remembered verdict when this very text passed it before.
+pub fn scan(text: &str, sha256: &str, root: &Path) -> Scan {
     if !cache_folder_is_real(root) {
         return SpanIndex::scan(text);
     }
-    let sha256 = crate::tools::hex(&Sha256::digest(text.as_bytes()));
     let rules = rules();
     let file = root.join(FILE);
     let remembered = std::fs::read(&file)
@@ -55,7 +59,7 @@ pub fn scan(text: &str, root: &Path) -> Scan {
     if scan.passed() {
         let verdict = Verdict {
             rules,
-            sha256,
+            sha256: sha256.to_string(),
             top_keys: scan.top_keys.clone(),
         };
         let json = serde_json::to_vec(&verdict).expect("a verdict serializes");
@@ -66,7 +70,7 @@ pub fn scan(text: &str, root: &Path) -> Scan {
 }
 
 /// `.repro` and `.repro/cache` are folders, not symlinks.
-fn cache_folder_is_real(root: &Path) -> bool {
+pub(super) fn cache_folder_is_real(root: &Path) -> bool {
     [".repro", ".repro/cache"]
         .iter()
         .all(|p| std::fs::symlink_metadata(root.join(p)).is_ok_and(|m| m.file_type().is_dir()))
@@ -79,6 +83,10 @@ mod tests {
     const CLEAN: &str = "version: 1\nstages:\n  a: {uses: cmd, run: [\"true\"]}\n  b: {}\n";
     /// CLEAN with one byte changed: `b` becomes a second `a`.
     const TWICE: &str = "version: 1\nstages:\n  a: {uses: cmd, run: [\"true\"]}\n  a: {}\n";
+
+    fn scan(text: &str, root: &Path) -> Scan {
+        super::scan(text, &sha256_of(text), root)
+    }
 
     fn project() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();

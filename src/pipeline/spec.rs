@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// A whole `pipeline.yaml`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pipeline {
     pub version: u32,
@@ -76,7 +76,7 @@ pub struct ToolchainSpec {
     pub nvcc: crate::toolchain::NvccVersion,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KernelSpec {
     /// CUDA source, relative to the project root.
@@ -130,7 +130,7 @@ pub fn defines_as_written(d: &Defines) -> BTreeMap<String, String> {
         .collect()
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantSpec {
     pub kernel: String,
@@ -164,7 +164,7 @@ impl Pipeline {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Gates {
     #[serde(default)]
@@ -196,7 +196,7 @@ impl PtxasGates {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PerformanceGates {
     /// Per workload with a control: its best variant's speedup over the control on its
@@ -209,7 +209,7 @@ pub struct PerformanceGates {
 }
 
 /// Where processes run. `local` (default) or `slurm`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutorSpec {
     pub kind: String,
@@ -267,7 +267,7 @@ impl<'de> Deserialize<'de> for Command {
 
 /// One stage. The common keys are here; a kind's own options stay in `options` and are
 /// checked by that kind (see `stages`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StageSpec {
     /// The stage kind: `cmd`, `build`, `bench`, `tune`, `profile`, `summarize`.
     pub uses: String,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 
 /// One workload: what a kernel computes and how `repro` feeds, launches and judges it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Declaration {
     /// The `kernels:` entries whose variants run this workload.
@@ -172,7 +172,7 @@ pub enum Init {
 }
 
 /// [`Init`] as YAML writes it (serde_yaml would want a `!tag` for an enum).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct InitKeys {
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -27,7 +27,7 @@ pub const OP: &str = "sdpa_fp8";
 pub const CLASSES: [&str; 2] = ["fp16-pv", "fp8-pv"];
 
 /// `workload:` as written.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
     /// `sdpa_fp8`.
@@ -63,7 +63,7 @@ pub struct Shape {
 
 /// `gates.correctness` of the built-in workload: the gates of its output `o`. The
 /// defaults come from the error model and the measurements in `docs/guide/correctness.md`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CorrectnessGates {
     #[serde(default = "d_max_abs")]
