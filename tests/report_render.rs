@@ -84,7 +84,8 @@ fn render_fixture(name: &str, env: &Environment) -> Rendered {
         std::fs::write(staging.path().join("reports").join(file), svg).unwrap();
     }
     let listed = manifest::list_artifacts(&root, Some(staging.path())).unwrap();
-    let mctx = manifest::context(&pipeline, &state, env, "summarize", listed);
+    let not_measured = report.context.not_measured.clone();
+    let mctx = manifest::context(&pipeline, &state, env, "summarize", (listed, not_measured));
     let mtpl = report::load_template(&root, report::MANIFEST_TEMPLATE).unwrap();
     let manifest = render::render(&mtpl, &mctx).unwrap();
     Rendered { report, manifest }

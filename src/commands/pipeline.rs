@@ -107,7 +107,8 @@ pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
     } else {
         print!("{}", status::render_text(&project, &statuses));
     }
-    let behind = statuses.iter().any(|s| !current_here(&project, s));
+    let lock = crate::engine::lockfile::LockFile::load(&project.root)?;
+    let behind = statuses.iter().any(|s| !current_here(&project, &lock, s));
     // As `run` does: the command ends here, and the OS frees a large pipeline's many
     // small allocations faster than dropping them one by one (docs/PERFORMANCE.md).
     std::mem::forget(statuses);
@@ -120,19 +121,20 @@ pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
 }
 
 /// Whether a stage leaves nothing to do on this machine: up to date, or `kept` with
-/// nothing changed but the machine (its GPU, its tools' versions, the params it derives
-/// from them, the cubins it would load here) — results measured elsewhere that this
-/// machine cannot re-measure. A kept stage whose sources changed is behind.
-fn current_here(project: &crate::pipeline::Project, s: &status::StageStatus) -> bool {
-    let machine = project.stages[s.index].kind.machine_params();
+/// nothing changed but the machine ([`status::source_changes`]) — results measured
+/// elsewhere that this machine cannot re-measure. A kept stage whose sources changed is
+/// behind.
+fn current_here(
+    project: &crate::pipeline::Project,
+    lock: &crate::engine::lockfile::LockFile,
+    s: &status::StageStatus,
+) -> bool {
+    let entry = lock.stages.get(&project.stages[s.index].name);
     match &s.state {
         status::State::UpToDate => true,
-        status::State::Kept { changes, .. } => changes.iter().all(|c| match c.what {
-            "hardware" | "tool" => true,
-            "param" => machine.contains(&c.name.as_str()),
-            "dep" => c.name.starts_with(".repro/"),
-            _ => false,
-        }),
+        status::State::Kept { changes, .. } => {
+            status::source_changes(project, s.index, entry, changes).is_empty()
+        }
         _ => false,
     }
 }

@@ -119,11 +119,19 @@ pub trait StageKind: Send + Sync {
         self.inputs(name, spec, pipeline, root)
     }
     /// Fetch what the stage's inputs depend on before they are fingerprinted (the build and
-    /// tune kinds install a pinned nvcc this machine lacks). A run calls it for each selected
-    /// stage before deciding what is stale; `repro status` and dry runs never do. `say`
-    /// shows progress.
-    fn prepare(&self, pipeline: &Pipeline, root: &Path, say: &dyn Fn(&str)) -> anyhow::Result<()> {
-        let _ = (pipeline, root, say);
+    /// tune kinds install a pinned nvcc this machine lacks), and rebuild the derived files a
+    /// fresh clone lacks from the committed records (the tune's elite cubins), so nothing
+    /// that is current is measured again. A run calls it for each selected stage before
+    /// deciding what is stale; `repro status` and dry runs never do. `say` shows progress.
+    fn prepare(
+        &self,
+        name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+        root: &Path,
+        say: &dyn Fn(&str),
+    ) -> anyhow::Result<()> {
+        let _ = (name, spec, pipeline, root, say);
         Ok(())
     }
     /// Does the work, writing outputs under `ctx.staging`.

@@ -67,6 +67,74 @@ const DEFAULT_COLUMNS: usize = 96;
 /// The terminal width `repro status` fits its lines in.
 const STATUS_COLUMNS: usize = 100;
 
+impl Change {
+    /// Whether only this machine differs here, not the sources: its GPU, its tools'
+    /// versions, a param the kind derives from them (`machine`: the arch chosen for the GPU
+    /// present), or a machine-local file (a cubin of the arch a GPU would load) that this
+    /// machine would not load at all. A machine-local file whose content changed is a
+    /// source change: the build now makes another program.
+    pub fn machine_only(&self, machine: &[&str]) -> bool {
+        match self.what {
+            "hardware" | "tool" => true,
+            "param" => machine.contains(&self.name.as_str()),
+            "dep" => {
+                self.name.starts_with(crate::pipeline::paths::MACHINE_LOCAL)
+                    && (self.from.is_none() || self.to.is_none())
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The changes of stage `i`, which kept the results of its recorded run `entry`, that are
+/// not this machine's alone: empty when the kept results are current for these sources. An
+/// upstream stage that reran counts only when something the stage consumed of it changed:
+/// when the stage records the machine-local files it loads (the cubins it measured) and
+/// each is on disk as it recorded, an upstream rerun that changed other files (another
+/// variant's cubin) is not a change of its results.
+pub fn source_changes<'a>(
+    project: &Project,
+    i: usize,
+    entry: Option<&LockEntry>,
+    changes: &'a [Change],
+) -> Vec<&'a Change> {
+    let machine = project.stages[i].kind.machine_params();
+    let local = |name: &str| name.starts_with(crate::pipeline::paths::MACHINE_LOCAL);
+    let records_what_it_loads = entry.is_some_and(|e| e.inputs.deps.keys().any(|k| local(k)));
+    let loaded_changed = changes
+        .iter()
+        .any(|c| c.what == "dep" && local(&c.name) && c.from.is_some() && c.to.is_some());
+    let consumed_same = records_what_it_loads && !loaded_changed;
+    changes
+        .iter()
+        .filter(|c| !(c.machine_only(machine) || (consumed_same && c.what == "upstream")))
+        .collect()
+}
+
+/// A machine-local dep the stage recorded and no longer lists here (this machine would
+/// load no cubin, or another arch's) is still compared with the file on disk: the build
+/// cross-compiles every arch, so a cubin rebuilt from edited sources shows as changed
+/// (or missing) rather than as merely not loaded here.
+fn compare_unlisted_local_deps(
+    root: &std::path::Path,
+    changes: &mut [Change],
+    cache: &mut StatCache,
+) {
+    for c in changes.iter_mut() {
+        let unlisted = c.what == "dep" && c.to.is_none() && c.from.is_some();
+        if !unlisted || !c.name.starts_with(crate::pipeline::paths::MACHINE_LOCAL) {
+            continue;
+        }
+        let now = match cache.digest_tree(root, std::path::Path::new(&c.name)) {
+            Ok(tree) => tree.get(&c.name).cloned(),
+            Err(_) => Some(MISSING.to_string()),
+        };
+        if now.is_some() && now != c.from {
+            c.to = now;
+        }
+    }
+}
+
 impl fmt::Display for Change {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.line(DEFAULT_COLUMNS))
@@ -228,6 +296,7 @@ pub fn evaluate_one(
                 output_changes(project, stage, e, &mut ctx.cache)
             } else {
                 let mut c = input_changes(&e.inputs, &inputs);
+                compare_unlisted_local_deps(&project.root, &mut c, &mut ctx.cache);
                 c.extend(output_changes(project, stage, e, &mut ctx.cache));
                 if c.is_empty() {
                     c.push(Change {
@@ -482,10 +551,20 @@ pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
     if let Some(note) = run_in_progress(project) {
         note.lines().for_each(|l| push(l.to_string()));
     }
+    let lock = LockFile::load(&project.root).unwrap_or_default();
     for &i in project.dag.topo_order() {
         let s = &statuses[i];
         let name = &project.stages[i].name;
+        let entry = lock.stages.get(name);
         let mut line = format!("{name:width$}  {}", s.state.label());
+        if let State::Kept { changes, .. } = &s.state {
+            line.push_str(
+                match source_changes(project, i, entry, changes).is_empty() {
+                    true => " (current: only the machine differs)",
+                    false => " (NOT measured for these sources: they changed since)",
+                },
+            );
+        }
         if let Some(g) = &s.gate_failed {
             line.push_str(&format!(" (gate failed: {g})"));
         }
@@ -501,13 +580,17 @@ pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
                 }
             }
             State::Kept { reason, changes } => {
+                // Said once: where the results came from and why this machine cannot
+                // re-run them; then only what changed in the sources, never the machine's
+                // own differences (its GPU, tools, the cubins it would load).
                 push(format!(
                     "{:width$}    {}; not re-run here: {reason}",
                     "",
                     kept_from(project, s.index)
                 ));
-                for c in changes {
-                    push(format!("{:width$}    {c}", ""));
+                let room = STATUS_COLUMNS.saturating_sub(width + 4).max(40);
+                for c in source_changes(project, i, entry, changes) {
+                    push(format!("{:width$}    {}", "", c.line(room)));
                 }
             }
             State::Failed(msg) => {

@@ -22,6 +22,9 @@ pub const RESULT_DIRS: [&str; 2] = ["artifacts", "reports"];
 pub const STATE_DIR: &str = ".repro";
 /// The one place under [`STATE_DIR`] built-in kinds write outputs (compiled binaries).
 pub const CUBIN_DIR: &str = ".repro/cubins";
+/// Deps under here are machine-local (cubins): a fresh clone has none. `repro verify`
+/// checks them against the lock entry of the stage that wrote them instead.
+pub const MACHINE_LOCAL: &str = ".repro/";
 
 /// How many symlinks one path may go through (as the kernel's `MAXSYMLINKS`).
 const MAX_LINKS: usize = 40;

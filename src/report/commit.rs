@@ -138,6 +138,14 @@ pub fn problems(
     for g in &report.failed_gates {
         out.push(Problem::new("--allow-failed", format!("gate failed: {g}")));
     }
+    if let Some(first) = report.not_measured.first() {
+        out.push(stale(format!(
+            "{} result(s) were not measured for these sources (`{}`: {}); run `repro run` on a GPU",
+            report.not_measured.len(),
+            first.name,
+            first.reason
+        )));
+    }
     Ok(out)
 }
 
@@ -383,7 +391,16 @@ pub fn commit_message(user: Option<&str>, r: &ReportContext, problems: &[String]
         (None, Some(b)) => format!("repro: {} p50 {} µs on {}", b.name, b.p50, r.primary_shape),
         (None, None) => format!("repro: results on {}", r.primary_shape),
     };
-    let mut s = format!("{subject}\n");
+    let mut s = match r.not_measured.len() {
+        0 => format!("{subject}\n"),
+        n => format!("{subject} (NOT MEASURED: {n} kept from another build)\n"),
+    };
+    if !r.not_measured.is_empty() {
+        s += "\nNot measured for these sources (kept from another build of the kernel):\n";
+        for m in &r.not_measured {
+            s += &format!("  {}: {}\n", m.name, m.reason);
+        }
+    }
     let several = r.workloads.len() > 1;
     for w in &r.workloads {
         let which = if several {

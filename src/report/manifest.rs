@@ -78,6 +78,8 @@ pub struct ManifestContext {
     pub workloads: Vec<WorkloadEntry>,
     pub stages: Vec<StageEntry>,
     pub artifacts: Vec<ArtifactEntry>,
+    /// Results kept from another build of their variant (the report's list).
+    pub not_measured: Vec<super::measured::NotMeasured>,
 }
 
 /// Build the manifest context. `summarize` is the name of the stage writing it, left out
@@ -87,7 +89,7 @@ pub fn context(
     state: &RunState,
     env: &Environment,
     summarize: &str,
-    artifacts: Vec<ArtifactEntry>,
+    (artifacts, not_measured): (Vec<ArtifactEntry>, Vec<super::measured::NotMeasured>),
 ) -> ManifestContext {
     let stages = pipeline
         .stages
@@ -127,6 +129,7 @@ pub fn context(
         workloads,
         stages,
         artifacts,
+        not_measured,
     }
 }
 

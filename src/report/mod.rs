@@ -13,6 +13,7 @@ pub mod context;
 pub mod diff;
 pub mod machines;
 pub mod manifest;
+pub mod measured;
 pub mod notes;
 pub mod render;
 pub mod state;

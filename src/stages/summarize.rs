@@ -144,7 +144,8 @@ impl StageKind for Summarize {
         }
         (ctx.progress)("writing the manifest");
         let listed = manifest::list_artifacts(ctx.root, Some(ctx.staging))?;
-        let mctx = manifest::context(ctx.pipeline, &state, &env, ctx.name, listed);
+        let not_measured = rendered.context.not_measured.clone();
+        let mctx = manifest::context(ctx.pipeline, &state, &env, ctx.name, (listed, not_measured));
         let text = report::render::render(&report::load_template(ctx.root, &manifest_tpl)?, &mctx)?;
         write(ctx.staging, manifest::MANIFEST, &text)?;
         let failed = &rendered.context.failed_gates;

@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 mod driver;
 mod gpu;
 mod outputs;
+mod restore;
 
 pub use driver::{tune_and_write, Backend, Reporter, Sources};
 use gpu::GpuBackend;
@@ -199,12 +200,20 @@ impl StageKind for TuneStage {
         })
     }
 
-    /// Install the pinned nvcc when this machine has none of that version.
-    fn prepare(&self, pipeline: &Pipeline, root: &Path, say: &dyn Fn(&str)) -> anyhow::Result<()> {
-        match crate::toolchain::pin(pipeline) {
-            Some(pin) => crate::toolchain::ensure(root, pin, say).map(drop),
-            None => Ok(()),
+    /// Install the pinned nvcc when this machine has none of that version, then rebuild the
+    /// elite cubins a fresh clone lacks from the committed elite ([`restore::elite_cubins`]).
+    fn prepare(
+        &self,
+        name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+        root: &Path,
+        say: &dyn Fn(&str),
+    ) -> anyhow::Result<()> {
+        if let Some(pin) = crate::toolchain::pin(pipeline) {
+            crate::toolchain::ensure(root, pin, say)?;
         }
+        restore::elite_cubins(name, &parse(spec, pipeline)?, pipeline, root, say)
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {

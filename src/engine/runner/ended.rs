@@ -13,6 +13,9 @@ pub(super) enum Ended {
         reason: String,
         /// The GPU the results were measured on, when the stage records its hardware.
         measured_on: Option<String>,
+        /// What changed in the sources since they were measured (the first change, and how
+        /// many more); `None` when only the machine differs and they are current.
+        not_current: Option<String>,
     },
     Failed(String),
     NotRun(String),
@@ -40,12 +43,21 @@ impl Ended {
             Ended::Passed => "passed".into(),
             Ended::GateFailed(g) => format!("gate failed: {g}"),
             Ended::Skipped(why) => format!("skipped: {why}"),
+            // The reason this machine cannot re-run it is said once, by the run's warning;
+            // the label says where the results came from and whether they are current.
             Ended::Kept {
-                reason,
-                measured_on: Some(machine),
-            } => format!("kept: measured on {machine}; not re-run here: {reason}"),
-            Ended::Kept { reason, .. } => {
-                format!("kept: earlier results; not re-run here: {reason}")
+                measured_on,
+                not_current,
+                ..
+            } => {
+                let from = match measured_on {
+                    Some(machine) => format!("kept: measured on {machine}"),
+                    None => "kept: earlier results".to_string(),
+                };
+                match not_current {
+                    Some(what) => format!("{from}, NOT for these sources ({what})"),
+                    None => from,
+                }
             }
             Ended::Failed(_) => "FAILED".into(),
             Ended::NotRun(why) => format!("not run: {why}"),

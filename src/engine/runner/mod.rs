@@ -212,10 +212,14 @@ fn prepare(project: &Project, selected: &[usize], progress: &Progress) {
     let mut shown = BTreeSet::new();
     for &i in selected {
         let say = |line: &str| progress.info(line);
-        if let Err(e) = project.stages[i]
-            .kind
-            .prepare(&project.pipeline, &project.root, &say)
-        {
+        let stage = &project.stages[i];
+        if let Err(e) = stage.kind.prepare(
+            &stage.name,
+            &stage.spec,
+            &project.pipeline,
+            &project.root,
+            &say,
+        ) {
             let message = format!("warning: {e:#}");
             if shown.insert(message.clone()) {
                 progress.error(&message);

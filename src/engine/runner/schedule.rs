@@ -198,10 +198,11 @@ impl<'a> Run<'a> {
 
     fn settle_up_to_date(&mut self, i: usize, lock: &LockFile) {
         let status = &self.statuses[i];
-        if let State::Kept { reason, .. } = &status.state {
+        if let State::Kept { reason, changes } = &status.state {
             let ended = Ended::Kept {
                 reason: reason.clone(),
                 measured_on: measured_on(lock, &self.project.stages[i].name),
+                not_current: self.not_current(i, lock, changes),
             };
             if !self.req.dry_run {
                 self.progress.info(&format!(
@@ -401,19 +402,28 @@ impl<'a> Run<'a> {
         if let StageOutcome::Skipped { reason, fix } = &outcome {
             if let Some(measured_on) = kept_results(lock, &stage.name) {
                 // A stage that cannot run here never touches results measured elsewhere.
-                let ended = rollback(Ended::Kept {
-                    reason: reason.clone(),
-                    measured_on,
-                });
-                self.progress.error(&format!(
-                    "warning: stage `{}` {}\n  help: {fix}",
-                    stage.name,
-                    ended.label()
-                ));
                 let changes = match &self.statuses[i].state {
                     State::Stale(c) => c.clone(),
                     _ => Vec::new(),
                 };
+                let ended = rollback(Ended::Kept {
+                    reason: reason.clone(),
+                    measured_on,
+                    not_current: self.not_current(i, lock, &changes),
+                });
+                // The one place the reason is said (hidden by --quiet; the final table
+                // still says the stage kept its results, and whether they are current).
+                let lead = match &ended {
+                    Ended::Kept {
+                        not_current: None, ..
+                    } => "note",
+                    _ => "warning",
+                };
+                self.progress.warn(&format!(
+                    "{lead}: stage `{}` {}; not re-run here: {reason}\n  help: {fix}",
+                    stage.name,
+                    ended.label()
+                ));
                 self.statuses[i].state = State::Kept {
                     reason: reason.clone(),
                     changes,
@@ -562,6 +572,21 @@ impl<'a> Run<'a> {
         } else {
             RunOutcome::Passed
         }
+    }
+}
+
+impl Run<'_> {
+    /// For a stage that keeps earlier results: what changed in the sources since they were
+    /// measured (the first change and how many more), or `None` when only the machine
+    /// differs.
+    fn not_current(&self, i: usize, lock: &LockFile, changes: &[status::Change]) -> Option<String> {
+        let entry = lock.stages.get(&self.project.stages[i].name);
+        let changed = status::source_changes(self.project, i, entry, changes);
+        let first = changed.first()?.line(60);
+        Some(match changed.len() {
+            1 => first,
+            n => format!("{first}, and {} more", n - 1),
+        })
     }
 }
 

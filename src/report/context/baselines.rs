@@ -110,10 +110,9 @@ impl Builder<'_> {
 
     /// Why a (baseline, shape) has no profile record.
     fn unprofiled_why(&self) -> String {
-        match self.profile_note() {
-            Some(note) if note.starts_with("not") => note,
-            _ => "not profiled: the profile stage's `baselines:` does not list it".into(),
-        }
+        self.profile_not_run().unwrap_or_else(|| {
+            "not profiled: the profile stage's `baselines:` does not list it".into()
+        })
     }
 
     /// Each baseline's shapes, from the profile stages' `baselines:` option.

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Why a baseline's ❌ does not fail the report.
+const NOT_GATED: &str = "a baseline's correctness is shown, not gated (its ❌ fails no gate): a baseline is the reference the variants are timed against, not a kernel this pipeline ships; its numbers still count only where its records are correct (docs/guide/report.md, \"Reading reports/summary.md\").";
+
 impl Builder<'_> {
     pub(super) fn headline(&self, primary: &str, best: Option<&str>) -> Headline {
         let machines = self.machines();
@@ -87,17 +90,21 @@ impl Builder<'_> {
                 measured_by(Some(stage.as_str())),
             ));
         }
-        let baseline_note = baselines
-            .is_empty()
-            .then(|| match self.artifacts.baselines {
+        let baseline_note = if baselines.is_empty() {
+            Some(match self.artifacts.baselines {
                 Some(_) => "no baseline records in artifacts/bench/baselines/".to_string(),
                 None => self.not_run_cmd_baselines(),
-            });
+            })
+        } else {
+            rows.iter()
+                .any(|r| r.kind == "baseline" && r.status.starts_with('❌'))
+                .then(|| NOT_GATED.to_string())
+        };
         Headline {
             baselines: baselines.iter().map(|b| b.name.clone()).collect(),
+            profile_note: self.profile_note(&rows),
             rows,
             baseline_note,
-            profile_note: self.profile_note(),
             reuse_note: self.reuse_note(),
         }
     }
@@ -127,27 +134,40 @@ impl Builder<'_> {
         })
     }
 
-    /// Why the headline's profile columns are n/a.
-    pub(super) fn profile_note(&self) -> Option<String> {
+    /// Why nothing was profiled: no profile results, a skipped profile stage, or no target
+    /// that succeeded. `None` when something was.
+    pub(super) fn profile_not_run(&self) -> Option<String> {
         let Some(ncu) = &self.artifacts.ncu else {
             return Some(self.not_run("profile", "artifacts/ncu/summary.json"));
         };
         if let Some(why) = self.stage_skipped("profile") {
             return Some(why.replacen("not run", "not profiled", 1));
         }
-        let primary = self.scope.primary.as_str();
-        let profiled: Vec<&str> = ncu
-            .targets
+        if ncu.targets.iter().any(|t| t.status == "ok") {
+            return None;
+        }
+        Some(match self.all_skipped_reason(&ncu.targets) {
+            Some(reason) => format!("not profiled: {reason}"),
+            None => "not profiled: no target of the profile stage succeeded".into(),
+        })
+    }
+
+    /// Why some of the headline's profile columns are n/a: the rows of the table that have
+    /// no profile of the primary shape (`None` when every row has one).
+    pub(super) fn profile_note(&self, rows: &[HeadlineRow]) -> Option<String> {
+        if let Some(why) = self.profile_not_run() {
+            return Some(why);
+        }
+        let unprofiled: Vec<&str> = rows
             .iter()
-            .filter(|t| t.status == "ok" && t.shape.as_deref().is_none_or(|s| s == primary))
-            .map(|t| t.variant.as_str())
+            .filter(|r| self.ncu_for(&r.name).is_none())
+            .map(|r| r.name.as_str())
             .collect();
-        Some(
-            match (profiled.is_empty(), self.all_skipped_reason(&ncu.targets)) {
-                (true, Some(reason)) => format!("not profiled: {reason}"),
-                (true, None) => "not profiled: no target of the profile stage succeeded".into(),
-                (false, _) => format!("profiled only: {} (others n/a)", profiled.join(", ")),
-            },
-        )
+        (!unprofiled.is_empty()).then(|| {
+            format!(
+                "no profile of the primary shape for {}",
+                unprofiled.join(", ")
+            )
+        })
     }
 }

@@ -98,7 +98,11 @@ impl<'a> Builder<'a> {
     pub(super) fn skip_reasons(&self) -> Vec<String> {
         let stages = self.state.stages.values().filter(|s| s.skipped());
         let files = self.benches().iter().chain(self.baselines());
-        let results = self.benches().iter().flat_map(|f| &f.results);
+        let results = self
+            .benches()
+            .iter()
+            .chain(self.baselines())
+            .flat_map(|f| &f.results);
         let targets = self.artifacts.ncu.iter().flat_map(|n| &n.targets);
         stages
             .filter_map(|s| s.reason.clone())
@@ -200,7 +204,22 @@ impl Builder<'_> {
             machines: self.machines(),
             failed_gates,
             unchecked_gates,
+            not_measured: self.not_measured(),
         }
+    }
+
+    /// Every bench and ncu record that measured another build of its variant than the one
+    /// in place.
+    fn not_measured(&self) -> Vec<crate::report::measured::NotMeasured> {
+        crate::report::measured::all(
+            self.benches(),
+            self.artifacts.ncu.as_ref().map_or(&[], |n| &n.targets),
+            self.builds(),
+        )
+    }
+
+    pub(super) fn builds(&self) -> &[crate::schema::BuildRecord] {
+        self.artifacts.builds.as_deref().unwrap_or_default()
     }
 
     /// This builder's workload part: headline, correctness, performance and tune.
@@ -317,6 +336,9 @@ impl Builder<'_> {
             "skipped" => self.skipped_because(f.reason.as_deref()),
             _ => String::new(),
         };
+        if let Some(why) = crate::report::measured::bench_file(f, self.builds()) {
+            return format!("⏸ not measured for these sources: {why}");
+        }
         let status = file_status(f, build_failures, &skipped);
         match self.correctness_detail(f) {
             Some(detail) if status.contains("correctness") => format!("{status}: {detail}"),

@@ -22,6 +22,9 @@ pub struct ReportContext {
     /// Gate groups that could not be checked (`correctness: not checked: bench skipped…`):
     /// a report with nothing measured must not read "all gates passed".
     pub unchecked_gates: Vec<String>,
+    /// Results kept from another build of their variant ([`crate::report::measured`]): the
+    /// report then never reads "all gates passed".
+    pub not_measured: Vec<crate::report::measured::NotMeasured>,
 }
 
 /// A section that either ran (`data`) or says why not (`note`, "not run: …").
@@ -238,6 +241,8 @@ pub struct ProfileSection {
     pub cache_control: String,
     pub targets: Vec<ProfileRow>,
     pub metric_names: Vec<MetricName>,
+    /// Why an L2 hit rate above 100 % is shown, when one is.
+    pub l2_note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -62,6 +62,7 @@ impl Builder<'_> {
                 .into_iter()
                 .map(|(field, metric)| MetricName { field, metric })
                 .collect(),
+            l2_note: l2_note(&ncu.targets),
         })
     }
 
@@ -74,4 +75,22 @@ impl Builder<'_> {
             .all(|t| t.status != "ok" && t.status == first.status && t.reason == first.reason);
         same.then(|| self.status_because(&first.status, first.reason.as_deref()))
     }
+}
+
+/// An L2 hit rate above 100 % is ncu's arithmetic, not a cache that hits more than it is
+/// asked: it divides hits by lookups counted in different replay passes, and for a kernel
+/// shorter than about 20 µs the passes do not see the same traffic (the L2 also serves
+/// other clients while it profiles). Said once, naming the targets.
+fn l2_note(targets: &[NcuTarget]) -> Option<String> {
+    let over: Vec<&str> = targets
+        .iter()
+        .filter(|t| t.l2_hit_rate_pct.is_some_and(|p| p > 100.0))
+        .map(|t| t.target.as_str())
+        .collect();
+    (!over.is_empty()).then(|| {
+        format!(
+            "L2 hit % above 100 ({}): ncu divides L2 hits by L2 lookups collected in different replay passes, and a kernel this short (well under 20 µs) does not give both passes the same traffic; read it as \"nearly every lookup hits\", not as a precise rate (docs/guide/report.md, \"Profile\").",
+            over.join(", ")
+        )
+    })
 }

@@ -79,6 +79,15 @@ impl Builder<'_> {
                 reason: self.status_because(&f.status, f.reason.as_deref()),
             });
         }
+        // Runs skipped inside a file that ran (a baseline with no kernel for one shape).
+        for (kind, files) in [("baseline", self.baselines()), ("bench", self.benches())] {
+            for f in files.iter().filter(|f| f.status == "ok") {
+                out.extend(skipped_runs(kind, f).into_iter().map(|(what, reason)| Skip {
+                    what,
+                    reason: self.status_because("skipped", Some(&reason)),
+                }));
+            }
+        }
         if let Some(ncu) = &self.artifacts.ncu {
             for t in ncu.targets.iter().filter(|t| t.status != "ok") {
                 out.push(Skip {
@@ -111,6 +120,23 @@ impl Builder<'_> {
 }
 
 /// Merge skip entries with the same reason into one line, in order of first appearance.
+/// The runs of `f` that were skipped, one entry per (shape, reason): `baseline `x` on
+/// `single` (3 runs)` and the reason its records give.
+fn skipped_runs(kind: &str, f: &BenchFile) -> Vec<(String, String)> {
+    let mut by_shape: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in f.results.iter().filter(|r| r.status == "skipped") {
+        let reason = r.error.clone().unwrap_or_else(|| "no reason recorded".into());
+        *by_shape.entry((r.shape.clone(), reason)).or_default() += 1;
+    }
+    by_shape
+        .into_iter()
+        .map(|((shape, reason), n)| {
+            let runs = if n == 1 { "run" } else { "runs" };
+            (format!("{kind} `{}` on `{shape}` ({n} {runs})", f.name), reason)
+        })
+        .collect()
+}
+
 pub(super) fn group_by_reason(skips: Vec<Skip>) -> Vec<Skip> {
     let mut out: Vec<Skip> = Vec::new();
     for s in skips {

@@ -245,13 +245,18 @@ impl<'a> Advice<'a> {
         }
     }
 
-    /// `repro commit` as it works on this machine: it refuses results this machine keeps
-    /// because it cannot run their stages unless told.
-    fn commit_here(&self) -> &'static str {
-        if self.lacks.iter().all(Lack::is_empty) {
-            "`repro commit`"
+    /// `repro commit`, where it can commit measured results: on this machine when it can
+    /// run every stage, else on one that has what this one lacks. Never an override: results
+    /// this machine only keeps were not measured for the sources being committed.
+    fn commit_here(&self) -> String {
+        let mut lacking = Lack::default();
+        for lack in &self.lacks {
+            lacking.merge(lack);
+        }
+        if lacking.is_empty() {
+            "`repro commit`".to_string()
         } else {
-            "`repro commit --allow-stale` (this machine keeps the results of the stages it cannot run)"
+            format!("`repro commit` on a machine with {lacking} (this one only keeps the results of the stages it cannot run)")
         }
     }
 

@@ -12,13 +12,9 @@ use crate::engine::fingerprint::{self, Inputs};
 use crate::engine::lockfile::{LockEntry, LockFile};
 use crate::engine::statcache::StatCache;
 use crate::engine::status::recorded_upstream;
-use crate::pipeline::paths::{LOCK_FILE, MANIFEST_FILE};
+use crate::pipeline::paths::{LOCK_FILE, MACHINE_LOCAL, MANIFEST_FILE};
 use crate::pipeline::{Project, Stage};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Deps under here are machine-local (cubins): a fresh clone has none. They are checked
-/// against the lock entry of the stage that wrote them instead.
-pub const MACHINE_LOCAL: &str = ".repro/";
 
 /// One inconsistency, and what kind of action fixes it.
 #[derive(Debug, Clone, PartialEq)]

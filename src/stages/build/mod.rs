@@ -330,8 +330,10 @@ impl StageKind for BuildStage {
         root: &Path,
     ) -> anyhow::Result<StageInputs> {
         let opts = options(spec)?;
+        // Sources count by their code, not their comments or layout: a comment-only edit
+        // leaves the fingerprint, and so the lock, as they were.
         let mut inputs = StageInputs {
-            files: source_files(pipeline, root, &opts.flags),
+            code: source_files(pipeline, root, &opts.flags),
             ..StageInputs::default()
         };
         // A missing nvcc is reported by `run`; here it only has to change the fingerprint
@@ -370,7 +372,14 @@ impl StageKind for BuildStage {
     }
 
     /// Install the pinned nvcc when this machine has none of that version.
-    fn prepare(&self, pipeline: &Pipeline, root: &Path, say: &dyn Fn(&str)) -> anyhow::Result<()> {
+    fn prepare(
+        &self,
+        _name: &str,
+        _spec: &StageSpec,
+        pipeline: &Pipeline,
+        root: &Path,
+        say: &dyn Fn(&str),
+    ) -> anyhow::Result<()> {
         match (toolchain::pin(pipeline), &self.nvcc_search) {
             (Some(pin), None) => toolchain::ensure(root, pin, say).map(drop),
             _ => Ok(()),

@@ -304,7 +304,8 @@ fn inputs_cover_sources_arch_and_defines_and_nothing_of_the_machine() {
     let keys: Vec<&str> = base.params.keys().map(String::as_str).collect();
     assert_eq!(keys, ["arch", "target.double", "target.triple"]);
     assert_eq!(base.tools["nvcc"], "not found");
-    let files: Vec<String> = base.files.iter().map(|f| f.display().to_string()).collect();
+    assert!(base.files.is_empty(), "sources count by their code");
+    let files: Vec<String> = base.code.iter().map(|f| f.display().to_string()).collect();
     assert_eq!(
         files,
         [
@@ -326,6 +327,32 @@ fn inputs_cover_sources_arch_and_defines_and_nothing_of_the_machine() {
         .inputs("build", &two.stages["build"], &two, dir.path())
         .unwrap();
     assert_eq!(both.params["arch"], "sm_89,sm_90a");
+}
+
+#[test]
+fn a_comment_only_kernel_edit_leaves_the_builds_fingerprint_and_lock_as_they_were() {
+    let dir = project();
+    let root = dir.path();
+    let file = root.join("pipeline.yaml");
+    std::fs::write(&file, TWO_VARIANTS).unwrap();
+    let fingerprint = || {
+        let project = crate::pipeline::load(&file).unwrap();
+        crate::engine::fingerprint::compute(
+            &project,
+            &project.stages[0],
+            Default::default(),
+            &Default::default(),
+            &mut crate::engine::statcache::StatCache::default(),
+        )
+        .unwrap()
+    };
+    let before = fingerprint();
+    let source = root.join("kernels/multi.cu");
+    let text = std::fs::read_to_string(&source).unwrap();
+    std::fs::write(&source, format!("// a note on the kernel\n{text}")).unwrap();
+    assert_eq!(fingerprint(), before, "the lock records code digests, not bytes");
+    std::fs::write(&source, format!("{text}\n#define EXTRA 1\n")).unwrap();
+    assert_ne!(fingerprint().deps, before.deps, "a code edit is seen");
 }
 
 #[test]

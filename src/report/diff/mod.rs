@@ -1,113 +1,40 @@
 //! `repro diff [REV]`: the bench and ncu results in the working tree against those committed
 //! at REV (read from git objects, no checkout), as a markdown table fit for a pull-request
-//! comment, or JSON.
+//! comment ([`markdown`]), or JSON.
 //!
-//! Verdict rule, per (variant, shape), on the median p50 over seeds of each side:
-//! - each side's noise is the larger of its widest ci95 half-width and half the range of
-//!   its per-seed p50s; the combined noise is `sqrt(noise_before² + noise_after²)`;
-//! - `Δ = after − before`; the change matters when `|Δ| ≥ 2 %` of before
-//!   ([`MIN_REL_CHANGE`]) and is significant when `|Δ|` exceeds the combined noise;
-//! - FASTER / SLOWER: matters and significant; SAME: does not matter (below 2 %);
-//!   UNCLEAR: matters but within the noise, or a side has no p50 or no spread;
+//! Verdict rule, per (variant, shape) ([`verdict`]):
+//! - NOT MEASURED: the working tree's record was kept from another build of its variant
+//!   (a machine that cannot measure kept it after an edit); it says nothing of this code;
+//! - NEW / REMOVED: only one side has the variant;
 //! - LOST: measured before, not measured now (a skipped stage, a machine without a GPU);
 //! - OTHER GPU: the two sides were measured on different GPU models, which are not
-//!   compared for speed (the numbers are shown, the verdict is not given).
+//!   compared for speed (the numbers are shown, the verdict is not given);
+//! - SAME: both sides measured the very same program (cubin, workload, harness options)
+//!   on the same GPU model and driver: any difference is run-to-run noise;
+//! - otherwise, on the median p50 over seeds of each side, with each side's noise as
+//!   [`verdict::measure`] documents (at least a floor for run-to-run drift), and the
+//!   combined noise `sqrt(noise_before² + noise_after²)`: FASTER / SLOWER when
+//!   `|Δ| ≥ 2 %` of before ([`MIN_REL_CHANGE`]) and `|Δ|` exceeds the combined noise; SAME
+//!   below 2 %; UNCLEAR when within the noise.
 //!
-//! Exit status: 1 when a row is SLOWER or LOST, or a gate went from pass to fail or from
-//! checked to not checked; 0 otherwise. A revision that does not exist is bad usage (2).
+//! Exit status: 1 when a row is SLOWER, LOST or NOT MEASURED, or a gate went from pass to
+//! fail or from checked to not checked; 0 otherwise. A revision that does not exist is bad
+//! usage (2).
 
-use super::artifacts::{parse_json, Artifacts};
-use super::context::{num, shape_p50, shapes_in_order};
+mod markdown;
+mod verdict;
+
+pub use markdown::markdown;
+pub use verdict::{measure, verdict, Measure, Verdict, MIN_REL_CHANGE};
+use verdict::{row_verdict, Sides};
+
+use crate::report::artifacts::{parse_json, Artifacts};
+use crate::report::context::{num, shapes_in_order};
 use crate::schema::{BenchFile, BenchResult, NcuSummary, NcuTarget};
 use anyhow::Context;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// Changes smaller than this fraction of the before p50 are SAME, whatever the noise.
-pub const MIN_REL_CHANGE: f64 = 0.02;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Verdict {
-    Faster,
-    Slower,
-    Same,
-    Unclear,
-    Lost,
-    #[serde(rename = "OTHER GPU")]
-    OtherGpu,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Faster => "FASTER",
-            Verdict::Slower => "SLOWER",
-            Verdict::Same => "SAME",
-            Verdict::Unclear => "UNCLEAR",
-            Verdict::Lost => "LOST",
-            Verdict::OtherGpu => "OTHER GPU",
-        }
-    }
-}
-
-/// A side's p50 and its noise (µs).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Measure {
-    pub p50_us: f64,
-    pub noise_us: Option<f64>,
-}
-
-/// Decide the verdict (see the module doc).
-pub fn verdict(before: Option<Measure>, after: Option<Measure>) -> Verdict {
-    let (Some(b), Some(a)) = (before, after) else {
-        return Verdict::Unclear;
-    };
-    if !(b.p50_us > 0.0 && a.p50_us.is_finite()) {
-        return Verdict::Unclear;
-    }
-    let delta = a.p50_us - b.p50_us;
-    if (delta / b.p50_us).abs() < MIN_REL_CHANGE {
-        return Verdict::Same;
-    }
-    let (Some(nb), Some(na)) = (b.noise_us, a.noise_us) else {
-        return Verdict::Unclear;
-    };
-    if delta.abs() <= (nb * nb + na * na).sqrt() {
-        Verdict::Unclear
-    } else if delta < 0.0 {
-        Verdict::Faster
-    } else {
-        Verdict::Slower
-    }
-}
-
-/// One side's measure for `shape`: median p50 over seeds, noise as in the module doc.
-pub fn measure(results: &[BenchResult], shape: &str) -> Option<Measure> {
-    let p50 = shape_p50(results, shape)?;
-    let ok: Vec<&BenchResult> = results
-        .iter()
-        .filter(|r| r.shape == shape && r.status == "ok")
-        .collect();
-    let ci = ok.iter().filter_map(|r| r.ci95_us).max_by(f64::total_cmp);
-    let seeds: Vec<f64> = ok.iter().filter_map(|r| r.p50_us).collect();
-    let half_range = if seeds.len() > 1 {
-        let lo = seeds.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = seeds.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Some((hi - lo) / 2.0)
-    } else {
-        None
-    };
-    let noise = match (ci, half_range) {
-        (Some(c), Some(h)) => Some(c.max(h)),
-        (c, h) => c.or(h),
-    };
-    Some(Measure {
-        p50_us: p50,
-        noise_us: noise,
-    })
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
@@ -155,8 +82,6 @@ pub struct DiffReport {
 }
 
 impl DiffReport {
-    /// Something got slower, a measurement was lost, or a gate went from pass to fail or
-    /// from checked to not checked.
     /// The one line a reviewer reads first: what the whole comparison amounts to, then the
     /// rows per verdict and the gates that flipped, e.g. `**No change**: 55 SAME; no gate
     /// flipped.`
@@ -164,9 +89,12 @@ impl DiffReport {
         let order = [
             Verdict::Slower,
             Verdict::Lost,
+            Verdict::NotMeasured,
             Verdict::Faster,
             Verdict::Unclear,
             Verdict::OtherGpu,
+            Verdict::New,
+            Verdict::Removed,
             Verdict::Same,
         ];
         let counts: Vec<String> = order
@@ -177,14 +105,19 @@ impl DiffReport {
             })
             .collect();
         let all_same = self.rows.iter().all(|r| r.verdict == Verdict::Same);
-        let overall = if self.regressed() {
-            "❌ Regressed"
+        let unmeasured = self.count(Verdict::NotMeasured);
+        let overall = if self.rows.iter().any(|r| r.verdict == Verdict::Slower) {
+            "❌ Regressed".to_string()
+        } else if unmeasured > 0 {
+            format!("⏸ {unmeasured} not measured: run on a GPU")
+        } else if self.regressed() {
+            "❌ Regressed".to_string()
         } else if self.rows.iter().any(|r| r.verdict == Verdict::Faster) {
-            "✅ Faster, nothing slower"
+            "✅ Faster, nothing slower".to_string()
         } else if all_same && self.flipped_gates.is_empty() && self.ncu.is_empty() {
-            "No change"
+            "No change".to_string()
         } else {
-            "Nothing slower"
+            "Nothing slower".to_string()
         };
         let rows = if counts.is_empty() {
             "no measurement on either side".to_string()
@@ -199,11 +132,20 @@ impl DiffReport {
         format!("**{overall}**: {rows}; {gates}.")
     }
 
+    /// How many rows have `verdict`.
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.rows.iter().filter(|r| r.verdict == verdict).count()
+    }
+
+    /// Something got slower, a measurement was lost or is not of this code, or a gate went
+    /// from pass to fail or from checked to not checked.
     pub fn regressed(&self) -> bool {
-        self.rows
-            .iter()
-            .any(|r| matches!(r.verdict, Verdict::Slower | Verdict::Lost))
-            || !self.lost_profiles.is_empty()
+        self.rows.iter().any(|r| {
+            matches!(
+                r.verdict,
+                Verdict::Slower | Verdict::Lost | Verdict::NotMeasured
+            )
+        }) || !self.lost_profiles.is_empty()
             || self
                 .flipped_gates
                 .iter()
@@ -255,12 +197,14 @@ pub fn diff(root: &Path, rev: &str) -> anyhow::Result<DiffReport> {
     };
     let gpus_before = gpu_models(&before);
     let gpus_after = gpu_models(&after);
+    let builds = after.builds.as_deref().unwrap_or_default();
     let mut rows = compare(
         before.baselines.as_deref().unwrap_or_default(),
         after.baselines.as_deref().unwrap_or_default(),
         "baseline",
+        builds,
     );
-    rows.extend(compare(before_bench, after_bench, "variant"));
+    rows.extend(compare(before_bench, after_bench, "variant", builds));
     Ok(DiffReport {
         rev: rev.to_string(),
         commit: short,
@@ -402,21 +346,14 @@ fn gpu_of(results: &[BenchResult], shape: &str) -> Option<String> {
         .find_map(|r| r.device_name.clone())
 }
 
-/// The verdict of one row: LOST when only the old side measured it, OTHER GPU when the
-/// sides ran on different GPU models, else the noise rule.
-fn row_verdict(
-    before: Option<Measure>,
-    after: Option<Measure>,
-    gpus: (Option<String>, Option<String>),
-) -> Verdict {
-    match (before, after, gpus) {
-        (Some(_), None, _) => Verdict::Lost,
-        (Some(_), Some(_), (Some(b), Some(a))) if a != b => Verdict::OtherGpu,
-        _ => verdict(before, after),
-    }
-}
-
-fn compare(before: &[BenchFile], after: &[BenchFile], kind: &str) -> Vec<Row> {
+/// Compare one kind of results file (`variant` or `baseline`) side by side, shape by
+/// shape; `builds` are the after side's build records, which its records must match.
+fn compare(
+    before: &[BenchFile],
+    after: &[BenchFile],
+    kind: &str,
+    builds: &[crate::schema::BuildRecord],
+) -> Vec<Row> {
     let mut names: Vec<&str> = before
         .iter()
         .chain(after)
@@ -424,23 +361,27 @@ fn compare(before: &[BenchFile], after: &[BenchFile], kind: &str) -> Vec<Row> {
         .collect();
     names.sort();
     names.dedup();
-    let find = |side: &'_ [BenchFile], name: &str| {
-        side.iter()
-            .find(|f| f.name == name)
-            .map(|f| f.results.clone())
-    };
+    fn find<'f>(side: &'f [BenchFile], name: &str) -> Option<&'f BenchFile> {
+        side.iter().find(|f| f.name == name)
+    }
     let mut rows = Vec::new();
     for name in names {
-        let b = find(before, name).unwrap_or_default();
-        let a = find(after, name).unwrap_or_default();
-        let files: Vec<BenchFile> = before
-            .iter()
-            .chain(after)
-            .filter(|f| f.name == name)
-            .cloned()
-            .collect();
+        let (fb, fa) = (find(before, name), find(after, name));
+        let b = fb.map(|f| f.results.clone()).unwrap_or_default();
+        let a = fa.map(|f| f.results.clone()).unwrap_or_default();
+        let key = |f: Option<&BenchFile>| f.and_then(|f| f.measured.clone()).map(|m| m.key);
+        let same_build = key(fb).is_some() && key(fb) == key(fa);
+        let not_measured =
+            fa.is_some_and(|f| crate::report::measured::bench_file(f, builds).is_some());
+        let files: Vec<BenchFile> = fb.into_iter().chain(fa).cloned().collect();
         for shape in shapes_in_order(&files) {
             let (mb, ma) = (measure(&b, &shape), measure(&a, &shape));
+            let sides = Sides {
+                present: (fb.is_some(), fa.is_some()),
+                gpus: (gpu_of(&b, &shape), gpu_of(&a, &shape)),
+                same_build,
+                not_measured,
+            };
             rows.push(Row {
                 name: name.to_string(),
                 kind: kind.to_string(),
@@ -451,7 +392,7 @@ fn compare(before: &[BenchFile], after: &[BenchFile], kind: &str) -> Vec<Row> {
                     .zip(ma)
                     .filter(|(b, _)| b.p50_us > 0.0)
                     .map(|(b, a)| (a.p50_us - b.p50_us) / b.p50_us * 100.0),
-                verdict: row_verdict(mb, ma, (gpu_of(&b, &shape), gpu_of(&a, &shape))),
+                verdict: row_verdict(mb, ma, &sides),
             });
         }
     }
@@ -575,191 +516,5 @@ fn ncu_changes(before: Option<&NcuSummary>, after: Option<&NcuSummary>) -> Vec<M
     out
 }
 
-fn signed_pct(x: Option<f64>) -> String {
-    match x {
-        Some(v) if v.is_finite() => format!("{v:+.1}%"),
-        _ => "n/a".into(),
-    }
-}
-
-fn pass_mark(pass: bool) -> &'static str {
-    if pass {
-        "✅"
-    } else {
-        "❌"
-    }
-}
-
-/// The comparison as markdown (a pull-request comment).
-pub fn markdown(r: &DiffReport) -> String {
-    let side = |gpus: &[String]| {
-        if gpus.is_empty() {
-            "not measured".to_string()
-        } else {
-            gpus.join(", ")
-        }
-    };
-    let mut s = format!(
-        "### repro diff: working tree vs `{}` ({})\n\n{}\n\nGPU before: {}; GPU after: {}.\n\n",
-        r.rev,
-        r.commit,
-        r.verdict_line(),
-        side(&r.gpus_before),
-        side(&r.gpus_after),
-    );
-    // Rows that all read SAME say nothing the verdict line did not: folded away.
-    let fold = !r.rows.is_empty() && r.rows.iter().all(|row| row.verdict == Verdict::Same);
-    if fold {
-        s += "<details><summary>Every row</summary>\n\n";
-    }
-    s += "| Variant | Shape | Before p50 (µs) | After p50 (µs) | Change | Noise ± (µs, before / after) | Verdict |\n|---|---|---:|---:|---:|---:|---|\n";
-    for row in &r.rows {
-        let label = if row.kind == "baseline" {
-            format!("{} (baseline)", row.name)
-        } else {
-            row.name.clone()
-        };
-        let noise = |m: Option<Measure>| num(m.and_then(|m| m.noise_us), 2);
-        s += &format!(
-            "| {label} | {} | {} | {} | {} | {} / {} | {} |\n",
-            row.shape,
-            num(row.before.map(|m| m.p50_us), 2),
-            num(row.after.map(|m| m.p50_us), 2),
-            signed_pct(row.change_pct),
-            noise(row.before),
-            noise(row.after),
-            row.verdict.as_str()
-        );
-    }
-    if fold {
-        s += "\n</details>\n";
-    }
-    s += &format!(
-        "\nFASTER/SLOWER: the change is at least {:.0}% and larger than the combined noise of both sides; SAME: below {:.0}%; UNCLEAR: within the noise or not measured on both sides; LOST: measured before, not now; OTHER GPU: measured on different GPU models, not compared.\n",
-        r.min_rel_change * 100.0,
-        r.min_rel_change * 100.0
-    );
-    s += "\n**Gates that flipped:**";
-    if r.flipped_gates.is_empty() {
-        s += " none.\n";
-    } else {
-        s += "\n\n";
-        for g in &r.flipped_gates {
-            s += &format!(
-                "- {}: {} → {}\n",
-                g.gate,
-                pass_mark(g.before),
-                g.after.map_or("not checked", pass_mark)
-            );
-        }
-    }
-    if !r.lost_profiles.is_empty() {
-        s += &format!(
-            "\n**Profiled before, not now:** {}.\n",
-            r.lost_profiles.join(", ")
-        );
-    }
-    s += "\n**Nsight Compute metrics that changed:**";
-    if r.ncu.is_empty() {
-        s += " none (or no profile on one side).\n";
-    } else {
-        s += "\n\n| Target | Metric | Before | After | Change |\n|---|---|---:|---:|---:|\n";
-        for m in &r.ncu {
-            s += &format!(
-                "| {} | {} | {} | {} | {} |\n",
-                m.target,
-                m.metric,
-                num(m.before, 2),
-                num(m.after, 2),
-                signed_pct(m.change_pct)
-            );
-        }
-    }
-    s
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn m(p50: f64, noise: f64) -> Option<Measure> {
-        Some(Measure {
-            p50_us: p50,
-            noise_us: Some(noise),
-        })
-    }
-
-    #[test]
-    fn verdicts_follow_the_documented_rule() {
-        assert_eq!(verdict(m(100.0, 1.0), m(90.0, 1.0)), Verdict::Faster);
-        assert_eq!(verdict(m(100.0, 1.0), m(110.0, 1.0)), Verdict::Slower);
-        assert_eq!(
-            verdict(m(100.0, 0.1), m(101.0, 0.1)),
-            Verdict::Same,
-            "1% is below the minimum"
-        );
-        assert_eq!(
-            verdict(m(100.0, 8.0), m(110.0, 8.0)),
-            Verdict::Unclear,
-            "10% but inside sqrt(64+64)=11.3"
-        );
-        assert_eq!(verdict(None, m(100.0, 1.0)), Verdict::Unclear);
-        let no_noise = Some(Measure {
-            p50_us: 100.0,
-            noise_us: None,
-        });
-        assert_eq!(verdict(no_noise, m(80.0, 1.0)), Verdict::Unclear);
-    }
-
-    fn report(verdicts: &[Verdict]) -> DiffReport {
-        DiffReport {
-            rev: "HEAD~5".into(),
-            commit: "abc".into(),
-            gpus_before: vec!["H100".into()],
-            gpus_after: vec!["H100".into()],
-            min_rel_change: MIN_REL_CHANGE,
-            rows: verdicts
-                .iter()
-                .enumerate()
-                .map(|(i, v)| Row {
-                    name: format!("v{i}"),
-                    kind: "variant".into(),
-                    shape: "mission".into(),
-                    before: m(10.0, 0.1),
-                    after: m(10.0, 0.1),
-                    change_pct: Some(0.0),
-                    verdict: *v,
-                })
-                .collect(),
-            flipped_gates: vec![],
-            ncu: vec![],
-            lost_profiles: vec![],
-        }
-    }
-
-    #[test]
-    fn a_diff_says_in_one_line_what_it_amounts_to_and_folds_rows_that_all_read_same() {
-        let same = report(&[Verdict::Same; 55]);
-        assert_eq!(
-            same.verdict_line(),
-            "**No change**: 55 SAME; no gate flipped."
-        );
-        let md = markdown(&same);
-        assert!(md.contains("\n\n**No change**: 55 SAME"), "{md}");
-        assert!(md.contains("<details><summary>Every row</summary>"), "{md}");
-
-        let mixed = report(&[Verdict::Same, Verdict::Slower, Verdict::Faster]);
-        assert_eq!(
-            mixed.verdict_line(),
-            "**❌ Regressed**: 1 SLOWER, 1 FASTER, 1 SAME; no gate flipped."
-        );
-        assert!(
-            !markdown(&mixed).contains("<details>"),
-            "rows that differ are shown"
-        );
-        let faster = report(&[Verdict::Faster, Verdict::Same]);
-        assert!(faster
-            .verdict_line()
-            .starts_with("**✅ Faster, nothing slower**"));
-    }
-}
+mod tests;
