@@ -49,7 +49,7 @@ fn ok_record(variant: &str, registers: u32, spills: u64) -> String {
             dynamic_smem_bytes: Some(45056),
             gates: Vec::new(),
         };
-        b.gates = record_gates(&b, "sdpa_fp8_fwd", &limits);
+        b.gates = record_gates(&b, "sdpa_fp8_fwd", &limits, "sm_89");
         b
     };
     let record = BuildRecord {

@@ -95,7 +95,7 @@ fn check_build(
             continue;
         }
         let Some(ptxas) = ptxas else { continue };
-        let expected = record_gates(b, &r.entry, ptxas);
+        let expected = record_gates(b, &r.entry, ptxas, arch);
         let recorded: Vec<_> = b
             .gates
             .iter()

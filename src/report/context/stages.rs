@@ -82,10 +82,14 @@ impl Builder<'_> {
         // Runs skipped inside a file that ran (a baseline with no kernel for one shape).
         for (kind, files) in [("baseline", self.baselines()), ("bench", self.benches())] {
             for f in files.iter().filter(|f| f.status == "ok") {
-                out.extend(skipped_runs(kind, f).into_iter().map(|(what, reason)| Skip {
-                    what,
-                    reason: self.status_because("skipped", Some(&reason)),
-                }));
+                out.extend(
+                    skipped_runs(kind, f)
+                        .into_iter()
+                        .map(|(what, reason)| Skip {
+                            what,
+                            reason: self.status_because("skipped", Some(&reason)),
+                        }),
+                );
             }
         }
         if let Some(ncu) = &self.artifacts.ncu {
@@ -125,14 +129,20 @@ impl Builder<'_> {
 fn skipped_runs(kind: &str, f: &BenchFile) -> Vec<(String, String)> {
     let mut by_shape: BTreeMap<(String, String), usize> = BTreeMap::new();
     for r in f.results.iter().filter(|r| r.status == "skipped") {
-        let reason = r.error.clone().unwrap_or_else(|| "no reason recorded".into());
+        let reason = r
+            .error
+            .clone()
+            .unwrap_or_else(|| "no reason recorded".into());
         *by_shape.entry((r.shape.clone(), reason)).or_default() += 1;
     }
     by_shape
         .into_iter()
         .map(|((shape, reason), n)| {
             let runs = if n == 1 { "run" } else { "runs" };
-            (format!("{kind} `{}` on `{shape}` ({n} {runs})", f.name), reason)
+            (
+                format!("{kind} `{}` on `{shape}` ({n} {runs})", f.name),
+                reason,
+            )
         })
         .collect()
 }

@@ -45,12 +45,31 @@ pub fn ptxas_gates(entries: &[EntryResources], gates: &PtxasGates) -> Vec<GateRe
 }
 
 /// The gates of one architecture's build as the build stage writes them: the declared
-/// `entry`'s shared memory is static plus dynamic (what a block needs at launch).
-pub fn record_gates(build: &ArchBuild, entry: &str, gates: &PtxasGates) -> Vec<GateResult> {
+/// `entry`'s shared memory is static plus dynamic (what a block needs at launch), judged
+/// by the gates [`for_arch`].
+pub fn record_gates(
+    build: &ArchBuild,
+    entry: &str,
+    gates: &PtxasGates,
+    arch: &str,
+) -> Vec<GateResult> {
     ptxas_gates(
         &with_dynamic_smem(&build.entries, entry, build.dynamic_smem_bytes),
-        gates,
+        &for_arch(gates, arch),
     )
+}
+
+/// `gates` on `arch`: a declared shared-memory limit is never above what one block may use
+/// there ([`super::arch::max_smem_per_block`]), so one kernel's limit, written for the
+/// architecture with the most, still gates each other one by its own.
+pub fn for_arch(gates: &PtxasGates, arch: &str) -> PtxasGates {
+    let hardware = super::arch::max_smem_per_block(arch);
+    PtxasGates {
+        max_smem_bytes: gates
+            .max_smem_bytes
+            .map(|declared| hardware.map_or(declared, |h| declared.min(h))),
+        ..gates.clone()
+    }
 }
 
 /// The entries as the gates see them: `entry`'s shared memory is static plus `dynamic`.
@@ -175,5 +194,23 @@ mod tests {
             max_spill_bytes: None,
         };
         assert!(ptxas_gates(&[entry(Some(300), None, (9, 9))], &none).is_empty());
+    }
+
+    #[test]
+    fn a_limit_written_for_the_h100_still_holds_an_l4_build_to_the_l4s() {
+        let h100 = PtxasGates {
+            max_smem_bytes: Some(232448),
+            ..PtxasGates::default()
+        };
+        assert_eq!(for_arch(&h100, "sm_89").max_smem_bytes, Some(101376));
+        assert_eq!(for_arch(&h100, "sm_90a").max_smem_bytes, Some(232448));
+        let low = PtxasGates {
+            max_smem_bytes: Some(65536),
+            ..PtxasGates::default()
+        };
+        assert_eq!(for_arch(&low, "sm_89"), low, "a tighter limit stays");
+        let over_l4 = [entry(Some(100), Some(120_000), (0, 0))];
+        assert!(ptxas_gates(&over_l4, &for_arch(&h100, "sm_90a"))[0].pass);
+        assert!(!ptxas_gates(&over_l4, &for_arch(&h100, "sm_89"))[0].pass);
     }
 }

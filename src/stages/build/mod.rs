@@ -444,7 +444,7 @@ impl StageKind for BuildStage {
                 }
                 let mut build = arch_build(out);
                 if let (true, Some(g)) = (out.ok, &t.ptxas) {
-                    build.gates = gates::record_gates(&build, &t.spec.entry, g);
+                    build.gates = gates::record_gates(&build, &t.spec.entry, g, arch);
                 }
                 let declared = t.declared.as_ref().and_then(|d| {
                     let (abi::Declared::Kernel(w) | abi::Declared::Reference(w)) = d;

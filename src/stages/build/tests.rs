@@ -350,7 +350,11 @@ fn a_comment_only_kernel_edit_leaves_the_builds_fingerprint_and_lock_as_they_wer
     let source = root.join("kernels/multi.cu");
     let text = std::fs::read_to_string(&source).unwrap();
     std::fs::write(&source, format!("// a note on the kernel\n{text}")).unwrap();
-    assert_eq!(fingerprint(), before, "the lock records code digests, not bytes");
+    assert_eq!(
+        fingerprint(),
+        before,
+        "the lock records code digests, not bytes"
+    );
     std::fs::write(&source, format!("{text}\n#define EXTRA 1\n")).unwrap();
     assert_ne!(fingerprint().deps, before.deps, "a code edit is seen");
 }

@@ -232,7 +232,11 @@ impl GpuBackend<'_> {
     /// compile-time gates, then the GPU on slot `slot`, unless an earlier trial ran the same
     /// program.
     fn trial(&self, slot: u32, (trial, out, defines): &Compiled) -> Evaluation {
-        let (compiled, cubin) = match compile_gates(out, &self.kernel.entry, self.gates.as_ref()) {
+        let gates = self
+            .gates
+            .as_ref()
+            .map(|g| crate::stages::build::gates::for_arch(g, &self.arch));
+        let (compiled, cubin) = match compile_gates(out, &self.kernel.entry, gates.as_ref()) {
             CompileGate::Passed(compiled, cubin) => (compiled, cubin),
             CompileGate::Rejected(rejected) => return rejected,
         };
