@@ -744,7 +744,9 @@ fn a_pipeline_of_two_workloads_reports_each_in_its_own_part() {
     // The title names each workload's primary shape; declared workloads first, then the
     // built-in one.
     assert!(
-        md.starts_with("# Kernel report: `rmsnorm` on `mission`, `sdpa_fp8` on `mission`\n\n**"),
+        md.starts_with(
+            "# Kernel report: `rmsnorm` on `mission`, `sdpa_fp8` on `mission`\n\nMeasured on "
+        ),
         "{}",
         &md[..200]
     );
@@ -923,4 +925,125 @@ fn the_committed_reports_correctness_labels_say_which_record_failed() {
         );
     }
     eprintln!("{}", labels.join("\n"));
+}
+
+/// A record that names a cubin the build no longer makes (kept from another build) is not
+/// measured: the report lists it first and never reads "all gates passed" over it; a
+/// record of the cubin built now reads as before.
+#[test]
+fn a_result_kept_from_another_build_is_never_shown_as_measured() {
+    let root = fixture("green");
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    let mut artifacts = Artifacts::load(&root).unwrap();
+    let state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
+    let variant = artifacts.benches.as_ref().unwrap()[0].name.clone();
+    let built = artifacts
+        .builds
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|b| b.variant == variant)
+        .and_then(|b| b.archs.values().find_map(|a| a.cubin_sha256.clone()))
+        .expect("the fixture's build records name their cubins");
+    let measured = |cubin: &str| repro::schema::Measured {
+        run: "2026-11-25T10:00:00Z".into(),
+        commit: None,
+        key: [("cubin_sha256".to_string(), cubin.to_string())].into(),
+        reused: false,
+    };
+    artifacts.benches.as_mut().unwrap()[0].measured = Some(measured(&built));
+    let current = green_summary(&artifacts, &state);
+    assert!(current.contains("All gates passed"), "{current}");
+    assert!(
+        !current.contains("not measured for these sources"),
+        "{current}"
+    );
+
+    artifacts.benches.as_mut().unwrap()[0].measured = Some(measured("0123456789abcdef"));
+    let kept = green_summary(&artifacts, &state);
+    let head: Vec<&str> = kept.lines().take(10).collect();
+    assert!(!kept.contains("All gates passed"), "{kept}");
+    assert!(
+        head.iter()
+            .any(|l| l.contains("1 result was not measured for these sources")),
+        "{head:#?}"
+    );
+    assert!(
+        head.iter()
+            .any(|l| l.starts_with(&format!("- `{variant}`: measured cubin 0123456789ab"))),
+        "{head:#?}"
+    );
+    let row = kept
+        .lines()
+        .find(|l| {
+            l.starts_with(&format!("| {variant}")) || l.starts_with(&format!("| **{variant}"))
+        })
+        .unwrap();
+    assert!(row.contains("⏸ not measured for these sources"), "{row}");
+}
+
+/// The committed report names the GPU in its first lines, says why a baseline's ❌ fails
+/// no gate, lists the runs a baseline skipped inside a file that ran, explains an L2 hit
+/// rate above 100 %, and its "no profile" note names only rows of its table.
+#[test]
+fn the_committed_report_says_where_it_was_measured_and_what_it_does_not_gate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    let artifacts = Artifacts::load(root).unwrap();
+    let md = render_in(root, &pipeline, root).unwrap().markdown;
+    let third = md.lines().nth(2).unwrap_or_default();
+    assert!(third.starts_with("Measured on NVIDIA"), "{third}");
+
+    let baseline_fails = md
+        .lines()
+        .any(|l| l.contains(" (baseline) |") && l.contains("❌"));
+    assert_eq!(
+        baseline_fails,
+        md.contains("a baseline's correctness is shown, not gated"),
+        "a baseline's ❌ is explained exactly when one is shown"
+    );
+
+    let skipped_runs: Vec<(String, String)> = artifacts
+        .baselines
+        .iter()
+        .flatten()
+        .flat_map(|f| {
+            f.results
+                .iter()
+                .filter(|r| r.status == "skipped")
+                .map(|r| (f.name.clone(), r.shape.clone()))
+        })
+        .collect();
+    for (name, shape) in &skipped_runs {
+        assert!(
+            md.contains(&format!("baseline `{name}` on `{shape}`")),
+            "{name} on {shape} is not in Skipped"
+        );
+    }
+    if !skipped_runs.is_empty() {
+        assert!(!md.contains("Nothing was skipped."));
+    }
+
+    let over_100 = artifacts
+        .ncu
+        .iter()
+        .flat_map(|n| &n.targets)
+        .any(|t| t.l2_hit_rate_pct.is_some_and(|p| p > 100.0));
+    assert_eq!(over_100, md.contains("L2 hit % above 100 ("));
+
+    for note in md.lines().filter_map(|l| {
+        l.strip_prefix("TC util / Occupancy / DRAM: no profile of the primary shape for ")
+    }) {
+        for name in note.split(", ") {
+            assert!(
+                md.lines().any(|l| l.starts_with(&format!("| {name} "))
+                    || l.starts_with(&format!("| **{name}**"))),
+                "{name} is named by the profile note but has no row"
+            );
+        }
+    }
 }

@@ -75,6 +75,7 @@ impl Builder<'_> {
             (None, None) => "not used (baselines did not run)".into(),
         };
         EnvBrief {
+            on_gpu: e.gpu.is_some() || first.is_some(),
             gpu,
             driver,
             nvcc: e.nvcc.clone().unwrap_or_else(|| NA.into()),

@@ -268,6 +268,8 @@ pub struct MetricName {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EnvBrief {
+    /// Whether anything here was measured on a GPU (then `gpu` names it).
+    pub on_gpu: bool,
     pub gpu: String,
     pub driver: String,
     pub nvcc: String,

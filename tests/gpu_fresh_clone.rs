@@ -1,0 +1,51 @@
+//! GPU test (`REPRO_GPU_TESTS=1`; otherwise it prints a "skipped:" line): on a GPU of the
+//! model the committed results were measured on, a fresh clone's `repro run` measures
+//! nothing that is current and changes no committed byte. `$REPRO_SOURCE_ROOT` must be a git
+//! repository whose HEAD holds results committed by `repro commit` on this GPU model (as
+//! benches/gpu_commit.sh leaves it); the test clones it.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+fn git(root: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_fresh_clone_on_the_gpu_the_results_came_from_changes_no_committed_byte() {
+    if !gpu_tests_enabled(
+        "a_fresh_clone_on_the_gpu_the_results_came_from_changes_no_committed_byte",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = source_root();
+    git(
+        dir.path(),
+        &["clone", "-q", &source.to_string_lossy(), "clone"],
+    );
+    let root = dir.path().join("clone");
+    let (status, out) = run_repro(&root, &["run", "-q"]);
+    assert!(status.success(), "{out}");
+    let changed = git(&root, &["status", "--porcelain"]);
+    assert_eq!(changed, "", "the run rewrote committed files:\n{out}");
+    let table: Vec<&str> = out.lines().collect();
+    for stage in ["bench", "evo-tune", "evo-tune-rmsnorm", "ncu-profile"] {
+        let line = table
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(stage))
+            .unwrap_or_else(|| panic!("no {stage} in\n{out}"));
+        assert!(line.contains("up-to-date"), "{stage} ran again:\n{out}");
+    }
+    let (status, out) = run_repro(&root, &["status", "--exit-code"]);
+    assert!(status.success(), "{out}");
+}
