@@ -230,3 +230,101 @@ fn repro_exec_runs_a_recipe_and_records_the_normalized_error() {
     assert_eq!(bad.correctness_pass, Some(false), "{bad:?}");
     assert!(bad.max_err_over_ref_std.unwrap() > 0.02, "{bad:?}");
 }
+
+/// RMSNorm: every shipped variant passes every declared (shape, recipe, seed), and a bug
+/// planted in `rmsnorm.cu`'s scalar path (taken by rows whose length is not a multiple of
+/// `VEC`): the row's last element left out of its sum of squares — fails the gate for every
+/// variant that can take that path (`VEC` > 1). The declared shapes must reach it.
+#[test]
+fn a_bug_in_the_rmsnorm_scalar_path_fails_the_gate() {
+    if !gpu_tests_enabled("a_bug_in_the_rmsnorm_scalar_path_fails_the_gate") {
+        return;
+    }
+    let file = source_root().join("pipeline.yaml");
+    let p: Pipeline = serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let w = &p.workloads["rmsnorm"];
+    let arch = repro::gpu::probe().expect("a GPU")[0].arch();
+    let dir = tempfile::tempdir().unwrap();
+    let reference = dir.path().join("reference.cubin");
+    compile("kernels/rmsnorm/reference.cu", &[], &arch, &reference);
+    let source = std::fs::read_to_string(source_root().join("kernels/rmsnorm/rmsnorm.cu")).unwrap();
+    let scalar_sum = "for (int i = lane_in_row; i < hidden; i += THREADS_PER_ROW) {\n            const float f = __half2float(xr[i]);\n            sum += f * f;";
+    assert!(
+        source.contains(scalar_sum),
+        "the scalar path's sum moved: update the test"
+    );
+    let buggy = dir.path().join("rmsnorm_scalar_bug.cu");
+    std::fs::write(
+        &buggy,
+        source.replacen(
+            scalar_sum,
+            &scalar_sum.replace("i < hidden;", "i < hidden - 1;"),
+            1,
+        ),
+    )
+    .unwrap();
+    let mut warm = Warm::open(0).unwrap();
+    let mut problems = Vec::new();
+    for name in Workloads::of(&p).variants_of(&p, "rmsnorm") {
+        let spec = &p.variants[name];
+        let defines = defines_of(spec);
+        let d: Vec<&str> = defines.iter().map(String::as_str).collect();
+        let bindings: repro::workload::exprs::Bindings = defines
+            .iter()
+            .filter_map(|kv| {
+                let (k, v) = kv.split_once('=')?;
+                Some((k.to_string(), v.parse().ok()?))
+            })
+            .collect();
+        let vec: i64 = defines
+            .iter()
+            .find_map(|kv| kv.strip_prefix("VEC=")?.parse().ok())
+            .unwrap_or(8);
+        let shipped = dir.path().join(format!("{name}.cubin"));
+        let planted = dir.path().join(format!("{name}-scalar-bug.cubin"));
+        compile("kernels/rmsnorm/rmsnorm.cu", &d, &arch, &shipped);
+        compile(&buggy.to_string_lossy(), &d, &arch, &planted);
+        let mut failed = [Vec::new(), Vec::new()];
+        for shape in w.shapes.keys() {
+            for recipe in w.recipes_of(shape) {
+                for &seed in &w.seeds {
+                    for (side, cubin) in [&shipped, &planted].into_iter().enumerate() {
+                        let run = Run {
+                            file: &file,
+                            workload: "rmsnorm",
+                            decl: w,
+                            cubin,
+                            entry: "rmsnorm_fwd",
+                            defines: bindings.clone(),
+                            reference: Reference::Kernel {
+                                cubin: reference.clone(),
+                                entry: "rmsnorm_reference".into(),
+                            },
+                            shape,
+                            recipe,
+                            seed,
+                            class: None,
+                        };
+                        if !check_run(&mut warm, &run).unwrap().pass() {
+                            failed[side].push(format!("{shape}/{recipe}/seed{seed}"));
+                        }
+                    }
+                }
+            }
+        }
+        eprintln!(
+            "{name} (VEC {vec}): shipped failed {:?}; planted scalar-path bug failed {} run(s)",
+            failed[0],
+            failed[1].len()
+        );
+        if !failed[0].is_empty() {
+            problems.push(format!("{name} must pass but failed {:?}", failed[0]));
+        }
+        if vec > 1 && failed[1].is_empty() {
+            problems.push(format!(
+                "{name}: the scalar-path bug passed every run (no declared shape reaches the path)"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
