@@ -6,6 +6,8 @@
 # script fits in one 10-minute device call); a step that does not fit is reported SKIPPED and
 # counts as a failure.  Exit status 0 only if every requested step passed.
 #
+# sanitize-rmsnorm: the same three tools over kernels/rmsnorm/rmsnorm.cu through `repro exec`
+# (REPRO=the binary; writes benches/results/kernel_sanitize_rmsnorm.md).
 # sanitize: memcheck, racecheck, synccheck over every shipped variant of both kernels: sdpa_fp8.cu's
 # (incl. both warp-specialized ones, plus extra WS configs: NUM_STAGES=3, 2 producer warps,
 # TILE_N=16, scalar P.V, no cp.async; D=64 and D=128), sdpa_fp8_mma.cu's (every mma-* variant
@@ -116,6 +118,53 @@ if want sanitize; then
       --defines "NUM_CONSUMERS=1 NUM_STAGES=4 TILE_N=64" --defines "NUM_CONSUMERS=2 TILE_N=64 PINGPONG=1 NUM_STAGES=3"
   done
   if [ -f "$OUTDIR/sanitize_summary.txt" ]; then evidence kernel_sanitize sanitize "$OUTDIR/sanitize_summary.txt"; fi
+fi
+
+if want sanitize-rmsnorm; then
+  # kernels/rmsnorm/rmsnorm.cu under memcheck, racecheck and synccheck: every shipped rms-*
+  # variant and two configurations no variant ships, through `repro exec --no-timing` on every
+  # shape of the rmsnorm workload (its tails: odd hidden sizes take the scalar path, partial
+  # row blocks), seed 0. Needs REPRO (the binary) and a build in this tree (`repro stage build`).
+  CS=compute-sanitizer
+  REPRO_BIN=$(realpath "${REPRO:?set REPRO to the repro binary}")
+  summary="$OUTDIR/sanitize_rmsnorm.txt"
+  echo "compute-sanitizer: $($CS --version 2>&1 | tail -1)" | tee "$summary"
+  shapes=$(python3 -c 'import yaml,sys; print(" ".join(yaml.safe_load(open("pipeline.yaml"))["workloads"]["rmsnorm"]["shapes"]))')
+  mkdir -p /tmp/rmscheck
+  extra_cfgs=("THREADS_PER_ROW=64 ROWS_PER_BLOCK=2 VEC=4 CACHED_VECS=0" "THREADS_PER_ROW=32 ROWS_PER_BLOCK=8 VEC=2 CACHED_VECS=16")
+  for i in "${!extra_cfgs[@]}"; do
+    d=""; for kv in ${extra_cfgs[$i]}; do d="$d -D$kv"; done
+    # shellcheck disable=SC2086
+    nvcc -cubin -O3 -arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d . | sed 's/^/sm_/')" $d \
+      -o "/tmp/rmscheck/extra$i.cubin" kernels/rmsnorm/rmsnorm.cu || rc=1
+  done
+  for tool in memcheck racecheck synccheck; do
+    runs=0; bad=0; t_start=$SECONDS
+    for shape in $shapes; do
+      targets=()
+      for v in $(grep -oE '^  rms-[a-z0-9-]+' pipeline.yaml); do targets+=("--variant $v"); done
+      for i in "${!extra_cfgs[@]}"; do
+        defs=""; for kv in ${extra_cfgs[$i]}; do defs="$defs --define $kv"; done
+        targets+=("--cubin /tmp/rmscheck/extra$i.cubin --entry rmsnorm_fwd --workload rmsnorm$defs")
+      done
+      for target in "${targets[@]}"; do
+        t=$(step_timeout 60)
+        [ "$t" -eq 0 ] && { echo "$tool SKIPPED (deadline)" | tee -a "$summary"; rc=1; break 3; }
+        log="/tmp/rmscheck/$tool.log"
+        r=0
+        # shellcheck disable=SC2086
+        timeout "$t" $CS --tool $tool --error-exitcode 9 "$REPRO_BIN" exec $target --shape "$shape" --seed 0 --no-timing > "$log" 2>&1 || r=$?
+        runs=$((runs + 1))
+        if [ $r -ne 0 ] || grep -qE "ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9]|hazard detected" "$log" \
+           || ! grep -q '"correctness_pass": *true' "$log"; then
+          bad=$((bad + 1)); echo "$tool FAIL: $target --shape $shape (exit $r)" | tee -a "$summary"; tail -5 "$log" >> "$summary"
+        fi
+      done
+    done
+    if [ $bad -eq 0 ]; then echo "$tool rmsnorm clean: $runs runs (3 shipped variants + 2 extra configs x shapes: $shapes), exit 0, no errors, no hazards, every check passed, $((SECONDS - t_start)) s" | tee -a "$summary"
+    else rc=1; echo "$tool rmsnorm: $bad of $runs runs failed" | tee -a "$summary"; fi
+  done
+  evidence kernel_sanitize_rmsnorm sanitize-rmsnorm "$summary"
 fi
 
 if want space || want sample; then
