@@ -457,3 +457,20 @@ fn chattr(path: &Path, flag: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+// The lock's schema.
+
+#[test]
+fn a_lock_written_by_a_newer_repro_is_refused_and_nothing_runs() {
+    let p = Project::new(ONE_OUTPUT);
+    p.write(
+        "artifacts/repro.lock",
+        "version: 99\nstages:\n  s:\n    fingerprint: f\n    inputs: {kind: cmd, command: c}\n",
+    );
+    let out = p.expect(&["run"], 1);
+    assert!(
+        out.contains("artifacts/repro.lock:1:1: the lock was written by a newer repro (version 99"),
+        "{out}"
+    );
+    assert!(!p.root().join("o").exists());
+}

@@ -173,6 +173,16 @@ fn put_back(root: &Path, old: &Path, moved: &Path, notes: &mut Vec<String>) -> a
     Ok(())
 }
 
+/// Where `path` leads, when it is a symlink whose target is outside the project `root`.
+fn link_out_of(root: &Path, path: &Path) -> Option<PathBuf> {
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return None;
+    }
+    let target = std::fs::canonicalize(path).ok()?;
+    let root = std::fs::canonicalize(root).ok()?;
+    (!target.starts_with(root)).then_some(target)
+}
+
 fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
 }
@@ -343,6 +353,13 @@ impl Guard {
                 let target = std::fs::read_link(&path).unwrap_or_default();
                 bail!(
                     "the stage's output `{}` is a symlink to `{}`, which does not exist\n  help: write the output itself, or link to a file that is there when the stage ends",
+                    out.display(),
+                    target.display()
+                );
+            }
+            if let Some(target) = link_out_of(root, &path) {
+                bail!(
+                    "the stage's output `{}` is a symlink leading outside the project (to `{}`): the lock would record a file repro does not own\n  help: copy the file into the project instead of linking to it",
                     out.display(),
                     target.display()
                 );
