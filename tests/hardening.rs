@@ -413,11 +413,9 @@ fn class_g_a_state_folder_repro_cannot_write_is_named_with_the_fix() {
     // A folder not even root may change: the logs', without the stage's log.
     let logs = p.root().join(".repro/logs");
     std::fs::remove_file(logs.join("s.log")).unwrap();
-    if !chattr(&logs, "+i") {
-        return skip::skipped(skip::Need::Other, "chattr +i is not supported here");
-    }
-    let out = p.expect(&["run"], 1);
-    chattr(&logs, "-i");
+    let Some(out) = failed_run_with_immutable(&p, &logs) else {
+        return;
+    };
     assert!(
         out.contains(".repro/logs/s.log: Operation not permitted")
             && out.contains("this user may not change")
@@ -436,17 +434,33 @@ fn class_g_a_read_only_output_folder_is_named_with_the_fix() {
         &p.read("pipeline.yaml").replace("echo v", "echo w"),
     );
     let out_dir = p.root().join("out");
-    if !chattr(&out_dir, "+i") {
-        return skip::skipped(skip::Need::Other, "chattr +i is not supported here");
-    }
-    let out = p.expect(&["run"], 1);
-    chattr(&out_dir, "-i");
+    let Some(out) = failed_run_with_immutable(&p, &out_dir) else {
+        return;
+    };
     assert!(
         out.contains("cannot back up output `out/o`")
             && out.contains(&format!("this user may not change `{}`", out_dir.display())),
         "{out}"
     );
     assert_eq!(p.read("out/o"), "v\n");
+}
+
+/// The output of a `repro run` that fails (exit 1) while `dir` is immutable, a folder not
+/// even root may change; `None` (and a skip said) where the file system has no such flag.
+fn failed_run_with_immutable(p: &Project, dir: &Path) -> Option<String> {
+    if !chattr(dir, "+i") {
+        skip::skipped(skip::Need::Other, "chattr +i is not supported here");
+        return None;
+    }
+    let out = p.repro(&["run"]);
+    chattr(dir, "-i");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    Some(text)
 }
 
 /// `chattr FLAG path`; whether it worked (not every file system has the flag).

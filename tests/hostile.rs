@@ -378,7 +378,10 @@ fn an_output_symlink_leading_out_of_the_project_is_refused() {
         !p.root().join("o").is_symlink(),
         "the stage's link is removed"
     );
-    assert!(!p.root().join("artifacts/repro.lock").exists(), "nothing recorded");
+    assert!(
+        !p.root().join("artifacts/repro.lock").exists(),
+        "nothing recorded"
+    );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
     drop(outside);
 }
