@@ -359,3 +359,90 @@ fn a_dep_reaching_the_whole_project_through_a_symlink_is_refused() {
         "{out}"
     );
 }
+
+// Issue 39 ("Hardening, round four"): the minor list, and five cases of its own.
+
+#[test]
+fn an_output_symlink_leading_out_of_the_project_is_refused() {
+    let (outside, file) = outside_with("");
+    let p = Project::new(&format!(
+        "version: 1\nstages:\n  s: {{uses: cmd, run: [ln, -s, \"{}\", o], outs: [o]}}\n",
+        file.display()
+    ));
+    let out = p.expect(&["run"], 1);
+    assert!(
+        out.contains("the stage's output `o` is a symlink leading outside the project"),
+        "{out}"
+    );
+    assert!(
+        !p.root().join("o").is_symlink(),
+        "the stage's link is removed"
+    );
+    assert!(
+        !p.root().join("artifacts/repro.lock").exists(),
+        "nothing recorded"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+    drop(outside);
+}
+
+#[test]
+fn two_pipeline_files_sharing_one_lock_keep_each_others_records() {
+    let p = Project::new(
+        "version: 1\nstages:\n  a: {uses: cmd, run: [sh, -c, \"echo a > a\"], outs: [a]}\n",
+    );
+    p.write(
+        "b.yaml",
+        "version: 1\nstages:\n  b: {uses: cmd, run: [sh, -c, \"echo b > b\"], outs: [b]}\n",
+    );
+    p.expect(&["run"], 0);
+    p.expect(&["-f", "b.yaml", "run"], 0);
+    let lock = p.read("artifacts/repro.lock");
+    assert!(
+        lock.contains("\n  a:\n") && lock.contains("\n  b:\n"),
+        "{lock}"
+    );
+    assert_eq!(p.states()["a"], "up-to-date");
+}
+
+#[test]
+fn a_lock_that_is_a_symlink_to_a_file_outside_is_named_and_left_alone() {
+    let (outside, file) = outside_with("");
+    let p = Project::new(ONE_STAGE);
+    std::fs::create_dir(p.root().join("artifacts")).unwrap();
+    std::os::unix::fs::symlink(&file, p.root().join("artifacts/repro.lock")).unwrap();
+    let out = p.expect(&["run"], 1);
+    assert!(
+        out.contains("artifacts/repro.lock:1:1: not a repro lock file") && out.contains("help:"),
+        "{out}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+    assert!(!p.root().join("o").exists(), "nothing ran");
+    drop(outside);
+}
+
+#[test]
+fn a_stage_named_dot_dot_keeps_its_files_inside_repro() {
+    let p = Project::new(
+        "version: 1\nstages:\n  \"..\": {uses: cmd, run: [sh, -c, \"echo x > o\"], outs: [o]}\n",
+    );
+    p.expect(&["run"], 0);
+    assert!(p.root().join(".repro/logs/%2E..log").is_file());
+    assert!(!p.root().join(".repro/...log").exists());
+    assert_eq!(p.states()[".."], "up-to-date");
+}
+
+#[test]
+fn a_param_too_large_for_the_environment_is_refused_at_its_position() {
+    let big = "a".repeat(10 << 20);
+    let p = Project::new(&format!(
+        "version: 1\nstages:\n  s: {{uses: cmd, run: [sh, -c, \"echo x > o\"], params: {{x: {big}}}, outs: [o]}}\n"
+    ));
+    let out = p.expect(&["run"], 2);
+    assert!(
+        out.contains("pipeline.yaml:3:56: error: param `x` (exported as `REPRO_PARAM_x`) is 10485775 bytes as an environment variable; a process can be given at most 131072"),
+        "{}",
+        &out[..out.len().min(400)]
+    );
+    assert!(!p.root().join("o").exists());
+}

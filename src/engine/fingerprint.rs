@@ -127,7 +127,7 @@ pub fn compute(
                 })
             }
         };
-        deps.insert(file.to_string_lossy().into_owned(), digest);
+        deps.insert(super::statcache::path_key(file), digest);
     }
     let mut params: BTreeMap<String, String> = spec
         .params
@@ -162,7 +162,7 @@ fn digest_dep(
     match cache.digest_tree(root, rel) {
         Ok(tree) => out.extend(tree),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            out.insert(rel.to_string_lossy().into_owned(), MISSING.to_string());
+            out.insert(super::statcache::path_key(rel), MISSING.to_string());
         }
         Err(e) => return Err(e.into()),
     }

@@ -29,7 +29,7 @@ pub struct LockFile {
 impl Default for LockFile {
     fn default() -> Self {
         LockFile {
-            version: 1,
+            version: VERSION,
             stages: BTreeMap::new(),
         }
     }
@@ -74,12 +74,7 @@ impl LockFile {
                 None => {
                     let text = std::fs::read_to_string(&path)
                         .with_context(|| format!("cannot read {}", path.display()))?;
-                    let lock: LockFile = serde_yaml::from_str(&text).with_context(|| {
-                        format!(
-                            "{} is not a repro lock file (help: restore it with `git checkout {LOCK_FILE}`, or delete it so every stage reruns)",
-                            path.display()
-                        )
-                    })?;
+                    let lock = parse(&path, &text)?;
                     mirror::write(root, &meta, &lock);
                     lock
                 }
@@ -139,6 +134,56 @@ impl LockFile {
             _ => Ok(()),
         }
     }
+}
+
+/// The lock version this repro writes and reads.
+const VERSION: u32 = 1;
+
+/// What to do about a lock that cannot be read.
+fn lock_help() -> String {
+    format!("help: restore it with `git checkout {LOCK_FILE}`, or delete it so every stage reruns")
+}
+
+/// Read the lock's text, checked: a key written twice (YAML keeps the last one silently,
+/// and a stage's record would vanish), a wrong type and an unknown version are each an
+/// error at `file:line:column`.
+fn parse(path: &Path, text: &str) -> anyhow::Result<LockFile> {
+    let at = |line: usize, col: usize| format!("{}:{line}:{col}", path.display());
+    if let Some(dup) = crate::pipeline::spans::SpanIndex::scan(text)
+        .duplicates
+        .first()
+    {
+        anyhow::bail!(
+            "{}: `{}` is written twice in the lock (first at line {}, column {}), so one of its records would be lost\n  {}",
+            at(dup.second.line, dup.second.col),
+            dup.path.join("."),
+            dup.first.line,
+            dup.first.col,
+            lock_help()
+        );
+    }
+    let lock: LockFile = serde_yaml::from_str(text).map_err(|e| {
+        let (line, col) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
+        anyhow::anyhow!(
+            "{}: not a repro lock file: {e}\n  {}",
+            at(line, col),
+            lock_help()
+        )
+    })?;
+    if lock.version != VERSION {
+        let pos = crate::pipeline::spans::SpanIndex::build(text).locate(&["version"]);
+        let (what, help) = if lock.version > VERSION {
+            ("was written by a newer repro", "help: update repro to read it (a lock written again by this one would lose what the newer one recorded)".to_string())
+        } else {
+            ("has a version no repro writes", lock_help())
+        };
+        anyhow::bail!(
+            "{}: the lock {what} (version {}; this repro reads version {VERSION})\n  {help}",
+            at(pos.line, pos.col),
+            lock.version
+        );
+    }
+    Ok(lock)
 }
 
 /// A copy of the parsed lock in JSON (`.repro/cache/lock.json`), which reads several times
@@ -212,6 +257,35 @@ mod tests {
         let text = std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
         assert_eq!(text, back.render());
         assert!(text.find("alpha").unwrap() < text.find("zeta").unwrap());
+    }
+
+    fn refusal(text: &str) -> String {
+        format!(
+            "{:#}",
+            parse(Path::new("artifacts/repro.lock"), text).unwrap_err()
+        )
+    }
+
+    #[test]
+    fn a_lock_of_another_version_a_key_twice_or_a_wrong_type_is_refused_at_its_line() {
+        let entry = "  a:\n    fingerprint: f\n    inputs: {kind: cmd, command: c}\n";
+        let m = refusal(&format!("version: 99\nstages:\n{entry}"));
+        assert!(
+            m.starts_with("artifacts/repro.lock:1:1: the lock was written by a newer repro (version 99; this repro reads version 1)"),
+            "{m}"
+        );
+        let m = refusal(&format!("version: 1\nstages:\n{entry}{entry}"));
+        assert!(
+            m.starts_with("artifacts/repro.lock:6:3: `stages.a` is written twice in the lock (first at line 3, column 3)"),
+            "{m}"
+        );
+        let m = refusal("version: 1\nstages:\n  a:\n    fingerprint: [f]\n");
+        assert!(m.starts_with("artifacts/repro.lock:4:"), "{m}");
+        assert!(
+            m.contains("not a repro lock file") && m.contains("git checkout"),
+            "{m}"
+        );
+        assert!(parse(Path::new("l"), &format!("version: 1\nstages:\n{entry}")).is_ok());
     }
 
     #[test]

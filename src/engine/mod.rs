@@ -5,6 +5,7 @@
 pub mod code_digest;
 pub mod display;
 pub mod fingerprint;
+pub mod fsio;
 pub mod lockfile;
 pub mod progress;
 pub mod project_lock;

@@ -106,13 +106,14 @@ pub fn acquire(
 ) -> anyhow::Result<ProjectLock> {
     let path = root.join(".repro/lock");
     check_state_dirs(root)?;
-    std::fs::create_dir_all(root.join(".repro"))?;
+    super::fsio::create_dir_all(&root.join(".repro"))?;
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&path)?;
+        .open(&path)
+        .map_err(|e| super::fsio::at(&path, e))?;
     let mut waiting = Some(waiting);
     loop {
         match file.try_lock() {

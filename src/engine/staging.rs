@@ -8,6 +8,7 @@
 //! what the stage created: an output that was never moved (a backup that failed half-way,
 //! or a run killed while backing up) is left where it is.
 
+use super::fsio::{self, remove_any};
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 
@@ -22,15 +23,13 @@ const ABSENT: &str = "absent ";
 /// write fails (a full disk); the error names `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let named =
-        |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(named)?;
+        fsio::create_dir_all(parent)?;
     }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
     let tmp = PathBuf::from(tmp);
-    remove_any(&tmp).map_err(named)?;
+    remove_any(&tmp)?;
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -40,7 +39,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    written.map_err(named)
+    written.map_err(|e| fsio::at(path, e))
 }
 
 /// Append `line` and a newline to `path` (created with its folder if missing) in one
@@ -49,10 +48,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let named =
-        |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(named)?;
+        fsio::create_dir_all(dir)?;
     }
     // Never through a symlink planted in its place.
     std::fs::OpenOptions::new()
@@ -61,13 +58,17 @@ pub fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
-        .map_err(named)
+        .map_err(|e| fsio::at(path, e))
 }
 
 /// Make `path` an empty regular file: the file there truncated (keeping its inode, as a
 /// file system allocates new ones slowly after many deletes), or a new one; a symlink
-/// planted there is removed, never written through.
+/// planted there is removed, never written through. The error names `path`.
 pub fn truncate_or_create(path: &Path) -> std::io::Result<()> {
+    truncate_or_create_here(path).map_err(|e| fsio::at(path, e))
+}
+
+fn truncate_or_create_here(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let open = || {
         std::fs::OpenOptions::new()
@@ -86,10 +87,7 @@ pub fn truncate_or_create(path: &Path) -> std::io::Result<()> {
         other => other?,
     };
     if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other(format!(
-            "{} is not a regular file",
-            path.display()
-        )));
+        return Err(std::io::Error::other("not a regular file"));
     }
     Ok(())
 }
@@ -107,21 +105,11 @@ pub fn safe_name(stage: &str) -> String {
     out
 }
 
-/// Remove a file, a folder or a symlink (never what it points to); nothing there is fine.
-fn remove_any(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
 fn move_to(from: &Path, to: &Path) -> std::io::Result<()> {
     if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent)?;
+        fsio::create_dir_all(parent)?;
     }
-    std::fs::rename(from, to)
+    fsio::rename(from, to)
 }
 
 /// Move each staged output into place, the live one aside into `old`. Before each move,
@@ -135,8 +123,8 @@ fn swap_in(
     outputs: &[PathBuf],
 ) -> anyhow::Result<()> {
     use std::io::Write;
-    std::fs::create_dir_all(old)?;
-    let mut list = std::fs::File::create(moved)?;
+    fsio::create_dir_all(old)?;
+    let mut list = std::fs::File::create(moved).map_err(|e| fsio::at(moved, e))?;
     for out in outputs {
         confine(root, out, false, &mut Vec::new())?;
         let live = root.join(out);
@@ -183,6 +171,16 @@ fn put_back(root: &Path, old: &Path, moved: &Path, notes: &mut Vec<String>) -> a
     remove_any(moved)?;
     remove_any(old)?;
     Ok(())
+}
+
+/// Where `path` leads, when it is a symlink whose target is outside the project `root`.
+fn link_out_of(root: &Path, path: &Path) -> Option<PathBuf> {
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return None;
+    }
+    let target = std::fs::canonicalize(path).ok()?;
+    let root = std::fs::canonicalize(root).ok()?;
+    (!target.starts_with(root)).then_some(target)
 }
 
 fn exists(path: &Path) -> bool {
@@ -277,8 +275,8 @@ pub fn prepare(
             .collect();
         // Written in place: the folder was just emptied, and a list cut short by a kill
         // names only outputs not yet moved (every move comes after the list).
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join(BACKUP_LIST), list.as_bytes())?;
+        fsio::create_dir_all(&dir)?;
+        fsio::write(&dir.join(BACKUP_LIST), list.as_bytes())?;
         for (k, entry) in entries.iter().enumerate() {
             let live = root.join(&entry.path);
             let moved = confine(root, &entry.path, false, &mut Vec::new())
@@ -290,7 +288,7 @@ pub fn prepare(
                         Ok(())
                     }
                 });
-            let parent = live.parent().map_or(Ok(()), std::fs::create_dir_all);
+            let parent = live.parent().map_or(Ok(()), fsio::create_dir_all);
             if let Err(e) = moved.and(parent) {
                 // Put back what was already moved; nothing else was touched.
                 restore_backup(root, &dir, &entries[..=k], false, &mut Vec::new()).with_context(|| {
@@ -315,10 +313,10 @@ pub fn prepare(
     } else {
         let dir = root.join(".repro/staging").join(&name);
         remove_any(&dir)?;
-        std::fs::create_dir_all(&dir)?;
+        fsio::create_dir_all(&dir)?;
         for out in outputs {
             if let Some(parent) = dir.join(out).parent() {
-                std::fs::create_dir_all(parent)?;
+                fsio::create_dir_all(parent)?;
             }
         }
         Ok(Guard::Staged { dir })
@@ -359,6 +357,13 @@ impl Guard {
                     target.display()
                 );
             }
+            if let Some(target) = link_out_of(root, &path) {
+                bail!(
+                    "the stage's output `{}` is a symlink leading outside the project (to `{}`): the lock would record a file repro does not own\n  help: copy the file into the project instead of linking to it",
+                    out.display(),
+                    target.display()
+                );
+            }
         }
         match self {
             Guard::Backup { dir, .. } => remove_any(dir)?,
@@ -386,10 +391,38 @@ impl Guard {
         let mut notes = Vec::new();
         match self {
             Guard::Staged { dir } => remove_any(dir)?,
-            Guard::Backup { dir, outputs } => restore_backup(root, dir, outputs, true, &mut notes)?,
+            Guard::Backup { dir, outputs } => {
+                let lost = lost_from_backup(dir, outputs);
+                restore_backup(root, dir, outputs, true, &mut notes)?;
+                if !lost.is_empty() {
+                    bail!(lost_backup_message(dir, &lost));
+                }
+            }
         }
         Ok(notes)
     }
+}
+
+/// The outputs moved into the backup `dir` that are no longer there: the stage removed
+/// them (a `rm -rf .repro`, a `git clean -xfd`). Every output that existed was moved
+/// before the stage started, so none of these is still in place.
+fn lost_from_backup(dir: &Path, outputs: &[BackedUp]) -> Vec<PathBuf> {
+    outputs
+        .iter()
+        .filter(|e| e.existed && !exists(&dir.join("files").join(&e.path)))
+        .map(|e| e.path.clone())
+        .collect()
+}
+
+/// What was lost with a backup the stage removed, and how to get it back.
+fn lost_backup_message(dir: &Path, lost: &[PathBuf]) -> String {
+    let names: Vec<String> = lost.iter().map(|p| p.display().to_string()).collect();
+    format!(
+        "the stage removed the backup of its previous outputs ({}), so these could not be put back: {}; what stands there now (if anything) is the failed run's\n  help: get the committed versions back with `git checkout -- {}`, or rerun the stage",
+        dir.display(),
+        names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+        names.join(" ")
+    )
 }
 
 /// Put back the outputs of `entries` that were moved into `dir`. With `stage_ran`, what

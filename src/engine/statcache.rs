@@ -143,17 +143,16 @@ impl StatCache {
         rel: &Path,
         meta: &std::fs::Metadata,
     ) -> std::io::Result<String> {
-        let key = rel.to_string_lossy();
-        self.used.insert(key.to_string());
-        if let Some(e) = self.entries.get(key.as_ref()) {
+        let key = path_key(rel);
+        self.used.insert(key.clone());
+        if let Some(e) = self.entries.get(&key) {
             if e.matches(meta) {
                 return Ok(e.digest.clone());
             }
         }
         let digest = hash_file(full)?;
         if !key.contains('\n') {
-            self.entries
-                .insert(key.into_owned(), Entry::of(meta, digest.clone()));
+            self.entries.insert(key, Entry::of(meta, digest.clone()));
             self.dirty = true;
         }
         Ok(digest)
@@ -196,14 +195,17 @@ impl StatCache {
         out: &mut BTreeMap<String, String>,
     ) -> std::io::Result<()> {
         let full = root.join(rel);
-        let key = rel.to_string_lossy().into_owned();
+        let key = path_key(rel);
         if meta.is_dir() {
             let real = std::fs::canonicalize(&full)?;
             walking.push(real);
             let mut empty = true;
             for entry in std::fs::read_dir(&full)? {
-                empty = false;
                 let entry = entry?;
+                if is_nested_repository(&entry.file_name()) {
+                    continue;
+                }
+                empty = false;
                 let child = rel.join(entry.file_name());
                 let child_full = root.join(&child);
                 let link = std::fs::symlink_metadata(&child_full)?;
@@ -218,7 +220,7 @@ impl StatCache {
                         Some(t) if !is_loop => t,
                         _ => {
                             let text = std::fs::read_link(&child_full)?;
-                            out.insert(child.to_string_lossy().into_owned(), link_digest(&text));
+                            out.insert(path_key(&child), link_digest(&text));
                             continue;
                         }
                     }
@@ -239,6 +241,33 @@ impl StatCache {
         }
         Ok(())
     }
+}
+
+/// A `.git` or `.repro` folder inside a folder being digested: a repository or project of
+/// its own, which changes with every `git tag` or run there, so it is never part of a
+/// digest.
+fn is_nested_repository(name: &std::ffi::OsStr) -> bool {
+    name == ".git" || name == ".repro"
+}
+
+/// The text a path is recorded under (in the lock, the stat cache, `status`). A UTF-8 path
+/// is itself; in one that is not, each byte that is not part of a UTF-8 character is
+/// written `\xHH` and each `\` as `\\`, so `caf\xE9` and `caf\xE8` stay two files (a
+/// lossy conversion made both `caf\u{FFFD}`, and an edit of one went unseen).
+pub fn path_key(rel: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = rel.as_os_str().as_bytes();
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(bytes.len() + 8);
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(&chunk.valid().replace('\\', "\\\\"));
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    out
 }
 
 /// What stands for a symlink that is not followed: its target text.
@@ -401,6 +430,47 @@ mod tests {
         let mut cache = StatCache::load(root);
         let tree = cache.digest_tree(root, Path::new("d")).unwrap();
         assert_eq!(tree.keys().collect::<Vec<_>>(), ["d/e/f", "d/e/up"]);
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_recorded_distinctly_and_utf8_names_as_they_are() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        let name = |b: &[u8]| root.join("d").join(std::ffi::OsStr::from_bytes(b));
+        std::fs::write(name(b"caf\xe9"), "1").unwrap();
+        std::fs::write(name(b"caf\xe8"), "2").unwrap();
+        std::fs::write(name(b"a\\b\xff"), "3").unwrap();
+        std::fs::write(name("café".as_bytes()), "4").unwrap();
+        let mut cache = StatCache::load(root);
+        let tree = cache.digest_tree(root, Path::new("d")).unwrap();
+        assert_eq!(
+            tree.keys().collect::<Vec<_>>(),
+            ["d/a\\\\b\\xFF", "d/caf\\xE8", "d/caf\\xE9", "d/café"]
+        );
+        std::fs::write(name(b"caf\xe9"), "changed").unwrap();
+        cache.forget_seen();
+        let again = cache.digest_tree(root, Path::new("d")).unwrap();
+        assert_ne!(tree["d/caf\\xE9"], again["d/caf\\xE9"]);
+        assert_eq!(tree["d/caf\\xE8"], again["d/caf\\xE8"]);
+    }
+
+    #[test]
+    fn git_and_repro_folders_inside_a_folder_are_not_digested() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for sub in ["d/.git/refs/tags", "d/.repro/cache", "e/.git"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        std::fs::write(root.join("d/.git/refs/tags/v1"), "tag").unwrap();
+        std::fs::write(root.join("d/.repro/cache/stat"), "x").unwrap();
+        std::fs::write(root.join("d/a"), "a").unwrap();
+        let mut cache = StatCache::load(root);
+        let tree = cache.digest_tree(root, Path::new("d")).unwrap();
+        assert_eq!(tree.keys().collect::<Vec<_>>(), ["d/a"]);
+        let only_git = cache.digest_tree(root, Path::new("e")).unwrap();
+        assert_eq!(only_git["e"], EMPTY_FOLDER);
     }
 
     #[test]

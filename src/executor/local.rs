@@ -190,7 +190,7 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
     match &job.log {
         Some(log) => {
             if let Some(parent) = log.parent() {
-                std::fs::create_dir_all(parent)?;
+                crate::engine::fsio::create_dir_all(parent)?;
             }
             let file = std::fs::OpenOptions::new()
                 .create(true)
@@ -263,10 +263,11 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
     };
     let mut combined = Vec::new();
     if let Some(log) = &job.log {
-        if job.capture_stdout {
-            append(log, &output.stdout)?;
-        }
-        combined = read_from(log, log_start)?;
+        combined = log_tail(
+            log,
+            log_start,
+            job.capture_stdout.then_some(&output.stdout[..]),
+        )?;
     } else {
         combined.extend_from_slice(&output.stdout);
         combined.extend_from_slice(&output.stderr);
@@ -278,6 +279,22 @@ fn run_job(job: &Job, cancel: &CancelFlag) -> anyhow::Result<JobOutcome> {
         node: Some(hostname()),
         elapsed: started.elapsed(),
     })
+}
+
+/// What the job wrote to its `log` from `start` on, after `captured` (its stdout, when it
+/// was captured) is appended there. A log the job itself removed (a `rm -rf .repro`, a
+/// `git clean -xfd`) is no error: the job's own ending is what the stage reports, and the
+/// tail says where the log went.
+fn log_tail(log: &Path, start: u64, captured: Option<&[u8]>) -> std::io::Result<Vec<u8>> {
+    let read = captured
+        .map_or(Ok(()), |bytes| append(log, bytes))
+        .and_then(|()| read_from(log, start));
+    match read {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(format!("(no log: the job removed {} while it ran)", log.display()).into_bytes())
+        }
+        other => other.map_err(|e| crate::engine::fsio::at(log, e)),
+    }
 }
 
 fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -6,6 +6,7 @@ pub mod dag;
 pub mod diag;
 pub mod load;
 pub mod output_index;
+pub mod param_value;
 pub mod parse_cache;
 pub mod paths;
 pub mod scan_cache;

@@ -101,6 +101,11 @@ pub fn check_not_reserved(path: &Path, pipeline_file: Option<&Path>) -> Result<(
     if path.starts_with(".git") {
         return Err(PathProblem::Reserved("git's repository (`.git`)"));
     }
+    if path.components().any(|c| c.as_os_str() == ".git") {
+        return Err(PathProblem::Reserved(
+            "in a nested git repository (`.git`), which a stage's outputs must not change",
+        ));
+    }
     if pipeline_file.is_some_and(|p| path.starts_with(p)) {
         return Err(PathProblem::Reserved("the pipeline file itself"));
     }

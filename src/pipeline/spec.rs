@@ -279,7 +279,9 @@ pub struct StageSpec {
     /// Output files or folders, relative to the project root.
     #[serde(default)]
     pub outs: Vec<String>,
-    #[serde(default)]
+    /// Read by [`param_value::exact_params`](super::param_value::exact_params): `.inf`,
+    /// `.nan` and integers past 64 bits keep their text.
+    #[serde(default, deserialize_with = "super::param_value::exact_params")]
     pub params: BTreeMap<String, serde_yaml::Value>,
     /// Environment variables set for the stage's processes (and fingerprinted).
     #[serde(default)]

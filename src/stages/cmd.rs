@@ -14,7 +14,7 @@
 use crate::engine::display::visible_line;
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::executor::{ExitKind, Job};
-use crate::pipeline::validate::PARAM_ENV_PREFIX;
+use crate::pipeline::validate::{env_value_problem, PARAM_ENV_PREFIX};
 use crate::pipeline::{Command, Pipeline, StageSpec};
 use crate::stages::options::decode;
 use anyhow::bail;
@@ -107,10 +107,11 @@ pub fn param_env(name: &str) -> String {
     format!("{PARAM_ENV_PREFIX}{tail}")
 }
 
-/// Every param has a name, and no two are exported in the same variable.
+/// Every param has a name, no two are exported in the same variable, and each value is
+/// one a variable can hold.
 fn check_params(spec: &StageSpec) -> Result<(), OptionError> {
     let mut seen: BTreeMap<String, &str> = BTreeMap::new();
-    for name in spec.params.keys() {
+    for (name, value) in &spec.params {
         if name.is_empty() {
             return Err(option_error(
                 &["params", name],
@@ -122,6 +123,16 @@ fn check_params(spec: &StageSpec) -> Result<(), OptionError> {
                 &["params", name],
                 format!(
                     "params `{first}` and `{name}` would both be exported as `{}`\nhelp: rename one: characters other than letters, digits and `_` become `_` in the variable's name",
+                    param_env(name)
+                ),
+            ));
+        }
+        let text = crate::engine::fingerprint::canonical(value);
+        if let Some((problem, help)) = env_value_problem(&param_env(name), &text) {
+            return Err(option_error(
+                &["params", name],
+                format!(
+                    "param `{name}` (exported as `{}`) {problem}\nhelp: {help}",
                     param_env(name)
                 ),
             ));

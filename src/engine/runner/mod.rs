@@ -192,9 +192,10 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcom
     if !req.dry_run {
         let _ = cache.save();
         let _ = run_record::compact(&project.root);
-        // Once per run: what each stage recorded in the journal goes into the lock.
+        // Once per run: what each stage recorded in the journal goes into the lock. The
+        // records of stages this pipeline file does not declare stay: another pipeline
+        // file (`-f`) may share the lock.
         if LockFile::has_journal(&project.root) {
-            lock.stages.retain(|name, _| project.stage(name).is_some());
             lock.save(&project.root)?;
         }
     }

@@ -290,20 +290,22 @@ impl<'a> Run<'a> {
     ) -> anyhow::Result<(staging::Guard, Line)> {
         let project: &'a Project = self.project;
         let stage = &project.stages[i];
+        // The log first: once the outputs are moved aside, nothing may fail before the
+        // stage runs (its guard is what puts them back).
+        let log = project
+            .root
+            .join(".repro/logs")
+            .join(format!("{}.log", staging::safe_name(&stage.name)));
+        if let Some(dir) = log.parent() {
+            crate::engine::fsio::create_dir_all(dir)?;
+        }
+        staging::truncate_or_create(&log)?;
         let guard = staging::prepare(
             &project.root,
             &stage.name,
             &stage.outputs,
             stage.kind.writes_in_place(),
         )?;
-        let log = project
-            .root
-            .join(".repro/logs")
-            .join(format!("{}.log", staging::safe_name(&stage.name)));
-        if let Some(dir) = log.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        staging::truncate_or_create(&log)?;
         let line = self.progress.start(&stage.name);
         let write_root = guard.write_root(&project.root).to_path_buf();
         let bar = line.clone();

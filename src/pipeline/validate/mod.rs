@@ -226,13 +226,22 @@ pub fn validate(
 /// under the 255 bytes most file systems allow.
 const MAX_STAGE_FILE_NAME: usize = 200;
 
+/// Zero-width characters, direction marks and embeddings, and the byte-order mark: a name
+/// holding one looks like another name (or reorders the text around it) on a terminal.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+}
+
 /// A stage name becomes file names (its log, backup and state) and a line of the run's
-/// table: it must not be empty, hold control characters, or be too long for a file name.
+/// table: it must not be empty, hold control or invisible characters, or be too long for a
+/// file name.
 fn check_stage_name(r: &mut Report, name: &str) {
     let problem = if name.trim().is_empty() {
         Some("is empty".to_string())
     } else if name.chars().any(char::is_control) {
         Some("holds a control character (a newline or tab)".to_string())
+    } else if name.chars().any(is_invisible_format) {
+        Some("holds an invisible character (zero-width or a change of writing direction), which makes the name a terminal shows differ from the name in the file".to_string())
     } else {
         let len = crate::engine::staging::safe_name(name).len();
         (len > MAX_STAGE_FILE_NAME)
@@ -357,30 +366,27 @@ pub const RESERVED_ENV: &[&str] = &[
     "REPRO_STAGE",
 ];
 
-/// `env:` names a process can be given, none of them repro's own.
+/// `env:` names a process can be given, none of them repro's own, with values it can hold.
 fn check_env(r: &mut Report, name: &str, spec: &super::spec::StageSpec) {
     let name_help = || "name variables with letters, digits and `_`".to_string();
     for (key, value) in &spec.env {
         let (problem, help) = if key.is_empty() {
-            ("is empty", name_help())
+            ("is empty".to_string(), name_help())
         } else if key.contains('=') || key.contains('\0') {
             (
-                "holds `=` or a NUL byte, which no variable's name can",
+                "holds `=` or a NUL byte, which no variable's name can".to_string(),
                 name_help(),
             )
         } else if RESERVED_ENV.contains(&key.as_str()) || key.starts_with(PARAM_ENV_PREFIX) {
             (
-                "is set by repro itself",
+                "is set by repro itself".to_string(),
                 format!(
                     "rename it: repro sets {} and `{PARAM_ENV_PREFIX}<param>` for every stage",
                     quoted_list(RESERVED_ENV.iter().copied())
                 ),
             )
-        } else if value.contains('\0') {
-            (
-                "has a NUL byte in its value, which no variable can hold",
-                "remove the `\\0`".to_string(),
-            )
+        } else if let Some(problem) = env_value_problem(key, value) {
+            problem
         } else {
             continue;
         };
@@ -393,6 +399,29 @@ fn check_env(r: &mut Report, name: &str, spec: &super::spec::StageSpec) {
             help,
         );
     }
+}
+
+/// The most bytes one `NAME=value` string of a process's environment may have: Linux's
+/// `MAX_ARG_STRLEN` (32 pages of 4 KiB), its closing NUL included. A longer one fails the
+/// stage's start with "Argument list too long" and no name.
+const MAX_ENV_STRING: usize = 32 * 4096;
+
+/// Why `value` cannot be the value of the variable `var` in a process's environment, and
+/// the fix; `None` when it can.
+pub fn env_value_problem(var: &str, value: &str) -> Option<(String, String)> {
+    if value.contains('\0') {
+        return Some((
+            "has a NUL byte in its value, which no variable can hold".into(),
+            "remove the `\\0`".into(),
+        ));
+    }
+    let len = var.len() + value.len() + 2;
+    (len > MAX_ENV_STRING).then(|| {
+        (
+            format!("is {len} bytes as an environment variable; a process can be given at most {MAX_ENV_STRING}"),
+            "put a value this large in a file the stage reads (a dep), and pass its path".into(),
+        )
+    })
 }
 
 /// The prefix of the variables `cmd` stages get their params in.
