@@ -561,3 +561,31 @@ fn commit_refuses_while_another_repro_holds_the_project_lock() {
         .success();
     assert_ne!(head_id(&repo), before);
 }
+
+/// A malformed record in the revision compared with is that revision's, named by the
+/// revision and its path there; the working tree's good file is not blamed.
+#[test]
+fn diff_names_a_malformed_record_by_the_revision_that_has_it() {
+    let (dir, repo) = repo_with_fixture();
+    let root = dir.path();
+    let rel = "artifacts/bench/stage5-ws-p2.json";
+    let good = std::fs::read(root.join(rel)).unwrap();
+    std::fs::write(
+        root.join(rel),
+        "{\"name\": \"stage5-ws-p2\", \"results\": [oops]}\n",
+    )
+    .unwrap();
+    commit_all(&repo, "a malformed record");
+    std::fs::write(root.join(rel), good).unwrap();
+    let short = &head_id(&repo).to_string()[..10];
+    let out = repro(root).args(["diff", "HEAD"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("HEAD:{rel}:1:")), "{err}");
+    assert!(err.contains(&format!("commit {short} (`HEAD`)")), "{err}");
+    assert!(
+        err.contains(&format!("`git log --oneline -- {rel}`")),
+        "{err}"
+    );
+    assert!(!err.contains("rerun the stage"), "{err}");
+}
