@@ -14,10 +14,10 @@
 //! package installed into the same python, adding no command) is seen once
 //! `.repro/cache/tools/` is removed.
 
+use crate::engine::statcache::identity;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -136,19 +136,6 @@ fn cache_key(
         h.update(text);
     }
     Some(hex(&h.finalize()))
-}
-
-/// A file's identity for the cache: size, mtime, ctime and inode.
-fn identity(meta: &std::fs::Metadata) -> String {
-    format!(
-        "{}:{}.{}:{}.{}:{}",
-        meta.len(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec(),
-        meta.ino()
-    )
 }
 
 /// The value a probe sees of a variable: the stage's `env:`, else repro's.
