@@ -93,10 +93,7 @@ pub fn probe_in(
 /// The PATH a stage's processes search: its `env:`'s, else repro's; relative folders are
 /// taken from the project root, where the stage runs.
 fn search_path(root: &Path, env: &BTreeMap<String, String>) -> Option<OsString> {
-    let path = env
-        .get("PATH")
-        .map(OsString::from)
-        .or_else(|| std::env::var_os("PATH"))?;
+    let path = env_value(env, "PATH")?;
     let dirs: Vec<PathBuf> = std::env::split_paths(&path)
         .map(|d| if d.is_relative() { root.join(d) } else { d })
         .collect();
