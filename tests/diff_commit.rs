@@ -173,11 +173,9 @@ fn commit_refuses_a_failed_run() {
         .stderr(predicates::str::contains("--allow-failed"));
 }
 
-#[test]
-fn commit_takes_only_artifacts_and_reports_and_leaves_other_staged_changes() {
-    let (dir, repo) = repo_with_fixture();
-    let root = dir.path();
-    // New results (a report, a bench change), with the lock updated to match them.
+/// New results in the working tree: a report and a bench change, with the lock updated
+/// to match them.
+fn new_results(root: &Path) {
     std::fs::create_dir_all(root.join("reports")).unwrap();
     std::fs::write(root.join("reports/summary.md"), "# report\n").unwrap();
     edit_bench(root, "stage5-ws-p1", "mission", 0.9, 0.1);
@@ -194,6 +192,13 @@ fn commit_takes_only_artifacts_and_reports_and_leaves_other_staged_changes() {
     .into();
     lock.stages.insert("summarize".into(), summarize);
     lock.save(root).unwrap();
+}
+
+#[test]
+fn commit_takes_only_artifacts_and_reports_and_leaves_other_staged_changes() {
+    let (dir, repo) = repo_with_fixture();
+    let root = dir.path();
+    new_results(root);
     // Another change, staged by the user, and an unstaged one.
     std::fs::write(
         root.join("pipeline.yaml"),
@@ -365,4 +370,222 @@ fn a_performance_gate_that_moved_to_a_new_best_variant_is_not_called_unchecked()
     let report = diff_json(dir.path(), "HEAD");
     let flipped = report["flipped_gates"].as_array().unwrap();
     assert!(flipped.iter().any(|g| g["after"].is_null()), "{flipped:?}");
+}
+
+/// `git ARGS` in `root`; panics with its output when it fails.
+fn git(root: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// New results, a change of the user's staged beside them, and the index's bytes now.
+fn staged_beside_new_results(root: &Path) -> Vec<u8> {
+    new_results(root);
+    std::fs::write(root.join("notes.md"), "mine, staged\n").unwrap();
+    git(root, &["add", "notes.md"]);
+    std::fs::read(root.join(".git/index")).unwrap()
+}
+
+fn head_id(repo: &Repository) -> git2::Oid {
+    repo.head().unwrap().peel_to_commit().unwrap().id()
+}
+
+#[test]
+fn commit_honours_gits_identity_and_date_variables() {
+    let (dir, repo) = repo_with_fixture();
+    new_results(dir.path());
+    repro(dir.path())
+        .args(["commit", "--allow-stale"])
+        .env("GIT_AUTHOR_NAME", "Ada Author")
+        .env("GIT_AUTHOR_EMAIL", "ada@example.com")
+        .env("GIT_AUTHOR_DATE", "2026-01-02T03:04:05Z")
+        .env("GIT_COMMITTER_NAME", "Cy Committer")
+        .env("GIT_COMMITTER_EMAIL", "cy@example.com")
+        .assert()
+        .success();
+    let head = repo.head().unwrap().peel_to_commit().unwrap();
+    assert_eq!(head.author().name(), Some("Ada Author"));
+    assert_eq!(head.author().email(), Some("ada@example.com"));
+    assert_eq!(head.author().when().seconds(), 1_767_323_045);
+    assert_eq!(head.committer().name(), Some("Cy Committer"));
+    assert_eq!(head.committer().email(), Some("cy@example.com"));
+}
+
+#[test]
+fn a_hook_that_rejects_the_commit_is_a_refusal_naming_its_output_and_the_index_is_kept() {
+    let (dir, repo) = repo_with_fixture();
+    let root = dir.path();
+    let index = staged_beside_new_results(root);
+    let before = head_id(&repo);
+    let hook = root.join(".git/hooks/pre-commit");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\necho 'lint: results need a review first' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    repro(root)
+        .args(["commit", "--allow-stale"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains(
+            "refusing to commit: `git commit` refused",
+        ))
+        .stderr(predicates::str::contains(
+            "lint: results need a review first",
+        ))
+        .stderr(predicates::str::contains("the git index is as it was"));
+    assert_eq!(head_id(&repo), before);
+    assert!(
+        std::fs::read(root.join(".git/index")).unwrap() == index,
+        "the index changed"
+    );
+}
+
+#[test]
+fn a_refusing_filter_or_signer_leaves_the_index_as_it_was() {
+    for (setting, value, attributes) in [
+        ("commit.gpgsign", "true", None),
+        (
+            "filter.bad.clean",
+            "false",
+            Some("reports/*.md filter=bad\n"),
+        ),
+    ] {
+        let (dir, repo) = repo_with_fixture();
+        let root = dir.path();
+        git(root, &["config", setting, value]);
+        git(root, &["config", "gpg.program", "false"]);
+        git(root, &["config", "filter.bad.required", "true"]);
+        if let Some(text) = attributes {
+            std::fs::write(root.join(".gitattributes"), text).unwrap();
+        }
+        let index = staged_beside_new_results(root);
+        let before = head_id(&repo);
+        let out = repro(root)
+            .args(["commit", "--allow-stale"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{setting}: {err}");
+        assert!(
+            err.contains("refusing to commit: `git "),
+            "{setting}: {err}"
+        );
+        assert!(
+            err.contains("the git index is as it was"),
+            "{setting}: {err}"
+        );
+        assert_eq!(head_id(&repo), before, "{setting}");
+        assert!(
+            std::fs::read(root.join(".git/index")).unwrap() == index,
+            "{setting}: the index changed"
+        );
+    }
+}
+
+/// A clean filter (what Git LFS is) applies as `git add` applies it: the commit holds the
+/// cleaned file, and `git status` finds nothing modified after it.
+#[test]
+fn commit_applies_clean_filters_as_git_add_does() {
+    let (dir, repo) = repo_with_fixture();
+    let root = dir.path();
+    git(root, &["config", "filter.upper.clean", "tr a-z A-Z"]);
+    git(root, &["config", "filter.upper.smudge", "cat"]);
+    std::fs::write(root.join(".gitattributes"), "reports/*.md filter=upper\n").unwrap();
+    git(root, &["add", ".gitattributes"]);
+    git(root, &["commit", "-q", "-m", "attributes"]);
+    new_results(root);
+    repro(root)
+        .args(["commit", "--allow-stale"])
+        .assert()
+        .success();
+    let head = repo.head().unwrap().peel_to_commit().unwrap();
+    let entry = head
+        .tree()
+        .unwrap()
+        .get_path(Path::new("reports/summary.md"))
+        .unwrap();
+    let blob = repo.find_blob(entry.id()).unwrap();
+    assert_eq!(blob.content(), b"# REPORT\n");
+    assert_eq!(
+        git(
+            root,
+            &["status", "--porcelain", "--", "artifacts", "reports"]
+        ),
+        ""
+    );
+}
+
+#[test]
+fn commit_refuses_while_another_repro_holds_the_project_lock() {
+    let (dir, repo) = repo_with_fixture();
+    let root = dir.path();
+    new_results(root);
+    let before = head_id(&repo);
+    let held = repro::engine::project_lock::acquire(
+        root,
+        false,
+        &std::sync::atomic::AtomicBool::new(false),
+        |_| {},
+    )
+    .unwrap();
+    repro(root)
+        .args(["commit", "--allow-stale"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains(
+            "refusing to commit: another repro is running in this project",
+        ))
+        .stderr(predicates::str::contains(format!(
+            "pid {}",
+            std::process::id()
+        )))
+        .stderr(predicates::str::contains("half-written"));
+    assert_eq!(head_id(&repo), before);
+    drop(held);
+    repro(root)
+        .args(["commit", "--allow-stale"])
+        .assert()
+        .success();
+    assert_ne!(head_id(&repo), before);
+}
+
+/// A malformed record in the revision compared with is that revision's, named by the
+/// revision and its path there; the working tree's good file is not blamed.
+#[test]
+fn diff_names_a_malformed_record_by_the_revision_that_has_it() {
+    let (dir, repo) = repo_with_fixture();
+    let root = dir.path();
+    let rel = "artifacts/bench/stage5-ws-p2.json";
+    let good = std::fs::read(root.join(rel)).unwrap();
+    std::fs::write(
+        root.join(rel),
+        "{\"name\": \"stage5-ws-p2\", \"results\": [oops]}\n",
+    )
+    .unwrap();
+    commit_all(&repo, "a malformed record");
+    std::fs::write(root.join(rel), good).unwrap();
+    let short = &head_id(&repo).to_string()[..10];
+    let out = repro(root).args(["diff", "HEAD"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("HEAD:{rel}:1:")), "{err}");
+    assert!(err.contains(&format!("commit {short} (`HEAD`)")), "{err}");
+    assert!(
+        err.contains(&format!("`git log --oneline -- {rel}`")),
+        "{err}"
+    );
+    assert!(!err.contains("rerun the stage"), "{err}");
 }

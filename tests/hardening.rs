@@ -488,3 +488,76 @@ fn a_lock_written_by_a_newer_repro_is_refused_and_nothing_runs() {
     );
     assert!(!p.root().join("o").exists());
 }
+
+/// Issue 39 D: a `tools:` probe runs in the stage's environment, so the tool its `env:
+/// {PATH}` finds is the one the lock records, whatever repro's own PATH finds first.
+#[test]
+fn d_a_tools_probe_runs_in_the_stages_environment() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s:\n    uses: cmd\n    run: [sh, -c, \"tool > o\"]\n    outs: [o]\n    env: {PATH: \"v2:/usr/bin:/bin\"}\n    tools: {tool: [tool, --version]}\n",
+    );
+    for v in ["1", "2"] {
+        p.write(
+            &format!("v{v}/tool"),
+            &format!("#!/bin/sh\necho tool {v}\n"),
+        );
+        let path = p.root().join(format!("v{v}/tool"));
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let repros_path = format!(
+        "{}:{}",
+        p.root().join("v1").display(),
+        std::env::var("PATH").unwrap()
+    );
+    let out = p
+        .command(&["run"])
+        .env("PATH", repros_path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(p.read("o"), "tool 2\n");
+    let lock = repro::engine::lockfile::LockFile::load(p.root()).unwrap();
+    assert_eq!(lock.stages["s"].inputs.tools["tool"], "tool 2");
+}
+
+/// Issue 39 D, with the real pyenv where there is one: a `.python-version` switch behind
+/// the `python3` shim (whose file never changes) makes the stage stale with the new version.
+#[test]
+fn d_a_pyenv_switch_behind_the_shim_is_seen() {
+    let versions = std::process::Command::new("pyenv")
+        .args(["versions", "--bare"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let versions: Vec<&str> = versions
+        .lines()
+        .map(str::trim)
+        .filter(|v| v.starts_with("3."))
+        .collect();
+    let shim = which::which("python3").unwrap_or_default();
+    if versions.len() < 2 || !shim.to_string_lossy().contains("/shims/") {
+        skip::say_skipped("needs pyenv's python3 shim on PATH with two Python 3 versions");
+        return;
+    }
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"python3 --version > o\"], outs: [o], tools: {python: [python3, --version]}}\n",
+    );
+    p.write(".python-version", &format!("{}\n", versions[0]));
+    p.expect(&["run"], 0);
+    p.write(".python-version", &format!("{}\n", versions[1]));
+    let status = p.expect(&["status"], 0);
+    assert!(
+        status.contains(&format!("Python {}", versions[1])),
+        "the switch is seen: {status}"
+    );
+    p.expect(&["run"], 0);
+    assert_eq!(p.read("o"), format!("Python {}\n", versions[1]));
+    let lock = repro::engine::lockfile::LockFile::load(p.root()).unwrap();
+    assert_eq!(
+        lock.stages["s"].inputs.tools["python"],
+        format!("Python {}", versions[1])
+    );
+}

@@ -138,6 +138,21 @@ impl Repo {
         self.project.root()
     }
 
+    /// `git clone --depth DEPTH` of `origin`, checked out on this machine.
+    fn shallow_clone(origin: &Repo, depth: u32) -> Repo {
+        let project = Project::new("");
+        std::fs::remove_file(project.root().join("pipeline.yaml")).unwrap();
+        let clone = Repo {
+            project,
+            machine: Cell::new(Machine::Here),
+        };
+        clone.sh(&format!(
+            "git clone -q --depth {depth} file://{} . && git config user.name T && git config user.email t@example.com",
+            origin.root().display()
+        ));
+        clone
+    }
+
     fn write(&self, rel: &str, text: &str) {
         self.project.write(rel, text)
     }
@@ -594,4 +609,25 @@ fn results_made_outside_git_are_written_again_once_the_project_is_committed() {
     repo.run_ok(&["run"]);
     repo.on(Machine::Here);
     repo.fixed_by("artifacts/manifest.yaml names no git commit", "put the project in a git repository (`git init`) and commit its sources, then write it again: `repro stage summary --force --with-deps`, then `repro commit --allow-stale` (this machine keeps the results of the stages it cannot run)", 0);
+}
+
+/// The default checkout of GitHub Actions (`--depth 1`) lacks the sources' commit, just
+/// below the results': verify says so and how to fetch it, never a re-summarize.
+#[test]
+fn a_shallow_clone_without_the_sources_commit_is_told_to_fetch_it() {
+    let origin = Repo::measured(&summarized());
+    origin.verify_passes();
+    let clone = Repo::shallow_clone(&origin, 1);
+    let what = format!(
+        "artifacts/manifest.yaml names commit {}, which this shallow clone's history does not reach",
+        &manifest_commit(&origin)[..10]
+    );
+    let action = clone.verify_names(&what);
+    assert!(!action.contains("repro stage"), "{action}");
+    clone.fixed_by(
+        &what,
+        "fetch the history it is in: `git fetch --deepen=1` (a clone with `--depth 2` has it; in GitHub Actions, `fetch-depth: 2`), then `repro verify` again",
+        0,
+    );
+    Repo::shallow_clone(&origin, 2).verify_passes();
 }

@@ -192,22 +192,10 @@ fn parse(path: &Path, text: &str) -> anyhow::Result<LockFile> {
 /// copy moves its ctime).
 mod mirror {
     use super::LockFile;
-    use std::os::unix::fs::MetadataExt;
+    use crate::engine::statcache::identity;
     use std::path::Path;
 
     const FILE: &str = ".repro/cache/lock.json";
-
-    fn identity(meta: &std::fs::Metadata) -> String {
-        format!(
-            "{} {}.{} {}.{} {}",
-            meta.len(),
-            meta.mtime(),
-            meta.mtime_nsec(),
-            meta.ctime(),
-            meta.ctime_nsec(),
-            meta.ino()
-        )
-    }
 
     pub(super) fn read(root: &Path, lock: &std::fs::Metadata) -> Option<LockFile> {
         let text = std::fs::read_to_string(root.join(FILE)).ok()?;

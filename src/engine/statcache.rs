@@ -24,6 +24,20 @@ const HEADER: &str = "# repro stat cache 2: digest size mtime_ns ctime_ns inode 
 /// files inside, so an empty one needs its own (its deletion is a change).
 pub const EMPTY_FOLDER: &str = "empty-folder";
 
+/// A file's identity as text: size, mtime, ctime and inode, which any change moves. Caches
+/// name what they were made from with it.
+pub fn identity(meta: &std::fs::Metadata) -> String {
+    format!(
+        "{} {}.{} {}.{} {}",
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+        meta.ino()
+    )
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
     size: u64,

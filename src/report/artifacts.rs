@@ -97,9 +97,18 @@ pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
 
 /// Parse an artifact record, naming the file, line and column on failure.
 pub(crate) fn parse_json<T: DeserializeOwned>(text: &str, name: &str) -> anyhow::Result<T> {
+    parse_record(text, name, "rerun the stage that writes it")
+}
+
+/// Parse an artifact record; on failure, name `name`, the line and column, and `fix`.
+pub(crate) fn parse_record<T: DeserializeOwned>(
+    text: &str,
+    name: &str,
+    fix: &str,
+) -> anyhow::Result<T> {
     serde_json::from_str(text).map_err(|e| {
         anyhow::anyhow!(
-            "{name}:{}:{}: not a valid artifact record: {e}; rerun the stage that writes it",
+            "{name}:{}:{}: not a valid artifact record: {e}; {fix}",
             e.line(),
             e.column()
         )

@@ -2,7 +2,10 @@
 //! `reports/` — and nothing else — with a message listing the gates and headline numbers.
 //!
 //! The new commit's tree is HEAD's tree with only those two folders replaced by their
-//! working-tree contents, so other changes already staged stay staged and uncommitted.
+//! working-tree contents, so other changes already staged stay staged and uncommitted. It
+//! is made by the `git` command line ([`super::git_cli`]), so hooks, clean filters (Git
+//! LFS), signing and git's environment variables apply; when git refuses, the index is
+//! left as it was found. No commit is made while another repro runs in the project.
 //!
 //! It refuses (exit 1, each reason with the flag that overrides it) when the results are
 //! not ones to commit: a stage is stale, never ran, or kept results from another machine
@@ -16,9 +19,9 @@
 use super::artifacts::Artifacts;
 use super::context::{Builder, ReportContext};
 use super::state::{RunState, LOCK};
+use crate::engine::project_lock::{self, Held, ProjectLock};
 use crate::engine::status::State;
 use crate::pipeline::Project;
-use anyhow::Context;
 use std::path::Path;
 
 /// The folders `repro commit` commits, relative to the project root.
@@ -290,6 +293,7 @@ fn dirty_sources(project: &Project) -> anyhow::Result<Vec<String>> {
 /// Check, then commit the results of the project at `root`.
 pub fn commit(project: &Project, message: Option<&str>, allow: Allow) -> anyhow::Result<Committed> {
     let root = &project.root;
+    let _lock = hold_project(root)?;
     let pipeline = &project.pipeline;
     let artifacts = Artifacts::load(root)?;
     let state = RunState::load(root, pipeline.stages.keys().map(String::as_str))?;
@@ -324,61 +328,28 @@ pub fn commit(project: &Project, message: Option<&str>, allow: Allow) -> anyhow:
             e.message()
         )
     })?;
-    let prefix = super::diff::repo_prefix(&repo, root)?;
-    let dirs: Vec<String> = COMMITTED
-        .iter()
-        .map(|d| {
-            if prefix.is_empty() {
-                d.to_string()
-            } else {
-                format!("{prefix}/{d}")
-            }
-        })
-        .collect();
-    let ours = |path: &str| dirs.iter().any(|d| path.starts_with(&format!("{d}/")));
-
-    // Stage our folders in the real index (new, changed and deleted files).
-    let mut index = repo.index()?;
-    let mut only_ours = |path: &Path, _: &[u8]| -> i32 {
-        if ours(&path.to_string_lossy()) {
-            0
-        } else {
-            1
-        }
-    };
-    index.add_all(
-        dirs.iter(),
-        git2::IndexAddOption::DEFAULT,
-        Some(&mut only_ours),
-    )?;
-    index.update_all(dirs.iter(), Some(&mut only_ours))?;
-    index.write().context("cannot write the git index")?;
-
-    // The commit's tree: HEAD's, with only our folders taken from the index.
-    let head = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
-    let mut tree_index = git2::Index::new()?;
-    if let Some(h) = &head {
-        tree_index.read_tree(&h.tree()?)?;
-    }
-    for d in &dirs {
-        tree_index.remove_dir(Path::new(d), 0)?;
-    }
-    for entry in index.iter() {
-        if ours(&String::from_utf8_lossy(&entry.path)) {
-            tree_index.add(&entry)?;
-        }
-    }
-    let tree_id = tree_index.write_tree_to(&repo)?;
-    if head.as_ref().is_some_and(|h| h.tree_id() == tree_id) {
+    if !super::git_cli::commit_folders(root, &COMMITTED, &text)? {
         return Ok(Committed::NothingToCommit);
     }
-    let tree = repo.find_tree(tree_id)?;
-    let sig = repo.signature().context(
-        "git has no author identity; set it with `git config user.name NAME` and `git config user.email EMAIL`",
-    )?;
-    let parents: Vec<&git2::Commit> = head.iter().collect();
-    let id = repo.commit(Some("HEAD"), &sig, &sig, &text, &tree, &parents)?;
-    Ok(Committed::Commit { id, message: text })
+    let head = repo.head()?.peel_to_commit()?;
+    Ok(Committed::Commit {
+        id: head.id(),
+        message: head.message().unwrap_or(&text).to_string(),
+    })
+}
+
+/// The project lock, held while the results are checked and committed: a run under way
+/// may have half-written its outputs, and none may start until the commit is made.
+fn hold_project(root: &Path) -> anyhow::Result<ProjectLock> {
+    let never = std::sync::atomic::AtomicBool::new(false);
+    project_lock::acquire(root, false, &never, |_| {}).map_err(|e| match e.downcast::<Held>() {
+        Ok(Held { holder, file }) => anyhow::anyhow!(
+            "refusing to commit: another repro is running in this project ({holder}{}): the outputs of the stages it runs may be half-written\n  help: wait for it to finish, then rerun `repro commit` (lock file: {})",
+            if holder.run.is_empty() { String::new() } else { format!(", run {}", holder.run) },
+            file.display()
+        ),
+        Err(e) => e,
+    })
 }
 
 /// The commit message: a subject (the user's, or the best variant's headline), the headline

@@ -4,13 +4,15 @@
 //! [`artifacts`] loads what the stages wrote, [`state`] what the engine recorded,
 //! [`context`] turns both into the report's template context (each skip reason stated once
 //! by [`notes`]), [`render`] runs minijinja, [`charts`] draws the SVGs, [`manifest`] lists
-//! every artifact; [`diff`], [`commit`] and [`verify`] implement the pull-request subcommands.
+//! every artifact; [`diff`], [`commit`] and [`verify`] implement the pull-request subcommands
+//! ([`git_cli`] makes `repro commit`'s commit with the `git` command line).
 
 pub mod artifacts;
 pub mod charts;
 pub mod commit;
 pub mod context;
 pub mod diff;
+pub mod git_cli;
 pub mod machines;
 pub mod manifest;
 pub mod measured;

@@ -68,14 +68,15 @@ fn machine_needs(spec: &StageSpec) -> Result<MachineNeeds, OptionError> {
     Ok(needs)
 }
 
-/// Each declared tool's version on this machine (cached per binary), or `missing`.
-fn tool_versions(root: &Path, needs: &MachineNeeds) -> BTreeMap<String, String> {
+/// Each declared tool's version on this machine, probed in the stage's environment (its
+/// `env:` over repro's) and cached ([`crate::tools`]), or `missing`.
+fn tool_versions(root: &Path, spec: &StageSpec, needs: &MachineNeeds) -> BTreeMap<String, String> {
     needs
         .tools
         .iter()
         .map(|(name, argv)| {
             let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
-            let version = crate::tools::probe(root, &argv[0], &args, |_| true)
+            let version = crate::tools::probe_in(root, &spec.env, &argv[0], &args, |_| true)
                 .map(|t| t.version)
                 .unwrap_or_else(|| MISSING_TOOL.to_string());
             (name.clone(), version)
@@ -219,7 +220,7 @@ impl StageKind for CmdKind {
         // parts the stage declared are added here.
         let needs = machine_needs(spec)?;
         Ok(StageInputs {
-            tools: tool_versions(root, &needs),
+            tools: tool_versions(root, spec, &needs),
             hardware: needs
                 .gpu
                 .then(|| crate::stages::gpu_nodes::hardware(pipeline, spec, root)),
@@ -290,7 +291,7 @@ fn cannot_run_here(ctx: &RunCtx) -> anyhow::Result<Option<StageOutcome>> {
             }));
         }
     }
-    let missing: Vec<String> = tool_versions(ctx.root, &needs)
+    let missing: Vec<String> = tool_versions(ctx.root, ctx.spec, &needs)
         .into_iter()
         .filter(|(_, version)| version == MISSING_TOOL)
         .map(|(name, _)| format!("`{name}` (`{}` failed)", needs.tools[&name].join(" ")))

@@ -28,7 +28,7 @@ pub use markdown::markdown;
 pub use verdict::{measure, verdict, Measure, Verdict, MIN_REL_CHANGE};
 use verdict::{row_verdict, Sides};
 
-use crate::report::artifacts::{parse_json, Artifacts};
+use crate::report::artifacts::{parse_record, Artifacts};
 use crate::report::context::{num, shapes_in_order};
 use crate::schema::{BenchFile, BenchResult, NcuSummary, NcuTarget};
 use anyhow::Context;
@@ -181,7 +181,12 @@ pub fn diff(root: &Path, rev: &str) -> anyhow::Result<DiffReport> {
             ))
         })?;
     let short = commit.id().to_string()[..10].to_string();
-    let before = artifacts_at(&repo, &commit.tree()?, &prefix)?;
+    let at = Revision {
+        rev,
+        short: &short,
+        prefix: &prefix,
+    };
+    let before = artifacts_at(&repo, &commit.tree()?, &at)?;
     let Some(before_bench) = before.benches.as_ref().filter(|b| !b.is_empty()) else {
         anyhow::bail!(
             "commit {short} (`{rev}`) has no {}artifacts/bench/*.json: nothing to compare against; commit results there with `repro commit`, or name another revision",
@@ -243,31 +248,52 @@ pub fn repo_prefix(repo: &git2::Repository, root: &Path) -> anyhow::Result<Strin
         .join("/"))
 }
 
+/// The revision `repro diff` reads records from, as its errors name it.
+struct Revision<'a> {
+    rev: &'a str,
+    short: &'a str,
+    /// The project root relative to the repository's top (`""` at the top).
+    prefix: &'a str,
+}
+
+impl Revision<'_> {
+    /// Parse the record at `path` (from the repository's top) as this revision has it: an
+    /// error names the revision and the path there, never the working tree's file.
+    fn parse<T: serde::de::DeserializeOwned>(&self, text: &str, path: &str) -> anyhow::Result<T> {
+        let rel = path.strip_prefix(&prefix_text(self.prefix)).unwrap_or(path);
+        parse_record(
+            text,
+            &format!("{}:{path}", self.rev),
+            &format!(
+                "that is the file as commit {} (`{}`) has it, not the working tree's: compare with another revision (`git log --oneline -- {rel}` lists the commits that changed it)",
+                self.short, self.rev
+            ),
+        )
+    }
+}
+
 /// The bench, build and ncu records as committed in `tree`.
 fn artifacts_at(
     repo: &git2::Repository,
     tree: &git2::Tree,
-    prefix: &str,
+    rev: &Revision,
 ) -> anyhow::Result<Artifacts> {
-    let at = |rel: &str| format!("{}{rel}", prefix_text(prefix));
-    let mut benches: Option<Vec<BenchFile>> = json_files(repo, tree, &at("artifacts/bench"))?;
+    let at = |rel: &str| format!("{}{rel}", prefix_text(rev.prefix));
+    let mut benches: Option<Vec<BenchFile>> = json_files(repo, tree, &at("artifacts/bench"), rev)?;
     if let Some(b) = benches.as_mut() {
         b.sort_by(|x, y| x.name.cmp(&y.name));
     }
     let mut baselines: Option<Vec<BenchFile>> =
-        json_files(repo, tree, &at("artifacts/bench/baselines"))?;
+        json_files(repo, tree, &at("artifacts/bench/baselines"), rev)?;
     if let Some(b) = baselines.as_mut() {
         b.sort_by(|x, y| x.name.cmp(&y.name));
     }
     let ncu = match blob_text(repo, tree, &at("artifacts/ncu/summary.json"))? {
-        Some(text) => Some(parse_json::<NcuSummary>(
-            &text,
-            &at("artifacts/ncu/summary.json"),
-        )?),
+        Some(text) => Some(rev.parse::<NcuSummary>(&text, &at("artifacts/ncu/summary.json"))?),
         None => None,
     };
     Ok(Artifacts {
-        builds: json_files(repo, tree, &at("artifacts/build"))?,
+        builds: json_files(repo, tree, &at("artifacts/build"), rev)?,
         benches,
         baselines,
         tune: None,
@@ -291,11 +317,13 @@ fn blob_text(
     Ok(Some(String::from_utf8_lossy(blob.content()).into_owned()))
 }
 
-/// The `*.json` blobs directly in the folder `dir` of `tree`, parsed, sorted by path.
+/// The `*.json` blobs directly in the folder `dir` of `tree` (`rev`'s), parsed, sorted by
+/// path.
 fn json_files<T: serde::de::DeserializeOwned>(
     repo: &git2::Repository,
     tree: &git2::Tree,
     dir: &str,
+    rev: &Revision,
 ) -> anyhow::Result<Option<Vec<T>>> {
     let Ok(entry) = tree.get_path(Path::new(dir)) else {
         return Ok(None);
@@ -316,7 +344,7 @@ fn json_files<T: serde::de::DeserializeOwned>(
         .map(|n| {
             let path = format!("{dir}/{n}");
             let text = blob_text(repo, tree, &path)?.unwrap_or_default();
-            parse_json(&text, &path)
+            rev.parse(&text, &path)
         })
         .collect::<anyhow::Result<Vec<T>>>()
         .map(Some)

@@ -62,6 +62,8 @@ pub enum Fix {
     Source { stage: usize, path: String },
     /// The manifest must be written again, at a clean commit that has the sources.
     Rerender,
+    /// The manifest names a commit beyond the history a shallow clone has.
+    Deepen,
     /// The stage that writes the manifest wrote something else than YAML.
     Unreadable { stage: usize },
     /// No stage writes the manifest.
@@ -218,6 +220,8 @@ impl<'a> Advice<'a> {
                 }
             }
             Fix::Rerender => self.rerender(),
+            // `repro commit` puts the results right above the sources' commit.
+            Fix::Deepen => "fetch the history it is in: `git fetch --deepen=1` (a clone with `--depth 2` has it; in GitHub Actions, `fetch-depth: 2`), then `repro verify` again".into(),
             Fix::Unreadable { stage } => {
                 let name = &self.project.stages[*stage].name;
                 format!(

@@ -6,7 +6,7 @@
 //! [`super::advice`] says what that means on this machine.
 
 use super::advice::Fix;
-use super::git::{dep_digest, Git};
+use super::git::{dep_digest, BeyondShallow, Git};
 use super::results::{is_committed, Results};
 use crate::engine::fingerprint::{self, Inputs};
 use crate::engine::lockfile::{LockEntry, LockFile};
@@ -254,6 +254,10 @@ fn manifest_findings(project: &Project, results: &Results) -> Vec<Finding> {
                 "{MANIFEST_FILE} names commit {short}, but there `{path}` is not the file the results were made from"
             ))
         })),
+        Err(e) if e.is::<BeyondShallow>() => out.push(finding(
+            format!("{MANIFEST_FILE} names commit {short}, which this shallow clone's history does not reach"),
+            Fix::Deepen,
+        )),
         Err(e) => out.push(rerender(format!("{MANIFEST_FILE} names commit {short}: {e:#}"))),
     }
     out

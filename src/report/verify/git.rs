@@ -9,6 +9,12 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// A commit this clone does not have, and cannot tell apart from one that does not exist:
+/// its history is cut short (`git clone --depth 1`, CI's default checkout).
+#[derive(Debug, thiserror::Error)]
+#[error("this shallow clone's history does not reach that commit")]
+pub struct BeyondShallow;
+
 pub struct Git {
     repo: Repository,
     /// The project root relative to the repository's work tree, `a/b/` or empty.
@@ -32,13 +38,15 @@ impl Git {
         format!("{}{rel}", self.prefix)
     }
 
-    /// The commit named by `sha`, which must be HEAD or one of its ancestors.
+    /// The commit named by `sha`, which must be HEAD or one of its ancestors; a commit a
+    /// shallow clone lacks is [`BeyondShallow`].
     pub fn commit_in_history(&self, sha: &str) -> anyhow::Result<git2::Commit<'_>> {
         let oid = git2::Oid::from_str(sha)?;
-        let commit = self
-            .repo
-            .find_commit(oid)
-            .map_err(|_| anyhow::anyhow!("no such commit in this repository"))?;
+        let commit = match self.repo.find_commit(oid) {
+            Ok(commit) => commit,
+            Err(_) if self.repo.is_shallow() => return Err(BeyondShallow.into()),
+            Err(_) => anyhow::bail!("no such commit in this repository"),
+        };
         let head = self.repo.head()?.peel_to_commit()?.id();
         if head != oid && !self.repo.graph_descendant_of(head, oid)? {
             anyhow::bail!("that commit is not in the history of HEAD");
