@@ -187,3 +187,16 @@ fn unknown_variant_and_shape_are_named() {
             "no shape `huge` in workload `sdpa_fp8`",
         ));
 }
+
+/// The exit codes are part of `repro exec`'s contract (a failed check exits 1 with the
+/// record on stdout; the GPU side is `tests/gpu_correctness_gate.rs`): its help says them.
+#[test]
+fn help_states_the_exit_codes() {
+    Command::new(common::repro_bin())
+        .args(["exec", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "Exits 0 when the run's correctness check passed, 1 when it failed",
+        ));
+}
