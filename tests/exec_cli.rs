@@ -110,7 +110,7 @@ fn dump_inputs_of_a_declared_workload_writes_its_cases() {
         .unwrap(),
     )
     .unwrap();
-    assert_eq!(case["dims"]["hidden"], 1000);
+    assert_eq!(case["dims"]["hidden"], 1001);
     assert_eq!(case["args"][0]["file"], "x.fp16");
     assert_eq!(
         case["args"][5]["value"].as_f64().map(|v| v as f32),
