@@ -64,6 +64,12 @@ pub enum Command {
     #[command(subcommand)]
     Propose(ProposeCommand),
     /// Internal: load one variant, check it against the reference, time it, print one JSON line.
+    ///
+    /// Exits 0 when the run's correctness check passed, 1 when it failed (the record is
+    /// printed all the same, with `"correctness_pass": false`) or the run could not be made,
+    /// 2 for bad usage or a bad pipeline.yaml. --worker exits 0 when stdin ends, 1 when a
+    /// run left the CUDA context unusable; a failed check is then in the answer, not the
+    /// exit code.
     Exec(ExecArgs),
     /// Is A faster than B? Time two kernels on one GPU, interleaved, and give the ratio of
     /// their medians with a 95% confidence interval.

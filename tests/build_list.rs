@@ -127,3 +127,55 @@ fn a_corrupt_record_says_to_rebuild() {
         "is not a build record; rerun `repro build`",
     ));
 }
+
+/// Kernel `sdpa_fp8` declares one tail path; only `ragged` (B 2, S 40) reaches it with 32-row
+/// query blocks, and no shape with 8-row ones.
+const TAILS: &str = r#"
+version: 1
+workload:
+  op: sdpa_fp8
+  shapes:
+    small: {B: 1, H: 1, S: 32, D: 64}
+    ragged: {B: 2, H: 1, S: 40, D: 64}
+  primary: small
+kernels:
+  sdpa_fp8:
+    source: kernels/sdpa_fp8.cu
+    entry: sdpa_fp8_fwd
+    defaults: {TILE_M: 32}
+    tails:
+      partial_q_block: "B > 1 && S % TILE_M != 0"
+variants:
+  m32: {kernel: sdpa_fp8}
+  m8: {kernel: sdpa_fp8, defines: {TILE_M: 8}}
+stages:
+  build: {uses: build}
+"#;
+
+#[test]
+fn lists_the_shapes_that_reach_each_tail_and_warns_of_one_none_reaches() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pipeline.yaml"), TAILS).unwrap();
+    let out = list(dir.path()).success().get_output().clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let row = |variant: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{variant} ")))
+            .unwrap_or_else(|| panic!("no row of {variant}:\n{stdout}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        row("m32"),
+        "m32 partial_q_block B > 1 && S % TILE_M != 0 ragged"
+    );
+    assert!(row("m8").ends_with("⚠ no declared shape"), "{stdout}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("warning: variant `m8` never runs its tail path `partial_q_block`: no shape of workload `sdpa_fp8` has B > 1 && S % TILE_M != 0; add one under `workload.shapes`")
+            && !stderr.contains("`m32`"),
+        "{stderr}"
+    );
+}

@@ -110,7 +110,7 @@ fn dump_inputs_of_a_declared_workload_writes_its_cases() {
         .unwrap(),
     )
     .unwrap();
-    assert_eq!(case["dims"]["hidden"], 1000);
+    assert_eq!(case["dims"]["hidden"], 1001);
     assert_eq!(case["args"][0]["file"], "x.fp16");
     assert_eq!(
         case["args"][5]["value"].as_f64().map(|v| v as f32),
@@ -185,5 +185,18 @@ fn unknown_variant_and_shape_are_named() {
         .failure()
         .stderr(predicate::str::contains(
             "no shape `huge` in workload `sdpa_fp8`",
+        ));
+}
+
+/// The exit codes are part of `repro exec`'s contract (a failed check exits 1 with the
+/// record on stdout; the GPU side is `tests/gpu_correctness_gate.rs`): its help says them.
+#[test]
+fn help_states_the_exit_codes() {
+    Command::new(common::repro_bin())
+        .args(["exec", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "Exits 0 when the run's correctness check passed, 1 when it failed",
         ));
 }

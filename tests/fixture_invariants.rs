@@ -555,3 +555,48 @@ fn the_shipped_profile_stage_covers_every_shipped_variant() {
         "pipeline.yaml: shipped variants the profile stage does not profile: {missing:?}"
     );
 }
+
+/// The shipped shapes reach every tail path (`kernels.<name>.tails`) of every configuration
+/// a shipped tune stage may try — each valid point of its space over its base's defines —
+/// not only of the shipped variants, so a tuned kernel's confirmation on every declared
+/// shape runs its partial tiles and scalar tails too.
+#[test]
+fn the_shipped_shapes_reach_every_tail_of_every_tunable_configuration() {
+    use repro::pipeline::VariantSpec;
+    use repro::workload::tails::of_variant;
+    let mut p = pipeline_of(&source_root());
+    let tunes: Vec<TuneOptions> = p
+        .stages
+        .values()
+        .filter(|s| s.uses == "tune")
+        .map(|s| TuneOptions::parse(s, &p).unwrap())
+        .collect();
+    assert_eq!(tunes.len(), 2, "pipeline.yaml tunes both kernels");
+    let mut checked = 0;
+    for o in &tunes {
+        for config in o.space.valid() {
+            let mut defines: repro::pipeline::Defines = o
+                .base_defines
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_yaml::from_str(v).unwrap()))
+                .collect();
+            defines.extend(config.iter().map(|(k, v)| (k.clone(), (*v).into())));
+            let trial = VariantSpec {
+                kernel: o.kernel.clone(),
+                defines,
+                precision: None,
+            };
+            p.variants.insert("trial".into(), trial);
+            let reach = of_variant(&p, "trial").unwrap();
+            assert!(!reach.is_empty(), "kernel `{}` declares no tails", o.kernel);
+            if let Some(r) = reach.iter().find(|r| r.unreached()) {
+                panic!(
+                    "{} with {config:?}: no shipped shape reaches `{}` ({})",
+                    o.kernel, r.tail, r.condition
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 1000, "{checked} configurations");
+}

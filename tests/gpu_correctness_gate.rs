@@ -185,7 +185,8 @@ fn planted_bugs_fail_the_gate_and_shipped_variants_pass_every_recipe() {
 }
 
 /// `repro exec --inputs/--precision` end to end: the record names its recipe, carries the
-/// normalized error, and a planted bug fails there too.
+/// normalized error, and a planted bug fails there too: exit 1, the record printed all the
+/// same.
 #[test]
 fn repro_exec_runs_a_recipe_and_records_the_normalized_error() {
     if !gpu_tests_enabled("repro_exec_runs_a_recipe_and_records_the_normalized_error") {
@@ -197,36 +198,42 @@ fn repro_exec_runs_a_recipe_and_records_the_normalized_error() {
     compile("kernels/reference.cu", &[], &arch, &reference);
     let pipeline = dir.path().join("pipeline.yaml");
     std::fs::copy(source_root().join("pipeline.yaml"), &pipeline).unwrap();
-    let run = |bug: u32| -> repro::schema::BenchResult {
+    let run = |bug: u32| -> (Option<i32>, repro::schema::BenchResult) {
         let cubin = dir.path().join(format!("planted{bug}.cubin"));
         let define = format!("PLANTED_BUG={bug}");
         compile("tests/fixtures/cuda/planted.cu", &[&define], &arch, &cubin);
-        stdout_json(
-            std::process::Command::new(repro_bin())
-                .args(["-f"])
-                .arg(&pipeline)
-                .args(["exec", "--cubin"])
-                .arg(&cubin)
-                .args([
-                    "--entry",
-                    "sdpa_fp8_fwd",
-                    "--workload",
-                    "sdpa_fp8",
-                    "--dims",
-                    "B=1,H=4,S=300,D=64",
-                    "--seed",
-                    "1",
-                ])
-                .args(["--inputs", "sharp", "--precision", "fp16-pv", "--no-timing"])
-                .arg("--reference")
-                .arg(&reference),
-        )
+        let out = std::process::Command::new(repro_bin())
+            .args(["-f"])
+            .arg(&pipeline)
+            .args(["exec", "--cubin"])
+            .arg(&cubin)
+            .args([
+                "--entry",
+                "sdpa_fp8_fwd",
+                "--workload",
+                "sdpa_fp8",
+                "--dims",
+                "B=1,H=4,S=300,D=64",
+                "--seed",
+                "1",
+            ])
+            .args(["--inputs", "sharp", "--precision", "fp16-pv", "--no-timing"])
+            .arg("--reference")
+            .arg(&reference)
+            .output()
+            .expect("repro exec starts");
+        let record = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+        });
+        (out.status.code(), record)
     };
-    let good = run(0);
+    let (code, good) = run(0);
+    assert_eq!(code, Some(0), "{good:?}");
     assert_eq!(good.inputs, "sharp");
     assert_eq!(good.correctness_pass, Some(true), "{good:?}");
     assert!(good.max_err_over_ref_std.unwrap() < 0.02);
-    let bad = run(3);
+    let (code, bad) = run(3);
+    assert_eq!(code, Some(1), "a failed check exits 1: {bad:?}");
     assert_eq!(bad.correctness_pass, Some(false), "{bad:?}");
     assert!(bad.max_err_over_ref_std.unwrap() > 0.02, "{bad:?}");
 }

@@ -7,6 +7,7 @@ use crate::gpu::client::{ExecRequest, ExecTarget};
 use crate::gpu::compare::{self, CompareRequest};
 use crate::gpu::exec::{self, DumpRequest, ExecSettings};
 use crate::gpu::worker::serve::{serve, Served};
+use crate::schema::BenchResult;
 use anyhow::bail;
 
 /// The shape argument as `ExecRequest::shape` holds it: a name, or the dimensions.
@@ -101,7 +102,21 @@ pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
     }
     let result = exec::run_request(&global.file, &request(args)?, &settings(args))?;
     println!("{}", serde_json::to_string(&result)?);
-    Ok(exit::OK)
+    let code = run_exit_code(&result);
+    if code != exit::OK {
+        eprintln!("error: the correctness check failed: `correctness_pass` is not true in the record above");
+    }
+    Ok(code)
+}
+
+/// One run's exit code: 0 only when its correctness check passed, so a script (or the lead's
+/// GPU test) can trust `repro exec`'s status without reading the record.
+fn run_exit_code(result: &BenchResult) -> i32 {
+    if result.correctness_pass == Some(true) {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
 }
 
 /// `repro compare A B`: exit 1 when either side fails the correctness check.
@@ -186,6 +201,18 @@ mod tests {
         for req in [base, cubin] {
             assert_eq!(parsed(&req), req, "argv {:?}", req.argv());
         }
+    }
+
+    #[test]
+    fn a_run_exits_one_unless_its_correctness_check_passed() {
+        let run = |pass: Option<bool>| {
+            let mut r = BenchResult::blank("small", Default::default(), 0, (1, 1), "ok");
+            r.correctness_pass = pass;
+            run_exit_code(&r)
+        };
+        assert_eq!(run(Some(true)), exit::OK);
+        assert_eq!(run(Some(false)), exit::FAILED);
+        assert_eq!(run(None), exit::FAILED, "no verdict is no pass");
     }
 
     #[test]

@@ -33,5 +33,12 @@ pub fn build_list(global: &GlobalArgs) -> anyhow::Result<i32> {
     };
     let variants: Vec<&str> = pipeline.variants.keys().map(String::as_str).collect();
     print!("{}", crate::stages::build::list::render(root, &variants)?);
+    let (tails, warnings) = crate::stages::build::list::tails(&pipeline, &global.file)?;
+    print!("{tails}");
+    if !global.quiet {
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+    }
     Ok(exit::OK)
 }

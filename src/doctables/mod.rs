@@ -109,6 +109,7 @@ pub fn refresh(file: &Path, check: bool) -> anyhow::Result<Refresh> {
     let workloads = crate::workload::Workloads::of(&project.pipeline);
     let sources = tables::Sources {
         root: &root,
+        pipeline: &project.pipeline,
         artifacts: &artifacts,
         control: project.pipeline.control.as_deref(),
         primary: workloads.iter().next().map(|(_, d)| d.primary.as_str()),

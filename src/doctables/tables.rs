@@ -2,8 +2,9 @@
 //! (read by the report's own loader) or from a committed result file under
 //! `benches/results/`. Every table says where its numbers come from.
 
+use crate::pipeline::Pipeline;
 use crate::report::artifacts::Artifacts;
-use crate::report::context::{num, shape_p50, shapes_in_order, NA};
+use crate::report::context::{num, scopes, shape_p50, shapes_in_order, Scoped, NA};
 use crate::schema::{BenchFile, BenchResult};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -12,6 +13,7 @@ use std::path::Path;
 /// What a table is rendered from.
 pub struct Sources<'a> {
     pub root: &'a Path,
+    pub pipeline: &'a Pipeline,
     pub artifacts: &'a Artifacts,
     pub control: Option<&'a str>,
     pub primary: Option<&'a str>,
@@ -105,18 +107,60 @@ fn provenance<'a>(files: impl IntoIterator<Item = &'a BenchFile>) -> String {
     )
 }
 
-/// Variant × shape from `artifacts/bench/`: p50 is the median over seeds of the per-seed
-/// p50s; every "vs" column is the other's p50 / this p50, both medians over seeds (a ratio
-/// of medians, as the performance gate computes it).
+/// Variant × shape from `artifacts/bench/`, one table per workload: each part holds the
+/// workload's own variants, shapes and baselines and its own control, as the report scopes
+/// them (`report::context::scopes`), so no ratio divides one workload's kernel by
+/// another's. p50 is the median over seeds of the per-seed p50s; every "vs" column is the
+/// other's p50 / this p50, both medians over seeds (a ratio of medians, as the performance
+/// gate computes it).
 fn variants(s: &Sources) -> String {
-    let Some(benches) = s.artifacts.benches.as_ref().filter(|b| !b.is_empty()) else {
+    let parts: Vec<String> = scopes(s.pipeline, s.artifacts)
+        .iter()
+        .filter_map(workload_variants)
+        .collect();
+    if parts.is_empty() {
         return not_committed("bench results");
-    };
-    let baselines = s.artifacts.baselines.clone().unwrap_or_default();
-    let control = s.control.and_then(|c| benches.iter().find(|b| b.name == c));
+    }
+    format!(
+        "{}
+p50 = median over seeds of each record's p50; \"vs X\" = X's p50 / this p50 \
+         (a ratio of medians, as the performance gate computes it), X being the row's own \
+         workload's baseline or control. Source: `artifacts/bench/*.json`.\n",
+        parts.join("\n")
+    )
+}
+
+/// One workload's part of [`variants`]: a heading naming it (when the pipeline declares
+/// workloads), its variants × its shapes, its baselines' p50s, and the caption; `None` when
+/// none of its variants has a bench record.
+fn workload_variants(part: &Scoped) -> Option<String> {
+    let benches = part.artifacts.benches.as_ref().filter(|b| !b.is_empty())?;
+    let baselines = part.artifacts.baselines.clone().unwrap_or_default();
+    let control = part.scope.control.as_deref();
+    let mut out = String::new();
+    if !part.scope.workload.is_empty() {
+        let _ = write!(out, "**Workload `{}`**\n\n", part.scope.workload);
+    }
+    out.push_str(&variant_rows(benches, &baselines, control));
+    if !baselines.is_empty() {
+        out.push_str(&baseline_rows(benches, &baselines));
+    }
+    let _ = writeln!(
+        out,
+        "\n{} Control: `{}`.",
+        provenance(benches.iter().chain(baselines.iter())),
+        control.unwrap_or(NA)
+    );
+    Some(out)
+}
+
+/// The variant × shape table of `benches` on their shapes, "vs" each of `baselines` and
+/// `control`.
+fn variant_rows(benches: &[BenchFile], baselines: &[BenchFile], control: Option<&str>) -> String {
+    let control = control.and_then(|c| benches.iter().find(|b| b.name == c));
     let shapes = shapes_in_order(benches.iter());
     let mut out = String::from("| variant | shape | p50 µs | worst max_abs_err |");
-    for b in &baselines {
+    for b in baselines {
         let _ = write!(out, " vs {} |", b.name);
     }
     out.push_str(" vs control | worst CV |\n|---|---|---:|---:|");
@@ -132,7 +176,7 @@ fn variants(s: &Sources) -> String {
                 num(mine, 2),
                 num(worst(&f.results, shape, |r| r.max_abs_err), 6)
             );
-            for b in &baselines {
+            for b in baselines {
                 let _ = write!(out, " {} |", ratio(div(shape_p50(&b.results, shape), mine)));
             }
             let vs_control = control.and_then(|c| div(shape_p50(&c.results, shape), mine));
@@ -144,27 +188,23 @@ fn variants(s: &Sources) -> String {
             );
         }
     }
-    if !baselines.is_empty() {
-        out.push_str("\n| baseline | shape | p50 µs |\n|---|---|---:|\n");
-        for b in &baselines {
-            for shape in &shapes {
-                let _ = writeln!(
-                    out,
-                    "| {} | {shape} | {} |",
-                    b.name,
-                    num(shape_p50(&b.results, shape), 2)
-                );
-            }
+    out
+}
+
+/// The p50 of each of `baselines` on the shapes of `benches`.
+fn baseline_rows(benches: &[BenchFile], baselines: &[BenchFile]) -> String {
+    let shapes = shapes_in_order(benches.iter());
+    let mut out = String::from("\n| baseline | shape | p50 µs |\n|---|---|---:|\n");
+    for b in baselines {
+        for shape in &shapes {
+            let _ = writeln!(
+                out,
+                "| {} | {shape} | {} |",
+                b.name,
+                num(shape_p50(&b.results, shape), 2)
+            );
         }
     }
-    let _ = write!(
-        out,
-        "\n{} p50 = median over seeds of each record's p50; \"vs X\" = X's p50 / this p50 \
-         (a ratio of medians, as the performance gate computes it). Control: `{}`. \
-         Source: `artifacts/bench/*.json`.\n",
-        provenance(benches.iter().chain(baselines.iter())),
-        s.control.unwrap_or(NA)
-    );
     out
 }
 
@@ -410,4 +450,82 @@ fn report_excerpt(root: &Path, sections: &str) -> Result<String, String> {
         parts.push(lines[start..end].join("\n").trim_end().to_string());
     }
     Ok(format!("````markdown\n{}\n````\n", parts.join("\n\n…\n\n")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::testing::{pipeline, SHIPPED_PIPELINE};
+
+    /// A bench file of `name` (of `workload`) with one record on `mission` at `p50` µs.
+    fn file(name: &str, kind: &str, workload: &str, p50: f64) -> BenchFile {
+        let mut r = BenchResult::blank("mission", Default::default(), 0, (1, 1), "ok");
+        r.p50_us = Some(p50);
+        BenchFile {
+            name: name.into(),
+            kind: kind.into(),
+            workload: Some(workload.into()),
+            status: "ok".into(),
+            reason: None,
+            defines: Default::default(),
+            nvcc_version: None,
+            precision: None,
+            arch: None,
+            driver: None,
+            results: vec![r],
+            gates: Vec::new(),
+            measured: None,
+        }
+    }
+
+    /// The part of `table` from `from` to the next `**Workload` heading (or the end).
+    fn part<'t>(table: &'t str, from: &str) -> &'t str {
+        let start = table
+            .find(from)
+            .unwrap_or_else(|| panic!("{from}:\n{table}"));
+        let rest = &table[start + from.len()..];
+        &rest[..rest.find("**Workload").unwrap_or(rest.len())]
+    }
+
+    /// Both shipped workloads have a `mission` shape: each row's ratios use its own
+    /// workload's control and baselines, never the other's.
+    #[test]
+    fn each_workloads_rows_divide_only_by_its_own_control_and_baselines() {
+        let p = pipeline(SHIPPED_PIPELINE);
+        let artifacts = Artifacts {
+            benches: Some(vec![
+                file("mma-m64", "variant", "sdpa_fp8", 8.0),
+                file("rms-scalar", "variant", "rmsnorm", 20.0),
+                file("rms-warp-row", "variant", "rmsnorm", 10.0),
+                file("stage2-baseline", "variant", "sdpa_fp8", 40.0),
+            ]),
+            baselines: Some(vec![
+                file("torch-rmsnorm", "baseline", "rmsnorm", 30.0),
+                file("torch-sdpa-best", "baseline", "sdpa_fp8", 16.0),
+            ]),
+            ..Artifacts::default()
+        };
+        let s = Sources {
+            root: Path::new("."),
+            pipeline: &p,
+            artifacts: &artifacts,
+            control: p.control.as_deref(),
+            primary: None,
+        };
+        let table = render("variants", &s).unwrap();
+        let attention = part(&table, "**Workload `sdpa_fp8`**");
+        let rmsnorm = part(&table, "**Workload `rmsnorm`**");
+        assert!(
+            attention.contains("| mma-m64 | mission | 8.00 | n/a | 2.000× | 5.000× |")
+                && !attention.contains("rms"),
+            "{table}"
+        );
+        assert!(
+            rmsnorm.contains("| rms-warp-row | mission | 10.00 | n/a | 3.000× | 2.000× |")
+                && rmsnorm.contains("Control: `rms-scalar`.")
+                && !rmsnorm.contains("sdpa")
+                && !rmsnorm.contains("stage2-baseline"),
+            "{table}"
+        );
+    }
 }

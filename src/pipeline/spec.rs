@@ -76,7 +76,7 @@ pub struct ToolchainSpec {
     pub nvcc: crate::toolchain::NvccVersion,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KernelSpec {
     /// CUDA source, relative to the project root.
@@ -96,6 +96,33 @@ pub struct KernelSpec {
     /// pipeline's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ptxas: Option<PtxasGates>,
+    /// The value the source gives each define a variant may leave unset (its `#ifndef`
+    /// default), for the `tails` expressions of a variant that does not set it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub defaults: BTreeMap<String, i64>,
+    /// The code paths only some shapes reach (a partial tile, a scalar tail), by name
+    /// (`crate::workload::tails`): `repro build --list` says which declared shapes reach
+    /// each, per variant, and warns of one that none reaches.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tails: BTreeMap<String, TailSpec>,
+}
+
+/// When a shape reaches a tail path: an expression over the workload's dims and the
+/// variant's defines (non-zero: reached), alone or with `when`, the condition on the
+/// defines under which the variant has the path at all.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TailSpec {
+    Reached(crate::workload::spec::ExprText),
+    Guarded(GuardedTail),
+}
+
+/// `{when: EXPR, reached: EXPR}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardedTail {
+    pub when: crate::workload::spec::ExprText,
+    pub reached: crate::workload::spec::ExprText,
 }
 
 /// Compile-time define values: integers or strings, written as `-DNAME=VALUE`.

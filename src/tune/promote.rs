@@ -409,6 +409,7 @@ mod tests {
                 max_smem_bytes: Some(232448),
                 max_spill_bytes: None,
             }),
+            ..KernelSpec::default()
         };
         assert_eq!(
             kernel_flow(&k),

@@ -386,6 +386,17 @@ fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// The order of passing trials, best first: [`better`] as an `Ordering`.
+pub fn ranking(a: &Trial, b: &Trial) -> std::cmp::Ordering {
+    if better(a, b) {
+        std::cmp::Ordering::Less
+    } else if better(b, a) {
+        std::cmp::Ordering::Greater
+    } else {
+        std::cmp::Ordering::Equal
+    }
+}
+
 /// Lower score first; ties broken by the earlier trial.
 fn better(a: &Trial, b: &Trial) -> bool {
     let key = |t: &Trial| {

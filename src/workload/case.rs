@@ -217,10 +217,10 @@ mod tests {
         let expected = read_expected(&out_dir, &decl, &case).unwrap();
         let (x, w) = (case.values(&decl, 0), case.values(&decl, 1));
         let mine: Vec<f64> = x
-            .chunks(1000)
+            .chunks(1001)
             .flat_map(|row| {
                 let inv =
-                    1.0 / (row.iter().map(|v| v * v).sum::<f64>() / 1000.0 + 1e-6f32 as f64).sqrt();
+                    1.0 / (row.iter().map(|v| v * v).sum::<f64>() / 1001.0 + 1e-6f32 as f64).sqrt();
                 row.iter()
                     .zip(&w)
                     .map(move |(v, w)| v * inv * w)

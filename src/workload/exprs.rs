@@ -12,14 +12,18 @@ pub type Bindings = BTreeMap<String, i64>;
 
 /// One parsed expression and where it is written.
 #[derive(Debug, Clone)]
-struct Located {
+pub(super) struct Located {
     expr: Expr,
     text: String,
     path: Vec<String>,
 }
 
 impl Located {
-    fn parse(text: &ExprText, known: &[&str], path: Vec<String>) -> Result<Located, Problem> {
+    pub(super) fn parse(
+        text: &ExprText,
+        known: &[&str],
+        path: Vec<String>,
+    ) -> Result<Located, Problem> {
         Expr::parse(&text.0, known)
             .map(|expr| Located {
                 expr,
@@ -37,7 +41,7 @@ impl Located {
     }
 
     /// The value under `b`; `what` names the bindings in messages (`shape \`small\``).
-    fn eval(&self, b: &Bindings, what: &str) -> Result<i64, Problem> {
+    pub(super) fn eval(&self, b: &Bindings, what: &str) -> Result<i64, Problem> {
         self.expr.eval(b).map_err(|e| {
             let (col, why, help) = match e {
                 EvalError::Absent { name, col } => (
@@ -441,9 +445,9 @@ mod tests {
         let decl = rmsnorm();
         let c = Compiled::new("rmsnorm", &decl, &["ROWS_PER_BLOCK", "THREADS_PER_ROW"]).unwrap();
         let dims = c.dims("ragged").unwrap();
-        assert_eq!(c.extents(0, &dims, "shape `ragged`").unwrap(), [33, 1000]);
-        assert_eq!(c.extents(1, &dims, "").unwrap(), [1000]);
-        assert_eq!(c.scalar(4, &dims, "").unwrap(), Number::Int(1000));
+        assert_eq!(c.extents(0, &dims, "shape `ragged`").unwrap(), [33, 1001]);
+        assert_eq!(c.extents(1, &dims, "").unwrap(), [1001]);
+        assert_eq!(c.scalar(4, &dims, "").unwrap(), Number::Int(1001));
         assert_eq!(c.scalar(5, &dims, "").unwrap(), Number::Float(1e-6));
         let defines = Bindings::from([("ROWS_PER_BLOCK".into(), 4)]);
         let g = c.launch(&dims, &defines, "").unwrap();
@@ -487,7 +491,7 @@ mod tests {
     #[test]
     fn evaluation_errors_say_which_shape_and_why() {
         let mut decl = rmsnorm();
-        decl.args[1].shape[0] = ExprText("hidden - 1000".into());
+        decl.args[1].shape[0] = ExprText("hidden - 1001".into());
         decl.args[4].value = Some(ScalarValue::Int(ExprText("hidden / (rows - 33)".into())));
         decl.launch.defines.clear();
         let c = Compiled::new("rmsnorm", &decl, &["ROWS_PER_BLOCK", "THREADS_PER_ROW"]).unwrap();
@@ -495,9 +499,9 @@ mod tests {
         let p = c.extents(1, &dims, "shape `ragged`").unwrap_err();
         assert_eq!(
             p.message,
-            "`hidden - 1000` is 0 for shape `ragged`; it must be at least 1"
+            "`hidden - 1001` is 0 for shape `ragged`; it must be at least 1"
         );
-        assert_eq!(p.help, "with hidden = 1000");
+        assert_eq!(p.help, "with hidden = 1001");
         let p = c.scalar(4, &dims, "shape `ragged`").unwrap_err();
         assert_eq!((p.col, p.help.as_str()), (Some(8), "guard the divisor"));
         let p = c.launch(&dims, &Bindings::new(), "shape `ragged`, variant `v`");

@@ -28,6 +28,7 @@ pub mod inputs;
 pub mod limits;
 pub mod problem;
 pub mod spec;
+pub mod tails;
 pub mod validate;
 
 #[cfg(test)]
@@ -45,6 +46,7 @@ use std::path::Path;
 pub fn diagnostics(pipeline: &Pipeline, text: &str, file: &Path, root: &Path) -> Vec<Diagnostic> {
     let mut problems = builtin::problems(pipeline);
     problems.extend(validate::check(pipeline, root));
+    problems.extend(tails::check(pipeline));
     if problems.is_empty() {
         return Vec::new();
     }

@@ -1,8 +1,11 @@
 //! `repro build --list`: the variants' resource usage as a table, read from the recorded
-//! `artifacts/build/<variant>.json` (nothing is compiled).
+//! `artifacts/build/<variant>.json` (nothing is compiled), then the tail paths each
+//! variant's declared shapes reach.
 
 use super::record_path;
+use crate::pipeline::Pipeline;
 use crate::schema::BuildRecord;
+use crate::workload::{tails, Workloads};
 use anyhow::Context;
 use std::path::Path;
 
@@ -50,6 +53,50 @@ pub fn render(root: &Path, variants: &[&str]) -> anyhow::Result<String> {
         return Ok("No variant is built yet — run `repro build`.\n".into());
     }
     Ok(table(&rows))
+}
+
+/// The tail paths each variant's kernel declares (`kernels.<name>.tails`) with the declared
+/// shapes that reach each (`crate::workload::tails`), and a warning for each path a variant
+/// has that no shape reaches; no text when no kernel declares tails. `file` is where `p`
+/// was read, for the `file:line:column` of an expression that cannot be evaluated.
+pub fn tails(p: &Pipeline, file: &Path) -> anyhow::Result<(String, Vec<String>)> {
+    let workloads = Workloads::of(p);
+    let mut rows = vec![["VARIANT", "TAIL", "CONDITION", "REACHED BY"]
+        .map(String::from)
+        .to_vec()];
+    let mut warnings = Vec::new();
+    for v in p.variants.keys() {
+        let reach = tails::of_variant(p, v)
+            .map_err(|e| anyhow::anyhow!(crate::workload::render(p, file, &e)))?;
+        for r in reach {
+            let shapes = match &r.shapes {
+                None => "- (the variant has no such path)".to_string(),
+                Some(s) if s.is_empty() => "⚠ no declared shape".to_string(),
+                Some(s) => s.join(", "),
+            };
+            if r.unreached() {
+                let w = workloads.of_variant(p, v).map_or("", |(w, _)| w);
+                // A declared workload's shapes, or the built-in `workload:`'s.
+                let key = if p.workloads.contains_key(w) {
+                    format!("workloads.{w}.shapes")
+                } else {
+                    "workload.shapes".to_string()
+                };
+                warnings.push(format!(
+                    "variant `{v}` never runs its tail path `{}`: no shape of workload `{w}` has {}; add one under `{key}` in {}",
+                    r.tail,
+                    r.condition,
+                    file.display()
+                ));
+            }
+            rows.push(vec![v.clone(), r.tail, r.condition, shapes]);
+        }
+    }
+    if rows.len() == 1 {
+        return Ok((String::new(), warnings));
+    }
+    let title = "\nTail paths (kernels.<kernel>.tails in pipeline.yaml) and the declared shapes that reach them:\n";
+    Ok((format!("{title}{}", table(&rows)), warnings))
 }
 
 /// One row per (architecture, entry function) of a record, or one per architecture that

@@ -201,6 +201,7 @@ fn reference_specs(workloads: &Workloads) -> Vec<(&str, KernelSpec)> {
                 flags: r.flags.clone(),
                 precision: None,
                 ptxas: None,
+                ..KernelSpec::default()
             };
             Some((w, spec))
         })

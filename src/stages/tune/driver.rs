@@ -1,9 +1,10 @@
 //! One tune from start to outputs: the search (after the exhaustive sweep when asked),
 //! a live line per trial, and every artifact written under the staging folder.
 
+use super::gpu::{judge, Verdict};
 use super::outputs::{write_elite_diffs, write_json, write_trials, Comparison};
 use crate::engine::StageOutcome;
-use crate::schema::{EliteEntry, LineageStep};
+use crate::schema::{BenchResult, EliteEntry, LineageStep};
 use crate::tune::memo::Memo;
 use crate::tune::options::TuneOptions;
 use crate::tune::proposer::lineage::{lineage, Origin};
@@ -24,6 +25,13 @@ use std::time::{Duration, Instant};
 pub trait Backend: Objective {
     /// The cubin of each trial (compiled again if needed; the compile cache makes that free).
     fn cubins(&mut self, elite: &[Candidate]) -> anyhow::Result<Vec<PathBuf>>;
+    /// The confirmation of a passing trial before it is reported: its correctness runs
+    /// (untimed) on every declared shape, each of the shape's recipes and every seed of the
+    /// workload, as the bench stage checks a variant. A backend with no GPU side (the tests'
+    /// fakes) has nothing more to run.
+    fn confirm(&mut self, _trial: &Candidate) -> anyhow::Result<Vec<BenchResult>> {
+        Ok(Vec::new())
+    }
     /// The nvcc that builds the cubins (`nvcc --version`'s release line), if a real one.
     fn nvcc_version(&self) -> Option<String> {
         None
@@ -94,6 +102,8 @@ pub fn tune_and_write(
     if let Some(e) = log_error {
         return Err(e).context("cannot write the stage log");
     }
+    let mut outcome = outcome;
+    outcome.elite = confirmed_elite(&mut outcome.trials, outcome.elite.len(), backend)?;
     write_trials(&out.join("tune_log.csv"), &outcome.trials)?;
 
     let elite: Vec<&Trial> = outcome.elite.iter().map(|&i| &outcome.trials[i]).collect();
@@ -155,6 +165,47 @@ pub fn tune_and_write(
             status_counts(&outcome.trials)
         )),
     })
+}
+
+/// The elite after confirmation: the passing trials, best first, each confirmed
+/// ([`Backend::confirm`]) until `k` pass. A confirmed trial keeps its runs in its `bench`; one
+/// that fails a run becomes that run's verdict (`incorrect` or `failed`, the note naming the
+/// shape, recipe and seed), so `tune_log.csv` and `topk.json` never call it passing.
+fn confirmed_elite(
+    trials: &mut [Trial],
+    k: usize,
+    backend: &mut dyn Backend,
+) -> anyhow::Result<Vec<usize>> {
+    let mut ranked: Vec<usize> = (0..trials.len())
+        .filter(|&i| trials[i].evaluation.score.is_some())
+        .collect();
+    ranked.sort_by(|&a, &b| search::ranking(&trials[a], &trials[b]));
+    let mut elite = Vec::new();
+    for i in ranked {
+        if elite.len() == k {
+            break;
+        }
+        let runs = backend.confirm(&trials[i].candidate)?;
+        let e = &mut trials[i].evaluation;
+        let failed = runs.iter().find_map(|r| match judge(r, false) {
+            Verdict::Reject(status, note) => Some((status, r, note)),
+            Verdict::Pass(_) => None,
+        });
+        if let Some((status, r, note)) = failed {
+            e.note = format!(
+                "confirmation: {} ({} inputs, seed {}): {note}",
+                r.shape, r.inputs, r.seed
+            );
+            e.status = status.into();
+            e.score = None;
+            e.correctness_pass = (status == "incorrect").then_some(false);
+            e.bench.push(r.clone());
+            continue;
+        }
+        e.bench.extend(runs);
+        elite.push(i);
+    }
+    Ok(elite)
 }
 
 /// One trial of an elite member's lineage, as `topk.json` records it.

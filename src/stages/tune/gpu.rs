@@ -143,12 +143,13 @@ impl GpuBackend<'_> {
         Ok(())
     }
 
-    /// One run of `cubin` (compiled with `defines`) on GPU slot `slot`'s worker.
+    /// One run of `cubin` (compiled with `defines`) on GPU slot `slot`'s worker, with
+    /// inputs `(shape, recipe, seed)`.
     fn exec(
         &self,
         slot: u32,
         (cubin, defines): (&Path, &Bindings),
-        (shape, inputs): (&str, &str),
+        (shape, inputs, seed): (&str, &str, u64),
         timing: bool,
     ) -> BenchResult {
         let req = ExecRequest {
@@ -161,7 +162,7 @@ impl GpuBackend<'_> {
             shape: shape.to_string(),
             inputs: Some(inputs.to_string()),
             precision: self.precision.clone(),
-            seed: self.seed,
+            seed,
             warmup: self.warmup,
             iters: self.iters,
             l2: self.l2,
@@ -191,7 +192,7 @@ impl GpuBackend<'_> {
             .map(|s| ((s.as_str(), decl.recipes_of(s)[0]), true));
         let mut p50s = Vec::new();
         for (run, timing) in checks.chain(timed) {
-            let r = self.exec(slot, kernel, run, timing);
+            let r = self.exec(slot, kernel, (run.0, run.1, self.seed), timing);
             let verdict = judge(&r, timing);
             let worst = |seen: Option<f64>, new: Option<f64>| match (seen, new) {
                 (Some(a), Some(b)) => Some(a.max(b)),
@@ -340,6 +341,29 @@ impl Backend for GpuBackend<'_> {
         Some(self.tc.version.clone())
     }
 
+    /// Every declared shape × its recipes × every seed of the workload, untimed, on the
+    /// first GPU slot; stops at the first run that does not pass.
+    fn confirm(&mut self, trial: &Candidate) -> anyhow::Result<Vec<BenchResult>> {
+        let out = self.compile_one(trial);
+        self.check_cancel()?;
+        let cubin = out
+            .cubin
+            .filter(|_| out.ok)
+            .with_context(|| format!("cannot rebuild trial {} to confirm it", trial.trial))?;
+        let defines = self.launch_defines(trial);
+        let mut runs = Vec::new();
+        for (shape, recipe, seed) in every_case(&self.decl) {
+            let r = self.exec(0, (&cubin, &defines), (shape, recipe, seed), false);
+            self.check_cancel()?;
+            let passed = matches!(judge(&r, false), Verdict::Pass(_));
+            runs.push(r);
+            if !passed {
+                break;
+            }
+        }
+        Ok(runs)
+    }
+
     fn cubins(&mut self, elite: &[Candidate]) -> anyhow::Result<Vec<PathBuf>> {
         self.compile(elite)?
             .into_iter()
@@ -356,6 +380,15 @@ impl Backend for GpuBackend<'_> {
             })
             .collect()
     }
+}
+
+/// Every (shape, recipe, seed) `decl` declares: what the bench stage checks a variant on.
+pub(super) fn every_case(decl: &Declaration) -> Vec<(&str, &str, u64)> {
+    decl.shapes
+        .keys()
+        .flat_map(|s| decl.recipes_of(s).into_iter().map(move |r| (s.as_str(), r)))
+        .flat_map(|(s, r)| decl.seeds.iter().map(move |&seed| (s, r, seed)))
+        .collect()
 }
 
 /// How a candidate fared at the compile-time gates.

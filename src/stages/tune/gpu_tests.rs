@@ -233,6 +233,7 @@ impl Rig {
                 flags: vec![],
                 precision: None,
                 ptxas: None,
+                ..KernelSpec::default()
             },
             base_defines: BTreeMap::from([("SCALE".to_string(), "3".to_string())]),
             gates: Some(PtxasGates {

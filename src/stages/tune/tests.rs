@@ -120,7 +120,7 @@ pub(super) fn mission() -> crate::workload::exprs::Bindings {
 fn run(
     o: &TuneOptions,
     exhaustive: bool,
-    fake: &mut Fake,
+    fake: &mut dyn Backend,
     memo: &mut Memo,
     staging: &Path,
 ) -> (StageOutcome, Vec<String>, String) {
@@ -377,4 +377,78 @@ fn trials_are_judged_by_the_tuned_kernels_ptxas_gates() {
     let json = r#"{"max_registers":168,"max_smem_bytes":null,"max_spill_bytes":0}"#;
     assert_eq!(inputs.params["gates"], json);
     assert!(objective(&o).contains(&format!("passes the ptxas gates {json}")));
+}
+
+/// [`Fake`], whose confirmation fails for the first trial it confirms (the search's best) on
+/// `ragged` seed 2, and passes for the others.
+struct Unconfirmed {
+    fake: Fake,
+    rejected: Option<u32>,
+}
+
+impl Objective for Unconfirmed {
+    fn evaluate(
+        &mut self,
+        batch: &[Candidate],
+        done: &mut dyn FnMut(usize, Evaluation),
+    ) -> anyhow::Result<()> {
+        self.fake.evaluate(batch, done)
+    }
+}
+
+impl Backend for Unconfirmed {
+    fn cubins(&mut self, elite: &[Candidate]) -> anyhow::Result<Vec<PathBuf>> {
+        self.fake.cubins(elite)
+    }
+
+    fn confirm(&mut self, trial: &Candidate) -> anyhow::Result<Vec<BenchResult>> {
+        let mut r = BenchResult::blank("ragged", mission(), 2, (0, 0), "ok");
+        r.correctness_pass = Some(self.rejected.is_some());
+        self.rejected.get_or_insert(trial.trial);
+        Ok(vec![r])
+    }
+}
+
+/// A trial is reported as passing only once it passed every declared shape, recipe and
+/// seed: the best one fails its confirmation, so it is `incorrect` in the log, not in the
+/// elite, and the next passing trials fill the elite, carrying their confirmation runs.
+#[test]
+fn a_trial_that_fails_its_confirmation_leaves_the_elite_and_is_logged_incorrect() {
+    let (_, o) = options();
+    let dir = tempfile::tempdir().unwrap();
+    let staging = dir.path().join("staging");
+    let mut backend = Unconfirmed {
+        fake: Fake {
+            dir: dir.path().to_path_buf(),
+            evaluated: 0,
+            all_fail: false,
+        },
+        rejected: None,
+    };
+    let (outcome, _, _) = run(&o, false, &mut backend, &mut Memo::in_memory(), &staging);
+    assert_eq!(outcome, StageOutcome::Passed);
+    let rejected = backend
+        .rejected
+        .expect("the best trial was confirmed first");
+    let rows = read_csv(&staging.join("artifacts/tune/tune_log.csv"));
+    let row = rows.iter().find(|r| r.trial == rejected).unwrap();
+    assert_eq!(
+        (row.status.as_str(), row.p50_us, row.correctness_pass),
+        ("incorrect", None, Some(false))
+    );
+    assert!(
+        row.note
+            .contains("confirmation: ragged (gaussian inputs, seed 2): max_abs_err"),
+        "{}",
+        row.note
+    );
+    let topk: Vec<EliteEntry> = serde_json::from_str(
+        &std::fs::read_to_string(staging.join("artifacts/tune/topk.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(topk.len(), 3);
+    assert!(topk.iter().all(|e| e.trial != rejected
+        && e.bench
+            .last()
+            .is_some_and(|r| r.shape == "ragged" && r.seed == 2)));
 }

@@ -57,11 +57,11 @@ fn the_shipped_declarations_load_clean() {
 
 #[test]
 fn an_argument_shape_that_does_not_evaluate_points_into_the_expression() {
-    let text = edited("shape: [hidden],", "shape: [\"hidden - 1000\"],");
-    let msg = one_error_at(&text, "hidden - 1000", 0);
+    let text = edited("shape: [hidden],", "shape: [\"hidden - 1001\"],");
+    let msg = one_error_at(&text, "hidden - 1001", 0);
     assert_eq!(
         msg,
-        "`hidden - 1000` is 0 for shape `ragged`; it must be at least 1\n  help: with hidden = 1000"
+        "`hidden - 1001` is 0 for shape `ragged`; it must be at least 1\n  help: with hidden = 1001"
     );
     let text = edited("shape: [hidden],", "shape: [hidden / (rows - 4)],");
     let msg = one_error_at(&text, "hidden / (rows", 7);
