@@ -199,7 +199,7 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcom
         }
     }
     scheduled?;
-    let outcome = run.report(&selected);
+    let outcome = run.report(&selected)?;
     // As in `run`: the statuses and the lock are left to the operating system.
     std::mem::forget(run);
     std::mem::forget(lock);
