@@ -459,3 +459,18 @@ fn round4_b_out_of_threads_fails_the_stages_and_changes_nothing() {
         "a backup was left in place"
     );
 }
+
+#[test]
+fn round4_h_a_stage_that_runs_repro_is_refused_not_deadlocked() {
+    let p = Project::new(
+        "version: 1\nstages:\n  a: {uses: cmd, run: [sh, -c, \"echo a > a.txt\"], outs: [a.txt]}\n  b: {uses: cmd, run: [sh, -c, \"$REPRO_BIN stage a --wait\"], needs: [a], outs: [b.txt], timeout: 30s}\n",
+    );
+    let out = p.expect(&["run"], 1);
+    assert!(
+        out.contains("this repro runs inside stage `b` of run "),
+        "{out}"
+    );
+    assert!(out.contains("which holds the project lock"), "{out}");
+    assert!(!out.contains("timed out"), "{out}");
+    assert_eq!(p.states()["a"], "up-to-date");
+}
