@@ -474,3 +474,45 @@ fn round4_h_a_stage_that_runs_repro_is_refused_not_deadlocked() {
     assert!(!out.contains("timed out"), "{out}");
     assert_eq!(p.states()["a"], "up-to-date");
 }
+
+#[test]
+fn round4_a_a_dep_resolving_to_the_whole_project_is_refused_however_it_is_written() {
+    let p = Project::new("version: 1\nstages: {}\n");
+    std::fs::create_dir(p.root().join(".git")).unwrap();
+    let root = p.root().canonicalize().unwrap();
+    let name = root.file_name().unwrap().to_str().unwrap().to_string();
+    let cases = [
+        (root.display().to_string(), "resolves to the project folder"),
+        (format!("../{name}"), "resolves to the project folder"),
+        (
+            format!("{}/.git", root.display()),
+            "resolves to `.git` in the project",
+        ),
+        ("..".to_string(), "resolves to a folder holding the project"),
+    ];
+    for (dep, says) in cases {
+        p.write(
+            "pipeline.yaml",
+            &format!(
+                "version: 1\nstages:\n  s: {{uses: cmd, run: [\"true\"], deps: [\"{dep}\"]}}\n"
+            ),
+        );
+        let out = p.expect(&["run"], 2);
+        assert!(
+            out.contains(&format!("dep `{dep}` of stage `s` {says}")),
+            "{out}"
+        );
+        assert!(!p.root().join("artifacts").exists(), "{dep}: something ran");
+    }
+    // A file of the project written by its absolute path is a dep as before.
+    p.write("d", "d");
+    p.write(
+        "pipeline.yaml",
+        &format!(
+            "version: 1\nstages:\n  s: {{uses: cmd, run: [\"true\"], deps: [\"{}/d\"]}}\n",
+            root.display()
+        ),
+    );
+    p.expect(&["run"], 0);
+    assert_eq!(p.states()["s"], "up-to-date");
+}
