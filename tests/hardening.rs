@@ -516,3 +516,38 @@ fn round4_a_a_dep_resolving_to_the_whole_project_is_refused_however_it_is_writte
     p.expect(&["run"], 0);
     assert_eq!(p.states()["s"], "up-to-date");
 }
+
+#[test]
+fn round4_e_links_among_the_results_are_named_never_followed() {
+    let p = Project::new(
+        "version: 1\nstages:\n  a: {uses: cmd, run: [sh, -c, \"mkdir -p artifacts/out && echo a > artifacts/out/a.txt\"], outs: [artifacts/out]}\n",
+    );
+    p.write("src.rs", "source");
+    p.expect(&["run"], 0);
+    for (link, target) in [
+        ("artifacts/a", "."),
+        ("artifacts/b", "."),
+        ("artifacts/loop", ".."),
+        ("artifacts/root", "/"),
+        ("artifacts/out/root", "/"),
+    ] {
+        std::os::unix::fs::symlink(target, p.root().join(link)).unwrap();
+    }
+    // The output folder's walk records the link, by its target, without going to `/`.
+    let status = p.expect(&["status"], 0);
+    assert!(
+        status.contains("output `artifacts/out/root` added"),
+        "{status}"
+    );
+    let verify = p.expect(&["verify"], 1);
+    for link in ["artifacts/a", "artifacts/loop", "artifacts/root"] {
+        assert!(
+            verify.contains(&format!("remove the link: `rm -- {link}`")),
+            "{verify}"
+        );
+    }
+    // Nothing through a link, nothing outside the results; the real file is not "missing".
+    assert!(!verify.contains("artifacts/loop/"), "{verify}");
+    assert!(!verify.contains("src.rs"), "{verify}");
+    assert!(!verify.contains("is missing"), "{verify}");
+}

@@ -162,8 +162,8 @@ impl StatCache {
     /// Digests of `rel`: itself if a file, every entry below it (sorted) if a folder.
     /// Keys are paths relative to the project root. Files are digested by content; what
     /// is not a regular file is never opened (a FIFO would block, `/dev/zero` never ends):
-    /// a symlink inside a folder that leads nowhere, or to a folder already being walked,
-    /// is digested by its target text, and a FIFO, socket or device by its kind
+    /// a symlink inside a folder that leads nowhere, to a folder already being walked, or
+    /// that lies in a result folder, is digested by its target text, and a FIFO, socket or device by its kind
     /// ([`special_digest`]).
     pub fn digest_tree(
         &mut self,
@@ -208,7 +208,11 @@ impl StatCache {
                 let child_full = root.join(&child);
                 let link = std::fs::symlink_metadata(&child_full)?;
                 let meta = if link.file_type().is_symlink() {
-                    let target = std::fs::metadata(&child_full).ok();
+                    // Under the result folders a link is never followed (a pull request
+                    // can plant `artifacts/a -> /`): it is digested by its target text.
+                    let target = std::fs::metadata(&child_full)
+                        .ok()
+                        .filter(|_| !under_results(&child));
                     let is_loop = target.as_ref().is_some_and(|t| {
                         t.is_dir()
                             && std::fs::canonicalize(&child_full)
@@ -239,6 +243,13 @@ impl StatCache {
         }
         Ok(())
     }
+}
+
+/// Whether `rel` is in one of the result folders (`artifacts/`, `reports/`).
+fn under_results(rel: &Path) -> bool {
+    crate::pipeline::paths::RESULT_DIRS
+        .iter()
+        .any(|d| rel.starts_with(d))
 }
 
 /// What stands for a symlink that is not followed: its target text.

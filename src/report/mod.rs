@@ -16,6 +16,7 @@ pub mod manifest;
 pub mod notes;
 pub mod render;
 pub mod state;
+pub mod tree;
 pub mod verify;
 
 use crate::env::Environment;
