@@ -53,7 +53,7 @@ pub enum LoadError {
 
 /// Read, parse and validate `file`.
 pub fn load(file: &Path) -> Result<Project, LoadError> {
-    let bytes = std::fs::read(file).map_err(|source| LoadError::Read {
+    let bytes = read_regular(file).map_err(|source| LoadError::Read {
         file: file.to_path_buf(),
         source,
     })?;
@@ -67,6 +67,27 @@ pub fn load(file: &Path) -> Result<Project, LoadError> {
         source,
     })?;
     load_str(text, file, &root)
+}
+
+/// The bytes of `file`, which must be a regular file: a FIFO would block the read forever
+/// and `/dev/zero` would never end, so they are refused without being read (opened
+/// non-blocking, as [`crate::engine::statcache::hash_file`] opens deps).
+fn read_regular(file: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(file)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, a device or a socket); name the pipeline's YAML file",
+        ));
+    }
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// The file's text: UTF-8, without a leading byte-order mark. Anything else is an error at
