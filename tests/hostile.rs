@@ -377,7 +377,7 @@ fn a_pipeline_file_that_is_a_fifo_or_dev_zero_is_refused_without_reading_it() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{command}: {err}");
         assert!(
-            err.contains("cannot read pipeline.yaml: not a regular file"),
+            err.contains("is not a regular file (a FIFO, a device or a socket)"),
             "{err}"
         );
     }
@@ -385,7 +385,7 @@ fn a_pipeline_file_that_is_a_fifo_or_dev_zero_is_refused_without_reading_it() {
     std::os::unix::fs::symlink("/dev/zero", &file).unwrap();
     let out = p.expect(&["run"], 2);
     assert!(
-        out.contains("cannot read pipeline.yaml: not a regular file"),
+        out.contains("is not a regular file (a FIFO, a device or a socket)"),
         "{out}"
     );
     assert!(!p.root().join(".repro").exists(), "something ran");

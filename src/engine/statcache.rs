@@ -281,21 +281,31 @@ pub fn special_digest(meta: &std::fs::Metadata) -> String {
     }
 }
 
-/// sha256 of a regular file's bytes, hex. Anything else is refused without blocking: the
-/// file is opened non-blocking (a FIFO with no writer would hang a plain open) and checked
-/// before a byte is read.
-pub fn hash_file(path: &Path) -> std::io::Result<String> {
+/// `path` opened for reading, if it is a regular file. It is opened non-blocking and checked
+/// before any read: a FIFO would block forever, `/dev/zero` never ends.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
-            format!("{} is not a regular file", path.display()),
+            format!(
+                "{} is not a regular file (a FIFO, a device or a socket)",
+                path.display()
+            ),
         ));
     }
+    Ok(file)
+}
+
+/// sha256 of a regular file's bytes, hex. Anything else is refused without blocking: the
+/// file is opened non-blocking (a FIFO with no writer would hang a plain open) and checked
+/// before a byte is read.
+pub fn hash_file(path: &Path) -> std::io::Result<String> {
+    let mut file = open_regular(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {

@@ -69,24 +69,11 @@ pub fn load(file: &Path) -> Result<Project, LoadError> {
     load_str(text, file, &root)
 }
 
-/// The bytes of `file`, which must be a regular file: a FIFO would block the read forever
-/// and `/dev/zero` would never end, so they are refused without being read (opened
-/// non-blocking, as [`crate::engine::statcache::hash_file`] opens deps).
+/// The bytes of `file`, which must be a regular file (never a FIFO or `/dev/zero`).
 fn read_regular(file: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(file)?;
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file (a FIFO, a device or a socket); name the pipeline's YAML file",
-        ));
-    }
     let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes)?;
+    crate::engine::statcache::open_regular(file)?.read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
