@@ -446,3 +446,96 @@ fn a_param_too_large_for_the_environment_is_refused_at_its_position() {
     );
     assert!(!p.root().join("o").exists());
 }
+
+// Issue 39: five more cases of our own, in classes the earlier rounds did not list.
+
+#[test]
+fn a_pipeline_file_that_is_a_fifo_or_dev_zero_is_refused_without_reading_it() {
+    let p = Project::new("");
+    let file = p.root().join("pipeline.yaml");
+    std::fs::remove_file(&file).unwrap();
+    mkfifo(&file);
+    for command in ["dag", "status"] {
+        let out = p
+            .command(&[command])
+            .timeout(Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {err}");
+        assert!(
+            err.contains("is not a regular file (a FIFO, a device or a socket)"),
+            "{err}"
+        );
+    }
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &file).unwrap();
+    let out = p.expect(&["run"], 2);
+    assert!(
+        out.contains("is not a regular file (a FIFO, a device or a socket)"),
+        "{out}"
+    );
+    assert!(!p.root().join(".repro").exists(), "something ran");
+}
+
+#[test]
+fn sighup_ends_a_run_as_sigterm_does_and_restores_the_outputs() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"echo new > o; touch started; sleep 30\"], deps: [d], outs: [o]}\n",
+    );
+    p.write("d", "1");
+    p.write("o", "old\n");
+    let lock_before = std::fs::read(p.root().join("artifacts/repro.lock")).ok();
+    let run = p.spawn(&["run"]);
+    p.wait_for("started");
+    send_signal(run.id(), libc::SIGHUP);
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(p.read("o"), "old\n");
+    assert_eq!(
+        std::fs::read(p.root().join("artifacts/repro.lock")).ok(),
+        lock_before
+    );
+    assert_eq!(
+        std::fs::read_dir(p.root().join(".repro/backup"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn an_enormous_single_log_line_is_cut_in_the_error() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"head -c 50000000 /dev/zero | tr '\\\\0' x; printf '\\\\033]0;t\\\\007'; exit 3\"], outs: [o]}\n",
+    );
+    let out = p.expect(&["run"], 1);
+    assert!(
+        out.contains("`sh` exited with code 3"),
+        "{}",
+        &out[..out.len().min(500)]
+    );
+    assert!(out.len() < 10_000, "{} bytes of error", out.len());
+    assert!(!out.contains('\u{1b}'), "raw escape in the error");
+    assert_eq!(
+        std::fs::metadata(p.root().join(".repro/logs/s.log"))
+            .unwrap()
+            .len(),
+        50_000_006
+    );
+}
+
+#[test]
+fn a_stage_that_closes_its_stdout_and_stderr_early_still_passes() {
+    let p = Project::new(
+        "version: 1\nstages:\n  s: {uses: cmd, run: [sh, -c, \"exec >&- 2>&-; sleep 0.2; echo x > o\"], outs: [o]}\n",
+    );
+    p.expect(&["run"], 0);
+    assert_eq!(p.read("o"), "x\n");
+    assert_eq!(p.states()["s"], "up-to-date");
+}

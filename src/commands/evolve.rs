@@ -3,6 +3,7 @@
 
 use super::exit;
 use crate::cli::{GlobalArgs, PromoteArgs, ProposeCommand};
+use crate::engine::display;
 use crate::tune::proposer::{brief, openai, patches};
 
 /// `repro propose patches --dir DIR` / `repro propose openai`: the answer on stdout.
@@ -12,7 +13,7 @@ pub fn propose(command: &ProposeCommand) -> anyhow::Result<i32> {
         ProposeCommand::Patches { dir } => patches::propose(&brief, dir)?,
         ProposeCommand::Openai => openai::propose(&brief, &openai::Endpoint::from_env()?)?,
     };
-    println!("{}", serde_json::to_string_pretty(&answer)?);
+    display::out_line(&serde_json::to_string_pretty(&answer)?)?;
     Ok(exit::OK)
 }
 
@@ -23,7 +24,7 @@ pub fn promote(global: &GlobalArgs, args: &PromoteArgs) -> anyhow::Result<i32> {
         crate::tune::promote::promote(&project, &args.trial, &args.name, args.stage.as_deref())?;
     let file = project.file.display();
     match &done.file {
-        Some(path) => println!(
+        Some(path) => display::out_line(&format!(
             "promoted trial {} (source {}) as `{}`: wrote {} and added kernels.{} and variants.{} to {file}",
             done.trial,
             done.source.as_deref().unwrap_or_default(),
@@ -31,12 +32,12 @@ pub fn promote(global: &GlobalArgs, args: &PromoteArgs) -> anyhow::Result<i32> {
             path.display(),
             args.name,
             args.name
-        ),
-        None => println!(
+        ))?,
+        None => display::out_line(&format!(
             "promoted trial {} (kernel `{}`) as variant `{}` in {file}",
             done.trial, done.kernel, args.name
-        ),
+        ))?,
     }
-    println!("  next: `repro run` builds, benches and reports it");
+    display::out_line("  next: `repro run` builds, benches and reports it")?;
     Ok(exit::OK)
 }

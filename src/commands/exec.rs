@@ -3,6 +3,7 @@
 
 use super::exit;
 use crate::cli::{CompareArgs, ExecArgs, GlobalArgs};
+use crate::engine::display;
 use crate::gpu::client::{ExecRequest, ExecTarget};
 use crate::gpu::compare::{self, CompareRequest};
 use crate::gpu::exec::{self, DumpRequest, ExecSettings};
@@ -59,7 +60,7 @@ pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
     if args.query_devices {
         // The driver's view, never a cache: the node running this is not the one that
         // wrote `.repro/cache/gpu.json`.
-        println!("{}", serde_json::to_string(&crate::gpu::probe()?)?);
+        display::out_line(&serde_json::to_string(&crate::gpu::probe()?)?)?;
         return Ok(exit::OK);
     }
     if args.attributes {
@@ -67,7 +68,7 @@ pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
             bail!("--attributes needs --cubin PATH --entry NAME");
         };
         let attrs = exec::attributes(cubin, entry, args.device)?;
-        println!("{}", serde_json::to_string(&attrs)?);
+        display::out_line(&serde_json::to_string(&attrs)?)?;
         return Ok(exit::OK);
     }
     if let Some(dir) = &args.dump_inputs {
@@ -80,7 +81,7 @@ pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
             recipe: args.inputs.as_deref(),
         };
         let n = exec::dump_inputs(&global.file, &req)?;
-        eprintln!("wrote {n} input set(s) to {}", dir.display());
+        display::err(&format!("wrote {n} input set(s) to {}", dir.display()));
         return Ok(exit::OK);
     }
     if args.worker {
@@ -93,18 +94,18 @@ pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
         )? {
             Served::AllAnswered => Ok(exit::OK),
             Served::ContextLost => {
-                eprintln!(
-                    "error: the CUDA context is unusable after the last run; this worker ends"
+                display::err(
+                    "error: the CUDA context is unusable after the last run; this worker ends",
                 );
                 Ok(exit::FAILED)
             }
         };
     }
     let result = exec::run_request(&global.file, &request(args)?, &settings(args))?;
-    println!("{}", serde_json::to_string(&result)?);
+    display::out_line(&serde_json::to_string(&result)?)?;
     let code = run_exit_code(&result);
     if code != exit::OK {
-        eprintln!("error: the correctness check failed: `correctness_pass` is not true in the record above");
+        display::err("error: the correctness check failed: `correctness_pass` is not true in the record above");
     }
     Ok(code)
 }
@@ -137,9 +138,9 @@ pub fn compare(global: &GlobalArgs, args: &CompareArgs) -> anyhow::Result<i32> {
     };
     let c = compare::compare(&global.file, &req)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        display::out_line(&serde_json::to_string_pretty(&c)?)?;
     } else {
-        print!("{}", compare::render_text(&c));
+        display::out(&compare::render_text(&c))?;
     }
     Ok(if c.a.correct && c.b.correct {
         exit::OK

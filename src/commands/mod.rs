@@ -11,6 +11,7 @@ mod toolchain;
 mod tools;
 
 use crate::cli::{Cli, Command, NcuCommand, ToolchainAction, ToolchainArgs};
+use crate::engine::display;
 use clap::Parser;
 
 /// Exit codes: 0 all green, 1 a gate or stage failed, 2 bad usage or bad pipeline.yaml,
@@ -20,24 +21,30 @@ pub mod exit {
     pub const FAILED: i32 = 1;
     pub const USAGE: i32 = 2;
     pub const INTERRUPTED: i32 = 130;
+    /// The reader of stdout or stderr went away (`repro run | head -1`): what a shell
+    /// reports for a process ended by `SIGPIPE` (128 + 13), without a message.
+    pub const BROKEN_PIPE: i32 = 141;
 }
 
 /// Parse the command line, run, and return the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
     match dispatch(cli) {
+        // Nobody reads what repro would say: end quietly, as a tool killed by SIGPIPE.
+        Ok(_) | Err(_) if display::output_closed() => exit::BROKEN_PIPE,
+        Err(err) if display::is_broken_pipe(&err) => exit::BROKEN_PIPE,
         Ok(code) => code,
         // A bad pipeline.yaml prints its own `file:line:col: error:` lines.
         Err(err) if err.is::<crate::pipeline::LoadError>() => {
-            eprintln!("{err}");
+            display::err(&err.to_string());
             exit::USAGE
         }
         Err(err) if err.is::<crate::engine::project_lock::WaitInterrupted>() => {
-            eprintln!("{err}");
+            display::err(&err.to_string());
             exit::INTERRUPTED
         }
         Err(err) => {
-            eprintln!("error: {err:#}");
+            display::err(&format!("error: {err:#}"));
             // A request naming what does not exist is bad usage.
             if err.is::<crate::engine::runner::UsageError>() {
                 exit::USAGE

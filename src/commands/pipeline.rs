@@ -6,6 +6,7 @@ use super::exit;
 use crate::cli::{
     BuildArgs, DagArgs, GlobalArgs, RunArgs, RunOpts, StageArgs, StatusArgs, TuneArgs,
 };
+use crate::engine::display;
 use crate::engine::runner::{self, Request, RunOutcome, Selection};
 use crate::engine::status;
 use std::collections::BTreeMap;
@@ -103,9 +104,9 @@ pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
     let project = crate::pipeline::load(&global.file)?;
     let statuses = status::evaluate_project(&project)?;
     if args.json {
-        print!("{}", status::render_json(&project, &statuses));
+        display::out(&status::render_json(&project, &statuses))?;
     } else {
-        print!("{}", status::render_text(&project, &statuses));
+        display::out(&status::render_text(&project, &statuses))?;
     }
     let lock = crate::engine::lockfile::LockFile::load(&project.root)?;
     let behind = statuses.iter().any(|s| !current_here(&project, &lock, s));
@@ -150,6 +151,6 @@ pub fn dag(global: &GlobalArgs, args: &DagArgs) -> anyhow::Result<i32> {
     } else {
         project.dag.render_text(kind)
     };
-    print!("{text}");
+    display::out(&text)?;
     Ok(exit::OK)
 }

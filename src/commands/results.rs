@@ -3,6 +3,7 @@
 use super::exit;
 use crate::cli::{CommitArgs, DiffArgs, GlobalArgs};
 use crate::doctables;
+use crate::engine::display;
 use crate::report::{commit, diff};
 
 /// `repro diff`: print the comparison and return the exit code.
@@ -10,9 +11,9 @@ pub fn diff(global: &GlobalArgs, args: &DiffArgs) -> anyhow::Result<i32> {
     let root = diff::project_root(&global.file);
     let report = diff::diff(&root, &args.rev)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        display::out_line(&serde_json::to_string_pretty(&report)?)?;
     } else {
-        print!("{}", diff::markdown(&report));
+        display::out(&diff::markdown(&report))?;
     }
     Ok(if report.regressed() {
         exit::FAILED
@@ -34,10 +35,10 @@ pub fn commit(global: &GlobalArgs, args: &CommitArgs) -> anyhow::Result<i32> {
     match commit::commit(&project, args.message.as_deref(), allow)? {
         commit::Committed::Commit { id, message } => {
             let first = message.lines().next().unwrap_or_default();
-            println!("committed {} {first}", &id.to_string()[..10]);
+            display::out_line(&format!("committed {} {first}", &id.to_string()[..10]))?;
         }
         commit::Committed::NothingToCommit => {
-            println!("nothing to commit: artifacts/ and reports/ are as HEAD has them");
+            display::out_line("nothing to commit: artifacts/ and reports/ are as HEAD has them")?;
         }
     }
     Ok(exit::OK)
@@ -53,19 +54,19 @@ pub fn verify(global: &GlobalArgs) -> anyhow::Result<i32> {
             .as_deref()
             .map(|c| format!(" made at commit {}", &c[..c.len().min(10)]))
             .unwrap_or_default();
-        println!(
+        display::out_line(&format!(
             "verified: {} stages and {} committed outputs{at} are consistent with the sources",
             verdict.stages, verdict.outputs
-        );
+        ))?;
         return Ok(exit::OK);
     }
     let n = verdict.problems.len();
-    println!(
+    display::out_line(&format!(
         "repro verify: the committed results are not consistent ({n} problem{}):",
         if n == 1 { "" } else { "s" }
-    );
+    ))?;
     for p in &verdict.problems {
-        println!("  - {p}");
+        display::out_line(&format!("  - {p}"))?;
     }
     Ok(exit::FAILED)
 }
@@ -74,21 +75,21 @@ pub fn verify(global: &GlobalArgs) -> anyhow::Result<i32> {
 pub fn docs(global: &GlobalArgs, check: bool) -> anyhow::Result<i32> {
     let doctables::Refresh { tables, stale } = doctables::refresh(&global.file, check)?;
     if check && !stale.is_empty() {
-        println!(
+        display::out_line(&format!(
             "repro docs --check: {} generated tables are not current with the committed results:",
             stale.len()
-        );
+        ))?;
         for s in &stale {
-            println!("  - {s}");
+            display::out_line(&format!("  - {s}"))?;
         }
-        println!("run `repro docs` and commit the docs");
+        display::out_line("run `repro docs` and commit the docs")?;
         return Ok(exit::FAILED);
     }
     let verb = if check { "current" } else { "regenerated" };
-    println!(
+    display::out_line(&format!(
         "{tables} generated tables; {} {}",
         if check { tables } else { stale.len() },
         verb
-    );
+    ))?;
     Ok(exit::OK)
 }

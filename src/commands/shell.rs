@@ -4,15 +4,18 @@
 
 use super::exit;
 use crate::cli::{Cli, CompletionsArgs, ManArgs};
+use crate::engine::display;
 use anyhow::Context;
 use clap::CommandFactory;
-use std::io::Write;
 
 /// `repro completions <shell>`: the script on stdout.
 pub fn completions(args: &CompletionsArgs) -> anyhow::Result<i32> {
     let mut cmd = Cli::command();
     let name = cmd.get_name().to_string();
-    clap_complete::generate(args.shell, &mut cmd, name, &mut std::io::stdout());
+    // Into a buffer first: clap_complete panics when it cannot write.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, name, &mut script);
+    display::out(&String::from_utf8_lossy(&script))?;
     Ok(exit::OK)
 }
 
@@ -23,14 +26,14 @@ pub fn man(args: &ManArgs) -> anyhow::Result<i32> {
         None => {
             let mut page = Vec::new();
             clap_mangen::Man::new(cmd).render(&mut page)?;
-            std::io::stdout().write_all(&page)?;
+            display::out(&String::from_utf8_lossy(&page))?;
         }
         Some(dir) => {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
             clap_mangen::generate_to(cmd, dir)
                 .with_context(|| format!("cannot write the man pages into {}", dir.display()))?;
-            println!("wrote the man pages into {}", dir.display());
+            display::out_line(&format!("wrote the man pages into {}", dir.display()))?;
         }
     }
     Ok(exit::OK)

@@ -2,6 +2,7 @@
 //! install [VERSION]` (install ahead of time what `repro run` would install).
 
 use super::exit;
+use crate::engine::display;
 use crate::engine::runner::UsageError;
 use crate::toolchain::install::Installer;
 use crate::toolchain::search::Found;
@@ -35,21 +36,24 @@ pub fn show(file: &Path) -> anyhow::Result<i32> {
     let (root, pin) = project_pin(file)?;
     let search = NvccSearch::from_env();
     match &pin {
-        Some(p) => println!("pinned:     nvcc {p} (`toolchain:` in {})", file.display()),
-        None => println!(
+        Some(p) => display::out_line(&format!(
+            "pinned:     nvcc {p} (`toolchain:` in {})",
+            file.display()
+        ))?,
+        None => display::out_line(&format!(
             "pinned:     nothing ({} has no `toolchain:`): the first nvcc found is used",
             file.display()
-        ),
+        ))?,
     }
     let chosen = search.find(&root, pin.as_ref());
     match &chosen {
-        Ok(tc) => println!(
+        Ok(tc) => display::out_line(&format!(
             "in use:     {} from {}: {}",
             describe(&Ok(tc.version.clone())),
             tc.source,
             tc.nvcc.display()
-        ),
-        Err(_) => println!("in use:     none"),
+        ))?,
+        Err(_) => display::out_line("in use:     none")?,
     }
     let in_use = chosen.as_ref().ok().map(|tc: &Toolchain| tc.nvcc.clone());
     let others: Vec<Found> = search
@@ -69,20 +73,20 @@ pub fn show(file: &Path) -> anyhow::Result<i32> {
             (Some(p), Some(v)) if v != *p => " (not the pinned version)",
             _ => "",
         };
-        println!(
+        display::out_line(&format!(
             "{label:11} {} from {}: {}{note}",
             describe(&f.version),
             f.source,
             f.nvcc.display()
-        );
+        ))?;
     }
     if let Some(dir) = &search.cache {
-        println!("cache:      {}", dir.display());
+        display::out_line(&format!("cache:      {}", dir.display()))?;
     }
     match chosen {
         Ok(_) => Ok(exit::OK),
         Err(e) => {
-            eprintln!("error: {e}");
+            display::err(&format!("error: {e}"));
             Ok(exit::FAILED)
         }
     }
@@ -107,11 +111,11 @@ pub fn install(file: &Path, version: Option<&str>, quiet: bool) -> anyhow::Resul
         }
     };
     if let Ok(tc) = NvccSearch::from_env().find(&root, Some(&v)) {
-        println!(
+        display::out_line(&format!(
             "nvcc {v} is already here, from {}: {}",
             tc.source,
             tc.nvcc.display()
-        );
+        ))?;
         return Ok(exit::OK);
     }
     let spinner = (!quiet && std::io::stderr().is_terminal()).then(|| {
@@ -125,7 +129,7 @@ pub fn install(file: &Path, version: Option<&str>, quiet: bool) -> anyhow::Resul
     });
     let say = |line: &str| match &spinner {
         Some(bar) => bar.set_message(line.to_string()),
-        None if !quiet => eprintln!("{line}"),
+        None if !quiet => display::err(line),
         None => {}
     };
     let result = Installer::from_env().and_then(|i| i.install(&v, &say));
@@ -133,6 +137,6 @@ pub fn install(file: &Path, version: Option<&str>, quiet: bool) -> anyhow::Resul
         bar.finish_and_clear();
     }
     let nvcc = result?;
-    println!("installed nvcc {v}: {}", nvcc.display());
+    display::out_line(&format!("installed nvcc {v}: {}", nvcc.display()))?;
     Ok(exit::OK)
 }

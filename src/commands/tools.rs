@@ -2,6 +2,7 @@
 
 use super::exit;
 use crate::cli::{GlobalArgs, NcuParseArgs};
+use crate::engine::display;
 use crate::pipeline::Pipeline;
 use anyhow::Context;
 use std::path::Path;
@@ -10,9 +11,9 @@ use std::path::Path;
 pub fn ncu_parse(args: &NcuParseArgs) -> anyhow::Result<i32> {
     let summary = crate::ncu::summarize_file(&args.file)?;
     if args.json {
-        print!("{}", crate::schema::to_json_pretty(&summary));
+        display::out(&crate::schema::to_json_pretty(&summary))?;
     } else {
-        print!("{}", crate::ncu::table::render(&summary));
+        display::out(&crate::ncu::table::render(&summary))?;
     }
     Ok(exit::OK)
 }
@@ -32,12 +33,12 @@ pub fn build_list(global: &GlobalArgs) -> anyhow::Result<i32> {
         _ => Path::new("."),
     };
     let variants: Vec<&str> = pipeline.variants.keys().map(String::as_str).collect();
-    print!("{}", crate::stages::build::list::render(root, &variants)?);
+    display::out(&crate::stages::build::list::render(root, &variants)?)?;
     let (tails, warnings) = crate::stages::build::list::tails(&pipeline, &global.file)?;
-    print!("{tails}");
+    display::out(&tails)?;
     if !global.quiet {
         for w in warnings {
-            eprintln!("warning: {w}");
+            display::err(&format!("warning: {w}"));
         }
     }
     Ok(exit::OK)

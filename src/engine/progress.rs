@@ -5,6 +5,7 @@
 //! `--quiet`, only errors: no progress, notes or `warning:` lines. The final table is
 //! printed by the runner.
 
+use super::display;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -40,7 +41,7 @@ impl Progress {
                     )
                     .expect("valid template"),
                 );
-                bar.set_prefix(name.to_string());
+                bar.set_prefix(display::safe(name).into_owned());
                 bar.set_message("starting");
                 bar.enable_steady_tick(Duration::from_millis(100));
                 Line {
@@ -49,7 +50,7 @@ impl Progress {
             }
             None => {
                 if !self.quiet {
-                    eprintln!("▶ {name}");
+                    display::err(&format!("▶ {name}"));
                 }
                 Line { bar: None }
             }
@@ -63,9 +64,9 @@ impl Progress {
         }
         match &self.multi {
             Some(multi) => {
-                let _ = multi.println(text);
+                let _ = multi.println(display::safe(text));
             }
-            None => eprintln!("{text}"),
+            None => display::err(text),
         }
     }
 
@@ -81,9 +82,9 @@ impl Progress {
     pub fn error(&self, text: &str) {
         match &self.multi {
             Some(multi) => {
-                multi.suspend(|| eprintln!("{text}"));
+                multi.suspend(|| display::err(text));
             }
-            None => eprintln!("{text}"),
+            None => display::err(text),
         }
     }
 }
@@ -92,7 +93,7 @@ impl Line {
     /// The stage's latest message (`RunCtx.progress`).
     pub fn set(&self, message: &str) {
         if let Some((bar, _)) = &self.bar {
-            bar.set_message(message.to_string());
+            bar.set_message(display::safe(message).into_owned());
         }
     }
 
@@ -107,9 +108,9 @@ impl Line {
             Some((bar, multi)) => {
                 bar.finish_and_clear();
                 multi.remove(bar);
-                let _ = multi.println(text);
+                let _ = multi.println(display::safe(&text));
             }
-            None if !quiet => eprintln!("{text}"),
+            None if !quiet => display::err(&text),
             None => {}
         }
     }

@@ -75,6 +75,28 @@ pub struct Held {
     pub file: PathBuf,
 }
 
+/// This repro was started by a stage of the run that holds the lock (`$REPRO_BIN stage a
+/// --wait` in a `cmd` stage): waiting would wait forever, for a run that waits for it.
+#[derive(Debug, thiserror::Error)]
+#[error("this repro runs inside stage `{stage}` of run {run}, which holds the project lock ({holder}); it would wait for itself\n  help: a stage may read the project (`repro status`, `repro dag`) but not run stages: list what it needs in its `needs` instead")]
+pub struct Nested {
+    pub stage: String,
+    pub run: String,
+    pub holder: Holder,
+}
+
+impl Nested {
+    /// When this process carries (`REPRO_RUN_ID`) the run id of `holder`.
+    fn of(holder: &Holder) -> Option<Nested> {
+        let ours = std::env::var(crate::executor::orphans::RUN_ID_ENV).ok()?;
+        (!ours.is_empty() && ours == holder.run).then(|| Nested {
+            stage: std::env::var("REPRO_STAGE").unwrap_or_else(|_| "?".into()),
+            run: ours,
+            holder: holder.clone(),
+        })
+    }
+}
+
 /// The held project lock; released (and its holder info cleared) on drop.
 #[derive(Debug)]
 pub struct ProjectLock {
@@ -128,6 +150,9 @@ pub fn acquire(
                             since: "?".into(),
                             run: String::new(),
                         });
+                    if let Some(nested) = Nested::of(&holder) {
+                        return Err(nested.into());
+                    }
                     if !wait {
                         return Err(Held { holder, file: path }.into());
                     }

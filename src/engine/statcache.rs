@@ -175,8 +175,8 @@ impl StatCache {
     /// Digests of `rel`: itself if a file, every entry below it (sorted) if a folder.
     /// Keys are paths relative to the project root. Files are digested by content; what
     /// is not a regular file is never opened (a FIFO would block, `/dev/zero` never ends):
-    /// a symlink inside a folder that leads nowhere, or to a folder already being walked,
-    /// is digested by its target text, and a FIFO, socket or device by its kind
+    /// a symlink inside a folder that leads nowhere, to a folder already being walked, or
+    /// that lies in a result folder, is digested by its target text, and a FIFO, socket or device by its kind
     /// ([`special_digest`]).
     pub fn digest_tree(
         &mut self,
@@ -224,7 +224,11 @@ impl StatCache {
                 let child_full = root.join(&child);
                 let link = std::fs::symlink_metadata(&child_full)?;
                 let meta = if link.file_type().is_symlink() {
-                    let target = std::fs::metadata(&child_full).ok();
+                    // Under the result folders a link is never followed (a pull request
+                    // can plant `artifacts/a -> /`): it is digested by its target text.
+                    let target = std::fs::metadata(&child_full)
+                        .ok()
+                        .filter(|_| !under_results(&child));
                     let is_loop = target.as_ref().is_some_and(|t| {
                         t.is_dir()
                             && std::fs::canonicalize(&child_full)
@@ -284,6 +288,13 @@ pub fn path_key(rel: &Path) -> String {
     out
 }
 
+/// Whether `rel` is in one of the result folders (`artifacts/`, `reports/`).
+fn under_results(rel: &Path) -> bool {
+    crate::pipeline::paths::RESULT_DIRS
+        .iter()
+        .any(|d| rel.starts_with(d))
+}
+
 /// What stands for a symlink that is not followed: its target text.
 fn link_digest(target: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
@@ -313,21 +324,31 @@ pub fn special_digest(meta: &std::fs::Metadata) -> String {
     }
 }
 
-/// sha256 of a regular file's bytes, hex. Anything else is refused without blocking: the
-/// file is opened non-blocking (a FIFO with no writer would hang a plain open) and checked
-/// before a byte is read.
-pub fn hash_file(path: &Path) -> std::io::Result<String> {
+/// `path` opened for reading, if it is a regular file. It is opened non-blocking and checked
+/// before any read: a FIFO would block forever, `/dev/zero` never ends.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
-            format!("{} is not a regular file", path.display()),
+            format!(
+                "{} is not a regular file (a FIFO, a device or a socket)",
+                path.display()
+            ),
         ));
     }
+    Ok(file)
+}
+
+/// sha256 of a regular file's bytes, hex. Anything else is refused without blocking: the
+/// file is opened non-blocking (a FIFO with no writer would hang a plain open) and checked
+/// before a byte is read.
+pub fn hash_file(path: &Path) -> std::io::Result<String> {
+    let mut file = open_regular(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {

@@ -215,7 +215,7 @@ pub fn start_local(job: &Job, cancel: &CancelFlag) -> anyhow::Result<Box<dyn Con
     let (exit_tx, exited) = mpsc::channel();
     // The keeper starts the job and waits for it: PR_SET_PDEATHSIG fires when the thread
     // that started a process ends, and this one lives exactly as long as the job.
-    std::thread::spawn(move || {
+    let keeper = std::thread::Builder::new().spawn(move || {
         die_with_parent(&mut cmd);
         let mut child = match cmd.spawn() {
             Ok(c) => c,
@@ -233,6 +233,7 @@ pub fn start_local(job: &Job, cancel: &CancelFlag) -> anyhow::Result<Box<dyn Con
         let _ = started_tx.send(Ok(pipes));
         let _ = exit_tx.send(child.wait());
     });
+    keeper.with_context(|| format!("cannot start a thread for job `{}`", job.name))?;
     let (pgid, stdin, stdout, stderr) = started_rx
         .recv()
         .context("the thread starting the job ended")?

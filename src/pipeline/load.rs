@@ -53,7 +53,7 @@ pub enum LoadError {
 
 /// Read, parse and validate `file`.
 pub fn load(file: &Path) -> Result<Project, LoadError> {
-    let bytes = std::fs::read(file).map_err(|source| LoadError::Read {
+    let bytes = read_regular(file).map_err(|source| LoadError::Read {
         file: file.to_path_buf(),
         source,
     })?;
@@ -67,6 +67,14 @@ pub fn load(file: &Path) -> Result<Project, LoadError> {
         source,
     })?;
     load_str(text, file, &root)
+}
+
+/// The bytes of `file`, which must be a regular file (never a FIFO or `/dev/zero`).
+fn read_regular(file: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    crate::engine::statcache::open_regular(file)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// The file's text: UTF-8, without a leading byte-order mark. Anything else is an error at

@@ -45,7 +45,8 @@ impl Artifacts {
         if let Ok(dirs) = std::fs::read_dir(&a) {
             for entry in dirs.filter_map(|e| e.ok()) {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if name == "tune" || name.starts_with("tune-") {
+                let tune = name == "tune" || name.starts_with("tune-");
+                if tune && !entry.file_type().is_ok_and(|t| t.is_symlink()) {
                     if let Some(t) = read_tune(&entry.path())? {
                         tunes.insert(format!("artifacts/{name}"), t);
                     }
@@ -76,17 +77,36 @@ fn read_dir_json<T: DeserializeOwned>(dir: &Path) -> anyhow::Result<Option<Vec<T
     if !dir.is_dir() {
         return Ok(None);
     }
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot list {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
-        .collect();
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "json") && is_plain_file(&entry)? {
+            paths.push(path);
+        }
+    }
     paths.sort();
     paths
         .iter()
         .map(|p| read_json(p))
         .collect::<anyhow::Result<Vec<T>>>()
         .map(Some)
+}
+
+/// Whether `entry` of a results folder is a regular file; a symlink is an error naming it
+/// (a planted link is never followed, see [`super::tree`]).
+fn is_plain_file(entry: &std::fs::DirEntry) -> anyhow::Result<bool> {
+    let kind = entry
+        .file_type()
+        .with_context(|| format!("cannot read {}", entry.path().display()))?;
+    if kind.is_symlink() {
+        anyhow::bail!(
+            "{} is a symlink: the results hold plain files, and repro never follows a link there\n  help: remove the link: `rm -- {}`",
+            entry.path().display(),
+            entry.path().display()
+        );
+    }
+    Ok(kind.is_file())
 }
 
 pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> anyhow::Result<T> {

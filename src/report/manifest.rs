@@ -139,7 +139,7 @@ pub fn list_artifacts(root: &Path, overlay: Option<&Path>) -> anyhow::Result<Vec
     let mut files: BTreeMap<String, ArtifactEntry> = BTreeMap::new();
     for base in std::iter::once(root).chain(overlay) {
         for dir in LISTED_DIRS {
-            walk(base, &base.join(dir), &mut files)?;
+            walk(base, dir, &mut files)?;
         }
     }
     for path in UNLISTED {
@@ -148,33 +148,25 @@ pub fn list_artifacts(root: &Path, overlay: Option<&Path>) -> anyhow::Result<Vec
     Ok(files.into_values().collect())
 }
 
-fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, ArtifactEntry>) -> anyhow::Result<()> {
-    if !dir.is_dir() {
-        return Ok(());
+/// The files under `base/dir`, hashed into `out`. A symlink or another entry that is not a
+/// file is an error naming it: the walk never follows one ([`super::tree`]).
+fn walk(base: &Path, dir: &str, out: &mut BTreeMap<String, ArtifactEntry>) -> anyhow::Result<()> {
+    let listing = super::tree::list(base, dir);
+    if let Some(problem) = listing.problems.first() {
+        anyhow::bail!("{problem}");
     }
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-        let path = entry?.path();
-        if path.is_dir() {
-            walk(base, &path, out)?;
-        } else if path.is_file() {
-            let bytes =
-                std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            let rel = path
-                .strip_prefix(base)
-                .unwrap_or(&path)
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("/");
-            out.insert(
-                rel.clone(),
-                ArtifactEntry {
-                    path: rel,
-                    sha256: crate::tools::hex(&Sha256::digest(&bytes)),
-                    size: bytes.len() as u64,
-                },
-            );
-        }
+    for rel in listing.files {
+        let path = base.join(&rel);
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        out.insert(
+            rel.clone(),
+            ArtifactEntry {
+                path: rel,
+                sha256: crate::tools::hex(&Sha256::digest(&bytes)),
+                size: bytes.len() as u64,
+            },
+        );
     }
     Ok(())
 }
@@ -182,6 +174,23 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, ArtifactEntry>) -> a
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_among_the_results_is_an_error_naming_it() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("artifacts")).unwrap();
+        std::fs::write(root.path().join("artifacts/x.json"), "{}").unwrap();
+        std::os::unix::fs::symlink(".", root.path().join("artifacts/a")).unwrap();
+        let err = list_artifacts(root.path(), None).unwrap_err().to_string();
+        assert!(
+            err.starts_with("`artifacts/a` is a symlink (to `.`)"),
+            "{err}"
+        );
+        assert!(
+            err.contains("remove the link: `rm -- artifacts/a`"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn lists_sorted_with_overlay_winning_and_without_manifest_or_lock() {

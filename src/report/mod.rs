@@ -19,6 +19,7 @@ pub mod measured;
 pub mod notes;
 pub mod render;
 pub mod state;
+pub mod tree;
 pub mod verify;
 
 use crate::env::Environment;

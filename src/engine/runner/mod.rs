@@ -81,14 +81,16 @@ pub enum RunOutcome {
 /// exits at once from the signal handler.
 const SECOND_SIGNAL_EXIT: i32 = 130;
 
-/// Install SIGINT/SIGTERM handlers that set both flags. A second signal exits at once
+/// Install SIGINT/SIGTERM/SIGHUP handlers that set both flags (SIGHUP: the terminal
+/// closed, which would otherwise end repro mid-stage, outputs half-moved). A second signal exits at once
 /// with 130, so a call that blocks without looking at the flags (a read of a FIFO put
 /// where a file belongs) can still be interrupted; the next run restores the outputs.
 fn install_signal_handlers(
     cancel: &CancelFlag,
     interrupted: &Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
         // Registered first, so it sees the flag as the previous signal left it.
         signal_hook::flag::register_conditional_shutdown(
             sig,
@@ -200,7 +202,7 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcom
         }
     }
     scheduled?;
-    let outcome = run.report(&selected);
+    let outcome = run.report(&selected)?;
     // As in `run`: the statuses and the lock are left to the operating system.
     std::mem::forget(run);
     std::mem::forget(lock);

@@ -4,6 +4,7 @@
 use super::ended::Ended;
 use super::ready::ReadyQueue;
 use super::{Request, RunOutcome};
+use crate::engine::display;
 use crate::engine::lockfile::{LockEntry, LockFile};
 use crate::engine::progress::{self, Line, Progress};
 use crate::engine::statcache::StatCache;
@@ -57,8 +58,12 @@ impl<'a> Run<'a> {
             let mut running: BTreeMap<usize, (staging::Guard, Line)> = BTreeMap::new();
             loop {
                 // Start (or settle without running) every stage that is ready, unless
-                // SIGINT/SIGTERM or --fail-fast stopped the run.
-                while let Some(i) = self.queue.pop_unless(self.cancel.load(Ordering::SeqCst)) {
+                // SIGINT/SIGTERM or --fail-fast stopped the run, or nobody reads it any more
+                // (`repro run | head -1`: what runs then ends and is recorded).
+                while let Some(i) = self
+                    .queue
+                    .pop_unless(self.cancel.load(Ordering::SeqCst) || display::output_closed())
+                {
                     let needs = project.dag.needs(i);
                     if let Some(&bad) = needs
                         .iter()
@@ -319,7 +324,7 @@ impl<'a> Run<'a> {
         let pipeline_file = project
             .root
             .join(project.file.file_name().unwrap_or("pipeline.yaml".as_ref()));
-        scope.spawn(move || {
+        let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
             let started = Instant::now();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let executor =
@@ -358,7 +363,34 @@ impl<'a> Run<'a> {
                 elapsed: started.elapsed(),
             });
         });
+        if let Err(e) = spawned {
+            // Out of threads (`ulimit -u`): this stage fails, its outputs as they were.
+            line.finish(
+                &stage.name,
+                "failed",
+                Duration::ZERO,
+                self.progress.is_quiet(),
+            );
+            self.put_back(i, &guard);
+            anyhow::bail!("cannot start a thread to run the stage: {e}; fewer stages at once (`-j`) or a higher process limit (`ulimit -u`) lets it run");
+        }
         Ok((guard, line))
+    }
+
+    /// Put back the previous outputs of stage `i`, saying what could not be.
+    fn put_back(&self, i: usize, guard: &staging::Guard) {
+        let name = &self.project.stages[i].name;
+        match guard.rollback(&self.project.root) {
+            Ok(notes) => {
+                for note in notes {
+                    self.progress
+                        .error(&format!("warning: stage `{name}`: {note}"));
+                }
+            }
+            Err(e) => self.progress.error(&format!(
+                "error: could not restore the outputs of `{name}`: {e:#}"
+            )),
+        }
     }
 
     /// Settle a stage that returned: move outputs in and record it, or restore.
@@ -376,18 +408,7 @@ impl<'a> Run<'a> {
         // The stage wrote: what was digested before may have changed.
         cache.forget_seen();
         let rollback = |why: Ended| {
-            match guard.rollback(&project.root) {
-                Ok(notes) => {
-                    for note in notes {
-                        self.progress
-                            .error(&format!("warning: stage `{}`: {note}", stage.name));
-                    }
-                }
-                Err(e) => self.progress.error(&format!(
-                    "error: could not restore the outputs of `{}`: {e:#}",
-                    stage.name
-                )),
-            }
+            self.put_back(i, guard);
             why
         };
         if self.interrupted.load(Ordering::SeqCst) {
@@ -507,7 +528,7 @@ impl<'a> Run<'a> {
     }
 
     /// Print the plan or the final table; return the exit code.
-    pub(super) fn report(&self, selected: &[usize]) -> RunOutcome {
+    pub(super) fn report(&self, selected: &[usize]) -> anyhow::Result<RunOutcome> {
         let project = self.project;
         let width = selected
             .iter()
@@ -555,13 +576,13 @@ impl<'a> Run<'a> {
                 progress::mark(&label)
             ));
         }
-        print!("{out}");
+        display::out(&out)?;
         let interrupted = self.interrupted.load(Ordering::SeqCst);
         if interrupted {
             self.progress.error(
                 "interrupted: running stages were stopped and their previous outputs restored",
             );
-            return RunOutcome::Interrupted;
+            return Ok(RunOutcome::Interrupted);
         }
         let bad = self.ended.values().any(|e| {
             matches!(
@@ -569,11 +590,11 @@ impl<'a> Run<'a> {
                 Ended::Failed(_) | Ended::GateFailed(_) | Ended::NotRun(_) | Ended::Interrupted
             )
         });
-        if bad {
+        Ok(if bad {
             RunOutcome::Failed
         } else {
             RunOutcome::Passed
-        }
+        })
     }
 }
 

@@ -114,9 +114,10 @@ pub(super) fn check_deps(
                     );
                     continue;
                 }
-                // Outside the project: read, never written by a stage.
+                // Outside the project as written: read, never written by a stage, unless
+                // it lands back in the project (`/abs/project`, `../project`).
                 Err(_) => {
-                    check_exists(r, &path, stage, dep, &root.join(dep));
+                    check_outside(r, &path, stage, dep, root, &root.join(dep));
                     continue;
                 }
             };
@@ -146,7 +147,7 @@ pub(super) fn check_deps(
             }) {
                 Ok(real) => real,
                 Err(PathProblem::SymlinkOut(_)) => {
-                    check_exists(r, &path, stage, dep, &root.join(&clean));
+                    check_outside(r, &path, stage, dep, root, &root.join(&clean));
                     continue;
                 }
                 Err(problem) => {
@@ -248,6 +249,58 @@ pub(super) fn check_deps(
             );
         }
     }
+}
+
+/// Where a path that leaves the project as written (absolute, `..`, a symlink leading
+/// out) really is, when that is the project: `Some("")` for its folder, `Some(rel)` for a
+/// place inside it, `Some("..")` for a folder holding it; `None` when it is elsewhere or
+/// does not exist.
+fn lands_in_project(root: &Path, full: &Path) -> Option<PathBuf> {
+    let real = full.canonicalize().ok()?;
+    let real_root = root.canonicalize().ok()?;
+    match real.strip_prefix(&real_root) {
+        Ok(rel) => Some(rel.to_path_buf()),
+        Err(_) if real_root.starts_with(&real) => Some(PathBuf::from("..")),
+        Err(_) => None,
+    }
+}
+
+/// A dep that leaves the project as written: refused when it resolves to the whole
+/// project, a folder holding it, or a place no dep may be ([`forbidden_dep`]); else it must
+/// exist.
+fn check_outside(
+    r: &mut Report,
+    path: &[&str],
+    stage: &Stage,
+    dep: &str,
+    root: &Path,
+    full: &Path,
+) {
+    let Some(landing) = lands_in_project(root, full) else {
+        check_exists(r, path, stage, dep, full);
+        return;
+    };
+    let why = if landing == Path::new("..") {
+        Some("holds the whole project, with repro's own state (`.repro/`, the lock) and `.git`")
+    } else {
+        forbidden_dep(&landing)
+    };
+    let Some(why) = why else {
+        return;
+    };
+    let shown = match landing.to_str() {
+        Some("") => "the project folder".to_string(),
+        Some("..") => "a folder holding the project".to_string(),
+        _ => format!("`{}` in the project", landing.display()),
+    };
+    r.at(
+        path,
+        format!(
+            "dep `{dep}` of stage `{}` resolves to {shown}; it {why}: the stage could never be up to date",
+            stage.name
+        ),
+        "list the files and folders the stage reads instead",
+    );
 }
 
 /// A dep no stage writes must be there when the pipeline is loaded.

@@ -53,6 +53,9 @@ pub enum Fix {
     Output { path: String },
     /// A file among the results that no stage wrote.
     Stray { path: String },
+    /// Among the results, what is not a plain file or folder (a symlink), or cannot be
+    /// read: `fix` says how to remove it, never through a link.
+    Remove { fix: String },
     /// The stage must run again: it never ran, or what it was made from is not what is
     /// recorded now.
     Rerun { stage: usize },
@@ -187,6 +190,7 @@ impl<'a> Advice<'a> {
                 Some(g) if g.tracked(path) => format!("delete it: `git rm -f -- {path}`"),
                 _ => format!("delete it: `rm -- {path}`"),
             },
+            Fix::Remove { fix } => fix.clone(),
             Fix::Rerun { stage } => self.or_restore(self.rerun(&[*stage])),
             Fix::Spec { stage } => {
                 let file = self.pipeline_file();

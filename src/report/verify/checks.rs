@@ -31,6 +31,12 @@ fn finding(what: String, fix: Fix) -> Finding {
 pub fn findings(project: &Project, results: &Results) -> anyhow::Result<Vec<Finding>> {
     let lock = &results.lock;
     let mut out = output_findings(results);
+    out.extend(results.problems.iter().map(|p| {
+        finding(
+            format!("`{}` {}", p.path, p.what),
+            Fix::Remove { fix: p.fix.clone() },
+        )
+    }));
     out.extend(results.strays().into_iter().map(|p| {
         finding(
             format!("`{p}` is in the results but no stage wrote it"),

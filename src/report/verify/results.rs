@@ -4,9 +4,10 @@
 
 use super::git::Git;
 use crate::engine::lockfile::LockFile;
-use crate::engine::statcache::StatCache;
+use crate::engine::statcache::{StatCache, EMPTY_FOLDER};
 use crate::pipeline::paths::{LOCK_FILE, MANIFEST_FILE, RESULT_DIRS};
 use crate::pipeline::Project;
+use crate::report::tree::{self, Problem};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -14,8 +15,40 @@ pub struct Results {
     pub lock: LockFile,
     /// Every file under the result folders (the lock included) → its sha256.
     pub files: BTreeMap<String, String>,
+    /// What among the result folders is not a plain file or folder (a symlink), or cannot
+    /// be read: never followed, never in `files`.
+    pub problems: Vec<Problem>,
     /// The manifest, parsed; `None` when it is missing or not YAML.
     pub manifest: Option<serde_yaml::Value>,
+}
+
+/// Every file under the result folders with its sha256 (an empty folder as
+/// [`EMPTY_FOLDER`]), read afresh without following a link, and what could not be.
+fn digest_results(root: &Path) -> (BTreeMap<String, String>, Vec<Problem>) {
+    // A fresh cache: every file is read, no recorded time is trusted.
+    let mut cache = StatCache::default();
+    let mut files = BTreeMap::new();
+    let mut problems = Vec::new();
+    for dir in RESULT_DIRS {
+        let listing = tree::list(root, dir);
+        for path in listing.files {
+            match cache.digest_file(root, Path::new(&path)) {
+                Ok(digest) => {
+                    files.insert(path, digest);
+                }
+                Err(e) => problems.push(Problem {
+                    what: format!("cannot be read: {e}"),
+                    fix: format!("make it readable, or remove it: `rm -- {path}`"),
+                    path,
+                }),
+            }
+        }
+        for folder in listing.empty_folders {
+            files.insert(folder, EMPTY_FOLDER.to_string());
+        }
+        problems.extend(listing.problems);
+    }
+    (files, problems)
 }
 
 impl Results {
@@ -26,17 +59,11 @@ impl Results {
             return Ok(None);
         }
         let lock = of_stages(project, LockFile::load(root)?);
-        // A fresh cache: every file is read, no recorded time is trusted.
-        let mut cache = StatCache::default();
-        let mut files = BTreeMap::new();
-        for dir in RESULT_DIRS {
-            if let Ok(tree) = cache.digest_tree(root, Path::new(dir)) {
-                files.extend(tree);
-            }
-        }
+        let (files, problems) = digest_results(root);
         Ok(Some(Results {
             lock,
             files,
+            problems,
             manifest: crate::report::manifest::read(root),
         }))
     }
@@ -50,6 +77,7 @@ impl Results {
         Some(Results {
             lock,
             files: git.results_at_head(),
+            problems: Vec::new(),
             manifest: git
                 .at_head(MANIFEST_FILE)
                 .and_then(|b| serde_yaml::from_slice(&b).ok()),
