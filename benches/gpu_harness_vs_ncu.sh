@@ -4,7 +4,8 @@
 # Run from a project root whose cubins are built (`repro stage build`, or nvcc into
 # .repro/cubins/), on a machine with a GPU and ncu:
 #     benches/gpu_harness_vs_ncu.sh [VARIANT ...]      (default: every variant)
-# For each variant and shape (mission, long; seed 0) it prints the harness's p50 over three
+# For each variant and two shapes of its workload (attention: mission, long; RMSNorm: mission,
+# wide; seed 0) it prints the harness's p50 over three
 # `repro exec` runs (the default isolated method), one run of the graph method, and ncu's
 # median gpu__time_duration of 40 launches of the same kernel and inputs, with L2 warm
 # (--cache-control none) and flushed (all). Clocks are left as they are
@@ -16,13 +17,16 @@ set -euo pipefail
 REPRO=${REPRO_BIN:-repro}
 variants=("$@")
 if [ ${#variants[@]} -eq 0 ]; then
-  mapfile -t variants < <(ls .repro/cubins/*.cubin | xargs -n1 basename | sed 's/\.cubin$//' | grep -v '^reference$' | grep -v '^tune-top')
+  mapfile -t variants < <(python3 -c 'import yaml; print("\n".join(yaml.safe_load(open("pipeline.yaml"))["variants"]))')
 fi
+# The entry ncu times and the two shapes, by the variant's workload.
+entry_of() { case "$1" in rms-*) echo rmsnorm_fwd ;; *) echo sdpa_fp8_fwd ;; esac; }
+shapes_of() { case "$1" in rms-*) echo "mission wide" ;; *) echo "mission long" ;; esac; }
 p50() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["p50_us"])'; }
 ncu_median() {
   ncu --clock-control none --cache-control "$1" --print-units base --metrics gpu__time_duration.sum \
-      -k regex:sdpa_fp8_fwd --launch-skip 25 --launch-count 40 --csv \
-      "$REPRO" exec "${@:2}" --warmup 20 --iters 5 --method graph --launches-per-sample 1 2>/dev/null \
+      -k "regex:$2" --launch-skip 25 --launch-count 40 --csv \
+      "$REPRO" exec "${@:3}" --warmup 20 --iters 5 --method graph --launches-per-sample 1 2>/dev/null \
     | grep '^"' | grep -v '"ID"' | awk -F'","' '{print $NF}' | tr -d '",' | sort -n \
     | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]/1000}'
 }
@@ -36,12 +40,12 @@ bad=0
   echo "|---|---|---|---:|---:|---:|---:|---:|"
 } > "$out.tmp"
 for v in "${variants[@]}"; do
-  for shape in mission long; do
+  for shape in $(shapes_of "$v"); do
     args=(--variant "$v" --shape "$shape" --seed 0)
     runs=$(for _ in 1 2 3; do "$REPRO" exec "${args[@]}" | p50; done | paste -sd/)
     graph=$("$REPRO" exec "${args[@]}" --method graph | p50)
-    warm=$(ncu_median none "${args[@]}")
-    cold=$(ncu_median all "${args[@]}")
+    warm=$(ncu_median none "$(entry_of "$v")" "${args[@]}")
+    cold=$(ncu_median all "$(entry_of "$v")" "${args[@]}")
     row=$(python3 - "$v" "$shape" "$runs" "$graph" "$warm" "$cold" <<'PY'
 import sys
 v, shape, runs, graph, warm, cold = sys.argv[1:]
