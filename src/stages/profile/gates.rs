@@ -89,12 +89,6 @@ pub fn problems(pipeline: &Pipeline) -> Vec<(String, Problem)> {
     }
     let known = known_metrics(pipeline);
     let mut out = Vec::new();
-    if profile_options(pipeline).next().is_none() {
-        let (name, _) = rules.iter().next().expect("not empty");
-        let message = "`gates.profile` is judged by a profile stage, and the pipeline has none";
-        let help = "add a stage with `uses: profile` (docs/guide/ncu.md), or remove the rules";
-        out.push((name.clone(), (Vec::new(), message.into(), help.into())));
-    }
     for (name, rule) in rules {
         let mut push = |p: Problem| out.push((name.clone(), p));
         if !rule.any_of.is_empty() && rule.has_own_check() {
@@ -185,19 +179,21 @@ fn check_problems(check: &Check, known: &BTreeSet<String>, p: &Pipeline) -> Vec<
     out
 }
 
-/// Why `name` cannot be a rule's variant, if it cannot: `control` or a variant the profile
-/// stage profiles.
+/// Why `name` cannot be a rule's variant, if it cannot: `control` or a variant, one the
+/// profile stages profile when the pipeline has any (without one no rule is judged).
 fn unknown_variant(name: &str, p: &Pipeline) -> Option<(String, String)> {
     let profiled = profiled_variants(p);
-    if name == "control" || profiled.contains(name) {
+    let staged = profile_options(p).next().is_some();
+    let variant = p.variants.contains_key(name);
+    if name == "control" || (variant && (!staged || profiled.contains(name))) {
         return None;
     }
-    let list: Vec<&str> = profiled.iter().map(String::as_str).collect();
-    let why = if p.variants.contains_key(name) {
+    let why = if variant {
         "is not a target of the profile stage"
     } else {
         "is not a variant"
     };
+    let list: Vec<&str> = profiled.iter().map(String::as_str).collect();
     Some((
         format!("`{name}` {why}"),
         format!(
@@ -500,5 +496,61 @@ mod tests {
             got[0].detail.as_deref(),
             Some("tensor_core_util_pct n/a ≥ 50 ❌")
         );
+    }
+}
+
+#[cfg(test)]
+mod load_tests {
+    use super::*;
+
+    /// The tiny workload's pipeline with variants `base` (the control), `ws` and `other`,
+    /// `gates.profile` as given, and the stages as given.
+    fn pipeline(rules: &str, stages: &str) -> Pipeline {
+        crate::workload::testing::tiny_pipeline(
+            &format!(
+                "kernels:\n  k: {{source: kernels/k.cu, entry: k_fwd}}\nvariants:\n  base: {{kernel: k}}\n  ws: {{kernel: k}}\n  other: {{kernel: k}}\ncontrol: base\ngates:\n  profile:\n{rules}stages:\n{stages}"
+            ),
+            &["k"],
+        )
+    }
+
+    fn messages(p: &Pipeline) -> Vec<(String, String)> {
+        problems(p)
+            .into_iter()
+            .map(|(rule, (path, message, _))| (format!("{rule}/{}", path.join("/")), message))
+            .collect()
+    }
+
+    #[test]
+    fn names_must_be_variants_the_profile_stage_profiles() {
+        let rule = "    up: {metric: sm_util_pct, vs: other, expect: up, targets: [ws, nope]}\n";
+        let p = pipeline(rule, "  prof: {uses: profile, targets: [control, ws]}\n");
+        assert_eq!(
+            messages(&p),
+            [
+                (
+                    "up/vs".into(),
+                    "`other` is not a target of the profile stage".into()
+                ),
+                ("up/targets/1".into(), "`nope` is not a variant".into()),
+            ]
+        );
+        // Without a profile stage no rule is judged: only the names must exist.
+        let p = pipeline(rule, "  b: {uses: build}\n");
+        assert_eq!(
+            messages(&p),
+            [(
+                "up/targets/1".to_string(),
+                "`nope` is not a variant".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_check_inside_any_of_has_no_targets_and_the_rule_no_check_beside_it() {
+        let rule = "    r: {metric: sm_util_pct, any_of: [{metric: sm_util_pct, min: 1, targets: [ws]}]}\n";
+        let p = pipeline(rule, "  prof: {uses: profile, targets: [control, ws]}\n");
+        let got: Vec<String> = messages(&p).into_iter().map(|(at, _)| at).collect();
+        assert_eq!(got, ["r/any_of", "r/any_of/0"]);
     }
 }
