@@ -56,7 +56,8 @@ pub struct GateResult {
     pub measured: f64,
     #[serde(serialize_with = "float::f6")]
     pub threshold: f64,
-    /// `<=` or `>=`: how `measured` must compare to `threshold`.
+    /// `<=` or `>=`: how `measured` must compare to `threshold` (a profile gate's relation
+    /// to another variant: `>`, `<`, or `≈` within the tolerance its `detail` states).
     pub op: String,
     pub pass: bool,
     /// What failed, when the figures alone do not say (the ABI gate's `file:line:col`
@@ -684,8 +685,30 @@ pub struct NcuTarget {
     pub l2_hit_rate_pct: Option<f64>,
     #[serde(serialize_with = "float::opt_f4")]
     pub dram_bw_pct_peak: Option<f64>,
+    /// Shared-memory bank conflicts (loads and stores) of one launch.
+    #[serde(default, serialize_with = "float::opt_f4")]
+    pub smem_bank_conflicts: Option<f64>,
+    /// The median over the profiled launches, as every figure here (a baseline call's: the
+    /// median of its profiled calls' summed kernel times, see `kernels`).
     #[serde(serialize_with = "float::opt_f4")]
     pub kernel_time_us: Option<f64>,
+    /// The spread of `kernel_time_us` over the profiled launches (or calls).
+    #[serde(
+        default,
+        serialize_with = "float::opt_f4",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub kernel_time_us_min: Option<f64>,
+    #[serde(
+        default,
+        serialize_with = "float::opt_f4",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub kernel_time_us_max: Option<f64>,
+    /// How many launches (a baseline's: calls) the medians are over; absent in summaries
+    /// from before the stage profiled several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launches: Option<u32>,
     /// Named field → the raw metric name it was read from.
     pub metric_names: BTreeMap<String, String>,
     /// Every raw metric read, as ncu printed it (value with unit).
@@ -726,6 +749,9 @@ pub struct NcuSummary {
     #[serde(default)]
     pub cache_control: String,
     pub targets: Vec<NcuTarget>,
+    /// The `gates.profile` rules of pipeline.yaml, judged on the targets' medians.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<GateResult>,
 }
 
 /// Write a record as pretty JSON with a trailing newline (the one JSON style of artifacts).

@@ -87,6 +87,9 @@ variants:
   good: {kernel: k}
   bad: {kernel: k}
 control: good
+gates:
+  profile:
+    few-registers: {metric: registers_per_thread, max: 8}
 stages:
   ncu-profile: {uses: profile, targets: [control, bad, topk], clock_control: none}
 ";
@@ -292,7 +295,7 @@ fn profile_stage_skips_and_fails_honestly() {
          *'--variant bad'*) cat '{}'; exit 9;; \
          *) cat '{}';; esac",
         fixture("app_crash.txt").display(),
-        fixture("stage_mode.csv").display()
+        fixture("stage_mode_launches.csv").display()
     ));
     let (outcome, staging) = project.run();
     assert_eq!(
@@ -307,7 +310,16 @@ fn profile_stage_skips_and_fails_honestly() {
     );
     assert_eq!(control.variant, "good");
     assert_eq!(control.kernel, "scale_add");
-    assert_eq!(control.kernel_time_us, Some(16.544));
+    // The median of the five profiled launches, with their spread.
+    assert_eq!(control.kernel_time_us, Some(16.576));
+    assert_eq!(
+        (
+            control.kernel_time_us_min,
+            control.kernel_time_us_max,
+            control.launches
+        ),
+        (Some(16.48), Some(19.104), Some(5))
+    );
     assert_eq!(control.registers_per_thread, Some(16.0));
     assert_eq!(
         control.metric_names["kernel_time_us"],
@@ -323,7 +335,10 @@ fn profile_stage_skips_and_fails_honestly() {
     assert_eq!(s.targets[2].status, "skipped");
     // The CSVs are ncu's output byte for byte.
     let saved = std::fs::read(staging.join("artifacts/ncu/control.csv")).unwrap();
-    assert_eq!(saved, std::fs::read(fixture("stage_mode.csv")).unwrap());
+    assert_eq!(
+        saved,
+        std::fs::read(fixture("stage_mode_launches.csv")).unwrap()
+    );
     assert!(staging.join("artifacts/ncu/bad.csv").exists());
 
     // 4. A target whose cubin, GPU, driver, ncu and options are unchanged keeps its committed
@@ -332,7 +347,7 @@ fn profile_stage_skips_and_fails_honestly() {
         "case \"$*\" in *--version*) echo 'Version 2025.3.1.0'; exit 0;; esac\n\
          echo \"$*\" >> '{}'\ncat '{}'",
         project.root().join("ncu-calls.txt").display(),
-        fixture("stage_mode.csv").display()
+        fixture("stage_mode_launches.csv").display()
     ));
     let repro = project.script("fake-repro", FAKE_REPRO);
     std::fs::create_dir_all(project.root().join(".repro/cubins")).unwrap();
@@ -358,6 +373,28 @@ fn profile_stage_skips_and_fails_honestly() {
     };
     let (n, staging) = profiled(&run);
     assert_eq!(n, 2, "control and bad are profiled");
+    let argv = std::fs::read_to_string(project.root().join("ncu-calls.txt")).unwrap();
+    assert!(
+        argv.contains("--launch-skip 6 --launch-count 5"),
+        "the checked launch and 5 warm-up launches skipped, 5 profiled:\n{argv}"
+    );
+    // The profile gate failed on both: recorded ❌, and the stage still passed.
+    let gates = summary(&staging).gates;
+    let verdicts: Vec<(&str, &str, bool)> = gates
+        .iter()
+        .map(|g| (g.gate.as_str(), g.subject.as_str(), g.pass))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("profile.few-registers", "control", false),
+            ("profile.few-registers", "bad", false)
+        ]
+    );
+    assert_eq!(
+        gates[0].detail.as_deref(),
+        Some("registers_per_thread 16.00 ≤ 8 ❌")
+    );
     let first = summary(&staging).targets[0].measured.clone().unwrap();
     assert!(!first.reused);
     assert_eq!(first.key["ncu"], "Version 2025.3.1.0");
@@ -368,9 +405,12 @@ fn profile_stage_skips_and_fails_honestly() {
         .iter()
         .all(|t| t.measured.as_ref().unwrap().reused));
     assert_eq!(s.targets[0].measured.as_ref().unwrap().run, first.run);
-    assert_eq!(s.targets[0].kernel_time_us, Some(16.544));
+    assert_eq!(s.targets[0].kernel_time_us, Some(16.576));
     let saved = std::fs::read(staging.join("artifacts/ncu/control.csv")).unwrap();
-    assert_eq!(saved, std::fs::read(fixture("stage_mode.csv")).unwrap());
+    assert_eq!(
+        saved,
+        std::fs::read(fixture("stage_mode_launches.csv")).unwrap()
+    );
     std::fs::write(
         project.root().join(".repro/cubins/bad.sm_90a.cubin"),
         "rebuilt",
@@ -400,8 +440,8 @@ fn profile_stage_skips_and_fails_honestly() {
          case \"$*\" in *gone.sh*) echo 'repro-profile: skipped: PyTorch is not installed'; exit 0;; \
          *b.sh*) cat '{}';; *) cat '{}';; esac",
         project.root().join("ncu-calls.txt").display(),
-        fixture("baseline_calls.csv").display(),
-        fixture("stage_mode.csv").display()
+        fixture("baseline_calls_launches.csv").display(),
+        fixture("stage_mode_launches.csv").display()
     ));
     std::env::set_var("NCU", &ncu);
     let repro = project.script("fake-repro", FAKE_REPRO);
@@ -437,10 +477,13 @@ fn profile_stage_skips_and_fails_honestly() {
             "--nvtx --nvtx-include repro-profile.torch-sdpa-best.mission/ \
              --nvtx-include repro-profile.torch-sdpa-default.mission/ \
              --target-processes application-only"
-        ) && b_calls[0].contains(
-            "sh b.sh --profile torch-sdpa-best mission repro-profile.torch-sdpa-best.mission \
-             --profile torch-sdpa-default mission repro-profile.torch-sdpa-default.mission"
-        ),
+        ) && b_calls[0].contains(&format!(
+            "sh b.sh --warmup 5 {}{}",
+            "--profile torch-sdpa-best mission repro-profile.torch-sdpa-best.mission ".repeat(5),
+            "--profile torch-sdpa-default mission repro-profile.torch-sdpa-default.mission "
+                .repeat(5)
+                .trim_end()
+        )),
         "{call}"
     );
     let record = |s: &NcuSummary, label: &str| {
@@ -454,8 +497,8 @@ fn profile_stage_skips_and_fails_honestly() {
         std::fs::read_to_string(project.root().join(format!("artifacts/ncu/{label}.csv"))).unwrap()
     };
     for (label, time) in [
-        ("torch-sdpa-best@mission", 9.728),
-        ("torch-sdpa-default@mission", 9.760),
+        ("torch-sdpa-best@mission", 9.760),
+        ("torch-sdpa-default@mission", 9.792),
     ] {
         let torch = record(&s, label);
         assert_eq!(
@@ -469,10 +512,11 @@ fn profile_stage_skips_and_fails_honestly() {
             (torch.kernel_time_us.unwrap() - time).abs() < 1e-9,
             "{label}"
         );
-        // Its own CSV: ncu's lines, the header, only its launch.
+        // Its own CSV: ncu's lines, the header, only its launches.
         let csv = staging_csv(label);
         let alone = repro::ncu::parse::parse(&csv).unwrap();
-        assert_eq!(alone.launches.len(), 1, "{label}");
+        assert_eq!(alone.launches.len(), 5, "{label}: its five profiled calls");
+        assert_eq!(torch.launches, Some(5), "{label}");
     }
     let gone = record(&s, "gone@mission");
     assert_eq!(gone.status, "skipped");

@@ -1,6 +1,7 @@
 //! The named fields of `artifacts/ncu/summary.json` and the raw Nsight Compute metrics they
 //! are read from, per GPU architecture. Names were checked against `ncu --query-metrics
-//! --chip {ga100,ad104,gh100}` of Nsight Compute 2025.3.1 (`tests/fixtures/ncu/`).
+//! --chip {ga100,ad104,gh100}` of Nsight Compute 2025.3.1 (`tests/fixtures/ncu/`), but for
+//! the shared-memory bank conflicts, added later and read on a GPU by the GPU test only.
 //!
 //! Each field has an ordered list of aliases; the first one present with a number wins and
 //! its name is recorded. Details-page exports are read through the section/metric display
@@ -20,10 +21,11 @@ pub enum Field {
     L2HitRate,
     DramBwPctPeak,
     KernelTimeUs,
+    SmemBankConflicts,
 }
 
 impl Field {
-    pub const ALL: [Field; 7] = [
+    pub const ALL: [Field; 8] = [
         Field::KernelTimeUs,
         Field::SmUtil,
         Field::TensorCoreUtil,
@@ -31,6 +33,7 @@ impl Field {
         Field::RegistersPerThread,
         Field::L2HitRate,
         Field::DramBwPctPeak,
+        Field::SmemBankConflicts,
     ];
 
     /// The JSON key in `summary.json`.
@@ -43,7 +46,13 @@ impl Field {
             Field::L2HitRate => "l2_hit_rate_pct",
             Field::DramBwPctPeak => "dram_bw_pct_peak",
             Field::KernelTimeUs => "kernel_time_us",
+            Field::SmemBankConflicts => "smem_bank_conflicts",
         }
+    }
+
+    /// The field whose JSON key is `key`.
+    pub fn from_key(key: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.key() == key)
     }
 }
 
@@ -119,8 +128,17 @@ pub fn raw_aliases(field: Field, arch: Arch) -> &'static [&'static str] {
             "dram__throughput.avg.pct_of_peak_sustained_elapsed",
         ],
         (Field::KernelTimeUs, _) => &["gpu__time_duration.sum"],
+        // Loads and stores; `SMEM_BANK_CONFLICT_PARTS` splits them.
+        (Field::SmemBankConflicts, _) => &["l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"],
     }
 }
+
+/// Requested beside the fields and kept in `raw`: the shared-memory bank conflicts of loads
+/// and of stores.
+pub const SMEM_BANK_CONFLICT_PARTS: [&str; 2] = [
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+];
 
 /// Other raw names ncu has for the same quantity on `arch`, read (never requested) when
 /// none of [`raw_aliases`] is in an export: the per-instruction-type tensor-pipe metrics
@@ -156,6 +174,7 @@ pub fn details_alias(field: Field) -> Option<&'static str> {
         Field::L2HitRate => Some("Memory Workload Analysis: L2 Hit Rate"),
         Field::DramBwPctPeak => Some("GPU Speed Of Light Throughput: DRAM Throughput"),
         Field::KernelTimeUs => Some("GPU Speed Of Light Throughput: Duration"),
+        Field::SmemBankConflicts => None,
     }
 }
 
@@ -252,6 +271,9 @@ pub fn request_list(arch: Option<Arch>, extra: &[String]) -> Vec<String> {
                 .for_each(|m| push(m.to_string()));
         }
     }
+    SMEM_BANK_CONFLICT_PARTS
+        .iter()
+        .for_each(|m| push(m.to_string()));
     for a in &archs {
         for r in stall_reasons(*a) {
             push(format!("{STALL_PCT_PREFIX}{r}{STALL_PCT_SUFFIX}"));
@@ -378,9 +400,10 @@ pub fn summarize(launch: &Launch, arch: Option<Arch>, extra: &[String], id: Targ
         }
     }
     let (top_stalls, stall_metrics) = top_stalls(launch, 5);
-    for name in stall_metrics.iter().chain(extra) {
-        if let Some(m) = launch.get(name) {
-            record(name, m);
+    let parts = SMEM_BANK_CONFLICT_PARTS.iter().map(|p| p.to_string());
+    for name in stall_metrics.iter().chain(extra).cloned().chain(parts) {
+        if let Some(m) = launch.get(&name) {
+            record(&name, m);
         }
     }
     let get = |f: Field| values.get(&f).copied();
@@ -396,7 +419,11 @@ pub fn summarize(launch: &Launch, arch: Option<Arch>, extra: &[String], id: Targ
         registers_per_thread: get(Field::RegistersPerThread),
         l2_hit_rate_pct: get(Field::L2HitRate),
         dram_bw_pct_peak: get(Field::DramBwPctPeak),
+        smem_bank_conflicts: get(Field::SmemBankConflicts),
         kernel_time_us: get(Field::KernelTimeUs),
+        kernel_time_us_min: None,
+        kernel_time_us_max: None,
+        launches: None,
         metric_names,
         raw,
         top_stalls,

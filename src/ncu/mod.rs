@@ -2,6 +2,7 @@
 //! to the named fields of `artifacts/ncu/summary.json` ([`metrics`]), and `repro ncu parse`.
 //! The profile stage that runs ncu lives in `stages::profile`.
 
+pub mod launches;
 pub mod metrics;
 pub mod parse;
 pub mod table;
@@ -119,6 +120,7 @@ pub fn summarize_file(file: &Path) -> anyhow::Result<crate::schema::NcuSummary> 
         clock_control: "unknown".into(),
         cache_control: "unknown".into(),
         targets,
+        gates: Vec::new(),
     })
 }
 

@@ -5,7 +5,8 @@ use super::metrics::Field;
 use crate::schema::{NcuSummary, NcuTarget};
 use std::fmt::Write;
 
-fn value(t: &NcuTarget, f: Field) -> Option<f64> {
+/// The value of field `f` in record `t`.
+pub fn value(t: &NcuTarget, f: Field) -> Option<f64> {
     match f {
         Field::SmUtil => t.sm_util_pct,
         Field::TensorCoreUtil => t.tensor_core_util_pct,
@@ -14,6 +15,7 @@ fn value(t: &NcuTarget, f: Field) -> Option<f64> {
         Field::L2HitRate => t.l2_hit_rate_pct,
         Field::DramBwPctPeak => t.dram_bw_pct_peak,
         Field::KernelTimeUs => t.kernel_time_us,
+        Field::SmemBankConflicts => t.smem_bank_conflicts,
     }
 }
 

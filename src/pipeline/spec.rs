@@ -202,6 +202,9 @@ pub struct Gates {
     pub correctness: Option<crate::workload::builtin::CorrectnessGates>,
     #[serde(default)]
     pub performance: Option<PerformanceGates>,
+    /// Rules on what the profile stage measured, by name ([`crate::stages::profile::gates`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profile: BTreeMap<String, crate::stages::profile::ProfileRule>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

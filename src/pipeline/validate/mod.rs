@@ -85,6 +85,15 @@ fn check_arch(r: &mut Report, archs: &[String]) {
     }
 }
 
+/// `gates.profile:` rules that judge what a profile stage reads, on variants it profiles.
+fn check_profile_gates(r: &mut Report, p: &Pipeline) {
+    for (rule, (path, message, help)) in crate::stages::profile::gates::problems(p) {
+        let mut at = vec!["gates", "profile", rule.as_str()];
+        at.extend(path.iter().map(String::as_str));
+        r.at(&at, message, help);
+    }
+}
+
 /// Validate `p`, parsed from `text` (whose top-level mapping has `top_keys`), and resolve
 /// its stages. Nothing may run unless this succeeds. `workload_ok`: the workloads passed
 /// their own checks; the kinds' option checks read them, and with a broken one would only
@@ -115,6 +124,9 @@ pub fn validate(
         check_executor(&mut r, &["executor", "kind"], &ex.kind);
     }
     check_arch(&mut r, &p.arch);
+    if workload_ok {
+        check_profile_gates(&mut r, p);
+    }
     let registry: Vec<Arc<dyn StageKind>> = crate::stages::registry()
         .into_iter()
         .map(Arc::from)

@@ -2,6 +2,7 @@
 //! harness's stream time and by ncu's kernel time, on every shape the profile stage
 //! profiled it on; and why a file's correctness failed, computed from its records.
 
+use super::agreement::gap;
 use super::*;
 use crate::schema::NcuKernel;
 use crate::stages::profile::ProfileOptions;
@@ -50,6 +51,9 @@ impl Builder<'_> {
         shape: &str,
         primary: &str,
     ) -> BaselineRatioRow {
+        let harness_ratio = shape_p50(&b.results, shape)
+            .zip(self.variant_p50(best, shape))
+            .map(|(theirs, ours)| theirs / ours);
         let harness = shape_p50(&b.results, shape)
             .zip(self.variant_p50(best, shape))
             .map_or_else(
@@ -71,10 +75,19 @@ impl Builder<'_> {
             Some(Ok(t)) if !t.kernels.is_empty() => kernel_list(&t.kernels),
             _ => NA.into(),
         };
+        let ncu_ratio = match (&theirs, &ours) {
+            (Some(Ok(t)), Some(Ok(o))) => {
+                t.kernel_time_us.zip(o.kernel_time_us).map(|(t, o)| t / o)
+            }
+            _ => None,
+        };
+        let agreement = harness_ratio
+            .zip(ncu_ratio)
+            .map_or_else(|| NA.to_string(), |(h, n)| gap(h, n));
         let ncu = match (theirs, ours) {
-            (Some(Ok(t)), Some(Ok(o))) => match (t.kernel_time_us, o.kernel_time_us) {
-                (Some(t), Some(o)) => format!("{} ({t:.2} ÷ {o:.2} µs)", ratio(Some(t / o))),
-                _ => format!("{NA}: ncu measured no kernel time"),
+            (Some(Ok(t)), Some(Ok(o))) => match ncu_ratio {
+                Some(r) => format!("{} ({} ÷ {} µs)", ratio(Some(r)), ncu_time(t), ncu_time(o)),
+                None => format!("{NA}: ncu measured no kernel time"),
             },
             (Some(Err(why)), _) => format!("{NA}: {} {why}", b.name),
             (_, Some(Err(why))) => format!("{NA}: {best} {why}"),
@@ -86,6 +99,7 @@ impl Builder<'_> {
             best: best.to_string(),
             harness,
             ncu,
+            agreement,
             kernels,
         }
     }

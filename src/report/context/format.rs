@@ -119,3 +119,13 @@ pub(super) fn trial_config_text(json: &str) -> String {
         Err(_) => json.to_string(),
     }
 }
+
+/// An ncu kernel time with its spread over the profiled launches: `8.64 (8.13–9.25, n=5)`;
+/// the figure alone in summaries from before the stage profiled several.
+pub(super) fn ncu_time(t: &NcuTarget) -> String {
+    let median = num(t.kernel_time_us, 2);
+    match (t.kernel_time_us_min, t.kernel_time_us_max, t.launches) {
+        (Some(lo), Some(hi), Some(n)) => format!("{median} ({lo:.2}–{hi:.2}, n={n})"),
+        _ => median,
+    }
+}

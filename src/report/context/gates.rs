@@ -1,6 +1,7 @@
 //! The gate sections: ptxas, correctness, performance against the control, and the
 //! comparisons with the baselines.
 
+use super::agreement::{by_ncu, row_verdict};
 use super::*;
 use crate::schema::{ArchBuild, BuildRecord};
 
@@ -245,8 +246,10 @@ impl Builder<'_> {
             return Section::ran(vec![row]);
         };
         let what = format!("{best} vs {control} ({primary})");
+        let ncu = self.ncu_speedup(control, best, primary);
         if let Some((_, gate)) = self.recorded_gate(CONTROL_GATE) {
-            return Section::ran(vec![recorded_row(what, gate, failed, "performance")]);
+            let row = recorded_row(what, gate, failed, "performance");
+            return Section::ran(vec![with_ncu(row, ncu, Some(gate.threshold))]);
         }
         let speedup = self
             .variant_p50(control, primary)
@@ -259,7 +262,7 @@ impl Builder<'_> {
             failed,
             &format!("performance {what}"),
         );
-        Section::ran(vec![row])
+        Section::ran(vec![with_ncu(row, ncu, threshold)])
     }
 
     pub(super) fn baseline_gates(
@@ -305,6 +308,8 @@ impl Builder<'_> {
                 let speedup = shape_p50(&b.results, primary)
                     .zip(best_p50)
                     .map(|(bp, p)| bp / p);
+                let ncu = best.and_then(|best| self.ncu_speedup(&b.name, best, primary));
+                let threshold = thresholds.get(&b.name).copied();
                 if b.status == "skipped" {
                     return PerfRow {
                         what,
@@ -314,21 +319,39 @@ impl Builder<'_> {
                             .map(|t| format!("≥ {t:.2}×"))
                             .unwrap_or_else(|| "none".into()),
                         result: format!("⏭ baseline {}", self.skipped_because(b.reason.as_deref())),
+                        by_ncu: NA.into(),
                     };
                 }
                 if let Some((_, gate)) = self.recorded_gate(&baseline_gate(&b.name)) {
-                    return recorded_row(what, gate, failed, "baseline");
+                    let row = recorded_row(what, gate, failed, "baseline");
+                    return with_ncu(row, ncu, Some(gate.threshold));
                 }
-                perf_row(
+                let row = perf_row(
                     what.clone(),
                     speedup,
-                    thresholds.get(&b.name).copied(),
+                    threshold,
                     failed,
                     &format!("baseline {what}"),
-                )
+                );
+                with_ncu(row, ncu, threshold)
             })
             .collect();
         Section::ran(rows)
+    }
+}
+
+impl Builder<'_> {
+    /// `fast`'s speedup over `slow` on `shape` by their median ncu kernel times.
+    fn ncu_speedup(&self, slow: &str, fast: &str, shape: &str) -> Option<f64> {
+        Some(self.ncu_time_of(slow, shape)? / self.ncu_time_of(fast, shape)?)
+    }
+}
+
+/// `row` with the same comparison by ncu ([`by_ncu`]).
+fn with_ncu(row: PerfRow, ncu: Option<f64>, threshold: Option<f64>) -> PerfRow {
+    PerfRow {
+        by_ncu: by_ncu(ncu, threshold, row_verdict(&row)),
+        ..row
     }
 }
 
@@ -361,6 +384,7 @@ fn recorded_row(what: String, gate: &GateResult, failed: &mut Vec<String>, kind:
         measured: measured.map_or(NA.to_string(), |m| format!("{m:.3}×")),
         threshold: format!("≥ {:.2}×", gate.threshold),
         result,
+        by_ncu: NA.into(),
     }
 }
 
@@ -395,6 +419,7 @@ pub(super) fn perf_row(
             .map_or(NA.to_string(), |m| format!("{m:.3}×")),
         threshold: threshold_s,
         result,
+        by_ncu: NA.into(),
     }
 }
 

@@ -19,6 +19,7 @@ use crate::schema::{BenchFile, BenchResult, GateResult, NcuTarget};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+mod agreement;
 mod baselines;
 mod env;
 mod format;
@@ -161,11 +162,15 @@ impl Builder<'_> {
     pub fn build(&self) -> ReportContext {
         let mut failed_gates = Vec::new();
         let ptxas = self.ptxas_gates(&mut failed_gates);
+        let profile_gates = self.profile_gates(&mut failed_gates);
         let parts = scopes(self.pipeline, self.artifacts);
         let several = parts.len() > 1;
         let mut unchecked_gates = Vec::new();
         if let Some(note) = &ptxas.note {
             unchecked_gates.push(format!("ptxas: {note}"));
+        }
+        if let Some(note) = profile_gates.as_ref().and_then(|s| s.note.as_ref()) {
+            unchecked_gates.push(format!("profile: {note}"));
         }
         let workloads: Vec<WorkloadReport> = parts
             .iter()
@@ -195,7 +200,10 @@ impl Builder<'_> {
                 .first()
                 .map_or_else(|| NA.to_string(), |w| w.primary_shape.clone()),
             workloads,
-            gates: Gates { ptxas },
+            gates: Gates {
+                ptxas,
+                profile: profile_gates,
+            },
             profile: self.profile_section(),
             env: self.env_brief(),
             stages: self.stage_rows(),

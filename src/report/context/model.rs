@@ -112,6 +112,8 @@ pub struct BaselineRatioRow {
     /// `0.98× (9.50 ÷ 9.66 µs)`, or `n/a: why`.
     pub harness: String,
     pub ncu: String,
+    /// The ncu ratio against the harness's (`+1.2%`, `⚠ −8.3%` beyond ±3 %), or `n/a`.
+    pub agreement: String,
     /// The baseline call's kernels with their ncu times, or `n/a`.
     pub kernels: String,
 }
@@ -129,6 +131,19 @@ pub struct TuneReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct Gates {
     pub ptxas: Section<Vec<PtxasRow>>,
+    /// `gates.profile`, as the profile stage judged them (`None`: the pipeline declares
+    /// none).
+    pub profile: Option<Section<Vec<ProfileGateRow>>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProfileGateRow {
+    /// The rule's name in `gates.profile`.
+    pub rule: String,
+    pub target: String,
+    /// Each check with its measured values (`tensor_core_util_pct 12.30 ≥ 50 ❌ or …`).
+    pub measured: String,
+    pub result: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -175,6 +190,8 @@ pub struct PerfRow {
     pub measured: String,
     pub threshold: String,
     pub result: String,
+    /// The same speedup by ncu's median kernel times, saying where its verdict differs.
+    pub by_ncu: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -251,6 +268,9 @@ pub struct ProfileRow {
     pub variant: String,
     pub status: String,
     pub kernel_time: String,
+    /// ncu's kernel time against the harness p50 of the same kernel and shape (`+1.2%`,
+    /// `⚠ −8.3%` beyond ±3 %), or `n/a`.
+    pub vs_harness: String,
     pub sm_util: String,
     pub tc_util: String,
     pub occupancy: String,

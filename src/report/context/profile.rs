@@ -1,5 +1,6 @@
 //! The profile section: Nsight Compute's metrics per target.
 
+use super::agreement::gap;
 use super::*;
 
 impl Builder<'_> {
@@ -39,7 +40,11 @@ impl Builder<'_> {
                             self.status_because(other, t.reason.as_deref())
                         ),
                     },
-                    kernel_time: num(t.kernel_time_us, 2),
+                    kernel_time: ncu_time(t),
+                    vs_harness: self
+                        .harness_p50_of(t)
+                        .zip(t.kernel_time_us)
+                        .map_or_else(|| NA.to_string(), |(h, n)| gap(h, n)),
                     sm_util: num(t.sm_util_pct, 1),
                     tc_util: num(t.tensor_core_util_pct, 1),
                     occupancy: num(t.achieved_occupancy_pct, 1),
@@ -64,6 +69,50 @@ impl Builder<'_> {
                 .collect(),
             l2_note: l2_note(&ncu.targets),
         })
+    }
+
+    /// The `gates.profile` rules as the profile stage recorded them; `None` when the
+    /// pipeline declares none.
+    pub(super) fn profile_gates(
+        &self,
+        failed: &mut Vec<String>,
+    ) -> Option<Section<Vec<ProfileGateRow>>> {
+        if self.pipeline.gates.profile.is_empty() {
+            return None;
+        }
+        let Some(ncu) = &self.artifacts.ncu else {
+            return Some(Section::not_run(
+                self.not_run("profile", "artifacts/ncu/summary.json"),
+            ));
+        };
+        if ncu.gates.is_empty() {
+            let why = self.stage_skipped("profile").unwrap_or_else(|| {
+                "not checked: artifacts/ncu/summary.json records no profile gate; run the profile stage".into()
+            });
+            return Some(Section::not_run(why));
+        }
+        let rows = ncu
+            .gates
+            .iter()
+            .map(|g| {
+                let rule = g
+                    .gate
+                    .strip_prefix("profile.")
+                    .unwrap_or(&g.gate)
+                    .to_string();
+                let measured = g.detail.clone().unwrap_or_else(|| num(Some(g.measured), 2));
+                if !g.pass {
+                    failed.push(format!("profile {rule} ({}): {measured}", g.subject));
+                }
+                ProfileGateRow {
+                    rule,
+                    target: g.subject.clone(),
+                    measured,
+                    result: mark(g.pass).to_string(),
+                }
+            })
+            .collect();
+        Some(Section::ran(rows))
     }
 
     /// When every target failed or was skipped for one same reason: `<status>: <reason>`

@@ -8,7 +8,9 @@
 //! `2634  "<default domain>:repro-profile.torch-sdpa-best.mission:none:…" `, so a kernel
 //! belongs to exactly one call whatever the order or count of kernels.
 
+use super::run::Reading;
 use super::targets::{status_target, Program, Target};
+use crate::ncu::launches::{median, set_time_spread, summarize_launches};
 use crate::ncu::metrics::{self, Arch};
 use crate::ncu::parse::{self, Launch};
 use crate::schema::{NcuKernel, NcuTarget};
@@ -60,8 +62,7 @@ pub(super) fn read_calls(
     unit: &[&Target],
     stdout: &str,
     everything: &str,
-    arch: Option<Arch>,
-    extra: &[String],
+    reading: &Reading,
 ) -> Vec<(NcuTarget, String)> {
     let whole = |t: &Target, status: &str, reason: String| {
         let record = status_target(&t.label, &t.variant, "", status, reason);
@@ -88,10 +89,10 @@ pub(super) fn read_calls(
                 return whole(t, "failed", no_kernel(t, &export.launches));
             }
             let ids: BTreeSet<&str> = launches.iter().map(|l| l.id.as_str()).collect();
-            (
-                baseline_call(t, &launches, arch, extra),
-                csv_of(stdout, &ids),
-            )
+            match baseline_call(t, &launches, reading.launches, reading.arch, reading.extra) {
+                Ok(record) => (record, csv_of(stdout, &ids)),
+                Err(why) => whole(t, "failed", why),
+            }
         })
         .collect()
 }
@@ -163,41 +164,51 @@ pub(super) fn csv_of(stdout: &str, ids: &BTreeSet<&str>) -> String {
     out
 }
 
-/// A baseline call's record: every kernel ncu profiled inside its NVTX range, their summed
-/// time as the call's kernel time, the other metrics from the longest kernel.
+/// A baseline call's record from every kernel ncu profiled inside its NVTX range: the
+/// script made `calls` profiled calls in turn, each launching the same kernels, so the
+/// launches split into `calls` equal runs. A call's kernel time is the sum of its kernels';
+/// `kernel_time_us` is the median over the calls (with their spread), `kernels` each
+/// kernel's median time, and the other fields the medians of the longest kernel's launches.
 pub(super) fn baseline_call(
     target: &Target,
     launches: &[&Launch],
+    calls: u32,
     arch: Option<Arch>,
     extra: &[String],
-) -> NcuTarget {
-    let time = |l: &Launch| metrics::read(l, metrics::Field::KernelTimeUs, arch);
-    let kernels: Vec<NcuKernel> = launches
-        .iter()
-        .map(|l| NcuKernel {
-            name: l.function_name().to_string(),
-            time_us: time(l).map(|(t, _)| t),
+) -> Result<NcuTarget, String> {
+    let runs = split_calls(launches, calls as usize)?;
+    let time = |l: &Launch| metrics::read(l, metrics::Field::KernelTimeUs, arch).map(|(t, _)| t);
+    let kernels: Vec<NcuKernel> = (0..runs[0].len())
+        .map(|j| {
+            let times: Option<Vec<f64>> = runs.iter().map(|r| time(r[j])).collect();
+            NcuKernel {
+                name: runs[0][j].function_name().to_string(),
+                time_us: times.and_then(|t| median(&t)),
+            }
         })
         .collect();
-    let longest = launches
-        .iter()
-        .max_by(|a, b| {
-            let t = |l: &Launch| time(l).map_or(f64::NEG_INFINITY, |(t, _)| t);
+    let longest = (0..kernels.len())
+        .max_by(|&a, &b| {
+            let t = |j: usize| kernels[j].time_us.unwrap_or(f64::NEG_INFINITY);
             t(a).total_cmp(&t(b))
         })
         .expect("a call with a launch");
-    let mut record = metrics::summarize(
-        longest,
+    let column: Vec<&Launch> = runs.iter().map(|r| r[longest]).collect();
+    let mut record = summarize_launches(
+        &column,
         arch,
         extra,
         metrics::TargetId {
             target: &target.label,
             variant: &target.variant,
-            kernel: longest.function_name(),
+            kernel: &kernels[longest].name,
         },
     );
-    let times: Option<Vec<f64>> = kernels.iter().map(|k| k.time_us).collect();
-    record.kernel_time_us = times.map(|t| t.iter().sum());
+    let call_times: Option<Vec<f64>> = runs
+        .iter()
+        .map(|r| r.iter().map(|l| time(l)).sum())
+        .collect();
+    set_time_spread(&mut record, call_times.as_deref().unwrap_or_default());
     if record.kernel_time_us.is_none() {
         record.status = "failed".into();
         record.reason = Some(format!(
@@ -205,6 +216,37 @@ pub(super) fn baseline_call(
             kernels.len()
         ));
     }
+    record.launches = Some(calls);
     record.kernels = kernels;
-    record
+    Ok(record)
+}
+
+/// `launches` (in launch order) as `calls` runs of the same kernels, one run per call; an
+/// error when they do not split so.
+fn split_calls<'a>(launches: &[&'a Launch], calls: usize) -> Result<Vec<Vec<&'a Launch>>, String> {
+    if calls == 0 || launches.is_empty() || !launches.len().is_multiple_of(calls) {
+        return Err(format!(
+            "ncu profiled {} kernel launch(es) inside the call's NVTX range, not the same \
+             kernels for each of its {calls} profiled calls (`launches: {calls}`)",
+            launches.len()
+        ));
+    }
+    let runs: Vec<Vec<&Launch>> = launches
+        .chunks(launches.len() / calls)
+        .map(<[&Launch]>::to_vec)
+        .collect();
+    for (i, run) in runs.iter().enumerate().skip(1) {
+        for (mine, first) in run.iter().zip(&runs[0]) {
+            if mine.function_name() != first.function_name() {
+                return Err(format!(
+                    "profiled call {} launched `{}` where the first launched `{}`: the calls \
+                     did not each launch the same kernels",
+                    i + 1,
+                    mine.function_name(),
+                    first.function_name()
+                ));
+            }
+        }
+    }
+    Ok(runs)
 }

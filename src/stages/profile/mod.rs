@@ -1,13 +1,16 @@
 //! The `profile` stage kind: Nsight Compute on `repro exec` for each target (the control,
-//! named variants, the tune elite), one warm launch of the kernel's entry, `--csv --page raw`
-//! with an explicit metric list. Writes ncu's output as printed to
-//! `artifacts/ncu/<target>.csv` and the named metrics to `artifacts/ncu/summary.json`.
+//! named variants, the tune elite), `launches` warm launches of the kernel's entry (a
+//! baseline's calls as many times, after the same warm-up), `--csv --page raw` with an
+//! explicit metric list. Writes ncu's output as printed to `artifacts/ncu/<target>.csv`, and
+//! the medians of the named metrics and the `gates.profile` verdicts to
+//! `artifacts/ncu/summary.json`.
 //!
 //! Degrades honestly: no ncu → `skipped` with the install hint; `ERR_NVGPUCTRPERM` →
 //! `skipped` with the fix; a target whose program crashes or times out is `failed` with
 //! ncu's last lines, and the others still run.
 
 mod calls;
+pub mod gates;
 mod ncu_call;
 mod options;
 mod reuse;
@@ -16,6 +19,7 @@ mod targets;
 #[cfg(test)]
 mod tests;
 
+pub use gates::ProfileRule;
 pub use ncu_call::NcuCall;
 pub use options::ProfileOptions;
 pub use targets::{resolve_targets, Program, Target};
@@ -28,7 +32,7 @@ use crate::schema::{NcuSummary, NcuTarget};
 use crate::stages::reuse::{describe_run, Committed, ThisRun};
 use anyhow::Context;
 use ncu_call::{detected_arch, request_metrics};
-use run::{finish, keep_report, profile_job, read_unit};
+use run::{finish, keep_report, profile_job, read_unit, Reading};
 use std::path::{Path, PathBuf};
 use targets::skipped_target;
 
@@ -89,8 +93,15 @@ impl StageKind for Profile {
         p.insert("warmup".into(), opts.warmup.to_string());
         p.insert("iters".into(), opts.iters.to_string());
         p.insert("launch_skip".into(), opts.launch_skip().to_string());
+        p.insert("launches".into(), opts.launches.to_string());
         p.insert("clock_control".into(), opts.clock_control.clone());
         p.insert("cache_control".into(), opts.cache_control.clone());
+        if !pipeline.gates.profile.is_empty() {
+            p.insert(
+                "gates".into(),
+                serde_json::to_string(&pipeline.gates.profile)?,
+            );
+        }
         if !opts.baselines.is_empty() {
             p.insert("baselines".into(), serde_json::to_string(&opts.baselines)?);
             // The scripts a baseline's command names are inputs too.
@@ -133,6 +144,7 @@ impl StageKind for Profile {
             clock_control: opts.clock_control.clone(),
             cache_control: opts.cache_control.clone(),
             targets: Vec::new(),
+            gates: Vec::new(),
         };
         let skip_all = |summary: &mut NcuSummary, reason: &str, fix: &str| {
             summary.targets = targets
@@ -216,7 +228,12 @@ impl StageKind for Profile {
                 anyhow::bail!("interrupted while profiling {}", labels.join(", "));
             }
             let stdout = String::from_utf8_lossy(&outcome.stdout).into_owned();
-            let records = match read_unit(&unit, &outcome, &stdout, arch, &opts.metrics) {
+            let reading = Reading {
+                arch,
+                extra: &opts.metrics,
+                launches: opts.launches,
+            };
+            let records = match read_unit(&unit, &outcome, &stdout, &reading) {
                 RunResult::NoPermission(line) => {
                     let reason = format!("ncu may not read the GPU performance counters: {line}");
                     let outcome = skip_all(&mut summary, &reason, ncu_mod::PERMISSION_FIX);
@@ -240,6 +257,7 @@ impl StageKind for Profile {
                 summary.targets.push(record);
             }
         }
+        summary.gates = judge_gates(ctx.pipeline, &targets, &summary.targets);
         let failed: Vec<String> = summary
             .targets
             .iter()
@@ -253,4 +271,29 @@ impl StageKind for Profile {
         };
         finish(&out_dir, summary, skipped, outcome)
     }
+}
+
+/// `gates.profile` on the variants and tune elites profiled on their primary shape: a
+/// failed rule is a ❌ in the record, not a failed stage (as the bench stage's gates).
+fn judge_gates(
+    pipeline: &Pipeline,
+    targets: &[Target],
+    records: &[NcuTarget],
+) -> Vec<crate::schema::GateResult> {
+    let workloads = crate::workload::Workloads::of(pipeline);
+    let subjects: Vec<gates::Subject> = targets
+        .iter()
+        .filter(|t| !matches!(t.program, Program::Script(_)) && !t.label.contains('@'))
+        .filter_map(|t| {
+            let record = records
+                .iter()
+                .find(|r| r.target == t.label && r.status == "ok")?;
+            Some(gates::Subject {
+                record,
+                workload: &t.workload,
+                control: workloads.control_of(pipeline, &t.workload),
+            })
+        })
+        .collect();
+    gates::evaluate(&pipeline.gates.profile, &subjects)
 }

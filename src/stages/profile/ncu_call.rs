@@ -27,9 +27,10 @@ impl NcuCall<'_> {
         ]
     }
 
-    /// `ncu <profiling flags> <extra> <repro> -f <pipeline> exec ...` for a kernel target, or
-    /// for the calls of baseline scripts that share one command (a [`unit`](super::calls::units))
-    /// `ncu <flags> <extra> <command> --profile <baseline> <shape> <range> ...`.
+    /// `ncu <profiling flags> <extra> <repro> -f <pipeline> exec ...` for a kernel target
+    /// (`launches` launches after `launch_skip`), or for the calls of baseline scripts that
+    /// share one command (a [`unit`](super::calls::units)) `ncu <flags> <extra> <command>
+    /// --warmup <n> --profile <baseline> <shape> <range> ...` (each call `launches` times).
     pub fn argv(&self, unit: &[&Target], extra: &[String]) -> Vec<String> {
         let s = |x: &str| x.to_string();
         let mut argv = vec![self.ncu.to_string_lossy().into_owned()];
@@ -45,13 +46,18 @@ impl NcuCall<'_> {
             argv.extend([s("--target-processes"), s("application-only")]);
             argv.extend(self.control_flags());
             argv.extend(run.iter().cloned());
+            argv.extend([s("--warmup"), self.opts.baseline_warmup().to_string()]);
+            // Each `--profile` is a trial call, the warm-up calls and one profiled call: as
+            // many of each call as the kernels have profiled launches, one after another.
             for call in unit {
-                argv.extend([
-                    s("--profile"),
-                    call.variant.clone(),
-                    call.shape.clone(),
-                    call.call_range(),
-                ]);
+                for _ in 0..self.opts.launches {
+                    argv.extend([
+                        s("--profile"),
+                        call.variant.clone(),
+                        call.shape.clone(),
+                        call.call_range(),
+                    ]);
+                }
             }
             return argv;
         }
@@ -63,7 +69,7 @@ impl NcuCall<'_> {
             s("--launch-skip"),
             self.opts.launch_skip().to_string(),
             s("--launch-count"),
-            s("1"),
+            self.opts.launches.to_string(),
         ]);
         argv.extend(self.control_flags());
         argv.extend([

@@ -20,12 +20,17 @@ pub struct ProfileOptions {
     pub metrics: Vec<String>,
     /// Also save a full-set `.repro/ncu/<target>.ncu-rep` (not committed).
     pub keep_report: bool,
-    /// `repro exec --warmup`: launches before the timed ones.
+    /// `repro exec --warmup`: launches before the timed ones; a baseline script's warm-up
+    /// calls.
     pub warmup: u32,
     /// `repro exec --iters`.
     pub iters: u32,
-    /// Launches of the entry to skip before the profiled one (`None`: `warmup`).
+    /// Launches of the entry to skip before the profiled ones (`None`: the correctness
+    /// check's launch and the `warmup` launches).
     pub launch_skip: Option<u32>,
+    /// Launches profiled per target (a baseline's: calls); the summary's figures are their
+    /// medians.
+    pub launches: u32,
     /// ncu `--clock-control`: `base` (ncu's default: clocks locked to base) or `none`.
     pub clock_control: String,
     /// ncu `--cache-control`: `all` (ncu's default: flush every cache before each replay
@@ -49,6 +54,7 @@ impl Default for ProfileOptions {
             warmup: 5,
             iters: 1,
             launch_skip: None,
+            launches: 5,
             clock_control: "base".into(),
             cache_control: "all".into(),
             baselines: BTreeMap::new(),
@@ -58,9 +64,10 @@ impl Default for ProfileOptions {
 }
 
 /// One entry of `baselines:`: a script with a profiling mode. The stage runs each distinct
-/// `run` once under ncu, with `--profile <baseline> <shape> <range>` appended for every call
-/// of every baseline that shares it: the script makes warm-up calls, then exactly one call
-/// inside the NVTX push/pop range `<range>` ([`call_range`]), for each in turn.
+/// `run` once under ncu, with `--warmup <n>` and `--profile <baseline> <shape> <range>`
+/// appended `launches` times for every call of every baseline that shares it: for each in
+/// turn the script makes a trial call and `n` warm-up calls, then exactly one call inside the
+/// NVTX push/pop range `<range>` ([`call_range`]).
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BaselineSpec {
@@ -84,9 +91,16 @@ pub fn call_range(baseline: &str, shape: &str) -> String {
 }
 
 impl ProfileOptions {
-    /// Launches of the entry to skip before the profiled one.
+    /// Launches of the entry to skip before the profiled ones: by default `repro exec`'s
+    /// checked launch and its warm-up, so every profiled launch is one of its graph's.
     pub fn launch_skip(&self) -> u32 {
-        self.launch_skip.unwrap_or(self.warmup)
+        self.launch_skip.unwrap_or(self.warmup + 1)
+    }
+
+    /// A baseline script's warm-up calls (`--warmup`): after its trial call, so that as many
+    /// calls come before each profiled one as kernel launches do ([`Self::launch_skip`]).
+    pub fn baseline_warmup(&self) -> u32 {
+        self.launch_skip().saturating_sub(1)
     }
 
     /// Read and check the stage's options against the pipeline.
@@ -112,11 +126,13 @@ impl ProfileOptions {
                 ),
             });
         }
-        if o.iters == 0 {
-            return Err(OptionError {
-                path: vec!["iters".into()],
-                message: "must be at least 1".into(),
-            });
+        for (key, value) in [("iters", o.iters), ("launches", o.launches)] {
+            if value == 0 {
+                return Err(OptionError {
+                    path: vec![key.into()],
+                    message: "must be at least 1".into(),
+                });
+            }
         }
         if o.targets.is_empty() {
             return Err(OptionError {

@@ -35,6 +35,7 @@ impl Common {
             "warmup": o.warmup,
             "iters": o.iters,
             "launch_skip": o.launch_skip(),
+            "launches": o.launches,
             "clock_control": o.clock_control,
             "cache_control": o.cache_control,
             "keep_report": o.keep_report,

@@ -8,8 +8,10 @@ use super::targets::{status_target, Program, Target};
 use super::RunResult;
 use crate::engine::{RunCtx, StageOutcome};
 use crate::executor::{ExitKind, Job};
+use crate::ncu as ncu_mod;
+use crate::ncu::launches::summarize_launches;
 use crate::ncu::metrics::{self, Arch};
-use crate::ncu::{self as ncu_mod, parse};
+use crate::ncu::parse::{self, Launch};
 use crate::schema::{to_json_pretty, NcuSummary, NcuTarget};
 use anyhow::Context as _;
 use std::path::Path;
@@ -80,13 +82,20 @@ pub(super) fn keep_report(
     Ok(())
 }
 
+/// How a unit's output is read: the GPU's architecture, the user's extra metrics, and how
+/// many launches (a baseline's: calls) each target had profiled.
+pub(super) struct Reading<'a> {
+    pub arch: Option<Arch>,
+    pub extra: &'a [String],
+    pub launches: u32,
+}
+
 /// Turn one unit's ncu run into its targets' records, each with the CSV to write.
 pub(super) fn read_unit(
     unit: &[&Target],
     outcome: &crate::executor::JobOutcome,
     stdout: &str,
-    arch: Option<Arch>,
-    extra: &[String],
+    reading: &Reading,
 ) -> RunResult {
     let everything = format!("{stdout}\n{}", outcome.tail);
     if ncu_mod::is_permission_error(&everything) {
@@ -114,23 +123,18 @@ pub(super) fn read_unit(
     let records = match unit {
         [target] if !matches!(target.program, Program::Script(_)) => {
             vec![(
-                read_kernel(target, stdout, arch, extra, &context),
+                read_kernel(target, stdout, reading, &context),
                 stdout.to_string(),
             )]
         }
-        calls => read_calls(calls, stdout, &everything, arch, extra),
+        calls => read_calls(calls, stdout, &everything, reading),
     };
     RunResult::Done(records)
 }
 
 /// A kernel target's record from its ncu run, which ended well.
-fn read_kernel(
-    target: &Target,
-    stdout: &str,
-    arch: Option<Arch>,
-    extra: &[String],
-    context: &str,
-) -> NcuTarget {
+fn read_kernel(target: &Target, stdout: &str, reading: &Reading, context: &str) -> NcuTarget {
+    let expected = reading.launches;
     let failed = |reason: String| {
         status_target(
             &target.label,
@@ -144,15 +148,20 @@ fn read_kernel(
         Ok(e) => e,
         Err(e) => return failed(format!("cannot read ncu's CSV: {e}")),
     };
-    let launch = export
-        .launches
-        .iter()
-        .find(|l| l.function_name() == target.entry)
-        .unwrap_or(&export.launches[0]);
-    let record = metrics::summarize(
-        launch,
-        arch,
-        extra,
+    let launches = entry_launches(&export.launches, &target.entry);
+    if launches.len() < expected as usize {
+        return failed(format!(
+            "ncu profiled {} launch(es) of `{}` where the stage asks for `launches: {expected}`: \
+             the program made fewer after the skipped ones (raise the stage's `iters`, or lower \
+             `launches`):\n{context}",
+            launches.len(),
+            target.entry
+        ));
+    }
+    let record = summarize_launches(
+        &launches,
+        reading.arch,
+        reading.extra,
         metrics::TargetId {
             target: &target.label,
             variant: &target.variant,
@@ -160,12 +169,28 @@ fn read_kernel(
         },
     );
     if record.kernel_time_us.is_none() {
+        let ids: Vec<&str> = launches.iter().map(|l| l.id.as_str()).collect();
         return failed(format!(
-            "ncu listed launch {} of {} but measured nothing (did the kernel fail?):\n{context}",
-            launch.id, launch.kernel
+            "ncu listed launches {} of {} but measured no time for some (did the kernel fail?):\n{context}",
+            ids.join(", "),
+            launches[0].kernel
         ));
     }
     record
+}
+
+/// The profiled launches of `entry` (ncu's `-k` chose only its), or every launch when none
+/// carries its name.
+fn entry_launches<'a>(launches: &'a [Launch], entry: &str) -> Vec<&'a Launch> {
+    let named: Vec<&Launch> = launches
+        .iter()
+        .filter(|l| l.function_name() == entry)
+        .collect();
+    if named.is_empty() {
+        launches.iter().collect()
+    } else {
+        named
+    }
 }
 
 /// What to show when a target fails: ncu's messages and the program's own lines (its

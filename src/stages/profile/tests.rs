@@ -1,7 +1,7 @@
 //! The profile stage without a GPU: options, targets, the ncu command line, failures.
 
 use super::ncu_call::regex_escape;
-use super::run::failure_context;
+use super::run::{failure_context, Reading};
 use super::*;
 use std::time::Duration;
 
@@ -25,10 +25,16 @@ fn defaults_follow_ncu_and_warmup() {
     assert_eq!(o.targets, ["control", "topk"]);
     assert_eq!(o.clock_control, "base");
     assert_eq!(o.cache_control, "all");
-    assert_eq!(o.launch_skip(), o.warmup);
+    // The checked launch and the warm-up are skipped; the baselines' trial call stands for
+    // the checked launch, so both sides have as many launches before the profiled ones.
+    assert_eq!(o.launch_skip(), o.warmup + 1);
+    assert_eq!(o.baseline_warmup(), o.warmup);
+    assert_eq!(o.launches, 5);
     assert_eq!(o.timeout, Duration::from_secs(600));
     let o = options("{uses: profile, warmup: 9, targets: [ws], clock_control: none}").unwrap();
-    assert_eq!((o.launch_skip(), o.clock_control.as_str()), (9, "none"));
+    assert_eq!((o.launch_skip(), o.clock_control.as_str()), (10, "none"));
+    let o = options("{uses: profile, launch_skip: 4}").unwrap();
+    assert_eq!((o.launch_skip(), o.baseline_warmup()), (4, 3));
 }
 
 #[test]
@@ -54,6 +60,11 @@ fn bad_options_name_their_key() {
     assert_eq!(e.path, ["targets"]);
     let e = options("{uses: profile, timeout: soon}").unwrap_err();
     assert_eq!(e.path, ["timeout"]);
+    let e = options("{uses: profile, launches: 0}").unwrap_err();
+    assert_eq!(
+        (e.path[0].as_str(), e.message.as_str()),
+        ("launches", "must be at least 1")
+    );
 }
 
 #[test]
@@ -76,7 +87,8 @@ fn timeouts_read_the_pipelines_durations() {
 
 #[test]
 fn ncu_command_line() {
-    let opts = options("{uses: profile, warmup: 3, iters: 2, clock_control: none}").unwrap();
+    let opts =
+        options("{uses: profile, warmup: 3, iters: 2, launches: 7, clock_control: none}").unwrap();
     let metrics = vec![
         "gpu__time_duration.sum".to_string(),
         "launch__registers_per_thread".to_string(),
@@ -100,7 +112,7 @@ fn ncu_command_line() {
     assert_eq!(
         call.argv(&[&variant], &page).join(" "),
         "/usr/local/cuda/bin/ncu --csv --page raw --metrics gpu__time_duration.sum,launch__registers_per_thread \
-         -k regex:^k_fwd$ --launch-skip 3 --launch-count 1 --clock-control none --cache-control all \
+         -k regex:^k_fwd$ --launch-skip 4 --launch-count 7 --clock-control none --cache-control all \
          /bin/repro -f /p/pipeline.yaml exec --variant base --workload tiny --shape mission --seed 0 --warmup 3 --iters 2 --l2 warm --method graph"
     );
     let elite = Target {
@@ -311,8 +323,9 @@ fn baselines_that_share_a_command_share_one_process() {
 }
 
 #[test]
-fn a_baseline_process_profiles_each_call_in_its_own_nvtx_range() {
-    let opts = options(&with_baseline("[mission]")).unwrap();
+fn a_baseline_process_profiles_each_call_in_its_own_nvtx_range_after_the_kernels_warm_up() {
+    let mut opts = options(&with_baseline("[mission]")).unwrap();
+    (opts.warmup, opts.launches) = (3, 2);
     let metrics = vec!["gpu__time_duration.sum".to_string()];
     let call = NcuCall {
         ncu: Path::new("ncu"),
@@ -330,8 +343,9 @@ fn a_baseline_process_profiles_each_call_in_its_own_nvtx_range() {
         "ncu --csv --metrics gpu__time_duration.sum --nvtx \
          --nvtx-include repro-profile.t-best.mission/ --nvtx-include repro-profile.t-def.long/ \
          --target-processes application-only --clock-control base --cache-control all python3 b.py \
+         --warmup 3 --profile t-best mission repro-profile.t-best.mission \
          --profile t-best mission repro-profile.t-best.mission \
-         --profile t-def long repro-profile.t-def.long"
+         --profile t-def long repro-profile.t-def.long --profile t-def long repro-profile.t-def.long"
     );
 }
 
@@ -363,7 +377,7 @@ fn each_call_gets_the_kernels_its_nvtx_range_names_and_its_own_csv() {
     let calls = sdpa_calls();
     // Listed out of the process's order: the NVTX column, not the order, decides.
     let unit: Vec<&Target> = [3, 0, 2, 1].map(|i| &calls[i]).into();
-    let records = calls::read_calls(&unit, &text, &text, None, &[]);
+    let records = calls::read_calls(&unit, &text, &text, &reading(1));
     for ((record, csv), target) in records.iter().zip(&unit) {
         assert_eq!(
             (record.status.as_str(), record.target.as_str()),
@@ -388,7 +402,7 @@ fn a_call_the_nvtx_column_does_not_name_fails_and_says_what_it_read() {
     let text = fixture("baseline_calls.csv");
     let calls = sdpa_calls();
     let other = script_call("torch-sdpa-best", "small");
-    let records = calls::read_calls(&[&calls[0], &other], &text, &text, None, &[]);
+    let records = calls::read_calls(&[&calls[0], &other], &text, &text, &reading(1));
     assert_eq!(records[0].0.status, "ok");
     let (record, csv) = &records[1];
     assert_eq!(record.status, "failed");
@@ -402,7 +416,7 @@ fn a_call_the_nvtx_column_does_not_name_fails_and_says_what_it_read() {
     assert_eq!(csv, &text, "a failed call keeps ncu's whole output");
     // Without the NVTX column (ncu run without --nvtx) nothing is attributed by guesswork.
     let text = fixture("two_kernels.csv");
-    let records = calls::read_calls(&[&calls[0], &calls[1]], &text, &text, None, &[]);
+    let records = calls::read_calls(&[&calls[0], &calls[1]], &text, &text, &reading(1));
     for (record, _) in &records {
         assert!(
             record
@@ -420,7 +434,7 @@ fn a_call_alone_in_its_process_sums_every_kernel_and_reads_the_longest() {
     let text = fixture("two_kernels.csv");
     let export = crate::ncu::parse::parse(&text).unwrap();
     let target = script_call("torch", "mission");
-    let records = calls::read_calls(&[&target], &text, &text, None, &[]);
+    let records = calls::read_calls(&[&target], &text, &text, &reading(1));
     let (record, csv) = &records[0];
     assert_eq!(record.status, "ok");
     assert_eq!(csv, &text);
@@ -453,7 +467,7 @@ fn a_script_that_cannot_run_its_calls_says_why() {
     let calls = sdpa_calls();
     let unit: Vec<&Target> = calls.iter().collect();
     let out = "==PROF== Connected\nrepro-profile: skipped: PyTorch sees no CUDA GPU\n==WARNING== No kernels were profiled.\n";
-    let records = calls::read_calls(&unit, out, out, None, &[]);
+    let records = calls::read_calls(&unit, out, out, &reading(1));
     for (record, _) in &records {
         assert_eq!(
             (record.status.as_str(), record.reason.as_deref()),
@@ -466,7 +480,7 @@ fn a_script_that_cannot_run_its_calls_says_why() {
         "repro-profile: call repro-profile.torch-sdpa-best.long skipped: torch-sdpa-best: no kernel\n==PROF== Disconnected",
         1,
     );
-    let records = calls::read_calls(&unit, &text, &text, None, &[]);
+    let records = calls::read_calls(&unit, &text, &text, &reading(1));
     let statuses: Vec<&str> = records.iter().map(|(r, _)| r.status.as_str()).collect();
     assert_eq!(statuses, ["ok", "ok", "skipped", "ok"]);
     assert_eq!(
@@ -474,4 +488,121 @@ fn a_script_that_cannot_run_its_calls_says_why() {
         Some("torch-sdpa-best: no kernel")
     );
     assert_eq!(calls::script_skipped("==PROF== Connected\n"), None);
+}
+
+/// Reading a process that profiled `launches` launches (calls) per target.
+fn reading(launches: u32) -> Reading<'static> {
+    Reading {
+        arch: None,
+        extra: &[],
+        launches,
+    }
+}
+
+/// A job that ended well with `stdout`.
+fn ended_well(stdout: &str) -> crate::executor::JobOutcome {
+    crate::executor::JobOutcome {
+        exit: crate::executor::ExitKind::Code(0),
+        stdout: stdout.as_bytes().to_vec(),
+        tail: String::new(),
+        node: None,
+        elapsed: Duration::ZERO,
+    }
+}
+
+fn records(result: RunResult) -> Vec<(NcuTarget, String)> {
+    match result {
+        RunResult::Done(records) => records,
+        RunResult::NoPermission(line) => panic!("no permission: {line}"),
+    }
+}
+
+#[test]
+fn a_kernel_target_is_the_median_of_its_profiled_launches() {
+    let text = fixture("stage_mode_launches.csv");
+    let target = Target {
+        label: "control".into(),
+        variant: "base".into(),
+        entry: "scale_add".into(),
+        program: Program::Variant("base".into()),
+        workload: "tiny".into(),
+        shape: "mission".into(),
+    };
+    let outcome = ended_well(&text);
+    let read = run::read_unit(&[&target], &outcome, &text, &reading(5));
+    let (record, csv) = &records(read)[0];
+    assert_eq!(record.status, "ok", "{:?}", record.reason);
+    assert_eq!(
+        (
+            record.kernel_time_us,
+            record.kernel_time_us_min,
+            record.kernel_time_us_max,
+            record.launches
+        ),
+        (Some(16.576), Some(16.48), Some(19.104), Some(5))
+    );
+    assert_eq!(csv, &text);
+    // Fewer launches than asked for: failed, saying how many and what to change.
+    let read = run::read_unit(&[&target], &outcome, &text, &reading(6));
+    let (record, _) = &records(read)[0];
+    assert_eq!(record.status, "failed");
+    let why = record.reason.as_deref().unwrap();
+    assert!(
+        why.contains("ncu profiled 5 launch(es) of `scale_add`")
+            && why.contains("`launches: 6`")
+            && why.contains("raise the stage's `iters`"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_baseline_call_is_the_median_of_its_profiled_calls() {
+    let text = fixture("baseline_calls_launches.csv");
+    let calls = sdpa_calls();
+    let unit: Vec<&Target> = calls.iter().collect();
+    let records = calls::read_calls(&unit, &text, &text, &reading(5));
+    // best@mission: 9,728 9,632 9,792 9,760 10,240 ns.
+    let (best, csv) = &records[0];
+    assert_eq!(best.status, "ok", "{:?}", best.reason);
+    assert_eq!(
+        (
+            best.kernel_time_us,
+            best.kernel_time_us_min,
+            best.kernel_time_us_max,
+            best.launches
+        ),
+        (Some(9.76), Some(9.632), Some(10.24), Some(5))
+    );
+    assert_eq!(best.kernels.len(), 1);
+    assert_eq!(best.kernels[0].time_us, Some(9.76));
+    assert_eq!(best.sm_util_pct, Some(13.33));
+    let alone = crate::ncu::parse::parse(csv).unwrap();
+    assert_eq!(alone.launches.len(), 5, "its five calls' rows, no other's");
+    assert_eq!(records[3].0.kernel_time_us, Some(23.968));
+    // Five kernels cannot be three calls of the same kernels.
+    let records = calls::read_calls(&unit, &text, &text, &reading(3));
+    let why = records[0].0.reason.as_deref().unwrap();
+    assert_eq!(records[0].0.status, "failed");
+    assert!(
+        why.contains("ncu profiled 5 kernel launch(es)") && why.contains("`launches: 3`"),
+        "{why}"
+    );
+}
+
+#[test]
+fn profiled_calls_that_launch_other_kernels_are_not_split_by_guesswork() {
+    // wmma_gemm, scale_add, scale_add: not three calls of the same kernel.
+    let text = fixture("two_kernels.csv");
+    let target = script_call("torch", "mission");
+    let records = calls::read_calls(&[&target], &text, &text, &reading(3));
+    let (record, _) = &records[0];
+    assert_eq!(record.status, "failed");
+    assert!(
+        record
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("profiled call 2 launched `scale_add` where the first launched `wmma_gemm`"),
+        "{record:?}"
+    );
 }
