@@ -357,12 +357,7 @@ fn alias_table_names_exist_on_their_chips() {
             names.extend(metrics::raw_aliases(f, arch).iter().map(|s| s.to_string()));
         }
         names.extend(metrics::request_list(Some(arch), &[]));
-        // The bank-conflict metrics joined after the catalogues were captured (filtered to
-        // the names used then); the GPU test below reads them on its GPU.
-        let unchecked = |n: &str| {
-            n.starts_with("launch__")
-                || n.starts_with("l1tex__data_bank_conflicts_pipe_lsu_mem_shared")
-        };
+        let unchecked = |n: &str| n.starts_with("launch__");
         for name in names.iter().filter(|n| !unchecked(n)) {
             let base = name.split('.').next().unwrap();
             assert!(listed(base), "{name} is not a {} metric", arch.chip());
