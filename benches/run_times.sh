@@ -5,6 +5,7 @@
 #
 #   bash benches/run_times.sh run REPRO_BINARY TREE LABEL OUTDIR [STEP...]
 #   bash benches/run_times.sh table OUTDIR BEFORE_LABEL AFTER_LABEL > benches/results/FILE.md
+#   bash benches/run_times.sh table OUTDIR LABEL > benches/results/FILE.md   (one commit alone)
 #
 # `run` works in a copy of TREE (a checkout, or an unpacked `git archive`, of the commit
 # REPRO_BINARY was built from), made a git repository of one commit as a clone is. STEPs
@@ -77,7 +78,12 @@ run() {
 }
 
 table() {
-  local out=$1 before=$2 after=$3
+  local out=$1 before=$2 after=${3:-}
+  if [ -z "$after" ]; then
+    # One commit alone: its steps, no before column.
+    after=$before
+    before=""
+  fi
   local root
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   if [ -n "${RUN_TIMES_HEADER:-}" ]; then
@@ -86,12 +92,18 @@ table() {
   else
     # shellcheck source=benches/results_header.sh
     . "$root/benches/results_header.sh"
-    results_header "bash benches/run_times.sh run REPRO TREE LABEL OUTDIR, for $before (before) and $after (after); bash benches/run_times.sh table OUTDIR $before $after"
+    if [ -n "$before" ]; then
+      results_header "bash benches/run_times.sh run REPRO TREE LABEL OUTDIR, for $before (before) and $after (after); bash benches/run_times.sh table OUTDIR $before $after"
+    else
+      results_header "bash benches/run_times.sh run REPRO TREE $after OUTDIR; bash benches/run_times.sh table OUTDIR $after"
+    fi
   fi
   echo "Wall time of \`repro run -q\` in a clean copy of each commit's tree${RUN_TIMES_NOTE:+ ($RUN_TIMES_NOTE)}. \`fresh\`: from nothing (\`rm -rf .repro artifacts reports\`); \`edit-mma\`, \`edit-fp8\`: then a one-line edit to that kernel (a new \`__device__ int\`: every cubin of the kernel changes, its behaviour does not) and \`repro run\` again. Bench measured / reused: variants whose results the bench stage measured, or copied from the run before (key unchanged). One run of each."
   echo
-  echo "| step | $before: s (exit) | $after: s (exit) | $after: bench variants measured / reused | $after: profile targets reused |"
-  echo "|---|---:|---:|---:|---:|"
+  local head="| step |" rule="|---|"
+  [ -z "$before" ] || { head="$head $before: s (exit) |"; rule="$rule---:|"; }
+  echo "$head $after: s (exit) | $after: bench variants measured / reused | $after: profile targets reused |"
+  echo "$rule---:|---:|---:|"
   local step
   for step in fresh edit-mma edit-fp8; do
     local b a
@@ -99,9 +111,13 @@ table() {
     a=$(awk -F'\t' -v s="$step" '$1 == s {printf "%s (%s)\t%s / %s\t%s", $2, $3, $4, $5, $6}' "$out/$after.tsv" 2>/dev/null || true)
     [ -n "$b$a" ] || continue
     IFS=$'\t' read -r a_time a_bench a_prof <<< "${a:-not measured	-	-}"
-    echo "| $step | ${b:-not measured} | $a_time | $a_bench | $a_prof |"
+    if [ -n "$before" ]; then
+      echo "| $step | ${b:-not measured} | $a_time | $a_bench | $a_prof |"
+    else
+      echo "| $step | $a_time | $a_bench | $a_prof |"
+    fi
   done
-  for label in "$before" "$after"; do
+  for label in $before $after; do
     for step in fresh edit-mma edit-fp8; do
       [ -f "$out/$label-$step.txt" ] || continue
       echo
