@@ -290,7 +290,6 @@ fn summarized() -> String {
     format!("{PIPELINE}{SUMMARY}")
 }
 
-const RUN_HERE: &str = "run `repro run`, then `repro commit --allow-stale` (this machine keeps the results of the stages it cannot run)";
 const MEASURE_ELSEWHERE: &str =
     "run `repro run` on a machine with `probe` (probe 1.0), then `repro commit`";
 const GO_BACK: &str = "go back to the committed results: `git checkout -- artifacts reports`";
@@ -373,7 +372,7 @@ fn a_stage_that_never_ran_is_run_where_it_can_run() {
     repo.sh("git commit -qam extra");
     repo.fixed_by(
         "stage `extra` has no results in artifacts/repro.lock",
-        RUN_HERE,
+        MEASURE_ELSEWHERE,
         0,
     );
     // Gone from pipeline.yaml, its results were written by no stage.
@@ -392,7 +391,7 @@ fn a_stage_that_never_ran_is_run_where_it_can_run() {
     repo.sh("git commit -qam probed");
     repo.fixed_by(
         "stage `probed` has no results in artifacts/repro.lock",
-        "run `repro run` on a machine with `probe`, then `repro commit`",
+        MEASURE_ELSEWHERE,
         0,
     );
 }
@@ -428,7 +427,7 @@ fn a_changed_source_is_restored_or_committed_and_measured_where_it_can_be() {
     repo.sh("git commit -qam report");
     repo.fixed_by(
         "stage `report`: `src/report.sh` changed since its results were made",
-        RUN_HERE,
+        MEASURE_ELSEWHERE,
         0,
     );
 }
@@ -446,7 +445,7 @@ fn a_changed_spec_is_restored_or_committed_and_run_where_it_can_be() {
         &summarized().replace("[sh, src/report.sh]", "[sh, -e, src/report.sh]"),
     );
     let what = "stage `report`: its spec in pipeline.yaml changed since its results were made";
-    repo.fixed_by(what, format!("restore `pipeline.yaml`: `git checkout -- pipeline.yaml`; or commit `pipeline.yaml`, then {RUN_HERE}"), 1);
+    repo.fixed_by(what, format!("restore `pipeline.yaml`: `git checkout -- pipeline.yaml`; or commit `pipeline.yaml`, then {MEASURE_ELSEWHERE}"), 1);
 }
 
 #[test]
@@ -484,7 +483,7 @@ fn a_manifest_of_uncommitted_sources_is_written_again_once_they_are_committed() 
         let action = repo.verify_names(what);
         assert_eq!(
             action,
-            format!("commit (or remove) the changes `git status` lists outside artifacts/ and reports/, then write it again: `repro stage summary --force --with-deps`, then `repro commit --allow-stale` (this machine keeps the results of the stages it cannot run); or {GO_BACK}")
+            format!("commit (or remove) the changes `git status` lists outside artifacts/ and reports/, then write it again: `repro stage summary --force --with-deps` on a machine with `probe` (probe 1.0), then `repro commit`; or {GO_BACK}")
         );
         repo.follow(&action, which);
         repo.verify_passes();
@@ -501,7 +500,7 @@ fn a_manifest_naming_another_commit_than_the_sources_is_written_again() {
     repo.sh("git commit -qam 'kernel and results'");
     repo.on(Machine::Here);
     let action = repo.verify_names("artifacts/manifest.yaml says the results were made from uncommitted sources (git.dirty is not false)");
-    let rewrite = "write it again: `repro stage summary --force --with-deps`, then `repro commit --allow-stale` (this machine keeps the results of the stages it cannot run)";
+    let rewrite = "write it again: `repro stage summary --force --with-deps` on a machine with `probe` (probe 1.0), then `repro commit`";
     assert_eq!(action, rewrite);
     let mismatch = repo.verify_names(&format!(
         "artifacts/manifest.yaml names commit {}, but there `src/kernel.txt` is not the file the results were made from",
@@ -536,7 +535,7 @@ fn manifest_commit(repo: &Repo) -> String {
 #[test]
 fn a_pipeline_that_writes_no_manifest_gets_a_summary_stage() {
     let repo = Repo::measured(PIPELINE);
-    repo.fixed_by("there is no artifacts/manifest.yaml, and no stage writes one", "add a stage that writes it to pipeline.yaml, under `stages:` (`summary: {uses: summarize, needs: [report]}`), then commit `pipeline.yaml`, then run `repro run`, then `repro commit --allow-stale` (this machine keeps the results of the stages it cannot run)", 0);
+    repo.fixed_by("there is no artifacts/manifest.yaml, and no stage writes one", "add a stage that writes it to pipeline.yaml, under `stages:` (`summary: {uses: summarize, needs: [report]}`), then commit `pipeline.yaml`, then run `repro run` on a machine with `probe` (probe 1.0), then `repro commit`", 0);
 }
 
 #[test]
@@ -558,7 +557,7 @@ fn a_manifest_that_is_not_yaml_is_written_again_by_its_stage_once_that_is_fixed(
     );
     assert_eq!(
         action,
-        "make stage `manifest` write YAML there (a summarize stage renders its `manifest_template`), then commit the change, then write it again: `repro stage manifest --force --with-deps`, then `repro commit --allow-stale` (this machine keeps the results of the stages it cannot run)"
+        "make stage `manifest` write YAML there (a summarize stage renders its `manifest_template`), then commit the change, then write it again: `repro stage manifest --force --with-deps` on a machine with `probe` (probe 1.0), then `repro commit`"
     );
     // The change the first step asks for.
     repo.write(
@@ -608,7 +607,7 @@ fn results_made_outside_git_are_written_again_once_the_project_is_committed() {
     repo.on(Machine::Measuring);
     repo.run_ok(&["run"]);
     repo.on(Machine::Here);
-    repo.fixed_by("artifacts/manifest.yaml names no git commit", "put the project in a git repository (`git init`) and commit its sources, then write it again: `repro stage summary --force --with-deps`, then `repro commit --allow-stale` (this machine keeps the results of the stages it cannot run)", 0);
+    repo.fixed_by("artifacts/manifest.yaml names no git commit", "put the project in a git repository (`git init`) and commit its sources, then write it again: `repro stage summary --force --with-deps` on a machine with `probe` (probe 1.0), then `repro commit`", 0);
 }
 
 /// The default checkout of GitHub Actions (`--depth 1`) lacks the sources' commit, just

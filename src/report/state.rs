@@ -52,7 +52,8 @@ pub struct RunState {
 
 impl RunState {
     /// Read the lock and the run records under `root` for the named stages. A missing lock
-    /// is not an error; a malformed one is, naming the file.
+    /// is not an error; a malformed one is, naming the file. Lock entries of stages not
+    /// named (kept for another pipeline file that shares the lock) are not this pipeline's.
     pub fn load<'a>(
         root: &Path,
         stage_names: impl IntoIterator<Item = &'a str> + Clone,
@@ -61,7 +62,13 @@ impl RunState {
             lock_found: root.join(LOCK).is_file(),
             ..RunState::default()
         };
-        for (name, entry) in LockFile::load(root)?.stages {
+        let declared: std::collections::BTreeSet<&str> = stage_names.clone().into_iter().collect();
+        let lock = LockFile::load(root)?;
+        for (name, entry) in lock
+            .stages
+            .into_iter()
+            .filter(|(name, _)| declared.contains(name.as_str()))
+        {
             let (outcome, reason) = match (&entry.skipped, &entry.gate_failed) {
                 (Some(r), _) => (Outcome::Skipped, Some(r.clone())),
                 (None, Some(g)) => (Outcome::GateFailed, Some(g.clone())),

@@ -154,13 +154,12 @@ impl<'a> Advice<'a> {
     pub fn action(&self, fix: &Fix) -> String {
         match fix {
             Fix::NoLock { unreadable } => {
-                let all: Vec<usize> = (0..self.project.stages.len()).collect();
                 match &self.restore_all {
                     Some(cmd) => format!("restore the committed results: `{cmd}`"),
                     None if *unreadable => {
-                        format!("delete it: `rm -- {LOCK_FILE}`, then {}", self.rerun(&all))
+                        format!("delete it: `rm -- {LOCK_FILE}`, then {}", self.rerun())
                     }
-                    None => self.rerun(&all),
+                    None => self.rerun(),
                 }
             }
             Fix::Output { path } => {
@@ -177,11 +176,7 @@ impl<'a> Advice<'a> {
                 if recorded.is_some() && at_head == recorded {
                     return format!("restore it: `git checkout -- {path}`");
                 }
-                let writer = self
-                    .results
-                    .and_then(|r| r.writer_of(path))
-                    .and_then(|w| self.project.dag.index(w));
-                self.or_restore(self.rerun(writer.as_slice()))
+                self.or_restore(self.rerun())
             }
             Fix::Stray { path } => match &self.git {
                 Some(g) if g.tracked(path) && g.status(path) == Status::CURRENT => {
@@ -191,10 +186,10 @@ impl<'a> Advice<'a> {
                 _ => format!("delete it: `rm -- {path}`"),
             },
             Fix::Remove { fix } => fix.clone(),
-            Fix::Rerun { stage } => self.or_restore(self.rerun(&[*stage])),
+            Fix::Rerun { .. } => self.or_restore(self.rerun()),
             Fix::Spec { stage } => {
                 let file = self.pipeline_file();
-                let then = self.commit_then(&file, self.rerun(&[*stage]));
+                let then = self.commit_then(&file, self.rerun());
                 if self.spec_at_head.contains(stage) {
                     format!("restore `{file}`: `git checkout -- {file}`; or {then}")
                 } else {
@@ -212,7 +207,7 @@ impl<'a> Advice<'a> {
                         .as_ref()
                         .is_some_and(|g| &dep_digest(g.at_head(path).as_deref(), r) == r)
                 });
-                let then = self.commit_then(path, self.rerun(&[*stage]));
+                let then = self.commit_then(path, self.rerun());
                 match recorded {
                     Some(r) if restorable && r == MISSING => {
                         format!("remove it: `rm -- {path}`; or {then}")
@@ -237,34 +232,28 @@ impl<'a> Advice<'a> {
         }
     }
 
-    /// Run `stages` and every stage after them again (a rerun reaches those), here when
-    /// this machine can run them all, else on one that has what it lacks; then commit.
-    fn rerun(&self, stages: &[usize]) -> String {
-        let mut reached = self.project.dag.descendants(stages);
-        reached.extend(stages);
-        let mut lacking = Lack::default();
-        for i in reached {
-            lacking.merge(&self.lacks[i]);
-        }
-        if lacking.is_empty() {
-            format!("run `repro run`, then {}", self.commit_here())
-        } else {
-            format!("run `repro run` on a machine with {lacking}, then `repro commit`")
-        }
+    /// Run what is stale again (`repro run` reaches it and every stage after it), then
+    /// commit: here when this machine can run every stage, else [`Self::where_to_commit`].
+    fn rerun(&self) -> String {
+        format!(
+            "run `repro run`{}, then `repro commit`",
+            self.where_to_commit()
+        )
     }
 
-    /// `repro commit`, where it can commit measured results: on this machine when it can
-    /// run every stage, else on one that has what this one lacks. Never an override: results
-    /// this machine only keeps were not measured for the sources being committed.
-    fn commit_here(&self) -> String {
+    /// Where results can be committed: `repro commit` refuses results this machine only
+    /// keeps (they were not measured for the sources being committed), so when any stage
+    /// lacks something here, ` on a machine with` what they lack; else nothing (here).
+    /// Never an override.
+    fn where_to_commit(&self) -> String {
         let mut lacking = Lack::default();
         for lack in &self.lacks {
             lacking.merge(lack);
         }
         if lacking.is_empty() {
-            "`repro commit`".to_string()
+            String::new()
         } else {
-            format!("`repro commit` on a machine with {lacking} (this one only keeps the results of the stages it cannot run)")
+            format!(" on a machine with {lacking}")
         }
     }
 
@@ -289,7 +278,7 @@ impl<'a> Advice<'a> {
 
     /// Write the manifest again with its stage, at a clean commit.
     fn rerender(&self) -> String {
-        let (Some(writer), Some(stage)) = (
+        let (Some(_), Some(stage)) = (
             crate::report::manifest::writer(self.project),
             crate::report::manifest::rewrite(self.project),
         ) else {
@@ -303,12 +292,7 @@ impl<'a> Advice<'a> {
             }
             Some(_) => "",
         };
-        let lacking = &self.lacks[writer];
-        let run = if lacking.is_empty() {
-            format!("{stage}, then {}", self.commit_here())
-        } else {
-            format!("{stage} on a machine with {lacking}, then `repro commit`")
-        };
+        let run = format!("{stage}{}, then `repro commit`", self.where_to_commit());
         self.or_restore(format!("{first}write it again: {run}"))
     }
 
@@ -325,9 +309,9 @@ impl<'a> Advice<'a> {
             .unwrap_or("summary");
         let file = self.pipeline_file();
         format!(
-            "add a stage that writes it to {file}, under `stages:` (`{name}: {{uses: summarize, needs: [{}]}}`), then commit `{file}`, then run `repro run`, then {}",
+            "add a stage that writes it to {file}, under `stages:` (`{name}: {{uses: summarize, needs: [{}]}}`), then commit `{file}`, then run `repro run`{}, then `repro commit`",
             sinks.join(", "),
-            self.commit_here()
+            self.where_to_commit()
         )
     }
 

@@ -111,15 +111,6 @@ impl Results {
             .as_str()
             .map(str::to_string)
     }
-
-    /// The stage whose lock entry records `path` as an output.
-    pub fn writer_of(&self, path: &str) -> Option<&str> {
-        self.lock
-            .stages
-            .iter()
-            .find(|(_, e)| e.outputs.contains_key(path))
-            .map(|(name, _)| name.as_str())
-    }
 }
 
 /// The lock's entries of the stages pipeline.yaml has. A run drops the others when it next
