@@ -108,8 +108,7 @@ pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
     } else {
         display::out(&status::render_text(&project, &statuses))?;
     }
-    let lock = crate::engine::lockfile::LockFile::load(&project.root)?;
-    let behind = statuses.iter().any(|s| !current_here(&project, &lock, s));
+    let behind = statuses.iter().any(|s| !current_here(s));
     // As `run` does: the command ends here, and the OS frees a large pipeline's many
     // small allocations faster than dropping them one by one (docs/PERFORMANCE.md).
     std::mem::forget(statuses);
@@ -125,19 +124,8 @@ pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
 /// nothing changed but the machine ([`status::source_changes`]) — results measured
 /// elsewhere that this machine cannot re-measure. A kept stage whose sources changed is
 /// behind.
-fn current_here(
-    project: &crate::pipeline::Project,
-    lock: &crate::engine::lockfile::LockFile,
-    s: &status::StageStatus,
-) -> bool {
-    let entry = lock.stages.get(&project.stages[s.index].name);
-    match &s.state {
-        status::State::UpToDate => true,
-        status::State::Kept { changes, .. } => {
-            status::source_changes(project, s.index, entry, changes).is_empty()
-        }
-        _ => false,
-    }
+fn current_here(s: &status::StageStatus) -> bool {
+    matches!(s.state, status::State::UpToDate) || s.state.kept_current()
 }
 
 /// `repro dag [--mermaid | --dot]`.

@@ -155,10 +155,38 @@ pub enum State {
     Kept {
         reason: String,
         changes: Vec<Change>,
+        /// Those of `changes` that are not this machine's alone ([`source_changes`]):
+        /// empty when the kept results are current for these sources.
+        sources: Vec<Change>,
     },
 }
 
 impl State {
+    /// Stage `i` kept the results of its recorded run `entry` despite `changes`, because it
+    /// cannot run here (`reason`).
+    pub fn kept(
+        project: &Project,
+        i: usize,
+        entry: Option<&LockEntry>,
+        reason: String,
+        changes: Vec<Change>,
+    ) -> State {
+        let sources = source_changes(project, i, entry, &changes)
+            .into_iter()
+            .cloned()
+            .collect();
+        State::Kept {
+            reason,
+            changes,
+            sources,
+        }
+    }
+
+    /// Kept results that are current: only the machine differs.
+    pub fn kept_current(&self) -> bool {
+        matches!(self, State::Kept { sources, .. } if sources.is_empty())
+    }
+
     pub fn label(&self) -> &'static str {
         match self {
             State::UpToDate => "up-to-date",
@@ -313,7 +341,12 @@ pub fn evaluate_one(
                 skipped = e.skipped.clone();
                 State::UpToDate
             } else {
-                failed_or(record, &fp, State::Stale(changed))
+                match failed_or(record, &fp, State::Stale(changed)) {
+                    State::Kept {
+                        reason, changes, ..
+                    } => State::kept(project, index, Some(e), reason, changes),
+                    other => other,
+                }
             }
         }
         None => failed_or(record, &fp, State::NeverRun),
@@ -342,6 +375,7 @@ fn failed_or(record: Option<&Record>, fingerprint: &str, otherwise: State) -> St
         (Some(reason), State::Stale(changes)) => State::Kept {
             reason: reason.to_string(),
             changes,
+            sources: Vec::new(),
         },
         (_, otherwise) => otherwise,
     }
@@ -551,19 +585,15 @@ pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
     if let Some(note) = run_in_progress(project) {
         note.lines().for_each(|l| push(l.to_string()));
     }
-    let lock = LockFile::load(&project.root).unwrap_or_default();
     for &i in project.dag.topo_order() {
         let s = &statuses[i];
         let name = &project.stages[i].name;
-        let entry = lock.stages.get(name);
         let mut line = format!("{name:width$}  {}", s.state.label());
-        if let State::Kept { changes, .. } = &s.state {
-            line.push_str(
-                match source_changes(project, i, entry, changes).is_empty() {
-                    true => " (current: only the machine differs)",
-                    false => " (NOT measured for these sources: they changed since)",
-                },
-            );
+        if let State::Kept { .. } = &s.state {
+            line.push_str(match s.state.kept_current() {
+                true => " (current: only the machine differs)",
+                false => " (NOT measured for these sources: they changed since)",
+            });
         }
         if let Some(g) = &s.gate_failed {
             line.push_str(&format!(" (gate failed: {g})"));
@@ -579,7 +609,9 @@ pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
                     push(format!("{:width$}    {}", "", c.line(room)));
                 }
             }
-            State::Kept { reason, changes } => {
+            State::Kept {
+                reason, sources, ..
+            } => {
                 // Said once: where the results came from and why this machine cannot
                 // re-run them; then only what changed in the sources, never the machine's
                 // own differences (its GPU, tools, the cubins it would load).
@@ -589,7 +621,7 @@ pub fn render_text(project: &Project, statuses: &[StageStatus]) -> String {
                     kept_from(project, s.index)
                 ));
                 let room = STATUS_COLUMNS.saturating_sub(width + 4).max(40);
-                for c in source_changes(project, i, entry, changes) {
+                for c in sources {
                     push(format!("{:width$}    {}", "", c.line(room)));
                 }
             }

@@ -203,11 +203,14 @@ impl<'a> Run<'a> {
 
     fn settle_up_to_date(&mut self, i: usize, lock: &LockFile) {
         let status = &self.statuses[i];
-        if let State::Kept { reason, changes } = &status.state {
+        if let State::Kept {
+            reason, sources, ..
+        } = &status.state
+        {
             let ended = Ended::Kept {
                 reason: reason.clone(),
                 measured_on: measured_on(lock, &self.project.stages[i].name),
-                not_current: self.not_current(i, lock, changes),
+                not_current: not_current(sources),
             };
             if !self.req.dry_run {
                 self.progress.info(&format!(
@@ -429,10 +432,15 @@ impl<'a> Run<'a> {
                     State::Stale(c) => c.clone(),
                     _ => Vec::new(),
                 };
+                let entry = lock.stages.get(&stage.name);
+                let kept = State::kept(self.project, i, entry, reason.clone(), changes);
                 let ended = rollback(Ended::Kept {
                     reason: reason.clone(),
                     measured_on,
-                    not_current: self.not_current(i, lock, &changes),
+                    not_current: match &kept {
+                        State::Kept { sources, .. } => not_current(sources),
+                        _ => None,
+                    },
                 });
                 // The one place the reason is said (hidden by --quiet; the final table
                 // still says the stage kept its results, and whether they are current).
@@ -447,10 +455,7 @@ impl<'a> Run<'a> {
                     stage.name,
                     ended.label()
                 ));
-                self.statuses[i].state = State::Kept {
-                    reason: reason.clone(),
-                    changes,
-                };
+                self.statuses[i].state = kept;
                 return ended;
             }
             let written = guard.write_root(&project.root);
@@ -598,19 +603,14 @@ impl<'a> Run<'a> {
     }
 }
 
-impl Run<'_> {
-    /// For a stage that keeps earlier results: what changed in the sources since they were
-    /// measured (the first change and how many more), or `None` when only the machine
-    /// differs.
-    fn not_current(&self, i: usize, lock: &LockFile, changes: &[status::Change]) -> Option<String> {
-        let entry = lock.stages.get(&self.project.stages[i].name);
-        let changed = status::source_changes(self.project, i, entry, changes);
-        let first = changed.first()?.line(60);
-        Some(match changed.len() {
-            1 => first,
-            n => format!("{first}, and {} more", n - 1),
-        })
-    }
+/// For a stage that keeps earlier results: what changed in the sources since they were
+/// measured (the first change and how many more), or `None` when only the machine differs.
+fn not_current(sources: &[status::Change]) -> Option<String> {
+    let first = sources.first()?.line(60);
+    Some(match sources.len() {
+        1 => first,
+        n => format!("{first}, and {} more", n - 1),
+    })
 }
 
 /// When a stage's recorded results are measurements worth keeping (not themselves a skip):
