@@ -5,20 +5,11 @@
 //! benches/gpu_commit.sh leaves it); the test clones it.
 
 mod common;
+#[path = "support/git.rs"]
+mod git;
 
 use common::*;
-use std::path::Path;
-use std::process::Command;
-
-fn git(root: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use git::git;
 
 #[test]
 fn a_fresh_clone_on_the_gpu_the_results_came_from_changes_no_committed_byte() {

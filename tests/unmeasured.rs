@@ -4,11 +4,14 @@
 //! `status`, `diff`, `verify`, the report, the manifest and `repro commit` — must say the
 //! edited kernel's results were not measured, and none may read SAME or "passed".
 
+#[path = "support/git.rs"]
+mod git;
 #[path = "support/shipped.rs"]
 mod shipped;
 #[path = "support/skip.rs"]
 mod skip;
 
+use git::git;
 use std::path::Path;
 use std::process::Command;
 
@@ -24,16 +27,6 @@ fn repro(root: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn git(root: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A fresh clone of the committed project (sources and results), or `None` after saying why
