@@ -115,7 +115,7 @@ pub struct Sides {
     /// Both sides measured the same program the same way: the same cubin, workload,
     /// harness options, GPU model and driver (their records' keys are equal).
     pub same_build: bool,
-    /// Why the after side's record is not of the build in place, if it is not.
+    /// The after side's record is not of the build in place (kept from another build).
     pub not_measured: bool,
 }
 
