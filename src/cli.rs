@@ -1,7 +1,7 @@
 //! The command line's definitions (clap). [`crate::commands`] carries each one out.
 
-use crate::gpu::timing::{L2Mode, Method};
 use clap::{Args, Parser, Subcommand};
+use repro_gpu::{timing::L2Mode, timing::Method};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -176,7 +176,7 @@ pub struct RunOpts {
     #[arg(long)]
     pub wait: bool,
     /// Where to run stage processes: local or slurm (overrides pipeline.yaml).
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(crate::pipeline::validate::EXECUTOR_KINDS.iter().copied()))]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(repro_pipeline::validate::EXECUTOR_KINDS.iter().copied()))]
     pub executor: Option<String>,
 }
 
@@ -428,7 +428,7 @@ pub struct ExecArgs {
 
 /// `--dims`: checked against the workload once it is known.
 fn parse_dims_text(s: &str) -> Result<String, String> {
-    if crate::gpu::exec::is_dims(s) {
+    if repro_gpu::exec::is_dims(s) {
         Ok(s.to_string())
     } else {
         Err("expected the workload's dimensions, e.g. `rows=4,hidden=1024` or `4,1024`".into())

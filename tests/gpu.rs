@@ -24,7 +24,7 @@ fn arch() -> String {
 
 /// Where the build puts `name`'s cubin for `arch`, under `root`.
 fn cubin(root: &std::path::Path, name: &str, arch: &str) -> std::path::PathBuf {
-    root.join(repro::stages::build::cubin_path(name, arch))
+    root.join(repro::pipeline::paths::cubin_path(name, arch))
 }
 
 #[test]

@@ -278,7 +278,7 @@ fn the_openai_proposer_against_a_stub_never_leaks_the_key() {
     .unwrap();
     drop(proposer);
     assert_eq!(outcome, repro::engine::StageOutcome::Passed);
-    let rows = repro::report::artifacts::parse_tune_log(
+    let rows = repro::schema::parse_tune_log(
         &std::fs::read_to_string(root.join("artifacts/tune/tune_log.csv")).unwrap(),
         "tune_log.csv",
     )

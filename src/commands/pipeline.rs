@@ -3,18 +3,19 @@
 //! code.
 
 use super::exit;
-use crate::cli::{
-    BuildArgs, DagArgs, GlobalArgs, RunArgs, RunOpts, StageArgs, StatusArgs, TuneArgs,
+use crate::{
+    cli::BuildArgs, cli::DagArgs, cli::GlobalArgs, cli::RunArgs, cli::RunOpts, cli::StageArgs,
+    cli::StatusArgs, cli::TuneArgs,
 };
-use crate::engine::display;
-use crate::engine::runner::{self, Request, RunOutcome, Selection};
-use crate::engine::status;
+use repro_engine::display;
+use repro_engine::status;
+use repro_engine::{runner, runner::Request, runner::RunOutcome, runner::Selection};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Carry out `req` on the pipeline at `file`; the exit code of how it ended.
 fn run_request(file: &Path, req: &Request) -> anyhow::Result<i32> {
-    Ok(match runner::run(file, req)? {
+    Ok(match runner::run(file, &repro_stages::kinds(), req)? {
         RunOutcome::Passed => exit::OK,
         RunOutcome::Failed => exit::FAILED,
         RunOutcome::Interrupted => exit::INTERRUPTED,
@@ -30,7 +31,7 @@ fn request(
     let mut overrides = overrides;
     if opts.force {
         // Forced GPU stages measure again what they could reuse.
-        overrides.insert(crate::stages::reuse::REMEASURE.into(), "true".into());
+        overrides.insert(repro_stages::reuse::REMEASURE.into(), "true".into());
     }
     Request {
         selection,
@@ -41,8 +42,18 @@ fn request(
         wait: opts.wait,
         quiet: global.quiet,
         executor: opts.executor.clone(),
+        count_gpus,
         overrides,
     }
+}
+
+/// The GPUs this machine has, for a local executor's slots: the probe cached in the project
+/// the run started in (`REPRO_ROOT` in a child).
+fn count_gpus() -> Option<u32> {
+    let root = std::env::var_os("REPRO_ROOT").map_or_else(|| ".".into(), std::path::PathBuf::from);
+    repro_gpu::probe_cached(&root)
+        .ok()
+        .map(|gpus| gpus.len() as u32)
 }
 
 /// `repro run`.
@@ -101,7 +112,7 @@ pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
 
 /// `repro status [--json] [--exit-code]`.
 pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
-    let project = crate::pipeline::load(&global.file)?;
+    let project = repro_stages::load(&global.file)?;
     let statuses = status::evaluate_project(&project)?;
     if args.json {
         display::out(&status::render_json(&project, &statuses))?;
@@ -130,7 +141,7 @@ fn current_here(s: &status::StageStatus) -> bool {
 
 /// `repro dag [--mermaid | --dot]`.
 pub fn dag(global: &GlobalArgs, args: &DagArgs) -> anyhow::Result<i32> {
-    let project = crate::pipeline::load(&global.file)?;
+    let project = repro_stages::load(&global.file)?;
     let kind = |i: usize| project.stages[i].kind.kind().to_string();
     let text = if args.mermaid {
         project.dag.render_mermaid(kind)

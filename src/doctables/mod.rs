@@ -103,10 +103,10 @@ pub struct Refresh {
 
 /// `repro docs`: regenerate (or with `check`, only compare) every marked table.
 pub fn refresh(file: &Path, check: bool) -> anyhow::Result<Refresh> {
-    let project = crate::pipeline::load(file)?;
-    let root = crate::report::diff::project_root(file);
-    let artifacts = crate::report::artifacts::Artifacts::load(&root)?;
-    let workloads = crate::workload::Workloads::of(&project.pipeline);
+    let project = repro_stages::load(file)?;
+    let root = repro_report::diff::project_root(file);
+    let artifacts = repro_report::artifacts::Artifacts::load(&root)?;
+    let workloads = repro_pipeline::workload::Workloads::of(&project.pipeline);
     let sources = tables::Sources {
         root: &root,
         pipeline: &project.pipeline,
@@ -123,7 +123,7 @@ pub fn refresh(file: &Path, check: bool) -> anyhow::Result<Refresh> {
             .with_context(|| format!("cannot read {}", path.display()))?;
         let shown = rel.display().to_string();
         let (new, changed) =
-            regenerate(&text, &shown, &render).map_err(crate::engine::runner::UsageError)?;
+            regenerate(&text, &shown, &render).map_err(repro_base::errors::UsageError)?;
         tables += text.matches(OPEN).count();
         if changed.is_empty() {
             continue;

@@ -2,10 +2,13 @@
 //! (read by the report's own loader) or from a committed result file under
 //! `benches/results/`. Every table says where its numbers come from.
 
-use crate::pipeline::Pipeline;
-use crate::report::artifacts::Artifacts;
-use crate::report::context::{num, scopes, shape_p50, shapes_in_order, Scoped, NA};
-use crate::schema::{BenchFile, BenchResult};
+use repro_base::{schema::BenchFile, schema::BenchResult};
+use repro_pipeline::Pipeline;
+use repro_report::artifacts::Artifacts;
+use repro_report::{
+    context::num, context::scopes, context::shape_p50, context::shapes_in_order, context::Scoped,
+    context::NA,
+};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -421,7 +424,7 @@ fn results_file(root: &Path, file: &str) -> String {
 /// above), fenced as markdown. A section the report does not have is an error, so a
 /// renamed section fails `--check` instead of silently vanishing.
 fn report_excerpt(root: &Path, sections: &str) -> Result<String, String> {
-    let rel = crate::report::SUMMARY;
+    let rel = repro_report::SUMMARY;
     let Ok(text) = std::fs::read_to_string(root.join(rel)) else {
         return Ok(format!(
             "*No committed `{rel}`: run the pipeline and `repro commit`.*\n"
@@ -455,7 +458,7 @@ fn report_excerpt(root: &Path, sections: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::testing::{pipeline, SHIPPED_PIPELINE};
+    use repro_pipeline::{workload::testing::pipeline, workload::testing::SHIPPED_PIPELINE};
 
     /// A bench file of `name` (of `workload`) with one record on `mission` at `p50` µs.
     fn file(name: &str, kind: &str, workload: &str, p50: f64) -> BenchFile {
