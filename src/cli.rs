@@ -232,14 +232,20 @@ pub struct BuildArgs {
     pub opts: RunOpts,
 }
 
+/// `--budget N`: refused at the command line when N is not a positive number.
+fn positive_budget(text: &str) -> Result<std::num::NonZeroU32, String> {
+    text.parse()
+        .map_err(|_| format!("--budget {text}: expected a positive number of trials"))
+}
+
 #[derive(Debug, Args)]
 pub struct TuneArgs {
     /// Evaluate every configuration of the space, for comparison with the search.
     #[arg(long)]
     pub exhaustive: bool,
-    /// Override the trial budget.
-    #[arg(long)]
-    pub budget: Option<u32>,
+    /// Override the trial budget (a positive number of trials).
+    #[arg(long, value_parser = positive_budget)]
+    pub budget: Option<std::num::NonZeroU32>,
     #[command(flatten)]
     pub opts: RunOpts,
 }

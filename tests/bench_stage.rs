@@ -3,7 +3,7 @@
 
 mod common;
 
-use repro::engine::{StageKind, StageOutcome};
+use repro::engine::{Configs, Configured, StageKind, StageOutcome};
 use repro::pipeline::Pipeline;
 use repro::schema::BenchFile;
 
@@ -52,8 +52,17 @@ fn without_a_driver_the_stage_is_skipped_with_the_reason() {
     assert_eq!(b.status, "skipped");
     assert_eq!(b.defines["TILE_M"], "64");
     assert!(b.reason.unwrap().contains("libcuda.so.1"));
+    let spec = &pipeline.stages["bench"];
+    let config = stage.configure("bench", spec, &pipeline).unwrap();
+    let peers = Configs::new(vec![("bench".into(), config.clone())]);
+    let configured = Configured {
+        name: "bench",
+        spec,
+        config: &config,
+        peers: &peers,
+    };
     let inputs = stage
-        .inputs("bench", &pipeline.stages["bench"], &pipeline, root)
+        .inputs(&configured, &pipeline, root, &Default::default())
         .unwrap();
     assert!(inputs
         .hardware

@@ -530,19 +530,19 @@ fn a_duplicate_trial_and_an_elite_that_failed_are_caught() {
 /// never shows a shipped variant without its Nsight Compute row.
 #[test]
 fn the_shipped_profile_stage_covers_every_shipped_variant() {
-    use repro::stages::profile::{resolve_targets, ProfileOptions};
+    use repro::stages::profile::{needed_tunes, resolve_targets, ProfileOptions};
     let root = source_root();
-    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
-        .unwrap()
-        .pipeline;
-    let profiles: Vec<_> = pipeline
+    let project = repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
+    let pipeline = &project.pipeline;
+    let profiles: Vec<_> = project
         .stages
-        .values()
-        .filter(|s| s.uses == "profile")
+        .iter()
+        .filter(|s| s.config.get::<ProfileOptions>().is_some())
         .collect();
     assert_eq!(profiles.len(), 1, "one profile stage in pipeline.yaml");
-    let opts = ProfileOptions::from_spec(profiles[0], &pipeline).unwrap();
-    let (run, _) = resolve_targets(&opts, profiles[0], &pipeline, &root);
+    let opts: &ProfileOptions = profiles[0].config.of();
+    let tunes = needed_tunes(&profiles[0].spec, &project.configs);
+    let (run, _) = resolve_targets(opts, &tunes, pipeline, &root);
     let targets: BTreeSet<&str> = run.iter().map(|t| t.variant.as_str()).collect();
     let missing: Vec<&str> = pipeline
         .variants

@@ -7,12 +7,11 @@ mod lock;
 #[path = "support/skip.rs"]
 mod skip;
 
-use repro::engine::{RunCtx, StageKind, StageOutcome};
+use repro::engine::{Configs, Overrides, RunCtx, StageKind, StageOutcome};
 use repro::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 use repro::pipeline::Pipeline;
 use repro::schema::NcuSummary;
 use repro::stages::profile::Profile;
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -133,12 +132,19 @@ impl Project {
             .join(format!(".repro/staging-{}", rand_suffix()));
         std::fs::create_dir_all(&staging).unwrap();
         let cancel = CancelFlag::default();
-        let overrides = BTreeMap::new();
+        let overrides = Overrides::default();
         let log = self.root().join(".repro/logs/ncu-profile.log");
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let spec = &self.pipeline.stages["ncu-profile"];
+        let config = Profile
+            .configure("ncu-profile", spec, &self.pipeline)
+            .unwrap();
+        let peers = Configs::new(vec![("ncu-profile".into(), config.clone())]);
         let ctx = RunCtx {
             name: "ncu-profile",
-            spec: &self.pipeline.stages["ncu-profile"],
+            spec,
+            config: &config,
+            peers: &peers,
             pipeline: &self.pipeline,
             root: self.root(),
             staging: &staging,

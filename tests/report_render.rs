@@ -62,13 +62,14 @@ fn dump(name: &str, report: &report::Report) {
 
 fn render_fixture(name: &str, env: &Environment) -> Rendered {
     let root = fixture(name);
-    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
-        .unwrap()
-        .pipeline;
+    let repro::pipeline::Project {
+        pipeline, configs, ..
+    } = repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
     let artifacts = Artifacts::load(&root).unwrap();
     let state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
     let inputs = report::Inputs {
         pipeline: &pipeline,
+        configs: &configs,
         artifacts: &artifacts,
         state: &state,
         env,
@@ -95,12 +96,13 @@ fn render_fixture(name: &str, env: &Environment) -> Rendered {
 /// built-in template.
 fn green_summary(artifacts: &Artifacts, state: &RunState) -> String {
     let root = fixture("green");
-    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
-        .unwrap()
-        .pipeline;
+    let repro::pipeline::Project {
+        pipeline, configs, ..
+    } = repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
     let env = environment(true);
     let inputs = report::Inputs {
         pipeline: &pipeline,
+        configs: &configs,
         artifacts,
         state,
         env: &env,
@@ -114,6 +116,7 @@ fn green_summary(artifacts: &Artifacts, state: &RunState) -> String {
 fn render_in(
     root: &Path,
     pipeline: &repro::pipeline::Pipeline,
+    configs: &repro::pipeline::kind::Configs,
     templates: &Path,
 ) -> anyhow::Result<report::Report> {
     let artifacts = Artifacts::load(root).unwrap();
@@ -121,6 +124,7 @@ fn render_in(
     let env = environment(true);
     let inputs = report::Inputs {
         pipeline,
+        configs,
         artifacts: &artifacts,
         state: &state,
         env: &env,
@@ -360,9 +364,8 @@ fn charts_are_svg_with_every_series() {
 
 fn loaded(name: &str) -> (repro::pipeline::Pipeline, Artifacts) {
     let root = fixture(name);
-    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
-        .unwrap()
-        .pipeline;
+    let repro::pipeline::Project { pipeline, .. } =
+        repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
     (pipeline, Artifacts::load(&root).unwrap())
 }
 
@@ -492,10 +495,10 @@ fn user_template_with_an_undefined_name_is_reported_with_line_and_name() {
     )
     .unwrap();
     let root = fixture("green");
-    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
-        .unwrap()
-        .pipeline;
-    let err = render_in(&root, &pipeline, dir.path()).unwrap_err();
+    let repro::pipeline::Project {
+        pipeline, configs, ..
+    } = repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
+    let err = render_in(&root, &pipeline, &configs, dir.path()).unwrap_err();
     let msg = format!("{err:#}");
     assert!(
         msg.starts_with("templates/summary.md.j2:4: undefined value `profile.data.trails`"),
@@ -508,9 +511,8 @@ fn user_template_with_an_undefined_name_is_reported_with_line_and_name() {
 #[test]
 fn a_report_of_results_from_two_machines_says_so_and_labels_each_row() {
     let root = fixture("green");
-    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
-        .unwrap()
-        .pipeline;
+    let repro::pipeline::Project { pipeline, .. } =
+        repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
     let artifacts = Artifacts::load(&root).unwrap();
     let mut state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
     let bench = state.stages.get_mut("bench").unwrap();
@@ -576,9 +578,11 @@ fn stage_times_come_from_the_run_that_made_the_results() {
 #[test]
 fn timings_from_another_architecture_say_the_pipelines_own_is_not_measured() {
     let root = fixture("green");
-    let mut pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
-        .unwrap()
-        .pipeline;
+    let repro::pipeline::Project {
+        mut pipeline,
+        configs,
+        ..
+    } = repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
     let artifacts = Artifacts::load(&root).unwrap();
     let state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
     let template = report::load_template(&root, report::SUMMARY_TEMPLATE).unwrap();
@@ -596,6 +600,7 @@ fn timings_from_another_architecture_say_the_pipelines_own_is_not_measured() {
         pipeline.arch = arch.iter().map(|a| a.to_string()).collect();
         let inputs = report::Inputs {
             pipeline: &pipeline,
+            configs: &configs,
             artifacts: &artifacts,
             state: &state,
             env: &env,
@@ -617,9 +622,8 @@ fn timings_from_another_architecture_say_the_pipelines_own_is_not_measured() {
 #[test]
 fn results_reused_from_an_earlier_run_name_that_run() {
     let root = fixture("green");
-    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
-        .unwrap()
-        .pipeline;
+    let repro::pipeline::Project { pipeline, .. } =
+        repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
     let mut artifacts = Artifacts::load(&root).unwrap();
     let earlier = repro::schema::Measured {
         run: "2026-11-25T10:00:00Z".into(),
@@ -732,7 +736,7 @@ fn a_pipeline_of_two_workloads_reports_each_in_its_own_part() {
         std::fs::write(path, to_json_pretty(&file(name, kind, p50))).unwrap();
     }
 
-    let r = render_in(&root, &pipeline, &root).unwrap();
+    let r = render_in(&root, &pipeline, &Default::default(), &root).unwrap();
     let md = &r.markdown;
     let part = |from: &str, to: &str| {
         let start = md
@@ -825,15 +829,16 @@ fn green_report_with(from: &str, to: &str, edit: impl FnOnce(&mut Artifacts)) ->
         .replace(from, to);
     let project = tempfile::tempdir().unwrap();
     std::fs::write(project.path().join("pipeline.yaml"), &yaml).unwrap();
-    let pipeline = repro::pipeline::load(&project.path().join("pipeline.yaml"))
-        .unwrap()
-        .pipeline;
+    let repro::pipeline::Project {
+        pipeline, configs, ..
+    } = repro::pipeline::load(&project.path().join("pipeline.yaml")).unwrap();
     let mut artifacts = Artifacts::load(&root).unwrap();
     edit(&mut artifacts);
     let state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
     let env = environment(true);
     let inputs = report::Inputs {
         pipeline: &pipeline,
+        configs: &configs,
         artifacts: &artifacts,
         state: &state,
         env: &env,
@@ -916,10 +921,10 @@ fn every_baseline_row_gives_both_ratios_or_says_why_not() {
 #[test]
 fn the_committed_reports_correctness_labels_say_which_record_failed() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
-        .unwrap()
-        .pipeline;
-    let md = render_in(root, &pipeline, root).unwrap().markdown;
+    let repro::pipeline::Project {
+        pipeline, configs, ..
+    } = repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
+    let md = render_in(root, &pipeline, &configs, root).unwrap().markdown;
     let labels: Vec<&str> = md
         .lines()
         .filter(|l| l.starts_with('|') && l.contains("❌ correctness"))
@@ -939,9 +944,8 @@ fn the_committed_reports_correctness_labels_say_which_record_failed() {
 #[test]
 fn a_result_kept_from_another_build_is_never_shown_as_measured() {
     let root = fixture("green");
-    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
-        .unwrap()
-        .pipeline;
+    let repro::pipeline::Project { pipeline, .. } =
+        repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
     let mut artifacts = Artifacts::load(&root).unwrap();
     let state = RunState::load(&root, pipeline.stages.keys().map(String::as_str)).unwrap();
     let variant = artifacts.benches.as_ref().unwrap()[0].name.clone();
@@ -996,11 +1000,11 @@ fn a_result_kept_from_another_build_is_never_shown_as_measured() {
 #[test]
 fn the_committed_report_says_where_it_was_measured_and_what_it_does_not_gate() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let pipeline = repro::pipeline::load(&root.join("pipeline.yaml"))
-        .unwrap()
-        .pipeline;
+    let repro::pipeline::Project {
+        pipeline, configs, ..
+    } = repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
     let artifacts = Artifacts::load(root).unwrap();
-    let md = render_in(root, &pipeline, root).unwrap().markdown;
+    let md = render_in(root, &pipeline, &configs, root).unwrap().markdown;
     let third = md.lines().nth(2).unwrap_or_default();
     assert!(third.starts_with("Measured on NVIDIA"), "{third}");
 

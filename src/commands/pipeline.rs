@@ -10,7 +10,7 @@ use crate::{
 use repro_engine::display;
 use repro_engine::status;
 use repro_engine::{runner, runner::Request, runner::RunOutcome, runner::Selection};
-use std::collections::BTreeMap;
+use repro_engine::{Overrides, TuneOverrides};
 use std::path::Path;
 
 /// Carry out `req` on the pipeline at `file`; the exit code of how it ended.
@@ -26,13 +26,11 @@ fn request(
     global: &GlobalArgs,
     opts: &RunOpts,
     selection: Selection,
-    overrides: BTreeMap<String, String>,
+    overrides: Overrides,
 ) -> Request {
     let mut overrides = overrides;
-    if opts.force {
-        // Forced GPU stages measure again what they could reuse.
-        overrides.insert(repro_stages::reuse::REMEASURE.into(), "true".into());
-    }
+    // Forced GPU stages measure again what they could reuse.
+    overrides.remeasure = opts.force;
     Request {
         selection,
         jobs: opts.jobs,
@@ -60,7 +58,7 @@ fn count_gpus() -> Option<u32> {
 pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<i32> {
     run_request(
         &global.file,
-        &request(global, &args.opts, Selection::All, BTreeMap::new()),
+        &request(global, &args.opts, Selection::All, Overrides::default()),
     )
 }
 
@@ -73,7 +71,7 @@ pub fn stage(global: &GlobalArgs, args: &StageArgs) -> anyhow::Result<i32> {
     };
     run_request(
         &global.file,
-        &request(global, &args.opts, selection, BTreeMap::new()),
+        &request(global, &args.opts, selection, Overrides::default()),
     )
 }
 
@@ -85,20 +83,20 @@ pub fn build(global: &GlobalArgs, args: &BuildArgs) -> anyhow::Result<i32> {
             global,
             &args.opts,
             Selection::Kind("build".into()),
-            BTreeMap::new(),
+            Overrides::default(),
         ),
     )
 }
 
 /// `repro tune`: the `tune`-kind stage, with `--exhaustive` / `--budget`.
 pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
-    let mut overrides = BTreeMap::new();
-    if args.exhaustive {
-        overrides.insert("exhaustive".into(), "true".into());
-    }
-    if let Some(budget) = args.budget {
-        overrides.insert("budget".into(), budget.to_string());
-    }
+    let overrides = Overrides {
+        tune: TuneOverrides {
+            exhaustive: args.exhaustive,
+            budget: args.budget,
+        },
+        ..Overrides::default()
+    };
     run_request(
         &global.file,
         &request(

@@ -1,10 +1,12 @@
 //! `repro docs [--check]`: the measured figures in the documentation are generated. Each
 //! table between `<!-- repro:table NAME -->` and `<!-- /repro:table -->` in README.md,
 //! kernels/README.md and docs/**/*.md is rendered from the committed artifacts (or a
-//! committed result file under `benches/results/`) and written back; `--check` changes
+//! committed result file under `benches/results/`, or `cargo metadata` for the crate
+//! graph) and written back; `--check` changes
 //! nothing and exits 1 naming every table that is not current, so CI catches a doc that
 //! was not regenerated after new results were committed.
 
+pub mod crates;
 pub mod tables;
 
 use anyhow::Context;
@@ -110,6 +112,7 @@ pub fn refresh(file: &Path, check: bool) -> anyhow::Result<Refresh> {
     let sources = tables::Sources {
         root: &root,
         pipeline: &project.pipeline,
+        configs: &project.configs,
         artifacts: &artifacts,
         control: project.pipeline.control.as_deref(),
         primary: workloads.iter().next().map(|(_, d)| d.primary.as_str()),

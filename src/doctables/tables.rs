@@ -3,7 +3,7 @@
 //! `benches/results/`. Every table says where its numbers come from.
 
 use repro_base::{schema::BenchFile, schema::BenchResult};
-use repro_pipeline::Pipeline;
+use repro_pipeline::{kind::Configs, Pipeline};
 use repro_report::artifacts::Artifacts;
 use repro_report::{
     context::num, context::scopes, context::shape_p50, context::shapes_in_order, context::Scoped,
@@ -17,6 +17,7 @@ use std::path::Path;
 pub struct Sources<'a> {
     pub root: &'a Path,
     pub pipeline: &'a Pipeline,
+    pub configs: &'a Configs,
     pub artifacts: &'a Artifacts,
     pub control: Option<&'a str>,
     pub primary: Option<&'a str>,
@@ -31,6 +32,7 @@ pub const NAMES: &[&str] = &[
     "ncu",
     "tune",
     "exec-example",
+    "crates",
 ];
 
 /// Render table `name`; `Err` names what is wrong with the marker.
@@ -48,6 +50,7 @@ pub fn render(name: &str, s: &Sources) -> Result<String, String> {
         "ncu" => ncu(s.artifacts),
         "tune" => tune(s.artifacts, s.primary),
         "exec-example" => exec_example(s),
+        "crates" => super::crates::render(s.root)?,
         _ => {
             return Err(format!(
             "unknown table {name:?}: expected one of {}, results/FILE or report:SECTION;SECTION",
@@ -117,7 +120,7 @@ fn provenance<'a>(files: impl IntoIterator<Item = &'a BenchFile>) -> String {
 /// other's p50 / this p50, both medians over seeds (a ratio of medians, as the performance
 /// gate computes it).
 fn variants(s: &Sources) -> String {
-    let parts: Vec<String> = scopes(s.pipeline, s.artifacts)
+    let parts: Vec<String> = scopes(s.pipeline, s.configs, s.artifacts)
         .iter()
         .filter_map(workload_variants)
         .collect();
@@ -511,6 +514,7 @@ mod tests {
         let s = Sources {
             root: Path::new("."),
             pipeline: &p,
+            configs: &Default::default(),
             artifacts: &artifacts,
             control: p.control.as_deref(),
             primary: None,

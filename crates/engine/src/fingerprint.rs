@@ -8,6 +8,7 @@
 //! [`Inputs`] keeps every part separately so `repro status` can say which one changed.
 
 use super::statcache::StatCache;
+use super::Overrides;
 #[cfg(doc)]
 use super::StageKind;
 use anyhow::Context;
@@ -56,39 +57,20 @@ impl Inputs {
     }
 }
 
-/// Which command-line overrides a kind's results depend on: `repro tune`'s `--exhaustive`
-/// and `--budget`. (The build compiles every architecture pipeline.yaml declares; nothing on
-/// the command line changes that.)
-pub fn applicable_overrides(
-    kind: &str,
-    overrides: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
-    let keys: &[&str] = match kind {
-        "tune" => &["exhaustive", "budget"],
-        _ => &[],
-    };
-    overrides
-        .iter()
-        .filter(|(k, _)| keys.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
 /// Gather the inputs of `stage` now. `upstream` holds the current fingerprints of the
 /// stages it needs.
 pub fn compute(
     project: &Project,
     stage: &Stage,
     upstream: BTreeMap<String, String>,
-    overrides: &BTreeMap<String, String>,
+    overrides: &Overrides,
     cache: &mut StatCache,
 ) -> anyhow::Result<Inputs> {
     let spec = &stage.spec;
     let extra = stage
         .kind
-        .inputs_with_overrides(
-            &stage.name,
-            spec,
+        .inputs(
+            &stage.configured(&project.configs),
             &project.pipeline,
             &project.root,
             overrides,
@@ -149,7 +131,7 @@ pub fn compute(
         env: spec.env.clone(),
         tools: extra.tools,
         hardware: extra.hardware,
-        overrides: applicable_overrides(stage.kind.kind(), overrides),
+        overrides: extra.overrides,
         upstream,
     })
 }
@@ -217,20 +199,5 @@ mod tests {
         with(&|i| {
             i.overrides.insert("budget".into(), "8".into());
         });
-    }
-
-    #[test]
-    fn overrides_reach_only_their_kinds() {
-        let o: BTreeMap<String, String> = [
-            ("budget".to_string(), "8".to_string()),
-            ("arch".to_string(), "sm_90".to_string()),
-        ]
-        .into();
-        assert_eq!(
-            applicable_overrides("tune", &o).keys().collect::<Vec<_>>(),
-            ["budget"]
-        );
-        assert!(applicable_overrides("build", &o).is_empty());
-        assert!(applicable_overrides("cmd", &o).is_empty());
     }
 }

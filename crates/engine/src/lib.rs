@@ -1,6 +1,9 @@
 //! Runs the stage graph: decides what is stale from fingerprints, runs stages (in
 //! parallel where the graph allows) through an executor, moves outputs into place only on
 //! success, and records `artifacts/repro.lock`. Knows nothing about GPUs.
+//!
+//! It depends only on `repro-pipeline`, `repro-exec` and `repro-base`: it knows no GPU and
+//! names no stage kind.
 
 pub mod code_digest;
 pub mod display;
@@ -17,5 +20,6 @@ pub mod value_diff;
 
 /// The interface the engine runs stages through, defined beside the pipeline it validates.
 pub use repro_pipeline::kind::{
-    Kinds, OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome,
+    Config, Configs, Configured, Kinds, OptionError, Outputs, Overrides, RunCtx, StageInputs,
+    StageKind, StageOutcome, TuneOverrides,
 };

@@ -6,7 +6,7 @@ use super::lockfile::{LockEntry, LockFile};
 use super::run_record::Record;
 use super::statcache::StatCache;
 use super::value_diff;
-use repro_pipeline::Project;
+use repro_pipeline::{kind::Overrides, Project};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -385,7 +385,7 @@ fn failed_or(record: Option<&Record>, fingerprint: &str, otherwise: State) -> St
 pub struct EvalCtx<'a> {
     pub lock: &'a LockFile,
     pub records: &'a BTreeMap<String, Record>,
-    pub overrides: &'a BTreeMap<String, String>,
+    pub overrides: &'a Overrides,
     pub cache: StatCache,
 }
 
@@ -398,7 +398,7 @@ pub fn evaluate_project(project: &Project) -> anyhow::Result<Vec<StageStatus>> {
         &project.root,
         project.stages.iter().map(|s| s.name.as_str()),
     );
-    let overrides = BTreeMap::new();
+    let overrides = Overrides::default();
     let mut ctx = EvalCtx {
         lock: &lock,
         records: &records,

@@ -1,6 +1,9 @@
 //! Where stage processes are started. Every process a stage runs goes through an
 //! [`Executor`]: local child processes today, a cluster scheduler (Slurm) behind the same
 //! interface. No stage spawns processes around it.
+//!
+//! It depends only on `repro-base`: it knows no pipeline, stage or GPU (a local executor is
+//! told how to count GPUs).
 
 pub mod conversation;
 pub mod local;

@@ -1,6 +1,10 @@
 //! Everything that talks to the GPU (through cudarc). The engine never calls in here
 //! directly: GPU work runs in `repro exec` child processes (a long-lived worker per GPU
-//! slot, [`worker`]), and stages learn about the hardware through [`probe_cached`].
+//! slot, [`worker`]), and stages learn about the hardware through [`probe_cached`], which
+//! architecture it loads through [`arch`], and the machine's identity through [`env`].
+//!
+//! It depends only on `repro-pipeline` (workloads), `repro-exec` and `repro-base`; never on
+//! the engine, the stages or the report.
 
 pub mod arch;
 pub mod blocker;

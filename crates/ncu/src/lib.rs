@@ -1,6 +1,9 @@
 //! Nsight Compute: finding `ncu`, reading its CSV exports ([`parse`]), mapping raw metrics
-//! to the named fields of `artifacts/ncu/summary.json` ([`metrics`]), and `repro ncu parse`.
+//! to the named fields of `artifacts/ncu/summary.json` ([`metrics`]), and `repro ncu
+//! parse`.
 //! The profile stage that runs ncu lives in `stages::profile`.
+//!
+//! It depends only on `repro-pipeline` and `repro-base`.
 
 pub mod launches;
 pub mod metrics;

@@ -4,6 +4,7 @@
 
 use crate::{Pipeline, StageSpec};
 use repro_exec::{CancelFlag, Executor};
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,6 +31,127 @@ pub struct StageInputs {
     pub tools: BTreeMap<String, String>,
     /// Hardware identity for GPU stages (model, compute capability, driver), if any.
     pub hardware: Option<String>,
+    /// The command-line overrides the stage's results depend on, as the lock records them
+    /// (`budget` → `8`).
+    pub overrides: BTreeMap<String, String>,
+}
+
+/// A stage's options as its kind decoded and checked them at load
+/// ([`StageKind::configure`]): kept on the loaded stage, and read back by that kind (or by
+/// whoever reads that kind's stages) with [`Config::get`], so they are decoded once.
+#[derive(Clone)]
+pub struct Config(Arc<dyn Any + Send + Sync>);
+
+impl Config {
+    pub fn new<T: Any + Send + Sync>(value: T) -> Config {
+        Config(Arc::new(value))
+    }
+
+    /// The decoded value, if it is a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+
+    /// The decoded value of a kind that made a `T`: anything else is a bug in that kind.
+    pub fn of<T: Any>(&self) -> &T {
+        self.get().unwrap_or_else(|| {
+            panic!(
+                "a stage's options read as {}, which its kind did not make",
+                std::any::type_name::<T>()
+            )
+        })
+    }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Config(..)")
+    }
+}
+
+/// Every stage's [`Config`], by stage name in declaration order: what a kind, or the report,
+/// reads of another stage's options (the summary's charts are the tunes').
+#[derive(Debug, Clone, Default)]
+pub struct Configs(Vec<(String, Config)>);
+
+impl Configs {
+    pub fn new(configs: Vec<(String, Config)>) -> Configs {
+        Configs(configs)
+    }
+
+    /// The stage `name`'s.
+    pub fn get(&self, name: &str) -> Option<&Config> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+
+    /// The stages whose kind made a `T`, with theirs, in declaration order.
+    pub fn of<T: Any>(&self) -> impl Iterator<Item = (&str, &T)> {
+        self.0
+            .iter()
+            .filter_map(|(n, c)| Some((n.as_str(), c.get::<T>()?)))
+    }
+}
+
+/// A stage as its kind sees it after the load: its name, what pipeline.yaml declares, the
+/// options [`StageKind::configure`] decoded, and every stage's ([`Configs`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Configured<'a> {
+    pub name: &'a str,
+    pub spec: &'a StageSpec,
+    pub config: &'a Config,
+    pub peers: &'a Configs,
+}
+
+/// The command line's overrides for one run, typed per kind. The engine hands them to
+/// every stage without reading them; each kind reads what it honours and names, in
+/// [`StageInputs::overrides`], those its results depend on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--force`: the GPU stages measure again what they could reuse.
+    pub remeasure: bool,
+    /// `repro tune`'s, for the tune kind.
+    pub tune: TuneOverrides,
+}
+
+impl Overrides {
+    /// The overrides a lock entry recorded ([`StageInputs::overrides`]), to fingerprint a
+    /// stage again as it was run.
+    pub fn from_recorded(recorded: &BTreeMap<String, String>) -> Overrides {
+        Overrides {
+            remeasure: false,
+            tune: TuneOverrides::from_recorded(recorded),
+        }
+    }
+}
+
+/// `repro tune`'s overrides.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TuneOverrides {
+    /// `--exhaustive`: every configuration of the space.
+    pub exhaustive: bool,
+    /// `--budget N`: the number of trials, in place of the stage's `budget:`.
+    pub budget: Option<std::num::NonZeroU32>,
+}
+
+impl TuneOverrides {
+    /// The ones given, as the lock records them: `exhaustive` → `true`, `budget` → `8`.
+    pub fn recorded(&self) -> BTreeMap<String, String> {
+        let exhaustive = self.exhaustive.then(|| ("exhaustive", "true".to_string()));
+        let budget = self.budget.map(|b| ("budget", b.to_string()));
+        exhaustive
+            .into_iter()
+            .chain(budget)
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    /// [`TuneOverrides::recorded`] read back.
+    pub fn from_recorded(recorded: &BTreeMap<String, String>) -> TuneOverrides {
+        TuneOverrides {
+            exhaustive: recorded.get("exhaustive").is_some_and(|v| v == "true"),
+            budget: recorded.get("budget").and_then(|b| b.parse().ok()),
+        }
+    }
 }
 
 /// Declared outputs of a stage, relative to the project root.
@@ -39,7 +161,12 @@ pub type Outputs = Vec<PathBuf>;
 pub struct RunCtx<'a> {
     pub name: &'a str,
     pub spec: &'a StageSpec,
+    /// What the kind's [`StageKind::configure`] decoded for this stage.
+    pub config: &'a Config,
     pub pipeline: &'a Pipeline,
+    /// Every stage's options: a kind that reads another stage's (the profile reads what the
+    /// tune elites are) reads them here.
+    pub peers: &'a Configs,
     pub root: &'a Path,
     /// Write declared outputs here, under the same relative paths; the engine moves them
     /// into `root` only if the stage succeeds.
@@ -52,8 +179,8 @@ pub struct RunCtx<'a> {
     pub repro_exe: &'a Path,
     /// The pipeline file this run loaded; child `repro exec` jobs get it as `-f`.
     pub pipeline_file: &'a Path,
-    /// Command-line overrides (`repro tune --exhaustive`, `--budget`).
-    pub overrides: &'a BTreeMap<String, String>,
+    /// Command-line overrides (`--force`, `repro tune --exhaustive`, `--budget`).
+    pub overrides: &'a Overrides,
     /// Live progress line for this stage.
     pub progress: &'a dyn Fn(&str),
 }
@@ -74,45 +201,36 @@ pub enum StageOutcome {
 /// A built-in stage kind (`cmd`, `build`, `bench`, `tune`, `profile`, `summarize`).
 pub trait StageKind: Send + Sync {
     fn kind(&self) -> &'static str;
-    /// Check the kind's own options (`spec.options`) when the pipeline is loaded. Errors
+    /// Decode and check the stage's own options (`spec.options`), and what the common
+    /// `timeout:` means for the kind, once, when the pipeline is loaded. The value is kept on
+    /// the loaded stage and every method below reads it ([`Configured::config`],
+    /// [`RunCtx::config`]). A kind that cannot honour `timeout:` refuses it here. Errors
     /// name the offending key, so the loader can point at its line.
-    fn validate(
+    fn configure(
         &self,
         name: &str,
         spec: &StageSpec,
         pipeline: &Pipeline,
-    ) -> Result<(), OptionError>;
+    ) -> Result<Config, OptionError>;
     /// Declared outputs.
-    fn outputs(&self, name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs;
+    fn outputs(&self, stage: &Configured, pipeline: &Pipeline) -> Outputs;
     /// Declared outputs the kind may leave unwritten when it succeeds (the cubin of a
     /// variant that failed to compile). The engine then removes the previous copy, so no
     /// stale file stands in for it, and leaves it out of the lock.
-    fn optional_outputs(&self, name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
-        let _ = (name, spec, pipeline);
+    fn optional_outputs(&self, stage: &Configured, pipeline: &Pipeline) -> Outputs {
+        let _ = (stage, pipeline);
         Vec::new()
     }
-    /// Fingerprint inputs. May call cheap tools (cached versions), never the GPU directly.
+    /// Fingerprint inputs under the run's command-line `overrides` (the kinds whose results
+    /// depend on one name it in [`StageInputs::overrides`]). May call cheap tools (cached
+    /// versions), never the GPU directly.
     fn inputs(
         &self,
-        name: &str,
-        spec: &StageSpec,
+        stage: &Configured,
         pipeline: &Pipeline,
         root: &Path,
+        overrides: &Overrides,
     ) -> anyhow::Result<StageInputs>;
-    /// [`inputs`](StageKind::inputs) under the run's command-line overrides (`repro tune
-    /// --budget`, the same map as [`RunCtx::overrides`]). The engine fingerprints through this method;
-    /// kinds whose inputs depend on an override implement it, the others keep this default.
-    fn inputs_with_overrides(
-        &self,
-        name: &str,
-        spec: &StageSpec,
-        pipeline: &Pipeline,
-        root: &Path,
-        overrides: &BTreeMap<String, String>,
-    ) -> anyhow::Result<StageInputs> {
-        let _ = overrides;
-        self.inputs(name, spec, pipeline, root)
-    }
     /// Fetch what the stage's inputs depend on before they are fingerprinted (the build and
     /// tune kinds install a pinned nvcc this machine lacks), and rebuild the derived files a
     /// fresh clone lacks from the committed records (the tune's elite cubins), so nothing
@@ -120,25 +238,25 @@ pub trait StageKind: Send + Sync {
     /// deciding what is stale; `repro status` and dry runs never do. `say` shows progress.
     fn prepare(
         &self,
-        name: &str,
-        spec: &StageSpec,
+        stage: &Configured,
         pipeline: &Pipeline,
         root: &Path,
         say: &dyn Fn(&str),
     ) -> anyhow::Result<()> {
-        let _ = (name, spec, pipeline, root, say);
+        let _ = (stage, pipeline, root, say);
         Ok(())
     }
     /// Problems with the pipeline-wide settings this kind reads (the profile kind's
-    /// `gates.profile:`), checked once at load, whatever stages use the kind.
-    fn pipeline_problems(&self, pipeline: &Pipeline) -> Vec<SettingProblem> {
-        let _ = pipeline;
+    /// `gates.profile:`, against what its stages' `configs` profile), checked once at load,
+    /// whatever stages use the kind.
+    fn pipeline_problems(&self, pipeline: &Pipeline, configs: &Configs) -> Vec<SettingProblem> {
+        let _ = (pipeline, configs);
         Vec::new()
     }
     /// Does the work, writing outputs under `ctx.staging`.
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome>;
     /// The kind's own option keys, if it wants the loader to reject unknown ones with a
-    /// "did you mean" (checked before [`StageKind::validate`]). `None`: the kind checks.
+    /// "did you mean" (checked before [`StageKind::configure`]). `None`: the kind checks.
     fn known_options(&self) -> Option<&'static [&'static str]> {
         None
     }

@@ -1,6 +1,12 @@
-//! `pipeline.yaml`: its typed shape ([`spec`]), loading with file:line:column errors
-//! ([`load`](mod@load), [`diag`], [`spans`]), validation ([`validate`], [`paths`]; the load's scan remembered by [`scan_cache`]) and the stage
-//! graph ([`dag`]).
+//! `pipeline.yaml` loaded and checked: its typed shape ([`spec`]), loading with
+//! file:line:column errors ([`load`](mod@load), [`diag`], [`spans`]), validation
+//! ([`validate`], [`paths`]; the load's scan remembered by [`scan_cache`]), the stage graph
+//! ([`dag`]), the workloads it declares ([`workload`]), the nvcc it pins ([`toolchain`]),
+//! and what a stage kind is ([`kind`]): the interface the loader checks each stage's
+//! options through and the engine runs it through.
+//!
+//! It depends only on `repro-exec` and `repro-base`. It names no stage kind: the kinds are
+//! handed to [`load()`] by the crate that defines them (`repro_stages::kinds`).
 
 pub mod dag;
 pub mod diag;

@@ -6,7 +6,7 @@ use super::diag::{did_you_mean, quoted_list, Diagnostic, PipelineError};
 use super::spans::{DuplicateKey, SpanIndex, ALIAS_FACTOR, MAX_DEPTH};
 use super::spec::{Pipeline, StageSpec};
 use super::validate;
-use crate::kind::{Kinds, StageKind};
+use crate::kind::{Config, Configs, Configured, Kinds, StageKind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -22,6 +22,8 @@ pub struct Project {
     pub dag: Dag,
     /// The stage kinds it was loaded with, to load an edited text of it again.
     pub kinds: Kinds,
+    /// Every stage's options as its kind decoded them.
+    pub configs: Configs,
 }
 
 /// One stage resolved to its kind.
@@ -33,6 +35,20 @@ pub struct Stage {
     pub outputs: Vec<PathBuf>,
     /// Those of `outputs` the kind may leave unwritten.
     pub optional_outputs: Vec<PathBuf>,
+    /// What the kind decoded from the stage's options at load.
+    pub config: Config,
+}
+
+impl Stage {
+    /// The stage as its kind's methods take it, among the `peers` of its project.
+    pub fn configured<'a>(&'a self, peers: &'a Configs) -> Configured<'a> {
+        Configured {
+            name: &self.name,
+            spec: &self.spec,
+            config: &self.config,
+            peers,
+        }
+    }
 }
 
 impl Project {
@@ -150,7 +166,7 @@ pub fn load_str(text: &str, file: &Path, root: &Path, kinds: &Kinds) -> Result<P
     };
     let workload_diags = crate::workload::diagnostics(&pipeline, text, file, root);
     let workload_ok = workload_diags.is_empty();
-    let (stages, dag) = match validate::validate(
+    let (stages, dag, configs) = match validate::validate(
         &pipeline,
         text,
         &scan.top_keys,
@@ -173,6 +189,7 @@ pub fn load_str(text: &str, file: &Path, root: &Path, kinds: &Kinds) -> Result<P
         stages,
         dag,
         kinds: kinds.clone(),
+        configs,
     })
 }
 

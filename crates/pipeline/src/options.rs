@@ -14,6 +14,8 @@ use std::time::Duration;
 /// Deserialize the `kind` stage's own keys into `T`. `T` must take every key as optional
 /// (`#[serde(default)]`), so a key can be checked alone to find which one is wrong.
 pub fn decode<T: DeserializeOwned>(kind: &str, spec: &StageSpec) -> Result<T, OptionError> {
+    #[cfg(any(test, feature = "testing"))]
+    DECODES.with(|n| n.set(n.get() + 1));
     let known = field_names::<T>();
     for key in spec.options.keys() {
         let name = key
@@ -45,6 +47,31 @@ pub fn decode<T: DeserializeOwned>(kind: &str, spec: &StageSpec) -> Result<T, Op
             message: format!("invalid options for a `{kind}` stage: {e}"),
         }
     })
+}
+
+/// How many times this thread has decoded a stage's options: a test of "decoded once".
+#[cfg(any(test, feature = "testing"))]
+pub fn decodes() -> usize {
+    DECODES.with(std::cell::Cell::get)
+}
+
+#[cfg(any(test, feature = "testing"))]
+thread_local! {
+    static DECODES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The error of a kind that has no use for the common `timeout:` key: `why` says what
+/// limits its work instead. Nothing when the stage sets none.
+pub fn refuse_timeout(kind: &str, spec: &StageSpec, why: &str) -> Result<(), OptionError> {
+    match spec.timeout {
+        None => Ok(()),
+        Some(_) => Err(OptionError {
+            path: vec!["timeout".into()],
+            message: format!(
+                "a `{kind}` stage takes no `timeout:`: {why}\nhelp: remove `timeout:` from the stage"
+            ),
+        }),
+    }
 }
 
 /// A duration option (`90`, `1.5`, `500ms`, `90s`, `10m`, `2h`), read by the pipeline's one

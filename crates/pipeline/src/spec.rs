@@ -297,9 +297,10 @@ pub struct StageSpec {
     /// Environment variables set for the stage's processes (and fingerprinted).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Seconds, or a duration like `90s`, `10m`, `2h`.
+    /// Seconds, or a duration like `90s`, `10m`, `2h`: what it limits is the kind's to say
+    /// (its `configure` refuses it where it means nothing).
     #[serde(default)]
-    pub timeout: Option<serde_yaml::Value>,
+    pub timeout: Option<Timeout>,
     #[serde(default)]
     pub run: Option<Command>,
     #[serde(default)]
@@ -317,24 +318,53 @@ pub const STAGE_KEYS: &[&str] = &[
     "uses", "needs", "deps", "outs", "params", "env", "timeout", "run", "shell", "executor",
 ];
 
+/// A stage's `timeout:`, read once: the value as written (kept for messages and the parse
+/// cache) and the duration it reads as, or why it reads as none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeout {
+    written: serde_yaml::Value,
+    read: Result<std::time::Duration, (String, String)>,
+}
+
+impl Timeout {
+    /// The duration, or the text that could not be read and why.
+    pub fn duration(&self) -> Result<std::time::Duration, (String, String)> {
+        self.read.clone()
+    }
+}
+
+impl From<serde_yaml::Value> for Timeout {
+    fn from(written: serde_yaml::Value) -> Timeout {
+        let text = match &written {
+            serde_yaml::Value::Number(n) => Ok(n.to_string()),
+            serde_yaml::Value::String(s) => Ok(s.clone()),
+            other => Err((
+                format!("{other:?}"),
+                "it is not a number or a string".to_string(),
+            )),
+        };
+        let read = text.and_then(|text| check_duration(&text).map_err(|why| (text, why)));
+        Timeout { written, read }
+    }
+}
+
+impl Serialize for Timeout {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.written.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timeout {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Timeout, D::Error> {
+        serde_yaml::Value::deserialize(d).map(Timeout::from)
+    }
+}
+
 impl StageSpec {
     /// `timeout` as a duration: seconds (`90`, `1.5`), or `90s`, `10m`, `2h`. `Err` holds
     /// the text that could not be read and why.
     pub fn timeout_duration(&self) -> Result<Option<std::time::Duration>, (String, String)> {
-        let Some(value) = &self.timeout else {
-            return Ok(None);
-        };
-        let text = match value {
-            serde_yaml::Value::Number(n) => n.to_string(),
-            serde_yaml::Value::String(s) => s.clone(),
-            other => {
-                return Err((
-                    format!("{other:?}"),
-                    "it is not a number or a string".into(),
-                ))
-            }
-        };
-        check_duration(&text).map(Some).map_err(|why| (text, why))
+        self.timeout.as_ref().map(Timeout::duration).transpose()
     }
 }
 

@@ -302,7 +302,7 @@ pub fn commit(project: &Project, message: Option<&str>, allow: Allow) -> anyhow:
         root,
         &crate::capture::capture_options(pipeline, &artifacts, &state, manifest.as_ref()),
     );
-    let report = Builder::new(pipeline, &artifacts, &state, &env).build();
+    let report = Builder::new(pipeline, &project.configs, &artifacts, &state, &env).build();
     let problems = problems(project, &state, &report)?;
     let refused: Vec<&Problem> = problems.iter().filter(|p| !p.allowed(allow)).collect();
     if !refused.is_empty() {

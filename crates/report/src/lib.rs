@@ -4,8 +4,13 @@
 //! [`artifacts`] loads what the stages wrote, [`state`] what the engine recorded,
 //! [`context`] turns both into the report's template context (each skip reason stated once
 //! by [`notes`]), [`render`] runs minijinja, [`charts`] draws the SVGs, [`manifest`] lists
-//! every artifact; [`diff`], [`commit`] and [`verify`] implement the pull-request subcommands
+//! every artifact; [`diff`], [`commit`] and [`verify`] implement the pull-request
+//! subcommands
 //! ([`git_cli`] makes `repro commit`'s commit with the `git` command line).
+//!
+//! It reads records and the engine's lock, never a stage's internals: it depends on every
+//! crate below it (`repro-tune`, `repro-ncu`, `repro-gpu`, `repro-engine`,
+//! `repro-pipeline`, `repro-exec`, `repro-base`) but never on `repro-stages`.
 
 pub mod artifacts;
 pub mod best;
@@ -28,6 +33,7 @@ use artifacts::Artifacts;
 use context::ReportContext;
 use render::Template;
 use repro_gpu::env::Environment;
+use repro_pipeline::kind::Configs;
 use repro_pipeline::Pipeline;
 use state::RunState;
 use std::path::Path;
@@ -53,6 +59,8 @@ pub struct Report {
 /// Everything the report is made from.
 pub struct Inputs<'a> {
     pub pipeline: &'a Pipeline,
+    /// Every stage's options as its kind decoded them (`Project::configs`).
+    pub configs: &'a Configs,
     pub artifacts: &'a Artifacts,
     pub state: &'a RunState,
     pub env: &'a Environment,
@@ -62,12 +70,18 @@ pub struct Inputs<'a> {
 /// chart, and each tune stage's (a declared output, written even when the tune did not run,
 /// saying so, though the report does not link it).
 pub fn render_report(inputs: &Inputs, template: &Template) -> anyhow::Result<Report> {
-    let context =
-        context::Builder::new(inputs.pipeline, inputs.artifacts, inputs.state, inputs.env).build();
+    let context = context::Builder::new(
+        inputs.pipeline,
+        inputs.configs,
+        inputs.artifacts,
+        inputs.state,
+        inputs.env,
+    )
+    .build();
     let markdown = render::render(template, &context)?;
     let workloads = repro_pipeline::workload::Workloads::of(inputs.pipeline);
     let mut out = Vec::new();
-    for (scoped, part) in context::scopes(inputs.pipeline, inputs.artifacts)
+    for (scoped, part) in context::scopes(inputs.pipeline, inputs.configs, inputs.artifacts)
         .iter()
         .zip(&context.workloads)
     {
@@ -119,8 +133,8 @@ pub fn render_report(inputs: &Inputs, template: &Template) -> anyhow::Result<Rep
 }
 
 /// The charts `pipeline`'s report draws, as file names under `reports/`: each workload's
-/// p50 chart, then each tune stage's.
-pub fn chart_files(pipeline: &Pipeline) -> Vec<String> {
+/// p50 chart, then each tune stage's (of `configs`).
+pub fn chart_files(pipeline: &Pipeline, configs: &Configs) -> Vec<String> {
     let workloads = repro_pipeline::workload::Workloads::of(pipeline);
     let mut out: Vec<String> = if workloads.is_empty() {
         vec![context::P50_CHART.to_string()]
@@ -132,16 +146,11 @@ pub fn chart_files(pipeline: &Pipeline) -> Vec<String> {
             .collect()
     };
     out.extend(
-        context::tune_stages(pipeline)
+        context::tune_stages(configs)
             .iter()
             .map(|(_, o)| context::tune_chart_name(&o.dir)),
     );
     out
-}
-
-/// Whether the pipeline has a stage of kind `tune`.
-pub fn has_tune_stage(pipeline: &Pipeline) -> bool {
-    pipeline.stages.values().any(|s| s.uses == "tune")
 }
 
 /// Load the project's template at `rel`, or the built-in one.

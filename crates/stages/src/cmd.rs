@@ -15,6 +15,7 @@ use anyhow::bail;
 use repro_base::tools::MISSING_TOOL;
 use repro_engine::display::visible_line;
 use repro_exec::{ExitKind, Job};
+use repro_pipeline::kind::{Config, Configured, Overrides};
 use repro_pipeline::options::decode;
 use repro_pipeline::{
     kind::OptionError, kind::Outputs, kind::RunCtx, kind::StageInputs, kind::StageKind,
@@ -166,15 +167,16 @@ impl StageKind for CmdKind {
         true
     }
 
-    fn validate(
+    /// `timeout:` limits the command; past it, its process group is killed.
+    fn configure(
         &self,
         name: &str,
         spec: &StageSpec,
         _pipeline: &Pipeline,
-    ) -> Result<(), OptionError> {
-        machine_needs(spec)?;
+    ) -> Result<Config, OptionError> {
+        let needs = machine_needs(spec)?;
         check_params(spec)?;
-        match (&spec.run, spec.shell) {
+        let checked = match (&spec.run, spec.shell) {
             (None, _) => Err(option_error(
                 &[],
                 format!("stage `{name}` has no `run` command\nhelp: add `run: [program, arg, ...]` (or a string with `shell: true`)"),
@@ -204,28 +206,29 @@ impl StageKind for CmdKind {
                 format!("`shell: true` in stage `{name}` needs `run` as one string\nhelp: write `run: \"cmd1 && cmd2\"`, or drop `shell: true` to run the list as argv"),
             )),
             _ => Ok(()),
-        }
+        };
+        checked.map(|()| Config::new(needs))
     }
 
-    fn outputs(&self, _name: &str, spec: &StageSpec, _pipeline: &Pipeline) -> Outputs {
-        spec.outs.iter().map(PathBuf::from).collect()
+    fn outputs(&self, stage: &Configured, _pipeline: &Pipeline) -> Outputs {
+        stage.spec.outs.iter().map(PathBuf::from).collect()
     }
 
     fn inputs(
         &self,
-        _name: &str,
-        spec: &StageSpec,
+        stage: &Configured,
         pipeline: &Pipeline,
         root: &Path,
+        _overrides: &Overrides,
     ) -> anyhow::Result<StageInputs> {
         // Deps, params and env are fingerprinted by the engine from the spec; the machine
         // parts the stage declared are added here.
-        let needs = machine_needs(spec)?;
+        let needs: &MachineNeeds = stage.config.of();
         Ok(StageInputs {
-            tools: tool_versions(root, spec, &needs),
+            tools: tool_versions(root, stage.spec, needs),
             hardware: needs
                 .gpu
-                .then(|| crate::gpu_nodes::hardware(pipeline, spec, root)),
+                .then(|| crate::gpu_nodes::hardware(pipeline, stage.spec, root)),
             ..StageInputs::default()
         })
     }
@@ -284,7 +287,7 @@ impl StageKind for CmdKind {
 
 /// The skip for a stage whose declared GPU or tools this machine lacks; `None` when it can run.
 fn cannot_run_here(ctx: &RunCtx) -> anyhow::Result<Option<StageOutcome>> {
-    let needs = machine_needs(ctx.spec)?;
+    let needs: &MachineNeeds = ctx.config.of();
     if needs.gpu {
         if let Err(no) = crate::gpu_nodes::stage_gpus(ctx) {
             return Ok(Some(StageOutcome::Skipped {
@@ -293,7 +296,7 @@ fn cannot_run_here(ctx: &RunCtx) -> anyhow::Result<Option<StageOutcome>> {
             }));
         }
     }
-    let missing: Vec<String> = tool_versions(ctx.root, ctx.spec, &needs)
+    let missing: Vec<String> = tool_versions(ctx.root, ctx.spec, needs)
         .into_iter()
         .filter(|(_, version)| version == MISSING_TOOL)
         .map(|(name, _)| format!("`{name}` (`{}` failed)", needs.tools[&name].join(" ")))

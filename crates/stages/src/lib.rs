@@ -1,5 +1,8 @@
 //! The built-in stage kinds, one module each. [`registry`] is their table; [`kinds`] hands
 //! it to the loader, which knows no kind by name ([`load`] does both).
+//!
+//! The top of the library: it may depend on every other repro crate, and only the command
+//! line (`repro`) depends on it.
 
 use repro_pipeline::kind::{Kinds, StageKind};
 use repro_pipeline::{LoadError, Project};
@@ -45,5 +48,7 @@ pub fn find(kind: &str) -> Option<Box<dyn StageKind>> {
 
 #[cfg(test)]
 mod tests {
+    pub(crate) mod calls;
+    mod decoded_once;
     mod workload_errors;
 }

@@ -6,7 +6,7 @@
 //!
 //! The lock stays the one source of truth: a record is reused only from an output whose
 //! digest in `artifacts/repro.lock` matches the file, so a hand-edited or half-written
-//! record never stands in for a measurement. `--force` (the [`REMEASURE`] override)
+//! record never stands in for a measurement. `--force` (the `remeasure` override)
 //! measures everything again.
 
 pub use repro_base::schema::describe_run;
@@ -18,9 +18,6 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// The run override `--force` sets: measure again what could be reused.
-pub const REMEASURE: &str = "remeasure";
 
 /// What a record's results depend on (see [`Measured::key`]).
 pub type Key = BTreeMap<String, String>;
@@ -68,7 +65,7 @@ impl<'a> Committed<'a> {
     /// The lock's record of `ctx`'s stage (nothing when there is no lock or it is unreadable:
     /// then everything is measured).
     pub fn of(ctx: &RunCtx<'a>) -> Committed<'a> {
-        let remeasure = ctx.overrides.get(REMEASURE).is_some_and(|v| v == "true");
+        let remeasure = ctx.overrides.remeasure;
         Committed::load(ctx.root, ctx.name, remeasure)
     }
 

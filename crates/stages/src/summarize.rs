@@ -13,7 +13,9 @@
 //! fingerprint inputs, so editing one reruns only this stage.
 
 use anyhow::Context;
+use repro_pipeline::kind::{Config, Configured, Overrides};
 use repro_pipeline::options::decode;
+use repro_pipeline::options::refuse_timeout;
 use repro_pipeline::{
     kind::OptionError, kind::Outputs, kind::RunCtx, kind::StageInputs, kind::StageKind,
     kind::StageOutcome,
@@ -28,7 +30,7 @@ use std::path::{Path, PathBuf};
 pub struct Summarize;
 
 /// The stage's own keys: the template paths, relative to the project root.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct Templates {
     /// The report's template.
@@ -66,20 +68,25 @@ impl StageKind for Summarize {
         false
     }
 
-    fn validate(
+    /// `timeout:` is refused: rendering the report takes no time worth a limit.
+    fn configure(
         &self,
         _name: &str,
         spec: &StageSpec,
         _pipeline: &Pipeline,
-    ) -> Result<(), OptionError> {
-        templates(spec)?;
-        Ok(())
+    ) -> Result<Config, OptionError> {
+        refuse_timeout(
+            "summarize",
+            spec,
+            "it renders the report from the records in moments and starts no process",
+        )?;
+        templates(spec).map(Config::new)
     }
 
-    fn outputs(&self, _name: &str, _spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
+    fn outputs(&self, stage: &Configured, pipeline: &Pipeline) -> Outputs {
         let mut out = vec![PathBuf::from(report::SUMMARY)];
         out.extend(
-            report::chart_files(pipeline)
+            report::chart_files(pipeline, stage.peers)
                 .into_iter()
                 .map(|f| PathBuf::from("reports").join(f)),
         );
@@ -89,16 +96,16 @@ impl StageKind for Summarize {
 
     fn inputs(
         &self,
-        _name: &str,
-        spec: &StageSpec,
+        stage: &Configured,
         _pipeline: &Pipeline,
         root: &Path,
+        _overrides: &Overrides,
     ) -> anyhow::Result<StageInputs> {
         let mut inputs = StageInputs::default();
         let Templates {
             template: summary,
             manifest_template: manifest,
-        } = templates(spec)?;
+        } = stage.config.of::<Templates>().clone();
         for (key, rel) in [
             ("template.summary", summary),
             ("template.manifest", manifest),
@@ -132,10 +139,11 @@ impl StageKind for Summarize {
         let Templates {
             template: summary_tpl,
             manifest_template: manifest_tpl,
-        } = templates(ctx.spec)?;
+        } = ctx.config.of::<Templates>();
         (ctx.progress)("rendering the report");
         let inputs = report::Inputs {
             pipeline: ctx.pipeline,
+            configs: ctx.peers,
             artifacts: &artifacts,
             state: &state,
             env: &env,

@@ -20,6 +20,8 @@ use crate::{build::arch, build::cubin_path, build::sources};
 use crate::{gpu_nodes, gpu_nodes::OneGpuModel};
 use anyhow::Context;
 use repro_gpu::GpuInfo;
+use repro_pipeline::kind::{Config, Configured, Overrides, TuneOverrides};
+use repro_pipeline::options::refuse_timeout;
 use repro_pipeline::{
     kind::OptionError, kind::Outputs, kind::RunCtx, kind::StageInputs, kind::StageKind,
     kind::StageOutcome,
@@ -52,10 +54,6 @@ pub const MEMO_DIR: &str = ".repro/cache/tune";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TuneStage;
 
-fn parse(spec: &StageSpec, pipeline: &Pipeline) -> anyhow::Result<TuneOptions> {
-    Ok(TuneOptions::parse(spec, pipeline)?)
-}
-
 /// The distinct GPU models (with arch and driver), sorted.
 fn gpu_models(gpus: &[GpuInfo]) -> Vec<String> {
     let models: std::collections::BTreeSet<String> = gpus
@@ -65,19 +63,9 @@ fn gpu_models(gpus: &[GpuInfo]) -> Vec<String> {
     models.into_iter().collect()
 }
 
-fn overridden_budget(o: &TuneOptions, overrides: &BTreeMap<String, String>) -> anyhow::Result<u32> {
-    match overrides.get("budget") {
-        None => Ok(o.budget),
-        Some(b) => b
-            .parse::<u32>()
-            .ok()
-            .filter(|n| *n > 0)
-            .with_context(|| format!("--budget {b}: expected a positive number of trials")),
-    }
-}
-
-fn is_exhaustive(overrides: &BTreeMap<String, String>) -> bool {
-    overrides.get("exhaustive").is_some_and(|v| v == "true")
+/// The trials to run: `--budget`'s, else the stage's.
+fn budget(o: &TuneOptions, overrides: &TuneOverrides) -> u32 {
+    overrides.budget.map_or(o.budget, |b| b.get())
 }
 
 impl StageKind for TuneStage {
@@ -90,51 +78,44 @@ impl StageKind for TuneStage {
         &["arch"]
     }
 
-    fn validate(
+    /// `timeout:` is refused: `trial_timeout:` limits each trial's runs, and
+    /// `proposer.timeout` each call of the proposer.
+    fn configure(
         &self,
         _name: &str,
         spec: &StageSpec,
         pipeline: &Pipeline,
-    ) -> Result<(), OptionError> {
-        TuneOptions::parse(spec, pipeline).map(|_| ())
+    ) -> Result<Config, OptionError> {
+        refuse_timeout(
+            "tune",
+            spec,
+            "`trial_timeout:` limits each trial's GPU runs, and `proposer: {timeout}` each call of the proposer",
+        )?;
+        TuneOptions::parse(spec, pipeline).map(Config::new)
     }
 
-    fn outputs(&self, _name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
-        let Ok(o) = TuneOptions::parse(spec, pipeline) else {
-            return Vec::new();
-        };
+    fn outputs(&self, stage: &Configured, _pipeline: &Pipeline) -> Outputs {
+        let o: &TuneOptions = stage.config.of();
         std::iter::once(PathBuf::from(&o.dir))
             .chain((1..=o.elite).map(|k| o.elite_cubin(k)))
             .collect()
     }
 
     /// The elite cubins: a skipped run or an unfilled rank writes none.
-    fn optional_outputs(&self, _name: &str, spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
-        let Ok(o) = TuneOptions::parse(spec, pipeline) else {
-            return Vec::new();
-        };
+    fn optional_outputs(&self, stage: &Configured, _pipeline: &Pipeline) -> Outputs {
+        let o: &TuneOptions = stage.config.of();
         (1..=o.elite).map(|k| o.elite_cubin(k)).collect()
     }
 
+    /// `--budget` and `--exhaustive` change what it measures: both are inputs.
     fn inputs(
         &self,
-        name: &str,
-        spec: &StageSpec,
+        stage: &Configured,
         pipeline: &Pipeline,
         root: &Path,
+        overrides: &Overrides,
     ) -> anyhow::Result<StageInputs> {
-        self.inputs_with_overrides(name, spec, pipeline, root, &BTreeMap::new())
-    }
-
-    fn inputs_with_overrides(
-        &self,
-        _name: &str,
-        spec: &StageSpec,
-        pipeline: &Pipeline,
-        root: &Path,
-        overrides: &BTreeMap<String, String>,
-    ) -> anyhow::Result<StageInputs> {
-        let o = parse(spec, pipeline)?;
+        let o: &TuneOptions = stage.config.of();
         let kernel = &pipeline.kernels[&o.kernel];
         // The tuner compiles the kernel itself: its code matters, not its comments.
         let code = sources::closure(root, Path::new(&kernel.source), &kernel.flags)
@@ -163,13 +144,10 @@ impl StageKind for TuneStage {
         let arch = arch.unwrap_or_else(|why| why);
         let params = BTreeMap::from([
             ("arch".to_string(), arch),
-            (
-                "budget".to_string(),
-                overridden_budget(&o, overrides)?.to_string(),
-            ),
+            ("budget".to_string(), budget(o, &overrides.tune).to_string()),
             (
                 "exhaustive".to_string(),
-                is_exhaustive(overrides).to_string(),
+                overrides.tune.exhaustive.to_string(),
             ),
             ("gates".to_string(), serde_json::to_string(&o.ptxas)?),
             ("workload".to_string(), serde_json::to_string(decl)?),
@@ -199,7 +177,8 @@ impl StageKind for TuneStage {
             code,
             params,
             tools: BTreeMap::from([("nvcc".to_string(), nvcc)]),
-            hardware: Some(gpu_nodes::hardware(pipeline, spec, root)),
+            hardware: Some(gpu_nodes::hardware(pipeline, stage.spec, root)),
+            overrides: overrides.tune.recorded(),
         })
     }
 
@@ -207,8 +186,7 @@ impl StageKind for TuneStage {
     /// elite cubins a fresh clone lacks from the committed elite ([`restore::elite_cubins`]).
     fn prepare(
         &self,
-        name: &str,
-        spec: &StageSpec,
+        stage: &Configured,
         pipeline: &Pipeline,
         root: &Path,
         say: &dyn Fn(&str),
@@ -216,12 +194,12 @@ impl StageKind for TuneStage {
         if let Some(pin) = repro_pipeline::toolchain::pin(pipeline) {
             repro_pipeline::toolchain::ensure(root, pin, say)?;
         }
-        restore::elite_cubins(name, &parse(spec, pipeline)?, pipeline, root, say)
+        restore::elite_cubins(stage.name, stage.config.of(), pipeline, root, say)
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
-        let o = parse(ctx.spec, ctx.pipeline)?;
-        let budget = overridden_budget(&o, ctx.overrides)?;
+        let o: &TuneOptions = ctx.config.of();
+        let budget = budget(o, &ctx.overrides.tune);
         let gpus = gpu_nodes::stage_gpus(ctx);
         let gpu_list = match &gpus {
             Ok(list) if !list.is_empty() => list.clone(),
@@ -363,7 +341,7 @@ impl StageKind for TuneStage {
         tune_and_write(
             &o,
             &settings,
-            is_exhaustive(ctx.overrides),
+            ctx.overrides.tune.exhaustive,
             &mut backend,
             &mut memo,
             ctx.staging,

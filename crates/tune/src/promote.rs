@@ -79,8 +79,7 @@ pub fn promote(
             names()
         ),
     };
-    let o = TuneOptions::parse(&stage.spec, pipeline)
-        .map_err(|e| anyhow::anyhow!("stage `{}`: {}", stage.name, e.message))?;
+    let o: &TuneOptions = stage.config.of();
     let tune_log = o.file("tune_log.csv");
     let log_text = std::fs::read_to_string(root.join(&tune_log)).with_context(|| {
         format!("cannot read {tune_log}: run the tune stage first (`repro tune`)")

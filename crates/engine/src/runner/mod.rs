@@ -23,7 +23,7 @@ use super::statcache::StatCache;
 use super::status::{self, EvalCtx};
 use super::{project_lock, run_record, staging};
 use repro_exec::CancelFlag;
-use repro_pipeline::{kind::Kinds, Project};
+use repro_pipeline::{kind::Kinds, kind::Overrides, Project};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -59,9 +59,9 @@ pub struct Request {
     /// How many GPUs this machine has, for a local executor's GPU slots (the engine knows
     /// no GPU: the command line passes the probe).
     pub count_gpus: repro_exec::local::GpuCount,
-    /// `exhaustive`, `budget` (`repro tune`): reach `RunCtx.overrides` and the
-    /// fingerprints of the kinds they apply to.
-    pub overrides: BTreeMap<String, String>,
+    /// `--force`'s remeasure, `repro tune`'s `--exhaustive` and `--budget`: they reach
+    /// `RunCtx.overrides` and the fingerprints of the kinds whose results depend on them.
+    pub overrides: Overrides,
 }
 
 /// How a run ended; the command layer turns it into the exit code.
@@ -215,8 +215,7 @@ fn prepare(project: &Project, selected: &[usize], progress: &Progress) {
         let say = |line: &str| progress.info(line);
         let stage = &project.stages[i];
         if let Err(e) = stage.kind.prepare(
-            &stage.name,
-            &stage.spec,
+            &stage.configured(&project.configs),
             &project.pipeline,
             &project.root,
             &say,

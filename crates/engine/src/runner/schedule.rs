@@ -342,7 +342,9 @@ impl<'a> Run<'a> {
                 let ctx = RunCtx {
                     name: &stage.name,
                     spec: &stage.spec,
+                    config: &stage.config,
                     pipeline: &project.pipeline,
+                    peers: &project.configs,
                     root: &project.root,
                     staging: &write_root,
                     log: &log,

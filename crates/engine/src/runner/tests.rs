@@ -2,9 +2,9 @@
 //! kind standing in for them.
 use super::*;
 use repro_pipeline::dag::Dag;
-use repro_pipeline::{
-    kind::OptionError, kind::Outputs, kind::RunCtx, kind::StageInputs, kind::StageKind,
-    kind::StageOutcome,
+use repro_pipeline::kind::{
+    Config, Configured, OptionError, Outputs, Overrides, RunCtx, StageInputs, StageKind,
+    StageOutcome,
 };
 use repro_pipeline::{Pipeline, Stage, StageSpec};
 
@@ -23,24 +23,33 @@ impl StageKind for TestKind {
     fn kind(&self) -> &'static str {
         "tune"
     }
-    fn validate(&self, _: &str, _: &StageSpec, _: &Pipeline) -> Result<(), OptionError> {
-        Ok(())
+    fn configure(&self, _: &str, _: &StageSpec, _: &Pipeline) -> Result<Config, OptionError> {
+        Ok(Config::new(()))
     }
-    fn outputs(&self, _: &str, _: &StageSpec, _: &Pipeline) -> Outputs {
+    fn outputs(&self, _: &Configured, _: &Pipeline) -> Outputs {
         vec!["out/s.txt".into()]
     }
+    /// Its results depend on `--budget`, as a tune's do.
     fn inputs(
         &self,
-        _: &str,
-        _: &StageSpec,
+        _: &Configured,
         _: &Pipeline,
         _: &Path,
+        overrides: &Overrides,
     ) -> anyhow::Result<StageInputs> {
-        Ok(StageInputs::default())
+        Ok(StageInputs {
+            overrides: overrides
+                .tune
+                .budget
+                .map(|b| ("budget".to_string(), b.to_string()))
+                .into_iter()
+                .collect(),
+            ..StageInputs::default()
+        })
     }
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
         (ctx.progress)("working");
-        let text = format!("overrides {:?}", ctx.overrides);
+        let text = format!("budget {:?}", ctx.overrides.tune.budget);
         std::fs::write(ctx.staging.join("out/s.txt"), text)?;
         match self.0 {
             Behave::Pass => Ok(StageOutcome::Passed),
@@ -67,14 +76,16 @@ fn project(root: &Path, behave: Behave) -> Project {
             kind: Arc::new(TestKind(behave)),
             outputs: vec!["out/s.txt".into()],
             optional_outputs: vec![],
+            config: Config::new(()),
         }],
         dag: Dag::new(vec!["s".into()], vec![vec![]]).unwrap(),
         pipeline,
         kinds: Arc::new([]),
+        configs: Default::default(),
     }
 }
 
-fn request(force: bool, overrides: &[(&str, &str)]) -> Request {
+fn request(force: bool, budget: Option<u32>) -> Request {
     Request {
         selection: Selection::All,
         jobs: 1,
@@ -85,10 +96,13 @@ fn request(force: bool, overrides: &[(&str, &str)]) -> Request {
         quiet: true,
         executor: None,
         count_gpus: || None,
-        overrides: overrides
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        overrides: Overrides {
+            tune: repro_pipeline::kind::TuneOverrides {
+                budget: budget.and_then(std::num::NonZeroU32::new),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
     }
 }
 
@@ -101,10 +115,10 @@ fn staged_outputs_move_in_and_overrides_reach_the_kind_and_fingerprint() {
     let dir = tempfile::tempdir().unwrap();
     let p = project(dir.path(), Behave::Pass);
     assert_eq!(
-        run_project(&p, &request(false, &[("budget", "8")])).unwrap(),
+        run_project(&p, &request(false, Some(8))).unwrap(),
         RunOutcome::Passed
     );
-    assert_eq!(output(dir.path()), r#"overrides {"budget": "8"}"#);
+    assert_eq!(output(dir.path()), "budget Some(8)");
     assert!(!dir.path().join(".repro/staging/s").exists());
     let lock = LockFile::load(dir.path()).unwrap();
     assert_eq!(lock.stages["s"].inputs.overrides["budget"], "8");
@@ -113,10 +127,10 @@ fn staged_outputs_move_in_and_overrides_reach_the_kind_and_fingerprint() {
     assert_eq!(record.fingerprint, lock.stages["s"].fingerprint);
     // Without the override the recorded run no longer matches: it reruns.
     assert_eq!(
-        run_project(&p, &request(false, &[])).unwrap(),
+        run_project(&p, &request(false, None)).unwrap(),
         RunOutcome::Passed
     );
-    assert_eq!(output(dir.path()), "overrides {}");
+    assert_eq!(output(dir.path()), "budget None");
 }
 
 #[test]
@@ -124,7 +138,7 @@ fn a_failed_gate_is_recorded_runs_nothing_again_and_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let p = project(dir.path(), Behave::Gate);
     assert_eq!(
-        run_project(&p, &request(false, &[])).unwrap(),
+        run_project(&p, &request(false, None)).unwrap(),
         RunOutcome::Failed
     );
     let lock = LockFile::load(dir.path()).unwrap();
@@ -137,7 +151,7 @@ fn a_failed_gate_is_recorded_runs_nothing_again_and_exits_1() {
     };
     let before = inode(dir.path());
     assert_eq!(
-        run_project(&p, &request(false, &[])).unwrap(),
+        run_project(&p, &request(false, None)).unwrap(),
         RunOutcome::Failed
     );
     assert_eq!(
@@ -152,7 +166,7 @@ fn a_skipped_stage_is_not_a_failure() {
     let dir = tempfile::tempdir().unwrap();
     let p = project(dir.path(), Behave::Skip);
     assert_eq!(
-        run_project(&p, &request(false, &[])).unwrap(),
+        run_project(&p, &request(false, None)).unwrap(),
         RunOutcome::Passed
     );
     let lock = LockFile::load(dir.path()).unwrap();
@@ -162,14 +176,14 @@ fn a_skipped_stage_is_not_a_failure() {
 #[test]
 fn a_failing_kind_leaves_the_previous_outputs_and_lock() {
     let dir = tempfile::tempdir().unwrap();
-    run_project(&project(dir.path(), Behave::Pass), &request(false, &[])).unwrap();
+    run_project(&project(dir.path(), Behave::Pass), &request(false, None)).unwrap();
     let lock = std::fs::read(dir.path().join(LOCK)).unwrap();
     let failing = project(dir.path(), Behave::Fail);
     assert_eq!(
-        run_project(&failing, &request(true, &[("budget", "9")])).unwrap(),
+        run_project(&failing, &request(true, Some(9))).unwrap(),
         RunOutcome::Failed
     );
-    assert_eq!(output(dir.path()), "overrides {}");
+    assert_eq!(output(dir.path()), "budget None");
     assert_eq!(std::fs::read(dir.path().join(LOCK)).unwrap(), lock);
     assert!(!dir.path().join(".repro/staging/s").exists());
     let records = run_record::load(dir.path(), ["s"]);

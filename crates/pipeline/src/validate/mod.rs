@@ -11,7 +11,7 @@ use super::load::Stage;
 use super::paths::{self, Resolver};
 use super::spans::SpanIndex;
 use super::spec::{Pipeline, STAGE_KEYS};
-use crate::kind::{Kinds, StageKind};
+use crate::kind::{Config, Configs, Configured, Kinds, OptionError, StageKind};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -86,9 +86,9 @@ fn check_arch(r: &mut Report, archs: &[String]) {
 }
 
 /// The pipeline-wide settings each kind reads (the profile kind's `gates.profile:`).
-fn check_pipeline_settings(r: &mut Report, kinds: &Kinds, p: &Pipeline) {
+fn check_pipeline_settings(r: &mut Report, kinds: &Kinds, p: &Pipeline, configs: &Configs) {
     for kind in kinds.iter() {
-        for (path, message, help) in kind.pipeline_problems(p) {
+        for (path, message, help) in kind.pipeline_problems(p, configs) {
             let at: Vec<&str> = path.iter().map(String::as_str).collect();
             r.at(&at, message, help);
         }
@@ -107,7 +107,7 @@ pub fn validate(
     root: &Path,
     workload_ok: bool,
     kinds: &Kinds,
-) -> Result<(Vec<Stage>, Dag), PipelineError> {
+) -> Result<(Vec<Stage>, Dag, Configs), PipelineError> {
     let mut r = Report {
         file,
         text,
@@ -126,30 +126,56 @@ pub fn validate(
         check_executor(&mut r, &["executor", "kind"], &ex.kind);
     }
     check_arch(&mut r, &p.arch);
-    if workload_ok {
-        check_pipeline_settings(&mut r, kinds, p);
-    }
     let names: Vec<&str> = p.stages.keys().map(String::as_str).collect();
+    // Each stage's options as its kind decodes them, once, before the checks below report
+    // in file order: a stage's outputs may depend on another's options (the summary's
+    // charts are the tunes'). A broken workload would only repeat its error in each.
+    let decoded: Vec<Option<Result<Config, OptionError>>> = p
+        .stages
+        .iter()
+        .map(|(name, spec)| {
+            let kind = kinds.iter().find(|k| k.kind() == spec.uses)?;
+            (workload_ok && unknown_keys(kind.as_ref(), spec).is_empty())
+                .then(|| kind.configure(name, spec, p))
+        })
+        .collect();
+    let configs = Configs::new(
+        names
+            .iter()
+            .zip(&decoded)
+            .filter_map(|(n, d)| Some((n.to_string(), d.as_ref()?.as_ref().ok()?.clone())))
+            .collect(),
+    );
+    if workload_ok {
+        check_pipeline_settings(&mut r, kinds, p, &configs);
+    }
     let mut resolver = Resolver::new(root);
     let pipeline_file = file.file_name().map(Path::new);
     let mut stages = Vec::with_capacity(p.stages.len());
     let mut needs = Vec::with_capacity(p.stages.len());
-    for (name, spec) in &p.stages {
+    for ((name, spec), decoded) in p.stages.iter().zip(decoded) {
         let name = name.as_str();
         check_stage_name(&mut r, name);
         let kind = resolve_kind(&mut r, kinds, name, &spec.uses);
         let mut outputs = Vec::new();
         let mut optional_outputs = Vec::new();
-        if let Some(kind) = &kind {
+        let config = match &kind {
+            Some(kind) if workload_ok => report_options(&mut r, kind.as_ref(), name, spec, decoded),
+            _ => None,
+        };
+        if let (Some(kind), Some(config)) = (&kind, &config) {
+            let stage = Configured {
+                name,
+                spec,
+                config,
+                peers: &configs,
+            };
             optional_outputs = kind
-                .optional_outputs(name, spec, p)
+                .optional_outputs(&stage, p)
                 .iter()
                 .filter_map(|o| output_path(&mut resolver, &o.to_string_lossy(), None).ok())
                 .collect();
-            if workload_ok {
-                check_options(&mut r, kind.as_ref(), name, spec, p);
-            }
-            for (i, out) in kind.outputs(name, spec, p).iter().enumerate() {
+            for (i, out) in kind.outputs(&stage, p).iter().enumerate() {
                 let idx = i.to_string();
                 match output_path(&mut resolver, &out.to_string_lossy(), pipeline_file) {
                     Ok(clean) => outputs.push(clean),
@@ -199,13 +225,14 @@ pub fn validate(
             );
         }
         needs.push(up);
-        if let Some(kind) = kind {
+        if let (Some(kind), Some(config)) = (kind, config) {
             stages.push(Stage {
                 name: name.to_string(),
                 spec: spec.clone(),
                 kind,
                 outputs,
                 optional_outputs,
+                config,
             });
         }
     }
@@ -226,7 +253,7 @@ pub fn validate(
     let mut outputs = files::check_outputs_unique(&mut r, &stages);
     files::check_deps(&mut r, &stages, &dag, root, &mut outputs, &mut resolver);
     if r.diags.is_empty() {
-        Ok((stages, dag))
+        Ok((stages, dag, configs))
     } else {
         Err(PipelineError(r.diags))
     }
@@ -314,22 +341,33 @@ pub fn unknown_stage_key_help(kind: &str, key: &str, known: &[&str]) -> String {
 }
 
 /// Unknown option keys (for kinds that list theirs), then the kind's own checks.
-fn check_options(
+/// The keys of `spec` its kind does not know, when the kind lists the ones it knows.
+fn unknown_keys(kind: &dyn StageKind, spec: &super::spec::StageSpec) -> Vec<String> {
+    let Some(known) = kind.known_options() else {
+        return Vec::new();
+    };
+    spec.options
+        .keys()
+        .map(|key| {
+            key.as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("{key:?}"))
+        })
+        .filter(|key| !known.contains(&key.as_str()))
+        .collect()
+}
+
+/// Report what is wrong with the stage's options: unknown keys, else what its kind's
+/// `configure` refused (`decoded`). The config, when there is one to keep.
+fn report_options(
     r: &mut Report,
     kind: &dyn StageKind,
     name: &str,
     spec: &super::spec::StageSpec,
-    p: &Pipeline,
-) {
+    decoded: Option<Result<Config, OptionError>>,
+) -> Option<Config> {
     if let Some(known) = kind.known_options() {
-        for key in spec.options.keys() {
-            let key = key
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| format!("{key:?}"));
-            if known.contains(&key.as_str()) {
-                continue;
-            }
+        for key in unknown_keys(kind, spec) {
             let help = unknown_stage_key_help(kind.kind(), &key, known);
             r.at_key(
                 &["stages", name, &key],
@@ -338,18 +376,20 @@ fn check_options(
             );
         }
         if !r.diags.is_empty() {
-            return;
+            return None;
         }
     }
-    if let Err(e) = kind.validate(name, spec, p) {
-        let mut path = vec!["stages", name];
-        path.extend(e.path.iter().map(String::as_str));
-        let (message, help) = match e.message.split_once("\nhelp: ") {
-            Some((m, h)) => (m.to_string(), h.to_string()),
-            None => (e.message.clone(), String::new()),
-        };
-        r.at_key(&path, message, help);
-    }
+    decoded?
+        .map_err(|e| {
+            let mut path = vec!["stages", name];
+            path.extend(e.path.iter().map(String::as_str));
+            let (message, help) = match e.message.split_once("\nhelp: ") {
+                Some((m, h)) => (m.to_string(), h.to_string()),
+                None => (e.message.clone(), String::new()),
+            };
+            r.at_key(&path, message, help);
+        })
+        .ok()
 }
 
 /// An output as written, cleaned and checked, its folders read through the symlinks on the

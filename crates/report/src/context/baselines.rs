@@ -131,13 +131,10 @@ impl Builder<'_> {
 
     /// Each baseline's shapes, from the profile stages' `baselines:` option.
     fn profiled_baseline_shapes(&self) -> BTreeMap<String, Vec<String>> {
-        self.pipeline
-            .stages
-            .values()
-            .filter(|s| s.uses == "profile")
-            .filter_map(|s| ProfileOptions::from_spec(s, self.pipeline).ok())
-            .flat_map(|o| o.baselines)
-            .map(|(name, b)| (name, b.shapes))
+        self.configs
+            .of::<ProfileOptions>()
+            .flat_map(|(_, o)| &o.baselines)
+            .map(|(name, b)| (name.clone(), b.shapes.clone()))
             .collect()
     }
 

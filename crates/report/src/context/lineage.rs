@@ -27,7 +27,7 @@ impl Builder<'_> {
     /// The defines every trial started from: the scope's tune stage's base variant's.
     fn tune_base_defines(&self) -> BTreeMap<String, String> {
         let stage = self.scope.tunes.first().map(|(name, _)| name);
-        tune_stages(self.pipeline)
+        tune_stages(self.configs)
             .into_iter()
             .find(|(name, _)| Some(name) == stage)
             .map(|(_, o)| o.base_defines)

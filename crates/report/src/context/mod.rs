@@ -15,6 +15,7 @@ use super::notes::{Footnote, Notes};
 use super::state::RunState;
 use repro_base::{schema::BenchFile, schema::BenchResult, schema::GateResult, schema::NcuTarget};
 use repro_gpu::env::Environment;
+use repro_pipeline::kind::Configs;
 use repro_pipeline::Pipeline;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -55,6 +56,8 @@ pub const NA: &str = "n/a";
 /// built by a builder over its own records ([`Builder::scoped`]).
 pub struct Builder<'a> {
     pub pipeline: &'a Pipeline,
+    /// Every stage's options as its kind decoded them.
+    pub configs: &'a Configs,
     pub artifacts: &'a Artifacts,
     pub state: &'a RunState,
     pub env: &'a Environment,
@@ -67,12 +70,14 @@ pub struct Builder<'a> {
 impl<'a> Builder<'a> {
     pub fn new(
         pipeline: &'a Pipeline,
+        configs: &'a Configs,
         artifacts: &'a Artifacts,
         state: &'a RunState,
         env: &'a Environment,
     ) -> Builder<'a> {
         let mut b = Builder {
             pipeline,
+            configs,
             artifacts,
             state,
             env,
@@ -87,6 +92,7 @@ impl<'a> Builder<'a> {
     fn scoped<'s>(&'s self, scoped: &'s Scoped) -> Builder<'s> {
         Builder {
             pipeline: self.pipeline,
+            configs: self.configs,
             artifacts: &scoped.artifacts,
             state: self.state,
             env: self.env,
@@ -163,7 +169,7 @@ impl Builder<'_> {
         let mut failed_gates = Vec::new();
         let ptxas = self.ptxas_gates(&mut failed_gates);
         let profile_gates = self.profile_gates(&mut failed_gates);
-        let parts = scopes(self.pipeline, self.artifacts);
+        let parts = scopes(self.pipeline, self.configs, self.artifacts);
         let several = parts.len() > 1;
         let mut unchecked_gates = Vec::new();
         if let Some(note) = &ptxas.note {

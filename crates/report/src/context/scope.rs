@@ -4,6 +4,7 @@
 
 use super::*;
 use repro_base::schema::NcuSummary;
+use repro_pipeline::kind::Configs;
 use repro_pipeline::workload::spec::OutputGates;
 use repro_pipeline::workload::Workloads;
 use repro_tune::{options::TuneOptions, options::DEFAULT_DIR};
@@ -48,21 +49,19 @@ pub fn tune_chart_name(dir: &str) -> String {
     }
 }
 
-/// Every tune stage of `pipeline` with its options.
-pub fn tune_stages(pipeline: &Pipeline) -> Vec<(String, TuneOptions)> {
-    pipeline
-        .stages
-        .iter()
-        .filter(|(_, s)| s.uses == "tune")
-        .filter_map(|(n, s)| Some((n.clone(), TuneOptions::parse(s, pipeline).ok()?)))
+/// Every tune stage with the options its kind decoded.
+pub fn tune_stages(configs: &Configs) -> Vec<(String, TuneOptions)> {
+    configs
+        .of::<TuneOptions>()
+        .map(|(n, o)| (n.to_string(), o.clone()))
         .collect()
 }
 
 /// The report's parts: one per workload, in declaration order (one of everything when the
 /// pipeline declares none).
-pub fn scopes(pipeline: &Pipeline, artifacts: &Artifacts) -> Vec<Scoped> {
+pub fn scopes(pipeline: &Pipeline, configs: &Configs, artifacts: &Artifacts) -> Vec<Scoped> {
     let workloads = Workloads::of(pipeline);
-    let tunes = tune_stages(pipeline);
+    let tunes = tune_stages(configs);
     if workloads.is_empty() {
         let primary = shapes_in_order(artifacts.benches.iter().flatten())
             .into_iter()

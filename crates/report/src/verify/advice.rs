@@ -12,6 +12,7 @@ use super::results::Results;
 use git2::Status;
 use repro_engine::statcache::StatCache;
 use repro_engine::{fingerprint, fingerprint::MISSING};
+use repro_pipeline::kind::Overrides;
 use repro_pipeline::paths::LOCK_FILE;
 use repro_pipeline::Project;
 use sha2::{Digest, Sha256};
@@ -28,7 +29,13 @@ fn machine_lacks(
         let entry = results.and_then(|r| r.lock.stages.get(&stage.name));
         let now = match entry {
             Some(e) => checks::inputs_now(project, stage, e, cache)?,
-            None => fingerprint::compute(project, stage, BTreeMap::new(), &BTreeMap::new(), cache)?,
+            None => fingerprint::compute(
+                project,
+                stage,
+                BTreeMap::new(),
+                &Overrides::default(),
+                cache,
+            )?,
         };
         lacks.push(lack(entry.map(|e| &e.inputs), &now));
     }

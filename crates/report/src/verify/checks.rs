@@ -12,6 +12,7 @@ use repro_engine::statcache::StatCache;
 use repro_engine::status::recorded_upstream;
 use repro_engine::{fingerprint, fingerprint::Inputs};
 use repro_engine::{lockfile::LockEntry, lockfile::LockFile};
+use repro_pipeline::kind::Overrides;
 use repro_pipeline::{paths::LOCK_FILE, paths::MACHINE_LOCAL, paths::MANIFEST_FILE};
 use repro_pipeline::{Project, Stage};
 use std::collections::{BTreeMap, BTreeSet};
@@ -98,7 +99,7 @@ pub fn inputs_now(
         project,
         stage,
         entry.inputs.upstream.clone(),
-        &entry.inputs.overrides,
+        &Overrides::from_recorded(&entry.inputs.overrides),
         cache,
     )
 }

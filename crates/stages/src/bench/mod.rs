@@ -32,13 +32,14 @@ use crate::{reuse::describe_run, reuse::Committed, reuse::ThisRun};
 use anyhow::Context as _;
 use gates::{attach_speedup, performance_gates};
 use jobs::{plan, run_jobs};
-use options::{baseline_names, options};
+use options::{baseline_names, options, Options};
 use records::{append_to_log, read_baseline, write};
 use repro_base::schema::BASELINE_DIR;
 use repro_base::{
     schema::BenchFile, schema::BenchResult, schema::BuildRecord, schema::DriverCheck,
     schema::GateResult, schema::Measured,
 };
+use repro_pipeline::kind::{Config, Configured, Overrides};
 use repro_pipeline::workload::Workloads;
 use repro_pipeline::{defines_as_written, Pipeline, StageSpec};
 use repro_pipeline::{
@@ -62,16 +63,17 @@ impl StageKind for BenchStage {
         "bench"
     }
 
-    fn validate(
+    /// `timeout:` limits each `repro exec` run (default 120 s).
+    fn configure(
         &self,
         _name: &str,
         spec: &StageSpec,
         pipeline: &Pipeline,
-    ) -> Result<(), OptionError> {
-        options(spec, pipeline).map(|_| ())
+    ) -> Result<Config, OptionError> {
+        options(spec, pipeline).map(Config::new)
     }
 
-    fn outputs(&self, _name: &str, _spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
+    fn outputs(&self, _stage: &Configured, pipeline: &Pipeline) -> Outputs {
         pipeline
             .variants
             .keys()
@@ -81,12 +83,12 @@ impl StageKind for BenchStage {
 
     fn inputs(
         &self,
-        _name: &str,
-        spec: &StageSpec,
+        stage: &Configured,
         pipeline: &Pipeline,
         root: &Path,
+        _overrides: &Overrides,
     ) -> anyhow::Result<StageInputs> {
-        let o = options(spec, pipeline)?;
+        let o: &Options = stage.config.of();
         let workloads = Workloads::of(pipeline);
         // The cubins it loads are those of its GPU's architecture; without a GPU here it
         // cannot run, and keeps what was measured elsewhere.
@@ -146,7 +148,7 @@ impl StageKind for BenchStage {
                 serde_json::to_string(&pipeline.gates.performance)?,
             ),
         ]);
-        let hardware = Some(gpu_nodes::hardware(pipeline, spec, root));
+        let hardware = Some(gpu_nodes::hardware(pipeline, stage.spec, root));
         Ok(StageInputs {
             files,
             params,
@@ -156,7 +158,7 @@ impl StageKind for BenchStage {
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
-        let o = options(ctx.spec, ctx.pipeline)?;
+        let o: &Options = ctx.config.of();
         let workloads = Workloads::of(ctx.pipeline);
         let out_dir = ctx.staging.join("artifacts/bench");
         std::fs::create_dir_all(&out_dir)

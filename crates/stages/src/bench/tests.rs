@@ -71,7 +71,7 @@ fn options_parse_and_reject_unknown_keys() {
     spec.options.insert("warmup".into(), (-1).into());
     assert_eq!(options(&spec, &p).unwrap_err().path, vec!["warmup"]);
     let mut spec = p.stages["bench"].clone();
-    spec.timeout = Some("2 weeks".into());
+    spec.timeout = Some(serde_yaml::Value::from("2 weeks").into());
     assert_eq!(options(&spec, &p).unwrap_err().path, vec!["timeout"]);
     let mut spec = p.stages["bench"].clone();
     spec.options

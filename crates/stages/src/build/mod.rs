@@ -24,7 +24,9 @@ mod tests;
 use anyhow::Context;
 use compile::{CompileOutput, CompileRequest};
 use repro_base::{schema, schema::ArchBuild, schema::BuildRecord};
+use repro_pipeline::kind::{Config, Configured, Overrides};
 use repro_pipeline::options::decode;
+use repro_pipeline::options::refuse_timeout;
 pub use repro_pipeline::paths::cubin_path;
 use repro_pipeline::workload::Workloads;
 use repro_pipeline::{define_value, KernelSpec, Pipeline, PtxasGates, StageSpec};
@@ -263,13 +265,19 @@ impl StageKind for BuildStage {
         "build"
     }
 
-    fn validate(
+    /// `timeout:` is refused: each nvcc compile has its own limit.
+    fn configure(
         &self,
         _name: &str,
         spec: &StageSpec,
         pipeline: &Pipeline,
-    ) -> Result<(), OptionError> {
-        options(spec)?;
+    ) -> Result<Config, OptionError> {
+        let opts = options(spec)?;
+        refuse_timeout(
+            "build",
+            spec,
+            "each nvcc compile it runs is stopped after 10 minutes",
+        )?;
         let stage_err = |message: String| OptionError {
             path: Vec::new(),
             message,
@@ -301,10 +309,10 @@ impl StageKind for BuildStage {
         }
         // Checks that every variant's kernel is declared and its defines are scalars.
         targets(pipeline, &[]).map_err(|e| stage_err(format!("{e:#}")))?;
-        Ok(())
+        Ok(Config::new(opts))
     }
 
-    fn outputs(&self, _name: &str, _spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
+    fn outputs(&self, _stage: &Configured, pipeline: &Pipeline) -> Outputs {
         let mut outs: Outputs = pipeline.variants.keys().map(|v| record_path(v)).collect();
         outs.extend(variant_cubins(pipeline));
         let workloads = Workloads::of(pipeline);
@@ -317,18 +325,18 @@ impl StageKind for BuildStage {
 
     /// A variant that fails to compile for an architecture has no cubin for it; it fails
     /// alone (see `run`).
-    fn optional_outputs(&self, _name: &str, _spec: &StageSpec, pipeline: &Pipeline) -> Outputs {
+    fn optional_outputs(&self, _stage: &Configured, pipeline: &Pipeline) -> Outputs {
         variant_cubins(pipeline)
     }
 
     fn inputs(
         &self,
-        _name: &str,
-        spec: &StageSpec,
+        stage: &Configured,
         pipeline: &Pipeline,
         root: &Path,
+        _overrides: &Overrides,
     ) -> anyhow::Result<StageInputs> {
-        let opts = options(spec)?;
+        let opts: &Options = stage.config.of();
         // Sources count by their code, not their comments or layout: a comment-only edit
         // leaves the fingerprint, and so the lock, as they were.
         let mut inputs = StageInputs {
@@ -373,8 +381,7 @@ impl StageKind for BuildStage {
     /// Install the pinned nvcc when this machine has none of that version.
     fn prepare(
         &self,
-        _name: &str,
-        _spec: &StageSpec,
+        _stage: &Configured,
         pipeline: &Pipeline,
         root: &Path,
         say: &dyn Fn(&str),
@@ -386,7 +393,7 @@ impl StageKind for BuildStage {
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
-        let opts = options(ctx.spec)?;
+        let opts: &Options = ctx.config.of();
         let tc: Toolchain = self.search().find(ctx.root, toolchain::pin(ctx.pipeline))?;
         let archs = &ctx.pipeline.arch;
         let targets = targets(ctx.pipeline, &opts.flags)?;

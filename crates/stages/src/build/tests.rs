@@ -1,6 +1,7 @@
 //! The build stage through its `StageKind` API, with a local test executor.
 
 use super::*;
+use crate::tests::calls::Calls;
 use repro_exec::CancelFlag;
 use repro_pipeline::test_support::{fake_nvcc_version, real_nvcc, CountingExecutor};
 use repro_pipeline::toolchain::NvccSearch;
@@ -81,9 +82,12 @@ fn run_stage(
     ex: &CountingExecutor,
 ) -> (anyhow::Result<StageOutcome>, PathBuf) {
     let staging = root.join(format!(".repro/staging/{}", ex as *const _ as usize));
+    let peers = stage.configs("build", &p.stages["build"], p).unwrap();
     let ctx = RunCtx {
         name: "build",
         spec: &p.stages["build"],
+        config: peers.get("build").unwrap(),
+        peers: &peers,
         pipeline: p,
         root,
         staging: &staging,
@@ -92,7 +96,7 @@ fn run_stage(
         cancel: &CancelFlag::default(),
         repro_exe: Path::new("repro"),
         pipeline_file: &root.join("pipeline.yaml"),
-        overrides: &BTreeMap::new(),
+        overrides: &Default::default(),
         progress: &|_| {},
     };
     (stage.run(&ctx), staging)
@@ -145,7 +149,7 @@ fn a_pinned_nvcc_is_the_only_one_used_and_is_recorded_without_its_path() {
     let pinned = pipeline(&format!("toolchain: {{nvcc: 13.0.88}}\n{TWO_VARIANTS}"));
     let nvcc_input = |p: &Pipeline| {
         stage
-            .inputs("build", &p.stages["build"], p, dir.path())
+            .inputs_of("build", &p.stages["build"], p, dir.path())
             .unwrap()
             .tools["nvcc"]
             .clone()
@@ -202,7 +206,7 @@ fn a_pinned_nvcc_is_the_only_one_used_and_is_recorded_without_its_path() {
 fn a_build_stage_needs_declared_architectures() {
     let p = pipeline(&TWO_VARIANTS.replace("arch: sm_89\n", ""));
     let e = BuildStage::default()
-        .validate("build", &p.stages["build"], &p)
+        .check("build", &p.stages["build"], &p)
         .unwrap_err();
     assert!(e.message.contains("declares none"), "{}", e.message);
     assert!(
@@ -217,7 +221,7 @@ fn validate_rejects_a_variant_named_reference_and_unknown_options() {
     let stage = BuildStage::default();
     let with_tiny = two_variants_in_tiny("kernels/multi.cu", "reduce_smem");
     let p = pipeline(&with_tiny.replace("triple:", "reference-tiny:"));
-    let e = stage.validate("build", &p.stages["build"], &p).unwrap_err();
+    let e = stage.check("build", &p.stages["build"], &p).unwrap_err();
     assert!(
         e.message.contains("may not be named `reference-tiny`"),
         "{}",
@@ -225,7 +229,7 @@ fn validate_rejects_a_variant_named_reference_and_unknown_options() {
     );
 
     let p = pipeline(&TWO_VARIANTS.replace("triple:", "\"../escape\":"));
-    let e = stage.validate("build", &p.stages["build"], &p).unwrap_err();
+    let e = stage.check("build", &p.stages["build"], &p).unwrap_err();
     assert!(
         e.message.contains("`../escape` cannot name its files"),
         "{}",
@@ -233,28 +237,28 @@ fn validate_rejects_a_variant_named_reference_and_unknown_options() {
     );
 
     let p = pipeline(&TWO_VARIANTS.replace("{uses: build}", "{uses: build, jbos: 4}"));
-    let e = stage.validate("build", &p.stages["build"], &p).unwrap_err();
+    let e = stage.check("build", &p.stages["build"], &p).unwrap_err();
     assert_eq!(e.path, ["jbos"]);
     assert!(e.message.contains("did you mean `jobs`?"), "{}", e.message);
 
     let p = pipeline(&TWO_VARIANTS.replace("{uses: build}", "{uses: build, jobs: 0}"));
     assert_eq!(
         stage
-            .validate("build", &p.stages["build"], &p)
+            .check("build", &p.stages["build"], &p)
             .unwrap_err()
             .path,
         ["jobs"]
     );
 
     let p = pipeline(&TWO_VARIANTS.replace("kernel: multi, defines: {SCALE: 3}", "kernel: nope"));
-    let e = stage.validate("build", &p.stages["build"], &p).unwrap_err();
+    let e = stage.check("build", &p.stages["build"], &p).unwrap_err();
     assert!(e.message.contains("kernel `nope`"), "{}", e.message);
 
     let p = pipeline(&TWO_VARIANTS.replace(
         "{uses: build}",
         "{uses: build, jobs: 2, flags: [-lineinfo]}",
     ));
-    assert!(stage.validate("build", &p.stages["build"], &p).is_ok());
+    assert!(stage.check("build", &p.stages["build"], &p).is_ok());
     assert_eq!(
         options(&p.stages["build"]).unwrap(),
         Options {
@@ -270,7 +274,7 @@ fn outputs_list_records_and_cubins_including_the_reference() {
         &two_variants_in_tiny("kernels/multi.cu", "reduce_smem")
             .replace("arch: sm_89", "arch: [sm_89, sm_90a]"),
     );
-    let outs = BuildStage::default().outputs("build", &p.stages["build"], &p);
+    let outs = BuildStage::default().outputs_of("build", &p.stages["build"], &p);
     let outs: Vec<String> = outs.iter().map(|p| p.display().to_string()).collect();
     assert_eq!(
         outs,
@@ -296,7 +300,7 @@ fn inputs_cover_sources_arch_and_defines_and_nothing_of_the_machine() {
     let stage = BuildStage::with_nvcc_search(NvccSearch::default());
     let p = pipeline(TWO_VARIANTS);
     let spec = &p.stages["build"];
-    let base = stage.inputs("build", spec, &p, dir.path()).unwrap();
+    let base = stage.inputs_of("build", spec, &p, dir.path()).unwrap();
     assert_eq!(base.params["arch"], "sm_89");
     assert_eq!(
         base.hardware, None,
@@ -325,7 +329,7 @@ fn inputs_cover_sources_arch_and_defines_and_nothing_of_the_machine() {
 
     let two = pipeline(&TWO_VARIANTS.replace("arch: sm_89", "arch: [sm_89, sm_90a]"));
     let both = stage
-        .inputs("build", &two.stages["build"], &two, dir.path())
+        .inputs_of("build", &two.stages["build"], &two, dir.path())
         .unwrap();
     assert_eq!(both.params["arch"], "sm_89,sm_90a");
 }
@@ -725,7 +729,7 @@ fn the_effective_ptxas_gates_are_inputs_of_each_variant() {
     let targets_of = |yaml: &str| {
         let p = pipeline(yaml);
         let inputs = stage
-            .inputs("build", &p.stages["build"], &p, dir.path())
+            .inputs_of("build", &p.stages["build"], &p, dir.path())
             .unwrap();
         (
             inputs.params["target.big"].clone(),

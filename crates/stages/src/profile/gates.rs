@@ -12,19 +12,20 @@ use repro_base::{schema::GateResult, schema::NcuTarget};
 use repro_ncu::options::ProfileOptions;
 use repro_ncu::{metrics, metrics::Arch, metrics::Field};
 pub use repro_pipeline::profile_rules::{Check, Expect, ProfileRule};
-use repro_pipeline::Pipeline;
+use repro_pipeline::{kind::Configs, Pipeline};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A problem with a rule: the key path under `gates.profile.<rule>`, the message, the fix.
 pub type Problem = (Vec<String>, String, String);
 
 /// Every problem of `gates.profile`: a rule's shape, unknown metrics, variants and targets.
-pub fn problems(pipeline: &Pipeline) -> Vec<(String, Problem)> {
+pub fn problems(pipeline: &Pipeline, configs: &Configs) -> Vec<(String, Problem)> {
     let rules = &pipeline.gates.profile;
     if rules.is_empty() {
         return Vec::new();
     }
-    let known = known_metrics(pipeline);
+    let profiles: Vec<&ProfileOptions> = configs.of::<ProfileOptions>().map(|(_, o)| o).collect();
+    let known = known_metrics(&profiles);
     let mut out = Vec::new();
     for (name, rule) in rules {
         let mut push = |p: Problem| out.push((name.clone(), p));
@@ -43,14 +44,14 @@ pub fn problems(pipeline: &Pipeline) -> Vec<(String, Problem)> {
                     "give the rule itself its `targets:`, and nest no `any_of`".into(),
                 ));
             }
-            for (key, message, help) in check_problems(check, &known, pipeline) {
+            for (key, message, help) in check_problems(check, &known, pipeline, &profiles) {
                 let mut at = path.clone();
                 at.extend(key);
                 push((at, message, help));
             }
         }
         for (i, t) in rule.targets.iter().enumerate() {
-            if let Some((message, help)) = unknown_variant(t, pipeline) {
+            if let Some((message, help)) = unknown_variant(t, pipeline, &profiles) {
                 push((vec!["targets".into(), i.to_string()], message, help));
             }
         }
@@ -59,7 +60,12 @@ pub fn problems(pipeline: &Pipeline) -> Vec<(String, Problem)> {
 }
 
 /// The problems of one check; key paths under the check.
-fn check_problems(check: &Check, known: &BTreeSet<String>, p: &Pipeline) -> Vec<Problem> {
+fn check_problems(
+    check: &Check,
+    known: &BTreeSet<String>,
+    p: &Pipeline,
+    profiles: &[&ProfileOptions],
+) -> Vec<Problem> {
     let mut out: Vec<Problem> = Vec::new();
     let mut push = |key: &str, message: String, help: &str| {
         let at = if key.is_empty() {
@@ -102,7 +108,11 @@ fn check_problems(check: &Check, known: &BTreeSet<String>, p: &Pipeline) -> Vec<
             "e.g. `{metric: sm_util_pct, vs: control, expect: up}`",
         );
     }
-    if let Some((message, help)) = check.vs.as_deref().and_then(|v| unknown_variant(v, p)) {
+    if let Some((message, help)) = check
+        .vs
+        .as_deref()
+        .and_then(|v| unknown_variant(v, p, profiles))
+    {
         push("vs", message, &help);
     }
     let equal = check.expect == Some(Expect::Equal);
@@ -118,9 +128,13 @@ fn check_problems(check: &Check, known: &BTreeSet<String>, p: &Pipeline) -> Vec<
 
 /// Why `name` cannot be a rule's variant, if it cannot: `control` or a variant, one the
 /// profile stages profile when the pipeline has any (without one no rule is judged).
-fn unknown_variant(name: &str, p: &Pipeline) -> Option<(String, String)> {
-    let profiled = profiled_variants(p);
-    let staged = profile_options(p).next().is_some();
+fn unknown_variant(
+    name: &str,
+    p: &Pipeline,
+    profiles: &[&ProfileOptions],
+) -> Option<(String, String)> {
+    let profiled = profiled_variants(p, profiles);
+    let staged = !profiles.is_empty();
     let variant = p.variants.contains_key(name);
     if name == "control" || (variant && (!staged || profiled.contains(name))) {
         return None;
@@ -141,27 +155,21 @@ fn unknown_variant(name: &str, p: &Pipeline) -> Option<(String, String)> {
 }
 
 /// The variants the profile stages profile on their primary shapes (`control` resolved).
-fn profiled_variants(p: &Pipeline) -> BTreeSet<String> {
-    profile_options(p)
-        .flat_map(|o| o.targets)
+fn profiled_variants(p: &Pipeline, profiles: &[&ProfileOptions]) -> BTreeSet<String> {
+    profiles
+        .iter()
+        .flat_map(|o| &o.targets)
         .filter_map(|t| match t.as_str() {
             "control" => p.control.clone(),
-            _ => Some(t),
+            _ => Some(t.clone()),
         })
         .collect()
 }
 
-fn profile_options(p: &Pipeline) -> impl Iterator<Item = ProfileOptions> + '_ {
-    p.stages
-        .values()
-        .filter(|s| s.uses == "profile")
-        .filter_map(|s| ProfileOptions::from_spec(s, p).ok())
-}
-
 /// The names a check may use: every field, and every raw metric a profile stage reads on
 /// any architecture (its fallbacks and the stages' own `metrics:` included).
-fn known_metrics(p: &Pipeline) -> BTreeSet<String> {
-    let extra: Vec<String> = profile_options(p).flat_map(|o| o.metrics).collect();
+fn known_metrics(profiles: &[&ProfileOptions]) -> BTreeSet<String> {
+    let extra: Vec<String> = profiles.iter().flat_map(|o| o.metrics.clone()).collect();
     let mut known: BTreeSet<String> = metrics::request_list(None, &extra).into_iter().collect();
     for field in Field::ALL {
         known.insert(field.key().to_string());
@@ -446,8 +454,19 @@ mod load_tests {
         )
     }
 
+    /// The problems of `p`, its profile stages configured as their kind does.
     fn messages(p: &Pipeline) -> Vec<(String, String)> {
-        problems(p)
+        let configs = Configs::new(
+            p.stages
+                .iter()
+                .filter(|(_, s)| s.uses == "profile")
+                .filter_map(|(n, s)| {
+                    let o = ProfileOptions::from_spec(s, p).ok()?;
+                    Some((n.clone(), repro_pipeline::kind::Config::new(o)))
+                })
+                .collect(),
+        );
+        problems(p, &configs)
             .into_iter()
             .map(|(rule, (path, message, _))| (format!("{rule}/{}", path.join("/")), message))
             .collect()

@@ -22,7 +22,7 @@ mod tests;
 pub use gates::ProfileRule;
 pub use ncu_call::NcuCall;
 pub use options::ProfileOptions;
-pub use targets::{resolve_targets, Program, Target};
+pub use targets::{needed_tunes, resolve_targets, Program, Target};
 
 use crate::{reuse::describe_run, reuse::Committed, reuse::ThisRun};
 use anyhow::Context;
@@ -31,6 +31,8 @@ use repro_base::{schema::NcuSummary, schema::NcuTarget};
 use repro_exec::ExitKind;
 use repro_ncu as ncu_mod;
 use repro_ncu::NCU_NOT_FOUND;
+use repro_pipeline::kind::SettingProblem;
+use repro_pipeline::kind::{Config, Configs, Configured, Overrides};
 use repro_pipeline::{
     kind::OptionError, kind::Outputs, kind::RunCtx, kind::StageInputs, kind::StageKind,
     kind::StageOutcome,
@@ -63,27 +65,40 @@ impl StageKind for Profile {
         &["metrics"]
     }
 
-    fn validate(
+    /// `gates.profile:`: each rule's shape, and the metrics, variants and targets it names.
+    fn pipeline_problems(&self, pipeline: &Pipeline, configs: &Configs) -> Vec<SettingProblem> {
+        gates::problems(pipeline, configs)
+            .into_iter()
+            .map(|(rule, (path, message, help))| {
+                let mut at = vec!["gates".to_string(), "profile".to_string(), rule];
+                at.extend(path);
+                (at, message, help)
+            })
+            .collect()
+    }
+
+    /// `timeout:` limits each ncu run (default 10 minutes).
+    fn configure(
         &self,
         _name: &str,
         spec: &StageSpec,
         pipeline: &Pipeline,
-    ) -> Result<(), OptionError> {
-        ProfileOptions::from_spec(spec, pipeline).map(|_| ())
+    ) -> Result<Config, OptionError> {
+        ProfileOptions::from_spec(spec, pipeline).map(Config::new)
     }
 
-    fn outputs(&self, _name: &str, _spec: &StageSpec, _pipeline: &Pipeline) -> Outputs {
+    fn outputs(&self, _stage: &Configured, _pipeline: &Pipeline) -> Outputs {
         vec![PathBuf::from(OUT_DIR)]
     }
 
     fn inputs(
         &self,
-        _name: &str,
-        spec: &StageSpec,
+        stage: &Configured,
         pipeline: &Pipeline,
         root: &Path,
+        _overrides: &Overrides,
     ) -> anyhow::Result<StageInputs> {
-        let opts = ProfileOptions::from_spec(spec, pipeline)?;
+        let opts: &ProfileOptions = stage.config.of();
         let mut inputs = StageInputs::default();
         let p = &mut inputs.params;
         p.insert("targets".into(), opts.targets.join(","));
@@ -125,7 +140,7 @@ impl StageKind for Profile {
             .unwrap_or_else(|| NCU_NOT_FOUND.into());
         inputs.tools.insert("ncu".into(), ncu_version);
         // Under Slurm the request (partition, gres): this machine may not be a GPU node.
-        inputs.hardware = crate::gpu_nodes::slurm_request(pipeline, spec).or_else(|| {
+        inputs.hardware = crate::gpu_nodes::slurm_request(pipeline, stage.spec).or_else(|| {
             let gpus = repro_gpu::probe_cached(root).ok()?;
             let first = gpus.first()?;
             Some(repro_gpu::gpu_identity(std::slice::from_ref(first)))
@@ -134,11 +149,12 @@ impl StageKind for Profile {
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
-        let opts = ProfileOptions::from_spec(ctx.spec, ctx.pipeline)?;
+        let opts: &ProfileOptions = ctx.config.of();
         let out_dir = ctx.staging.join(OUT_DIR);
         std::fs::create_dir_all(&out_dir)
             .with_context(|| format!("cannot create {}", out_dir.display()))?;
-        let (targets, skipped) = resolve_targets(&opts, ctx.spec, ctx.pipeline, ctx.root);
+        let tunes = needed_tunes(ctx.spec, ctx.peers);
+        let (targets, skipped) = resolve_targets(opts, &tunes, ctx.pipeline, ctx.root);
         let mut summary = NcuSummary {
             ncu_version: None,
             clock_control: opts.clock_control.clone(),

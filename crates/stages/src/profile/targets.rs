@@ -3,6 +3,7 @@
 
 use super::options::{call_range, ProfileOptions};
 use repro_base::{schema::BenchFile, schema::NcuTarget};
+use repro_pipeline::kind::Configs;
 use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Workloads;
 use repro_pipeline::{Pipeline, StageSpec};
@@ -54,21 +55,20 @@ pub(super) fn entry_of(pipeline: &Pipeline, variant: &str) -> Option<String> {
     Some(pipeline.kernels.get(&v.kernel)?.entry.clone())
 }
 
-/// The tune stages whose elite `topk` profiles: those the profile stage needs.
-pub fn tune_stages(spec: &StageSpec, pipeline: &Pipeline) -> Vec<TuneOptions> {
+/// The tune stages whose elite `topk` profiles (those the profile stage needs), with the
+/// options their kind decoded at load.
+pub fn needed_tunes<'a>(spec: &StageSpec, peers: &'a Configs) -> Vec<&'a TuneOptions> {
     spec.needs
         .iter()
-        .filter_map(|n| pipeline.stages.get(n))
-        .filter(|s| s.uses == "tune")
-        .filter_map(|s| TuneOptions::parse(s, pipeline).ok())
+        .filter_map(|n| peers.get(n)?.get::<TuneOptions>())
         .collect()
 }
 
-/// Resolve the options' targets. Targets that cannot run yet (no tune elite) come back as
-/// skipped records instead.
+/// Resolve the options' targets; `tunes` are the [`needed_tunes`]. Targets that cannot run
+/// yet (no tune elite) come back as skipped records instead.
 pub fn resolve_targets(
     opts: &ProfileOptions,
-    spec: &StageSpec,
+    tunes: &[&TuneOptions],
     pipeline: &Pipeline,
     root: &Path,
 ) -> (Vec<Target>, Vec<NcuTarget>) {
@@ -84,15 +84,14 @@ pub fn resolve_targets(
     let control = pipeline.control.clone().unwrap_or_default();
     for t in &opts.targets {
         if t == "topk" {
-            let tunes = tune_stages(spec, pipeline);
             if tunes.is_empty() {
                 let reason =
                     "no tune elite: the stage needs no tune stage (add one to its `needs`)";
                 skipped.push(skipped_target("topk", "", "", reason.into()));
             }
-            for tune in tunes {
+            for &tune in tunes {
                 let entry = pipeline.kernels[&tune.kernel].entry.clone();
-                match elite(root, &tune) {
+                match elite(root, tune) {
                     Ok(entries) => {
                         for e in entries {
                             let name = tune.elite_name(e.rank);

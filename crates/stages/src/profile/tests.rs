@@ -3,6 +3,10 @@
 use super::ncu_call::regex_escape;
 use super::run::{failure_context, Reading};
 use super::*;
+use repro_base::schema::NcuTarget;
+use repro_pipeline::{Pipeline, StageSpec};
+use repro_tune::options::TuneOptions;
+use std::path::Path;
 use std::time::Duration;
 
 fn pipeline(stage: &str) -> Pipeline {
@@ -17,6 +21,21 @@ fn pipeline(stage: &str) -> Pipeline {
 fn options(stage: &str) -> Result<ProfileOptions, OptionError> {
     let p = pipeline(stage);
     ProfileOptions::from_spec(&p.stages["prof"], &p)
+}
+
+/// [`resolve_targets`] with the tune stages `spec` needs, decoded as their kind does.
+fn resolve(
+    opts: &ProfileOptions,
+    spec: &StageSpec,
+    p: &Pipeline,
+    root: &Path,
+) -> (Vec<Target>, Vec<NcuTarget>) {
+    let tunes: Vec<TuneOptions> = spec
+        .needs
+        .iter()
+        .filter_map(|n| TuneOptions::parse(p.stages.get(n)?, p).ok())
+        .collect();
+    resolve_targets(opts, &tunes.iter().collect::<Vec<_>>(), p, root)
 }
 
 #[test]
@@ -140,7 +159,7 @@ fn topk_without_tune_results_is_skipped_with_the_reason() {
     let p = pipeline("{uses: profile, needs: [tune], targets: [control, topk]}");
     let opts = ProfileOptions::from_spec(&p.stages["prof"], &p).unwrap();
     let spec = &p.stages["prof"];
-    let (run, skipped) = resolve_targets(&opts, spec, &p, dir.path());
+    let (run, skipped) = resolve(&opts, spec, &p, dir.path());
     assert_eq!(run.len(), 1);
     assert_eq!(run[0].variant, "base");
     assert_eq!(run[0].entry, "k_fwd");
@@ -163,7 +182,7 @@ fn topk_without_tune_results_is_skipped_with_the_reason() {
     )
     .unwrap();
     std::fs::write(dir.path().join(".repro/cubins/tune-top1.cubin"), "").unwrap();
-    let (run, skipped) = resolve_targets(&opts, spec, &p, dir.path());
+    let (run, skipped) = resolve(&opts, spec, &p, dir.path());
     assert_eq!(
         run.iter().map(|t| t.label.as_str()).collect::<Vec<_>>(),
         ["control", "top1"]
@@ -185,7 +204,7 @@ fn topk_without_tune_results_is_skipped_with_the_reason() {
     // A profile stage that needs no tune stage has no elite to profile.
     let p = pipeline("{uses: profile, targets: [topk]}");
     let opts = ProfileOptions::from_spec(&p.stages["prof"], &p).unwrap();
-    let (run, skipped) = resolve_targets(&opts, &p.stages["prof"], &p, dir.path());
+    let (run, skipped) = resolve(&opts, &p.stages["prof"], &p, dir.path());
     assert!(run.is_empty());
     assert!(skipped[0]
         .reason
@@ -241,7 +260,7 @@ fn baselines_and_the_best_variant_off_the_primary_become_targets() {
     let p = pipeline(&with_baseline("[mission, small]"));
     let opts = ProfileOptions::from_spec(&p.stages["prof"], &p).unwrap();
     // No bench records yet: the best variant's side is skipped with the fix.
-    let (run, skipped) = resolve_targets(&opts, &p.stages["prof"], &p, dir.path());
+    let (run, skipped) = resolve(&opts, &p.stages["prof"], &p, dir.path());
     let labels: Vec<&str> = run.iter().map(|t| t.label.as_str()).collect();
     assert_eq!(labels, ["control", "torch@mission", "torch@small"]);
     assert_eq!(
@@ -274,7 +293,7 @@ fn baselines_and_the_best_variant_off_the_primary_become_targets() {
         });
         std::fs::write(bench.join(format!("{name}.json")), file.to_string()).unwrap();
     }
-    let (run, skipped) = resolve_targets(&opts, &p.stages["prof"], &p, dir.path());
+    let (run, skipped) = resolve(&opts, &p.stages["prof"], &p, dir.path());
     assert!(skipped.is_empty());
     let best = run.last().unwrap();
     assert_eq!(best.label, "ws@small");
@@ -307,7 +326,7 @@ fn baselines_that_share_a_command_share_one_process() {
     );
     let opts = ProfileOptions::from_spec(&p.stages["prof"], &p).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (run, _) = resolve_targets(&opts, &p.stages["prof"], &p, dir.path());
+    let (run, _) = resolve(&opts, &p.stages["prof"], &p, dir.path());
     let units: Vec<Vec<&str>> = calls::units(&run)
         .iter()
         .map(|u| u.iter().map(|t| t.label.as_str()).collect())

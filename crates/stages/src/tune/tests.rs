@@ -3,7 +3,9 @@
 //! `repro exec`.
 
 use super::*;
+use crate::tests::calls::Calls;
 use repro_base::{schema::BenchResult, schema::EliteEntry, schema::TuneTrial};
+use repro_pipeline::kind::{Overrides, TuneOverrides};
 use repro_tune::memo::Evaluation;
 use repro_tune::space::show;
 use repro_tune::{search::Candidate, search::Objective};
@@ -305,7 +307,7 @@ fn declared_outputs_and_fingerprint_overrides() {
     let (p, _) = options();
     let spec = &p.stages["evo-tune"];
     assert_eq!(
-        TuneStage.outputs("evo-tune", spec, &p),
+        TuneStage.outputs_of("evo-tune", spec, &p),
         vec![
             PathBuf::from("artifacts/tune"),
             PathBuf::from(".repro/cubins/tune-top1.cubin"),
@@ -314,8 +316,8 @@ fn declared_outputs_and_fingerprint_overrides() {
         ]
     );
     assert_eq!(
-        TuneStage.optional_outputs("evo-tune", spec, &p),
-        TuneStage.outputs("evo-tune", spec, &p)[1..],
+        TuneStage.optional_outputs_of("evo-tune", spec, &p),
+        TuneStage.outputs_of("evo-tune", spec, &p)[1..],
         "the elite cubins are optional"
     );
     let dir = tempfile::tempdir().unwrap();
@@ -326,16 +328,21 @@ fn declared_outputs_and_fingerprint_overrides() {
     )
     .unwrap();
     std::fs::write(dir.path().join("kernels/common.cuh"), "\n").unwrap();
-    let plain = TuneStage.inputs("evo-tune", spec, &p, dir.path()).unwrap();
+    let plain = TuneStage
+        .inputs_of("evo-tune", spec, &p, dir.path())
+        .unwrap();
     assert!(plain.code.contains(&PathBuf::from("kernels/common.cuh")));
     assert_eq!(plain.params["budget"], "24");
     assert_eq!(plain.params["exhaustive"], "false");
-    let overrides = BTreeMap::from([
-        ("exhaustive".to_string(), "true".to_string()),
-        ("budget".to_string(), "40".to_string()),
-    ]);
+    let overrides = Overrides {
+        tune: TuneOverrides {
+            exhaustive: true,
+            budget: std::num::NonZeroU32::new(40),
+        },
+        ..Overrides::default()
+    };
     let over = TuneStage
-        .inputs_with_overrides("evo-tune", spec, &p, dir.path(), &overrides)
+        .inputs_under("evo-tune", spec, &p, dir.path(), &overrides)
         .unwrap();
     assert_eq!(
         (
@@ -344,14 +351,16 @@ fn declared_outputs_and_fingerprint_overrides() {
         ),
         ("40", "true")
     );
-    let bad = BTreeMap::from([("budget".to_string(), "0".to_string())]);
-    let e = TuneStage
-        .inputs_with_overrides("evo-tune", spec, &p, dir.path(), &bad)
-        .unwrap_err();
+    // The lock records them, and they read back as they were given.
+    assert!(plain.overrides.is_empty());
     assert_eq!(
-        e.to_string(),
-        "--budget 0: expected a positive number of trials"
+        over.overrides,
+        BTreeMap::from([
+            ("budget".to_string(), "40".to_string()),
+            ("exhaustive".to_string(), "true".to_string()),
+        ])
     );
+    assert_eq!(Overrides::from_recorded(&over.overrides), overrides);
 }
 
 /// A trial is a build of the tuned kernel: its own `ptxas:` over `gates.ptxas` judges every
@@ -373,7 +382,9 @@ fn trials_are_judged_by_the_tuned_kernels_ptxas_gates() {
     assert_eq!(o.ptxas, Some(own));
     assert_ne!(o.ptxas, p.gates.ptxas, "not the pipeline's");
     let dir = tempfile::tempdir().unwrap();
-    let inputs = TuneStage.inputs("evo-tune", spec, &p, dir.path()).unwrap();
+    let inputs = TuneStage
+        .inputs_of("evo-tune", spec, &p, dir.path())
+        .unwrap();
     let json = r#"{"max_registers":168,"max_smem_bytes":null,"max_spill_bytes":0}"#;
     assert_eq!(inputs.params["gates"], json);
     assert!(objective(&o).contains(&format!("passes the ptxas gates {json}")));
