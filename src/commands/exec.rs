@@ -154,6 +154,7 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use crate::gpu::timing::{L2Mode, Method};
+    use crate::schema::RunStatus;
     use clap::Parser;
 
     fn parsed(req: &ExecRequest) -> ExecRequest {
@@ -207,7 +208,7 @@ mod tests {
     #[test]
     fn a_run_exits_one_unless_its_correctness_check_passed() {
         let run = |pass: Option<bool>| {
-            let mut r = BenchResult::blank("small", Default::default(), 0, (1, 1), "ok");
+            let mut r = BenchResult::blank("small", Default::default(), 0, (1, 1), RunStatus::Ok);
             r.correctness_pass = pass;
             run_exit_code(&r)
         };

@@ -10,7 +10,7 @@ use super::launch::{kernel_order, launch_dims, DeviceCase};
 use super::timing::{Method, TimingConfig};
 use super::warm::{Reference, Warm};
 use crate::pipeline::{define_value, Pipeline};
-use crate::schema::{BenchResult, OutputAccuracy, TimingMode};
+use crate::schema::{BenchResult, OutputAccuracy, RunStatus, TimingMode};
 use crate::workload::compare::{check_case, OutputCheck};
 use crate::workload::exprs::{Bindings, Compiled};
 use crate::workload::inputs::Case;
@@ -636,7 +636,7 @@ fn measure(
         r.dims.clone(),
         req.seed,
         (req.warmup, req.iters),
-        "ok",
+        RunStatus::Ok,
     );
     out.inputs = r.recipe.clone();
     out.device_index = Some(device_index(|k| std::env::var(k).ok(), settings.device));
@@ -979,7 +979,7 @@ mod tests {
 
     #[test]
     fn several_outputs_are_recorded_each_and_the_worst_at_the_top() {
-        let mut one = BenchResult::blank("s", Bindings::new(), 0, (1, 1), "ok");
+        let mut one = BenchResult::blank("s", Bindings::new(), 0, (1, 1), RunStatus::Ok);
         record_accuracy(&mut one, &checks(&[(0.5, true)]));
         assert_eq!(
             (one.max_abs_err, one.correctness_pass),

@@ -78,12 +78,13 @@ impl Machines {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::run_record::Outcome;
     use crate::report::state::StageState;
 
     fn stage(hardware: &str) -> StageState {
         StageState {
             hardware: Some(hardware.into()),
-            status: Some("passed".into()),
+            status: Some(Outcome::Passed),
             ..StageState::default()
         }
     }
@@ -116,7 +117,7 @@ mod tests {
         assert_eq!(m.label_of(Some("tune")), "M2");
         // A stage without a recorded GPU that skipped is not a machine of the report.
         let mut skipped = stage("no GPU: no driver");
-        skipped.status = Some("skipped".into());
+        skipped.status = Some(Outcome::Skipped);
         state.stages.insert("profile".into(), skipped);
         assert_eq!(Machines::of(&state, ["profile"]).list.len(), 0);
     }

@@ -9,7 +9,7 @@
 //! source a proposer wrote (`source` on its line), that source's digest.
 
 use super::space::{show, Config};
-use crate::schema::BenchResult;
+use crate::schema::{BenchResult, TrialStatus};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 pub struct Evaluation {
     /// `ok`, or the first gate that failed: `compile_error`, `ptxas_gate`, `incorrect`,
     /// `failed` (crash, timeout).
-    pub status: String,
+    pub status: TrialStatus,
     /// Lower is better (µs); `Some` exactly when `status` is `ok`. Stored as text so it
     /// reads back bit for bit and a resumed search replays exactly.
     #[serde(with = "exact")]
@@ -47,7 +47,7 @@ impl Evaluation {
     /// A passing trial with this score and nothing else recorded.
     pub fn ok(score: f64) -> Self {
         Evaluation {
-            status: "ok".into(),
+            status: TrialStatus::Ok,
             score: Some(score),
             note: String::new(),
             registers: None,
@@ -60,9 +60,9 @@ impl Evaluation {
     }
 
     /// A rejected trial.
-    pub fn rejected(status: &str, note: impl Into<String>) -> Self {
+    pub fn rejected(status: TrialStatus, note: impl Into<String>) -> Self {
         Evaluation {
-            status: status.into(),
+            status,
             score: None,
             note: note.into(),
             ..Evaluation::ok(0.0)
@@ -266,7 +266,7 @@ mod tests {
             memo.record(
                 None,
                 &cfg(64),
-                &Evaluation::rejected("compile_error", "boom"),
+                &Evaluation::rejected(TrialStatus::CompileError, "boom"),
                 "t2",
             )
             .unwrap();
@@ -281,7 +281,7 @@ mod tests {
         assert_eq!(first.finished, "t1");
         assert_eq!(
             memo.get(None, &cfg(64)).unwrap().evaluation.status,
-            "compile_error"
+            TrialStatus::CompileError
         );
         // Another context is another file.
         let other = Memo::open(dir.path(), &json!({"kernel": "def"})).unwrap();

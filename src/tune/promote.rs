@@ -87,7 +87,7 @@ pub fn promote(
     })?;
     let rows = crate::report::artifacts::parse_tune_log(&log_text, &tune_log)?;
     let row = pick(&rows, what, &tune_log)?;
-    if row.status != "ok" {
+    if !row.status.is_ok() {
         bail!(
             "trial {} did not pass (status `{}`): only a trial that passed every gate can be promoted",
             row.trial,
@@ -185,7 +185,7 @@ fn pick<'a>(rows: &'a [TuneTrial], what: &str, log: &str) -> anyhow::Result<&'a 
     }
     matching
         .iter()
-        .filter(|r| r.status == "ok")
+        .filter(|r| r.status.is_ok())
         .min_by(|a, b| {
             a.p50_us
                 .partial_cmp(&b.p50_us)

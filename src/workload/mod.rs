@@ -194,7 +194,7 @@ pub const REFERENCE: &str = "reference";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{BenchFile, BenchResult};
+    use crate::schema::{BenchFile, BenchResult, RunStatus};
 
     fn baseline(workload: Option<&str>, dims: &[(&str, i64)]) -> BenchFile {
         let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
@@ -202,14 +202,14 @@ mod tests {
             name: "torch".into(),
             kind: "baseline".into(),
             workload: workload.map(str::to_string),
-            status: "ok".into(),
+            status: RunStatus::Ok,
             reason: None,
             defines: Default::default(),
             nvcc_version: None,
             precision: None,
             arch: None,
             driver: None,
-            results: vec![BenchResult::blank("small", dims, 0, (1, 1), "ok")],
+            results: vec![BenchResult::blank("small", dims, 0, (1, 1), RunStatus::Ok)],
             gates: Vec::new(),
             measured: None,
         }

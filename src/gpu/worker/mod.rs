@@ -55,6 +55,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::gpu::client::ExecTarget;
     use crate::gpu::timing::{L2Mode, Method};
+    use crate::schema::RunStatus;
 
     /// A run of variant `v` on shape `small` with seed `seed` (which the stand-in workers
     /// of the tests read to decide what to do).
@@ -101,7 +102,7 @@ pub(crate) mod tests {
         assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), req);
 
         let dims = [("rows".to_string(), 4), ("hidden".to_string(), 1024)].into();
-        let mut record = crate::schema::BenchResult::blank("small", dims, 2, (3, 4), "ok");
+        let mut record = crate::schema::BenchResult::blank("small", dims, 2, (3, 4), RunStatus::Ok);
         record.p50_us = Some(5.25);
         record
             .speedups

@@ -99,7 +99,7 @@ impl Run for Runner {
 mod tests {
     use super::*;
     use crate::gpu::client::ExecRequest;
-    use crate::schema::BenchResult;
+    use crate::schema::{BenchResult, RunStatus};
 
     /// Seeds 0.. succeed; seed 13 faults and poisons the context; seed 7 fails harmlessly.
     struct Fake {
@@ -121,7 +121,7 @@ mod tests {
                     Default::default(),
                     s,
                     (1, 2),
-                    "ok",
+                    RunStatus::Ok,
                 )),
             }
         }

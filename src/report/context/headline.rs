@@ -80,7 +80,7 @@ impl Builder<'_> {
             let ok = top
                 .bench
                 .iter()
-                .all(|r| r.status == "ok" && r.correctness_pass == Some(true));
+                .all(|r| r.status.is_ok() && r.correctness_pass == Some(true));
             let folder = dir.rsplit('/').next().unwrap_or(dir);
             rows.push(row(
                 format!("{folder}-top{}", top.rank),
@@ -143,7 +143,7 @@ impl Builder<'_> {
         if let Some(why) = self.stage_skipped("profile") {
             return Some(why.replacen("not run", "not profiled", 1));
         }
-        if ncu.targets.iter().any(|t| t.status == "ok") {
+        if ncu.targets.iter().any(|t| t.status.is_ok()) {
             return None;
         }
         Some(match self.all_skipped_reason(&ncu.targets) {

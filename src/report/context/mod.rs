@@ -13,9 +13,10 @@ use super::artifacts::{Artifacts, TuneData};
 use super::machines::Machines;
 use super::notes::{Footnote, Notes};
 use super::state::RunState;
+use crate::engine::run_record::Outcome;
 use crate::env::Environment;
 use crate::pipeline::Pipeline;
-use crate::schema::{BenchFile, BenchResult, GateResult, NcuTarget};
+use crate::schema::{BenchFile, BenchResult, GateResult, NcuTarget, RunStatus};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -109,17 +110,17 @@ impl<'a> Builder<'a> {
             .filter_map(|s| s.reason.clone())
             .chain(
                 files
-                    .filter(|f| f.status == "skipped")
+                    .filter(|f| f.status == RunStatus::Skipped)
                     .filter_map(|f| f.reason.clone()),
             )
             .chain(
                 results
-                    .filter(|r| r.status == "skipped")
+                    .filter(|r| r.status == RunStatus::Skipped)
                     .filter_map(|r| r.error.clone()),
             )
             .chain(
                 targets
-                    .filter(|t| t.status == "skipped")
+                    .filter(|t| t.status == RunStatus::Skipped)
                     .filter_map(|t| t.reason.clone()),
             )
             .collect()
@@ -150,8 +151,17 @@ impl<'a> Builder<'a> {
     }
 
     /// `<status>: <reason>` of a record, a skip's reason cited as a footnote.
-    pub(super) fn status_because(&self, status: &str, reason: Option<&str>) -> String {
-        if status == "skipped" {
+    pub(super) fn status_because(&self, status: &RunStatus, reason: Option<&str>) -> String {
+        self.because(status.as_str(), *status == RunStatus::Skipped, reason)
+    }
+
+    /// `<outcome>: <reason>` of a stage's last run, a skip's reason cited as a footnote.
+    pub(super) fn outcome_because(&self, outcome: Outcome, reason: Option<&str>) -> String {
+        self.because(outcome.label(), outcome == Outcome::Skipped, reason)
+    }
+
+    fn because(&self, status: &str, skipped: bool, reason: Option<&str>) -> String {
+        if skipped {
             return self.skipped_because(reason);
         }
         format!("{status}: {}", reason.unwrap_or("no reason given"))
@@ -312,7 +322,7 @@ impl Builder<'_> {
                 self.scope.workload
             ));
         }
-        if files.is_empty() || !files.iter().all(|f| f.status == "skipped") {
+        if files.is_empty() || !files.iter().all(|f| f.status == RunStatus::Skipped) {
             return None;
         }
         Some(format!(
@@ -340,8 +350,8 @@ impl Builder<'_> {
 
     /// [`file_status`], a skip's reason cited.
     pub(super) fn file_status(&self, f: &BenchFile, build_failures: &[String]) -> String {
-        let skipped = match f.status.as_str() {
-            "skipped" => self.skipped_because(f.reason.as_deref()),
+        let skipped = match f.status {
+            RunStatus::Skipped => self.skipped_because(f.reason.as_deref()),
             _ => String::new(),
         };
         if let Some(why) = crate::report::measured::bench_file(f, self.builds()) {
@@ -375,7 +385,7 @@ impl Builder<'_> {
                 self.skipped_because(st.reason.as_deref())
             );
         }
-        let status = st.status.as_deref().unwrap_or_default();
+        let status = st.status.map_or("", Outcome::label);
         let reason = st
             .reason
             .as_ref()
@@ -402,7 +412,7 @@ impl Builder<'_> {
     pub(super) fn ncu_for(&self, name: &str) -> Option<&NcuTarget> {
         self.artifacts.ncu.as_ref()?.targets.iter().find(|t| {
             t.variant == name
-                && t.status == "ok"
+                && t.status.is_ok()
                 && t.shape.as_deref().is_none_or(|s| s == self.scope.primary)
         })
     }

@@ -32,11 +32,15 @@ impl Builder<'_> {
                 ProfileRow {
                     target: t.target.clone(),
                     variant: t.variant.clone(),
-                    status: match t.status.as_str() {
-                        "ok" => "✅ ok".into(),
+                    status: match &t.status {
+                        RunStatus::Ok => "✅ ok".into(),
                         other => format!(
                             "{} {}",
-                            if other == "skipped" { "⏭" } else { "❌" },
+                            if *other == RunStatus::Skipped {
+                                "⏭"
+                            } else {
+                                "❌"
+                            },
                             self.status_because(other, t.reason.as_deref())
                         ),
                     },
@@ -121,7 +125,7 @@ impl Builder<'_> {
         let first = targets.first()?;
         let same = targets
             .iter()
-            .all(|t| t.status != "ok" && t.status == first.status && t.reason == first.reason);
+            .all(|t| !t.status.is_ok() && t.status == first.status && t.reason == first.reason);
         same.then(|| self.status_because(&first.status, first.reason.as_deref()))
     }
 }

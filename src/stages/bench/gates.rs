@@ -2,7 +2,7 @@
 //! gates the bench stage records.
 
 use crate::pipeline::Pipeline;
-use crate::schema::{BenchFile, BenchResult, GateResult, OutputAccuracy};
+use crate::schema::{BenchFile, BenchResult, GateResult, OutputAccuracy, RunStatus};
 use crate::workload::spec::{Figure, OutputGates};
 use crate::workload::Declaration;
 use std::collections::BTreeMap;
@@ -21,12 +21,12 @@ pub(super) fn attach_speedup(
                     b.shape == r.shape
                         && b.inputs == r.inputs
                         && b.seed == r.seed
-                        && b.status == "ok"
+                        && b.status.is_ok()
                 })
                 .and_then(|b| b.p50_us)
         });
         let speedup = match (theirs, r.p50_us) {
-            (Some(t), Some(mine)) if r.status == "ok" && mine > 0.0 => Some(t / mine),
+            (Some(t), Some(mine)) if r.status.is_ok() && mine > 0.0 => Some(t / mine),
             _ => None,
         };
         r.speedups.insert(key.to_string(), speedup);
@@ -46,8 +46,8 @@ pub fn correctness_gates(
     let mut gates = Vec::new();
     for r in results {
         let subject = r.run_subject();
-        let (Some(max), Some(mean), Some(bad), "ok") =
-            (r.max_abs_err, r.mean_abs_err, r.pct_bad, r.status.as_str())
+        let (Some(max), Some(mean), Some(bad), RunStatus::Ok) =
+            (r.max_abs_err, r.mean_abs_err, r.pct_bad, &r.status)
         else {
             gates.push(GateResult::at_least(
                 "correctness.completed",
@@ -164,7 +164,7 @@ pub(super) fn baseline_primary_time(results: &[BenchResult], primary: &str) -> O
     primary_time_of(
         results
             .iter()
-            .filter(|r| r.shape == primary && (r.p50_us.is_some() || r.status != "ok")),
+            .filter(|r| r.shape == primary && (r.p50_us.is_some() || !r.status.is_ok())),
     )
 }
 
@@ -173,7 +173,7 @@ pub(super) fn primary_time_of<'a>(records: impl Iterator<Item = &'a BenchResult>
     if rs.is_empty()
         || rs
             .iter()
-            .any(|r| r.status != "ok" || r.correctness_pass != Some(true))
+            .any(|r| !r.status.is_ok() || r.correctness_pass != Some(true))
     {
         return None;
     }

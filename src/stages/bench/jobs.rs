@@ -5,7 +5,7 @@ use super::options::Options;
 use crate::engine::RunCtx;
 use crate::gpu::client::{ExecRequest, ExecTarget};
 use crate::pipeline::Pipeline;
-use crate::schema::BenchResult;
+use crate::schema::{BenchResult, RunStatus};
 use crate::stages::slots::run_on_slots;
 use crate::workload::exprs::Bindings;
 use crate::workload::Workloads;
@@ -119,9 +119,9 @@ pub(super) fn run_jobs(
 
 pub(super) fn describe(r: &BenchResult) -> String {
     let verdict = |pass: bool| if pass { "✓" } else { "✗ incorrect" };
-    match (&r.status[..], r.p50_us, r.correctness_pass) {
-        ("ok", Some(p50), Some(pass)) => format!("{p50:.2} µs {}", verdict(pass)),
-        ("ok", None, Some(pass)) => format!("checked {}", verdict(pass)),
+    match (&r.status, r.p50_us, r.correctness_pass) {
+        (RunStatus::Ok, Some(p50), Some(pass)) => format!("{p50:.2} µs {}", verdict(pass)),
+        (RunStatus::Ok, None, Some(pass)) => format!("checked {}", verdict(pass)),
         _ => format!("{} ({})", r.status, r.error.as_deref().unwrap_or("")),
     }
 }

@@ -29,7 +29,9 @@ pub use gates::correctness_gates;
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::pipeline::{defines_as_written, Pipeline, StageSpec};
-use crate::schema::{BenchFile, BenchResult, BuildRecord, DriverCheck, GateResult, Measured};
+use crate::schema::{
+    BenchFile, BenchResult, BuildRecord, DriverCheck, GateResult, Measured, RunStatus,
+};
 use crate::stages::build::{arch, cubin_path, record_path};
 use crate::stages::gpu_nodes::{self, OneGpuModel};
 use crate::stages::reuse::{describe_run, Committed, ThisRun};
@@ -158,13 +160,13 @@ impl StageKind for BenchStage {
         let out_dir = ctx.staging.join("artifacts/bench");
         std::fs::create_dir_all(&out_dir)
             .with_context(|| format!("cannot create {}", out_dir.display()))?;
-        let blank = |name: &String, status: &str| BenchFile {
+        let blank = |name: &String, status: RunStatus| BenchFile {
             name: name.clone(),
             kind: "variant".into(),
             workload: workloads
                 .of_variant(ctx.pipeline, name)
                 .map(|(w, _)| w.to_string()),
-            status: status.into(),
+            status,
             reason: None,
             defines: defines_as_written(&ctx.pipeline.variants[name].defines),
             nvcc_version: None,
@@ -181,7 +183,7 @@ impl StageKind for BenchStage {
                 for name in ctx.pipeline.variants.keys() {
                     let file = BenchFile {
                         reason: Some(no.0.clone()),
-                        ..blank(name, "skipped")
+                        ..blank(name, RunStatus::Skipped)
                     };
                     write(&out_dir, &file)?;
                 }
@@ -208,7 +210,7 @@ impl StageKind for BenchStage {
                     cubin_path(name, &arch).display()
                 )),
                 arch: Some(arch.clone()),
-                ..blank(name, "failed")
+                ..blank(name, RunStatus::Failed)
             };
             write(&out_dir, &file)?;
             failed_gates.push(format!("{name}: not built"));
@@ -322,10 +324,10 @@ impl StageKind for BenchStage {
                     .filter(|g| !g.pass)
                     .map(|g| format!("{name}: {} {}", g.gate, g.subject)),
             );
-            let status = if results.iter().all(|r| r.status == "ok") {
-                "ok"
+            let status = if results.iter().all(|r| r.status.is_ok()) {
+                RunStatus::Ok
             } else {
-                "failed"
+                RunStatus::Failed
             };
             let file = BenchFile {
                 nvcc_version: crate::stages::build::recorded_nvcc(ctx.root, &name),

@@ -2,7 +2,7 @@
 //! with, and lines in its log.
 
 use super::BASELINE_DIR;
-use crate::schema::{to_json_pretty, BenchFile};
+use crate::schema::{to_json_pretty, BenchFile, RunStatus};
 use anyhow::Context as _;
 use std::path::Path;
 
@@ -19,7 +19,7 @@ pub(super) fn read_baseline(root: &Path, name: &str, method: &str) -> Result<Ben
     let text = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let file: BenchFile = serde_json::from_slice(&text)
         .map_err(|e| format!("{} is not a bench file: {e}", path.display()))?;
-    if file.status == "skipped" {
+    if file.status == RunStatus::Skipped {
         return Err(format!(
             "it was skipped ({})",
             file.reason.as_deref().unwrap_or("no reason given")

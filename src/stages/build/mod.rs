@@ -24,7 +24,7 @@ mod tests;
 
 use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageOutcome};
 use crate::pipeline::{define_value, KernelSpec, Pipeline, PtxasGates, StageSpec};
-use crate::schema::{self, ArchBuild, BuildRecord};
+use crate::schema::{self, ArchBuild, BuildRecord, BuildStatus};
 use crate::stages::options::decode;
 use crate::toolchain::{self, NvccSearch, Toolchain};
 use crate::workload::Workloads;
@@ -471,7 +471,7 @@ impl StageKind for BuildStage {
                 continue;
             }
             if record.archs.values().any(|b| !b.ok()) {
-                record.status = "compile_error".into();
+                record.status = BuildStatus::CompileError;
             }
             let path = ctx.staging.join(record_path(&t.name));
             write_file(&path, schema::to_json_pretty(&record).as_bytes())?;
@@ -515,7 +515,7 @@ fn new_record(t: &Target, tc: &Toolchain) -> BuildRecord {
         entry: t.spec.entry.clone(),
         defines: t.req.defines.clone(),
         nvcc_version: tc.version.clone(),
-        status: "ok".into(),
+        status: BuildStatus::Ok,
         archs: BTreeMap::new(),
     }
 }
@@ -524,7 +524,11 @@ fn new_record(t: &Target, tc: &Toolchain) -> BuildRecord {
 fn arch_build(out: &CompileOutput) -> ArchBuild {
     ArchBuild {
         command: out.command.clone(),
-        status: if out.ok { "ok" } else { "compile_error" }.into(),
+        status: if out.ok {
+            BuildStatus::Ok
+        } else {
+            BuildStatus::CompileError
+        },
         error: out.error.clone(),
         cubin_sha256: out.cubin_sha256.clone(),
         entries: out.entries.clone(),

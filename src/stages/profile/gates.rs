@@ -400,7 +400,7 @@ mod tests {
             label,
             variant,
             "k",
-            "ok",
+            crate::schema::RunStatus::Ok,
             String::new(),
         );
         t.reason = None;

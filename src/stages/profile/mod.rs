@@ -28,7 +28,7 @@ use crate::engine::{OptionError, Outputs, RunCtx, StageInputs, StageKind, StageO
 use crate::executor::ExitKind;
 use crate::ncu as ncu_mod;
 use crate::pipeline::{Pipeline, StageSpec};
-use crate::schema::{NcuSummary, NcuTarget};
+use crate::schema::{NcuSummary, NcuTarget, RunStatus};
 use crate::stages::reuse::{describe_run, Committed, ThisRun};
 use anyhow::Context;
 use ncu_call::{detected_arch, request_metrics};
@@ -241,11 +241,11 @@ impl StageKind for Profile {
                 }
                 RunResult::Done(records) => records,
             };
-            let report = (opts.keep_report && records.iter().any(|(r, _)| r.status == "ok"))
+            let report = (opts.keep_report && records.iter().any(|(r, _)| r.status.is_ok()))
                 .then(|| keep_report(ctx, &call, &unit, timeout));
             for ((target, key), (mut record, csv)) in unit.iter().zip(keys).zip(records) {
                 record.shape = Some(target.shape.clone());
-                if record.status == "ok" {
+                if record.status.is_ok() {
                     record.measured = key.map(|k| this_run.measured(k));
                     if let Some(Err(why)) = &report {
                         record.reason = Some(format!("report not kept: {why}"));
@@ -261,7 +261,7 @@ impl StageKind for Profile {
         let failed: Vec<String> = summary
             .targets
             .iter()
-            .filter(|t| t.status == "failed")
+            .filter(|t| t.status == RunStatus::Failed)
             .map(|t| t.target.clone())
             .collect();
         let outcome = if failed.is_empty() {
@@ -287,7 +287,7 @@ fn judge_gates(
         .filter_map(|t| {
             let record = records
                 .iter()
-                .find(|r| r.target == t.label && r.status == "ok")?;
+                .find(|r| r.target == t.label && r.status.is_ok())?;
             Some(gates::Subject {
                 record,
                 workload: &t.workload,

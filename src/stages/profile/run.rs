@@ -12,7 +12,7 @@ use crate::ncu as ncu_mod;
 use crate::ncu::launches::summarize_launches;
 use crate::ncu::metrics::{self, Arch};
 use crate::ncu::parse::{self, Launch};
-use crate::schema::{to_json_pretty, NcuSummary, NcuTarget};
+use crate::schema::{to_json_pretty, NcuSummary, NcuTarget, RunStatus};
 use anyhow::Context as _;
 use std::path::Path;
 use std::time::Duration;
@@ -115,7 +115,13 @@ pub(super) fn read_unit(
     };
     if let Some(reason) = ended {
         let failed = |t: &&Target| {
-            let record = status_target(&t.label, &t.variant, &t.entry, "failed", reason.clone());
+            let record = status_target(
+                &t.label,
+                &t.variant,
+                &t.entry,
+                RunStatus::Failed,
+                reason.clone(),
+            );
             (record, stdout.to_string())
         };
         return RunResult::Done(unit.iter().map(failed).collect());
@@ -140,7 +146,7 @@ fn read_kernel(target: &Target, stdout: &str, reading: &Reading, context: &str) 
             &target.label,
             &target.variant,
             &target.entry,
-            "failed",
+            RunStatus::Failed,
             reason,
         )
     };

@@ -3,7 +3,7 @@
 
 use super::options::{call_range, ProfileOptions};
 use crate::pipeline::{Pipeline, StageSpec};
-use crate::schema::{BenchFile, NcuTarget};
+use crate::schema::{BenchFile, NcuTarget, RunStatus};
 use crate::stages::bench::best::best_variant;
 use crate::tune::options::TuneOptions;
 use crate::workload::exprs::Bindings;
@@ -245,21 +245,21 @@ pub(super) fn elite(root: &Path, tune: &TuneOptions) -> Result<Vec<Elite>, Strin
 }
 
 pub(super) fn skipped_target(label: &str, variant: &str, entry: &str, reason: String) -> NcuTarget {
-    status_target(label, variant, entry, "skipped", reason)
+    status_target(label, variant, entry, RunStatus::Skipped, reason)
 }
 
 pub(super) fn status_target(
     label: &str,
     variant: &str,
     entry: &str,
-    status: &str,
+    status: RunStatus,
     reason: String,
 ) -> NcuTarget {
     NcuTarget {
         target: label.into(),
         variant: variant.into(),
         kernel: entry.into(),
-        status: status.into(),
+        status,
         reason: Some(reason),
         sm_util_pct: None,
         tensor_core_util_pct: None,

@@ -4,11 +4,10 @@
 use super::gpu::{judge, Verdict};
 use super::outputs::{write_elite_diffs, write_json, write_trials, Comparison};
 use crate::engine::StageOutcome;
-use crate::schema::{BenchResult, EliteEntry, LineageStep};
+use crate::schema::{BenchResult, EliteEntry, LineageStep, TrialStatus};
 use crate::tune::memo::Memo;
 use crate::tune::options::TuneOptions;
 use crate::tune::proposer::lineage::{lineage, Origin};
-use crate::tune::proposer::run::PROPOSAL_ERROR;
 use crate::tune::proposer::store::{short, SourceStore};
 use crate::tune::search::{
     self, Candidate, Objective, Outcome, Progress, Proposer, Settings, Trial,
@@ -196,9 +195,9 @@ fn confirmed_elite(
                 "confirmation: {} ({} inputs, seed {}): {note}",
                 r.shape, r.inputs, r.seed
             );
-            e.status = status.into();
+            e.correctness_pass = (status == TrialStatus::Incorrect).then_some(false);
+            e.status = status;
             e.score = None;
-            e.correctness_pass = (status == "incorrect").then_some(false);
             e.bench.push(r.clone());
             continue;
         }
@@ -230,7 +229,7 @@ fn progress_line(p: &Progress) -> String {
     let e = &t.evaluation;
     let result = match e.score {
         Some(s) => format!("ok {s:.2} µs"),
-        None => e.status.clone(),
+        None => e.status.to_string(),
     };
     let best = match p.best {
         Some(b) => format!(
@@ -259,7 +258,7 @@ fn progress_line(p: &Progress) -> String {
 fn status_counts(trials: &[Trial]) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for t in trials {
-        *counts.entry(&t.evaluation.status).or_default() += 1;
+        *counts.entry(t.evaluation.status.as_str()).or_default() += 1;
     }
     counts
         .iter()
@@ -272,7 +271,7 @@ fn summary_line(outcome: &Outcome, wall: Duration, space: usize) -> String {
     let unmade = outcome
         .trials
         .iter()
-        .filter(|t| t.evaluation.status == PROPOSAL_ERROR)
+        .filter(|t| t.evaluation.status == TrialStatus::ProposalError)
         .count();
     let evaluated = outcome.trials.iter().filter(|t| !t.cached).count() - unmade;
     let unmade = match unmade {

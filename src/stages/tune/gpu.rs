@@ -8,7 +8,7 @@ use crate::gpu::client::{ExecRequest, ExecTarget};
 use crate::gpu::timing::{L2Mode, Method};
 use crate::gpu::worker::pool::Workers;
 use crate::pipeline::{KernelSpec, PtxasGates};
-use crate::schema::BenchResult;
+use crate::schema::{BenchResult, TrialStatus};
 use crate::stages::build::compile::{self, CompileOutput, CompileRequest};
 use crate::stages::build::{cubin, gates};
 use crate::stages::gpu_nodes::OneGpuModel;
@@ -205,13 +205,13 @@ impl GpuBackend<'_> {
                 Verdict::Pass(p50) => p50s.extend(p50),
                 Verdict::Reject(status, note) => {
                     let (shape, inputs) = run;
-                    e.status = status.into();
+                    e.correctness_pass = (status == TrialStatus::Incorrect).then_some(false);
+                    e.status = status;
                     e.note = if inputs == decl.recipes_of(shape)[0] {
                         format!("{shape}: {note}")
                     } else {
                         format!("{shape} ({inputs} inputs): {note}")
                     };
-                    e.correctness_pass = (status == "incorrect").then_some(false);
                     return e;
                 }
             }
@@ -221,7 +221,7 @@ impl GpuBackend<'_> {
             [one] => one,
             _ => (p50s.iter().map(|p| p.ln()).sum::<f64>() / p50s.len() as f64).exp(),
         };
-        e.status = "ok".into();
+        e.status = TrialStatus::Ok;
         e.score = Some(score);
         e.correctness_pass = Some(true);
         e
@@ -257,7 +257,7 @@ impl GpuBackend<'_> {
             return e;
         }
         let e = self.on_gpu(slot, &compiled, (&cubin, defines));
-        if let (Some(k), "ok" | "incorrect") = (key, e.status.as_str()) {
+        if let (Some(k), TrialStatus::Ok | TrialStatus::Incorrect) = (key, &e.status) {
             self.measured
                 .lock()
                 .unwrap()
@@ -412,7 +412,10 @@ pub(super) fn compile_gates(
             .filter(|l| !l.trim().is_empty())
             .take(2)
             .collect();
-        return CompileGate::Rejected(Evaluation::rejected("compile_error", first.join(" | ")));
+        return CompileGate::Rejected(Evaluation::rejected(
+            TrialStatus::CompileError,
+            first.join(" | "),
+        ));
     }
     let resources = out.entries.iter().find(|e| e.name == entry);
     // Passed so far; the GPU gates and the timing fill in the rest.
@@ -426,7 +429,7 @@ pub(super) fn compile_gates(
         let entries = gates::with_dynamic_smem(&out.entries, entry, dynamic);
         let failed = gates::describe_failures("", &gates::ptxas_gates(&entries, g));
         if !failed.is_empty() {
-            e.status = "ptxas_gate".into();
+            e.status = TrialStatus::PtxasGate;
             e.note = failed
                 .iter()
                 .map(|f| f.trim())
@@ -438,7 +441,7 @@ pub(super) fn compile_gates(
     match &out.cubin {
         Some(cubin) => CompileGate::Passed(e, cubin.clone()),
         None => CompileGate::Rejected(Evaluation::rejected(
-            "compile_error",
+            TrialStatus::CompileError,
             "nvcc reported success but left no cubin",
         )),
     }
@@ -448,26 +451,26 @@ pub(super) enum Verdict {
     /// Passed; the p50 when the run was timed.
     Pass(Option<f64>),
     /// `failed` or `incorrect`, with why.
-    Reject(&'static str, String),
+    Reject(TrialStatus, String),
 }
 
 pub(super) fn judge(r: &BenchResult, timed: bool) -> Verdict {
-    if r.status != "ok" {
+    if !r.status.is_ok() {
         let why = r
             .error
             .clone()
             .unwrap_or_else(|| format!("status {}", r.status));
-        return Verdict::Reject("failed", why);
+        return Verdict::Reject(TrialStatus::Failed, why);
     }
     if r.correctness_pass != Some(true) {
         if let Some(error) = &r.error {
             // An output it never wrote: the error says which, where it is declared.
-            return Verdict::Reject("incorrect", error.clone());
+            return Verdict::Reject(TrialStatus::Incorrect, error.clone());
         }
         let fmt = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{v:.6}"));
         let nonfinite = r.nan_count.unwrap_or(0) + r.inf_count.unwrap_or(0);
         return Verdict::Reject(
-            "incorrect",
+            TrialStatus::Incorrect,
             format!(
                 "max_abs_err {} mean_abs_err {} pct_bad {} max_err_over_ref_std {} rel_l2_err {} non-finite {nonfinite}",
                 fmt(r.max_abs_err),
@@ -483,6 +486,6 @@ pub(super) fn judge(r: &BenchResult, timed: bool) -> Verdict {
     }
     match r.p50_us {
         Some(p) if p.is_finite() && p > 0.0 => Verdict::Pass(Some(p)),
-        _ => Verdict::Reject("failed", "the timed run reported no p50".into()),
+        _ => Verdict::Reject(TrialStatus::Failed, "the timed run reported no p50".into()),
     }
 }

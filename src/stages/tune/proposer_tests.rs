@@ -7,7 +7,7 @@ use super::tests::{options, read_csv, settings, Fake};
 use super::*;
 use crate::executor::local::LocalExecutor;
 use crate::executor::CancelFlag;
-use crate::schema::EliteEntry;
+use crate::schema::{EliteEntry, TrialStatus};
 use crate::tune::proposer::brief::{Brief, KernelBrief};
 use crate::tune::proposer::run::{CommandProposer, Host};
 use crate::tune::proposer::store::{self as store, SourceStore};
@@ -144,7 +144,7 @@ fn proposed_sources_join_the_search_with_their_lineage_and_failures() {
         2,
         "two patches, the third candidate a source"
     );
-    let made = patch_rows.iter().find(|r| r.status == "ok").unwrap();
+    let made = patch_rows.iter().find(|r| r.status.is_ok()).unwrap();
     assert_eq!(made.source, store::short(&fast));
     assert_eq!(made.generation, 1);
     assert!(
@@ -153,8 +153,8 @@ fn proposed_sources_join_the_search_with_their_lineage_and_failures() {
         made.note
     );
     assert!(!made.note.contains("second line"));
-    let stale = patch_rows.iter().find(|r| r.status != "ok").unwrap();
-    assert_eq!(stale.status, "proposal_error");
+    let stale = patch_rows.iter().find(|r| !r.status.is_ok()).unwrap();
+    assert_eq!(stale.status, TrialStatus::ProposalError);
     assert!(
         stale
             .note
@@ -167,7 +167,7 @@ fn proposed_sources_join_the_search_with_their_lineage_and_failures() {
         .iter()
         .find(|r| r.note.contains("candidate 3"))
         .unwrap();
-    assert_eq!(outside.status, "proposal_error");
+    assert_eq!(outside.status, TrialStatus::ProposalError);
     assert!(
         outside
             .note

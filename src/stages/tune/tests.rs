@@ -3,7 +3,7 @@
 //! `repro exec`.
 
 use super::*;
-use crate::schema::{BenchResult, EliteEntry, TuneTrial};
+use crate::schema::{BenchResult, EliteEntry, RunStatus, TrialStatus, TuneTrial};
 use crate::tune::memo::Evaluation;
 use crate::tune::search::{Candidate, Objective};
 use crate::tune::space::show;
@@ -68,7 +68,7 @@ impl Objective for Fake {
                 c.config["NUM_WARPS"],
             );
             let e = if self.all_fail || m == 128 || (w == 2 && n >= 64) {
-                Evaluation::rejected("ptxas_gate", "ptxas.max_registers 168 > 128")
+                Evaluation::rejected(TrialStatus::PtxasGate, "ptxas.max_registers 168 > 128")
             } else {
                 let ws = c.config["USE_WARP_SPECIALIZATION"] as f64;
                 let fast = c.source.as_ref().is_some_and(|s| {
@@ -87,7 +87,7 @@ impl Objective for Fake {
                 e.spill_bytes = Some(0);
                 e.max_abs_err = Some(0.001);
                 e.correctness_pass = Some(true);
-                let mut r = BenchResult::blank("mission", mission(), 0, (10, 50), "ok");
+                let mut r = BenchResult::blank("mission", mission(), 0, (10, 50), RunStatus::Ok);
                 r.p50_us = Some(time);
                 e.bench = vec![r];
                 e
@@ -180,7 +180,7 @@ fn writes_the_log_the_elite_and_their_cubins() {
     assert_eq!(rows.iter().map(|r| r.generation).max(), Some(3));
     assert!(rows
         .iter()
-        .any(|r| r.status == "ptxas_gate" && r.p50_us.is_none()));
+        .any(|r| r.status == TrialStatus::PtxasGate && r.p50_us.is_none()));
     assert!(rows.iter().any(|r| r.note.starts_with("parents ")));
     let configs: std::collections::HashSet<&str> = rows.iter().map(|r| r.config.as_str()).collect();
     assert_eq!(configs.len(), 24, "a configuration was tried twice");
@@ -402,7 +402,7 @@ impl Backend for Unconfirmed {
     }
 
     fn confirm(&mut self, trial: &Candidate) -> anyhow::Result<Vec<BenchResult>> {
-        let mut r = BenchResult::blank("ragged", mission(), 2, (0, 0), "ok");
+        let mut r = BenchResult::blank("ragged", mission(), 2, (0, 0), RunStatus::Ok);
         r.correctness_pass = Some(self.rejected.is_some());
         self.rejected.get_or_insert(trial.trial);
         Ok(vec![r])
@@ -433,8 +433,8 @@ fn a_trial_that_fails_its_confirmation_leaves_the_elite_and_is_logged_incorrect(
     let rows = read_csv(&staging.join("artifacts/tune/tune_log.csv"));
     let row = rows.iter().find(|r| r.trial == rejected).unwrap();
     assert_eq!(
-        (row.status.as_str(), row.p50_us, row.correctness_pass),
-        ("incorrect", None, Some(false))
+        (&row.status, row.p50_us, row.correctness_pass),
+        (&TrialStatus::Incorrect, None, Some(false))
     );
     assert!(
         row.note

@@ -6,6 +6,7 @@
 
 use super::lineage::{lineage, Origin};
 use super::store::{short, SourceStore};
+use crate::schema::TrialStatus;
 use crate::tune::search::{Trial, View};
 use crate::tune::space::Config;
 use serde::{Deserialize, Serialize};
@@ -67,7 +68,7 @@ pub struct TrialBrief {
     /// The proposer's note on it, when a proposer made it.
     pub note: String,
     /// `ok`, or the first gate it failed.
-    pub status: String,
+    pub status: TrialStatus,
     pub p50_us: Option<f64>,
     /// Why it failed (compiler errors, gate figures), or what was measured.
     pub reason: String,
@@ -160,7 +161,7 @@ pub fn build(view: &View, setting: &Setting) -> anyhow::Result<Brief> {
     let last = trials.last().map_or(0, |t| t.candidate.generation);
     let failures: Vec<TrialBrief> = trials
         .iter()
-        .filter(|t| t.evaluation.status != "ok" && t.candidate.generation + 1 >= last)
+        .filter(|t| !t.evaluation.status.is_ok() && t.candidate.generation + 1 >= last)
         .map(TrialBrief::of)
         .collect();
     let skip = failures.len().saturating_sub(RECENT_FAILURES);
@@ -206,7 +207,7 @@ pub fn earlier_profiles(root: &std::path::Path) -> Profiles {
         if let Some(t) = ncu
             .targets
             .iter()
-            .find(|t| t.variant == variant && t.status == "ok")
+            .find(|t| t.variant == variant && t.status.is_ok())
         {
             let mut t = t.clone();
             t.raw.clear();

@@ -17,6 +17,7 @@ use super::lineage::position;
 use super::store::{self, short, SourceStore};
 use super::{model_from_env, redact, secrets_from_env, ProposerSpec, BRIEF_ENV};
 use crate::executor::{CancelFlag, Executor, ExitKind, Job};
+use crate::schema::TrialStatus;
 use crate::tune::search::{Proposal, Proposed, Proposer, View};
 use crate::tune::space::{show, Config};
 use anyhow::Context;
@@ -27,8 +28,6 @@ use std::time::Duration;
 /// Where briefs and answers are kept, relative to the project root.
 pub const BRIEFS_DIR: &str = ".repro/cache/tune/briefs";
 pub const ANSWERS_DIR: &str = ".repro/cache/tune/answers";
-/// The status of a candidate that could not become a source.
-pub const PROPOSAL_ERROR: &str = "proposal_error";
 /// Longest note kept from a proposer, in characters.
 const NOTE_CHARS: usize = 200;
 
@@ -327,7 +326,7 @@ impl CommandProposer<'_> {
             config,
             parents,
             proposal: proposal.clone(),
-            status: PROPOSAL_ERROR.into(),
+            status: TrialStatus::ProposalError,
             reason: format!("candidate {k}: {}", redact(&reason, &self.secrets)),
             at: at.to_string(),
         };
