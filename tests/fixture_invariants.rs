@@ -13,6 +13,7 @@ use repro::schema::{
 };
 use repro::stages::bench::correctness_gates;
 use repro::stages::build::gates::record_gates;
+use repro::stages::BuiltinKind;
 use repro::tune::options::{TuneOptions, DEFAULT_DIR};
 use repro::workload::{Declaration, Workloads};
 use std::collections::{BTreeMap, BTreeSet};
@@ -210,7 +211,7 @@ fn config_map(json: &str) -> Option<BTreeMap<String, i64>> {
 fn tune_gates(p: &Pipeline) -> Option<PtxasGates> {
     p.stages
         .values()
-        .filter(|s| s.uses == "tune")
+        .filter(|s| s.is(BuiltinKind::Tune))
         .filter_map(|s| TuneOptions::parse(s, p).ok())
         .find(|o| o.dir == DEFAULT_DIR)
         .expect("a tune stage writes artifacts/tune")
@@ -540,7 +541,7 @@ fn the_shipped_profile_stage_covers_every_shipped_variant() {
     let profiles: Vec<_> = pipeline
         .stages
         .values()
-        .filter(|s| s.uses == "profile")
+        .filter(|s| s.is(BuiltinKind::Profile))
         .collect();
     assert_eq!(profiles.len(), 1, "one profile stage in pipeline.yaml");
     let opts = ProfileOptions::from_spec(profiles[0], &pipeline).unwrap();
@@ -570,7 +571,7 @@ fn the_shipped_shapes_reach_every_tail_of_every_tunable_configuration() {
     let tunes: Vec<TuneOptions> = p
         .stages
         .values()
-        .filter(|s| s.uses == "tune")
+        .filter(|s| s.is(BuiltinKind::Tune))
         .map(|s| TuneOptions::parse(s, &p).unwrap())
         .collect();
     assert_eq!(tunes.len(), 2, "pipeline.yaml tunes both kernels");

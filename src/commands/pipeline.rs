@@ -9,6 +9,7 @@ use crate::cli::{
 use crate::engine::display;
 use crate::engine::runner::{self, Request, RunOutcome, Selection};
 use crate::engine::status;
+use crate::stages::BuiltinKind;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -73,7 +74,7 @@ pub fn build(global: &GlobalArgs, args: &BuildArgs) -> anyhow::Result<i32> {
         &request(
             global,
             &args.opts,
-            Selection::Kind("build".into()),
+            Selection::Kind(BuiltinKind::Build.as_str().into()),
             BTreeMap::new(),
         ),
     )
@@ -93,7 +94,7 @@ pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
         &request(
             global,
             &args.opts,
-            Selection::Kind("tune".into()),
+            Selection::Kind(BuiltinKind::Tune.as_str().into()),
             overrides,
         ),
     )

@@ -22,6 +22,7 @@ use super::state::{RunState, LOCK};
 use crate::engine::project_lock::{self, Held, ProjectLock};
 use crate::engine::status::State;
 use crate::pipeline::Project;
+use crate::stages::BuiltinKind;
 use std::path::Path;
 
 /// The folders `repro commit` commits, relative to the project root.
@@ -116,7 +117,7 @@ pub fn problems(
             ),
             State::Stale(changes) => format!("is stale ({})", what_changed(changes)),
         };
-        let text = if s.inputs.kind == "summarize" {
+        let text = if s.inputs.kind == BuiltinKind::Summarize.as_str() {
             format!("the report is out of date with its inputs: stage `{name}` {what}")
         } else {
             format!("stage `{name}` {what}")

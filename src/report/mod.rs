@@ -24,6 +24,7 @@ pub mod verify;
 
 use crate::env::Environment;
 use crate::pipeline::Pipeline;
+use crate::stages::BuiltinKind;
 use artifacts::Artifacts;
 use context::ReportContext;
 use render::Template;
@@ -139,7 +140,7 @@ pub fn chart_files(pipeline: &Pipeline) -> Vec<String> {
 
 /// Whether the pipeline has a stage of kind `tune`.
 pub fn has_tune_stage(pipeline: &Pipeline) -> bool {
-    pipeline.stages.values().any(|s| s.uses == "tune")
+    pipeline.stages.values().any(|s| s.is(BuiltinKind::Tune))
 }
 
 /// Load the project's template at `rel`, or the built-in one.

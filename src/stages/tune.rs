@@ -79,7 +79,7 @@ fn is_exhaustive(overrides: &BTreeMap<String, String>) -> bool {
 
 impl StageKind for TuneStage {
     fn kind(&self) -> &'static str {
-        "tune"
+        super::BuiltinKind::Tune.as_str()
     }
 
     /// The arch is the declared one the GPU present runs.

@@ -13,6 +13,7 @@ use super::proposer::store::{self, short, SOURCES_DIR};
 use super::space::Config;
 use crate::pipeline::{KernelSpec, Project};
 use crate::schema::TuneTrial;
+use crate::stages::BuiltinKind;
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -54,7 +55,7 @@ pub fn promote(
     let tunes: Vec<_> = project
         .stages
         .iter()
-        .filter(|s| s.kind.kind() == "tune")
+        .filter(|s| s.kind.kind() == BuiltinKind::Tune.as_str())
         .collect();
     let names = || {
         tunes

@@ -134,7 +134,7 @@ impl Builder<'_> {
         self.pipeline
             .stages
             .values()
-            .filter(|s| s.uses == "profile")
+            .filter(|s| s.is(BuiltinKind::Profile))
             .filter_map(|s| ProfileOptions::from_spec(s, self.pipeline).ok())
             .flat_map(|o| o.baselines)
             .map(|(name, b)| (name, b.shapes))

@@ -125,7 +125,7 @@ impl Builder<'_> {
             return recorded;
         }
         let from_gpu = self
-            .stage_of("bench")
+            .stage_of(BuiltinKind::Bench)
             .and_then(|b| self.state.stages.get(b))
             .and_then(|s| s.hardware.as_deref())
             .and_then(|h| h.split_whitespace().find(|w| arch::is_valid(w)))

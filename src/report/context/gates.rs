@@ -45,7 +45,7 @@ impl Builder<'_> {
 
     pub(super) fn ptxas_gates(&self, failed: &mut Vec<String>) -> Section<Vec<PtxasRow>> {
         let Some(builds) = &self.artifacts.builds else {
-            return Section::not_run(self.not_run("build", "artifacts/build/"));
+            return Section::not_run(self.not_run(BuiltinKind::Build, "artifacts/build/"));
         };
         let mut rows = Vec::new();
         for b in builds {
@@ -140,7 +140,7 @@ impl Builder<'_> {
 
     pub(super) fn correctness_gates(&self, failed: &mut Vec<String>) -> Section<CorrectnessTable> {
         let Some(benches) = &self.artifacts.benches else {
-            return Section::not_run(self.not_run("bench", "artifacts/bench/"));
+            return Section::not_run(self.not_run(BuiltinKind::Bench, "artifacts/bench/"));
         };
         if let Some(why) = self.bench_all_skipped() {
             return Section::not_run(why);
@@ -220,7 +220,7 @@ impl Builder<'_> {
         failed: &mut Vec<String>,
     ) -> Section<Vec<PerfRow>> {
         if self.artifacts.benches.is_none() {
-            return Section::not_run(self.not_run("bench", "artifacts/bench/"));
+            return Section::not_run(self.not_run(BuiltinKind::Bench, "artifacts/bench/"));
         }
         if let Some(why) = self.bench_all_skipped() {
             return Section::not_run(why);

@@ -17,6 +17,7 @@ use crate::engine::run_record::Outcome;
 use crate::env::Environment;
 use crate::pipeline::Pipeline;
 use crate::schema::{BenchFile, BenchResult, GateResult, NcuTarget, RunStatus};
+use crate::stages::BuiltinKind;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -141,7 +142,7 @@ impl<'a> Builder<'a> {
     }
 
     /// `not run: stage `x` skipped [^1]` when the stage of `kind` was skipped.
-    pub(super) fn stage_skipped(&self, kind: &str) -> Option<String> {
+    pub(super) fn stage_skipped(&self, kind: BuiltinKind) -> Option<String> {
         let name = self.stage_of(kind)?;
         let st = self.state.stages.get(name).filter(|s| s.skipped())?;
         Some(format!(
@@ -271,8 +272,8 @@ impl Builder<'_> {
             })
             .collect();
         if tunes.is_empty() {
-            let note = match self.stage_of("tune") {
-                None => self.not_run("tune", ""),
+            let note = match self.stage_of(BuiltinKind::Tune) {
+                None => self.not_run(BuiltinKind::Tune, ""),
                 Some(_) => format!(
                     "not run: no tune stage tunes a kernel of `{}`",
                     self.scope.workload
@@ -340,11 +341,11 @@ impl Builder<'_> {
     }
 
     /// The stage of the given kind, if the pipeline has one.
-    pub(super) fn stage_of(&self, kind: &str) -> Option<&str> {
+    pub(super) fn stage_of(&self, kind: BuiltinKind) -> Option<&str> {
         self.pipeline
             .stages
             .iter()
-            .find(|(_, s)| s.uses == kind)
+            .find(|(_, s)| s.is(kind))
             .map(|(n, _)| n.as_str())
     }
 
@@ -365,9 +366,9 @@ impl Builder<'_> {
     }
 
     /// Why the outputs of a stage kind are absent (or empty: `missing` names them).
-    pub(super) fn not_run(&self, kind: &str, missing: &str) -> String {
+    pub(super) fn not_run(&self, kind: BuiltinKind, missing: &str) -> String {
         match self.stage_of(kind) {
-            None => format!("not run: the pipeline has no `{kind}` stage"),
+            None => format!("not run: the pipeline has no `{}` stage", kind.as_str()),
             Some(name) => self.stage_not_run(name, missing),
         }
     }

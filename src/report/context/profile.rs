@@ -6,9 +6,11 @@ use super::*;
 impl Builder<'_> {
     pub(super) fn profile_section(&self) -> Section<ProfileSection> {
         let Some(ncu) = &self.artifacts.ncu else {
-            return Section::not_run(self.not_run("profile", "artifacts/ncu/summary.json"));
+            return Section::not_run(
+                self.not_run(BuiltinKind::Profile, "artifacts/ncu/summary.json"),
+            );
         };
-        if let Some(why) = self.stage_skipped("profile") {
+        if let Some(why) = self.stage_skipped(BuiltinKind::Profile) {
             return Section::not_run(why);
         }
         if let Some(reason) = self.all_skipped_reason(&ncu.targets) {
@@ -86,11 +88,11 @@ impl Builder<'_> {
         }
         let Some(ncu) = &self.artifacts.ncu else {
             return Some(Section::not_run(
-                self.not_run("profile", "artifacts/ncu/summary.json"),
+                self.not_run(BuiltinKind::Profile, "artifacts/ncu/summary.json"),
             ));
         };
         if ncu.gates.is_empty() {
-            let why = self.stage_skipped("profile").unwrap_or_else(|| {
+            let why = self.stage_skipped(BuiltinKind::Profile).unwrap_or_else(|| {
                 "not checked: artifacts/ncu/summary.json records no profile gate; run the profile stage".into()
             });
             return Some(Section::not_run(why));

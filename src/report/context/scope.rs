@@ -53,7 +53,7 @@ pub fn tune_stages(pipeline: &Pipeline) -> Vec<(String, TuneOptions)> {
     pipeline
         .stages
         .iter()
-        .filter(|(_, s)| s.uses == "tune")
+        .filter(|(_, s)| s.is(BuiltinKind::Tune))
         .filter_map(|(n, s)| Some((n.clone(), TuneOptions::parse(s, pipeline).ok()?)))
         .collect()
 }

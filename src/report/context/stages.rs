@@ -10,7 +10,7 @@ impl Builder<'_> {
         self.pipeline
             .stages
             .iter()
-            .filter(|(_, s)| s.uses != "summarize")
+            .filter(|(_, s)| !s.is(BuiltinKind::Summarize))
             .map(|(name, spec)| {
                 let st = self.state.stages.get(name);
                 let status = match st.and_then(|s| s.status) {
@@ -30,7 +30,7 @@ impl Builder<'_> {
                     None => "– not run".into(),
                 };
                 let made_on = match st.and_then(|s| s.hardware.as_deref()) {
-                    _ if spec.uses == "build" => "any machine (cross-compiled)".to_string(),
+                    _ if spec.is(BuiltinKind::Build) => "any machine (cross-compiled)".to_string(),
                     Some(gpu) if names_a_gpu(gpu) && machines.mixed => {
                         machines.label_of(Some(name))
                     }
@@ -54,7 +54,7 @@ impl Builder<'_> {
     pub(super) fn skipped(&self) -> Vec<Skip> {
         let mut out = Vec::new();
         for (name, spec) in &self.pipeline.stages {
-            if spec.uses == "summarize" {
+            if spec.is(BuiltinKind::Summarize) {
                 continue;
             }
             match self.state.stages.get(name) {
@@ -66,7 +66,7 @@ impl Builder<'_> {
                     what: format!("stage `{name}`"),
                     reason: self.outcome_because(*outcome, reason.as_deref()),
                 }),
-                None if !self.produced(spec.uses.as_str(), spec) => out.push(Skip {
+                None if !self.produced(spec) => out.push(Skip {
                     what: format!("stage `{name}`"),
                     reason: "not run: no outputs and no record of it in the lock".into(),
                 }),
@@ -109,14 +109,14 @@ impl Builder<'_> {
         group_by_reason(out)
     }
 
-    /// Whether the outputs a stage kind writes are present.
-    pub(super) fn produced(&self, kind: &str, spec: &crate::pipeline::StageSpec) -> bool {
+    /// Whether the outputs a stage's kind writes are present.
+    pub(super) fn produced(&self, spec: &crate::pipeline::StageSpec) -> bool {
         let a = self.artifacts;
-        match kind {
-            "build" => a.builds.is_some(),
-            "bench" => a.benches.is_some(),
-            "tune" => a.tune.is_some(),
-            "profile" => a.ncu.is_some(),
+        match spec.builtin() {
+            Some(BuiltinKind::Build) => a.builds.is_some(),
+            Some(BuiltinKind::Bench) => a.benches.is_some(),
+            Some(BuiltinKind::Tune) => a.tune.is_some(),
+            Some(BuiltinKind::Profile) => a.ncu.is_some(),
             _ if spec
                 .outs
                 .iter()

@@ -11,7 +11,7 @@ impl Builder<'_> {
         };
         let not_run = |missing: &str| match stage {
             Some(name) => self.stage_not_run(name, missing),
-            None => self.not_run("tune", missing),
+            None => self.not_run(BuiltinKind::Tune, missing),
         };
         let Some(tune) = &self.artifacts.tune else {
             return Section::not_run(not_run(&format!("{dir}/tune_log.csv")));

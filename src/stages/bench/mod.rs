@@ -58,7 +58,7 @@ fn probed_arch(pipeline: &Pipeline, root: &Path) -> Option<String> {
 
 impl StageKind for BenchStage {
     fn kind(&self) -> &'static str {
-        "bench"
+        super::BuiltinKind::Bench.as_str()
     }
 
     fn validate(

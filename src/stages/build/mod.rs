@@ -262,7 +262,7 @@ fn source_files(pipeline: &Pipeline, root: &Path, extra_flags: &[String]) -> Vec
 
 impl StageKind for BuildStage {
     fn kind(&self) -> &'static str {
-        "build"
+        super::BuiltinKind::Build.as_str()
     }
 
     fn validate(

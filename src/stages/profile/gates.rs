@@ -12,6 +12,7 @@ use crate::ncu::metrics::{self, Arch, Field};
 use crate::pipeline::Pipeline;
 use crate::schema::{GateResult, NcuTarget};
 use crate::stages::profile::ProfileOptions;
+use crate::stages::BuiltinKind;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -217,7 +218,7 @@ fn profiled_variants(p: &Pipeline) -> BTreeSet<String> {
 fn profile_options(p: &Pipeline) -> impl Iterator<Item = ProfileOptions> + '_ {
     p.stages
         .values()
-        .filter(|s| s.uses == "profile")
+        .filter(|s| s.is(BuiltinKind::Profile))
         .filter_map(|s| ProfileOptions::from_spec(s, p).ok())
 }
 

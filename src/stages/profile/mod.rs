@@ -53,7 +53,7 @@ pub(super) enum RunResult {
 
 impl StageKind for Profile {
     fn kind(&self) -> &'static str {
-        "profile"
+        super::BuiltinKind::Profile.as_str()
     }
 
     /// The metric names follow the architecture of the GPU present.

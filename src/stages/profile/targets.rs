@@ -5,6 +5,7 @@ use super::options::{call_range, ProfileOptions};
 use crate::pipeline::{Pipeline, StageSpec};
 use crate::schema::{BenchFile, NcuTarget, RunStatus};
 use crate::stages::bench::best::best_variant;
+use crate::stages::BuiltinKind;
 use crate::tune::options::TuneOptions;
 use crate::workload::exprs::Bindings;
 use crate::workload::Workloads;
@@ -59,7 +60,7 @@ pub fn tune_stages(spec: &StageSpec, pipeline: &Pipeline) -> Vec<TuneOptions> {
     spec.needs
         .iter()
         .filter_map(|n| pipeline.stages.get(n))
-        .filter(|s| s.uses == "tune")
+        .filter(|s| s.is(BuiltinKind::Tune))
         .filter_map(|s| TuneOptions::parse(s, pipeline).ok())
         .collect()
 }
