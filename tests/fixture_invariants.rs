@@ -8,9 +8,12 @@
 
 use repro::pipeline::{Pipeline, PtxasGates};
 use repro::report::artifacts::{Artifacts, TuneData};
-use repro::schema::{BenchFile, BenchResult, BuildRecord, GateResult, NcuSummary};
+use repro::schema::{
+    BenchFile, BenchResult, BuildRecord, GateResult, NcuSummary, RunStatus, TrialStatus,
+};
 use repro::stages::bench::correctness_gates;
 use repro::stages::build::gates::record_gates;
+use repro::stages::BuiltinKind;
 use repro::tune::options::{TuneOptions, DEFAULT_DIR};
 use repro::workload::{Declaration, Workloads};
 use std::collections::{BTreeMap, BTreeSet};
@@ -127,7 +130,7 @@ fn brief(gates: &[GateResult]) -> Vec<String> {
 
 fn check_result(where_: &str, r: &BenchResult, problems: &mut Vec<String>) {
     let at = format!("{where_} {}/seed{}", r.shape, r.seed);
-    if r.status == "ok" && r.timing_mode.is_some() {
+    if r.status.is_ok() && r.timing_mode.is_some() {
         match (r.min_us, r.p50_us, r.p90_us, r.p99_us) {
             (Some(min), Some(p50), Some(p90), Some(p99)) => {
                 if !(min <= p50 && p50 <= p90 && p90 <= p99 && min > 0.0) {
@@ -138,7 +141,7 @@ fn check_result(where_: &str, r: &BenchResult, problems: &mut Vec<String>) {
             }
             _ => problems.push(format!("{at}: timed (status ok) without min/p50/p90/p99")),
         }
-    } else if r.status == "ok" {
+    } else if r.status.is_ok() {
         // A correctness-only run (the tuner's untimed checks): no time at all.
         if r.p50_us.is_some() {
             problems.push(format!("{at}: a time without a timing mode"));
@@ -208,7 +211,7 @@ fn config_map(json: &str) -> Option<BTreeMap<String, i64>> {
 fn tune_gates(p: &Pipeline) -> Option<PtxasGates> {
     p.stages
         .values()
-        .filter(|s| s.uses == "tune")
+        .filter(|s| s.is(BuiltinKind::Tune))
         .filter_map(|s| TuneOptions::parse(s, p).ok())
         .find(|o| o.dir == DEFAULT_DIR)
         .expect("a tune stage writes artifacts/tune")
@@ -239,15 +242,15 @@ fn check_tune(where_: &str, t: &TuneData, ptxas: Option<&PtxasGates>, problems: 
             (Some(s), Some(max)) => s > max,
             _ => false,
         };
-        match tr.status.as_str() {
-            "ok" | "incorrect" => {
+        match &tr.status {
+            TrialStatus::Ok | TrialStatus::Incorrect => {
                 if over_regs || over_spill {
                     problems.push(format!(
                         "{at}: status {} but registers {:?} / spills {:?} fail the PTXAS gate",
                         tr.status, tr.registers, tr.spill_bytes
                     ));
                 }
-                let want_pass = tr.status == "ok";
+                let want_pass = tr.status.is_ok();
                 if tr.correctness_pass != Some(want_pass) {
                     problems.push(format!(
                         "{at}: status {} with correctness_pass {:?}",
@@ -261,7 +264,7 @@ fn check_tune(where_: &str, t: &TuneData, ptxas: Option<&PtxasGates>, problems: 
                     problems.push(format!("{at}: an incorrect trial carries a time"));
                 }
             }
-            "ptxas_gate" => {
+            TrialStatus::PtxasGate => {
                 let smem = tr.note.contains("ptxas.max_smem_bytes");
                 if !(over_regs || over_spill || smem) {
                     problems.push(format!(
@@ -280,10 +283,10 @@ fn check_tune(where_: &str, t: &TuneData, ptxas: Option<&PtxasGates>, problems: 
                     }
                 }
             }
-            "compile_error" | "failed" | "invalid" => {}
-            other => problems.push(format!("{at}: unknown status {other:?}")),
+            TrialStatus::CompileError | TrialStatus::Failed | TrialStatus::ProposalError => {}
+            TrialStatus::Other(other) => problems.push(format!("{at}: unknown status {other:?}")),
         }
-        if tr.status != "ok" && tr.p50_us.is_some() {
+        if !tr.status.is_ok() && tr.p50_us.is_some() {
             problems.push(format!("{at}: status {} carries a time", tr.status));
         }
     }
@@ -308,7 +311,7 @@ fn check_tune(where_: &str, t: &TuneData, ptxas: Option<&PtxasGates>, problems: 
         match t.trials.iter().find(|tr| tr.trial == e.trial) {
             None => problems.push(format!("{at}: trial {} is not in the log", e.trial)),
             Some(tr) => {
-                if tr.status != "ok" {
+                if !tr.status.is_ok() {
                     problems.push(format!("{at}: trial {} has status {}", e.trial, tr.status));
                 }
                 if config_map(&tr.config).as_ref() != Some(&e.config) {
@@ -322,12 +325,12 @@ fn check_tune(where_: &str, t: &TuneData, ptxas: Option<&PtxasGates>, problems: 
                 }
             }
         }
-        if same_config.iter().any(|tr| tr.status != "ok") {
+        if same_config.iter().any(|tr| !tr.status.is_ok()) {
             problems.push(format!(
                 "{at}: its config failed in another trial ({:?})",
                 same_config
                     .iter()
-                    .map(|tr| (tr.trial, tr.status.as_str()))
+                    .map(|tr| (tr.trial, &tr.status))
                     .collect::<Vec<_>>()
             ));
         }
@@ -335,7 +338,7 @@ fn check_tune(where_: &str, t: &TuneData, ptxas: Option<&PtxasGates>, problems: 
     // The elite is the fastest valid trials: none left out is faster than the last one in.
     if let Some(last) = t.elite.last() {
         let in_elite: BTreeSet<u32> = t.elite.iter().map(|e| e.trial).collect();
-        for tr in t.trials.iter().filter(|tr| tr.status == "ok") {
+        for tr in t.trials.iter().filter(|tr| tr.status.is_ok()) {
             if !in_elite.contains(&tr.trial) && tr.p50_us.is_some_and(|p| p < last.p50_us) {
                 problems.push(format!(
                     "{where_}: trial {} ({:?} µs) is faster than elite #{} ({} µs) but left out",
@@ -358,8 +361,8 @@ fn check_ncu(where_: &str, s: &NcuSummary, problems: &mut Vec<String>) {
             t.dram_bw_pct_peak,
             t.kernel_time_us,
         ];
-        match t.status.as_str() {
-            "ok" => {
+        match &t.status {
+            RunStatus::Ok => {
                 if !t.kernel_time_us.is_some_and(|x| x > 0.0) {
                     problems.push(format!("{at}: status ok without a kernel time"));
                 }
@@ -372,7 +375,7 @@ fn check_ncu(where_: &str, s: &NcuSummary, problems: &mut Vec<String>) {
                     }
                 }
             }
-            "failed" | "skipped" => {
+            RunStatus::Failed | RunStatus::Skipped => {
                 if metrics.iter().any(Option::is_some) || t.reason.is_none() {
                     problems.push(format!(
                         "{at}: status {} must carry a reason and no metrics",
@@ -380,7 +383,7 @@ fn check_ncu(where_: &str, s: &NcuSummary, problems: &mut Vec<String>) {
                     ));
                 }
             }
-            other => problems.push(format!("{at}: unknown status {other:?}")),
+            RunStatus::Other(other) => problems.push(format!("{at}: unknown status {other:?}")),
         }
     }
 }
@@ -509,7 +512,7 @@ fn a_duplicate_trial_and_an_elite_that_failed_are_caught() {
     let mut dup = t.trials[0].clone();
     dup.trial = 999;
     dup.config = serde_json::to_string(&t.elite[0].config).unwrap();
-    dup.status = "ptxas_gate".into();
+    dup.status = TrialStatus::PtxasGate;
     dup.registers = Some(200);
     dup.p50_us = None;
     dup.correctness_pass = None;
@@ -568,7 +571,7 @@ fn the_shipped_shapes_reach_every_tail_of_every_tunable_configuration() {
     let tunes: Vec<TuneOptions> = p
         .stages
         .values()
-        .filter(|s| s.uses == "tune")
+        .filter(|s| s.is(BuiltinKind::Tune))
         .map(|s| TuneOptions::parse(s, &p).unwrap())
         .collect();
     assert_eq!(tunes.len(), 2, "pipeline.yaml tunes both kernels");

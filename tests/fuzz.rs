@@ -337,7 +337,7 @@ fn the_ncu_csv_parser_never_panics_and_names_lines_inside_the_file() {
                             kernel: &launch.kernel,
                         },
                     );
-                    prop_assert_eq!(t.status, "ok");
+                    prop_assert_eq!(t.status, repro::schema::RunStatus::Ok);
                 }
             }
             Err(e) => {

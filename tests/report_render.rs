@@ -5,6 +5,7 @@
 use repro::env::{Environment, GitState, GpuSnapshot};
 use repro::report::charts::{self, BarKind};
 use repro::report::{self, artifacts::Artifacts, manifest, render, state::RunState};
+use repro::schema::RunStatus;
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
@@ -701,7 +702,7 @@ fn a_pipeline_of_two_workloads_reports_each_in_its_own_part() {
         .map(|(k, v)| (k.to_string(), v))
         .collect();
     let file = |name: &str, kind: &str, p50: f64| {
-        let mut r = BenchResult::blank("mission", dims.clone(), 0, (20, 100), "ok");
+        let mut r = BenchResult::blank("mission", dims.clone(), 0, (20, 100), RunStatus::Ok);
         r.p50_us = Some(p50);
         r.max_abs_err = Some(0.002);
         r.correctness_pass = Some(true);
@@ -709,7 +710,7 @@ fn a_pipeline_of_two_workloads_reports_each_in_its_own_part() {
             name: name.into(),
             kind: kind.into(),
             workload: Some("rmsnorm".into()),
-            status: "ok".into(),
+            status: RunStatus::Ok,
             reason: None,
             defines: Default::default(),
             nvcc_version: None,
@@ -868,7 +869,7 @@ fn every_baseline_row_gives_both_ratios_or_says_why_not() {
             &[("fill_kernel", 1.0), (long_kernel, 28.0)],
         ));
         ncu.targets.push(repro::schema::NcuTarget {
-            status: "skipped".into(),
+            status: RunStatus::Skipped,
             reason: Some("PyTorch sees no CUDA GPU".into()),
             ..ncu_record("torch_sdpa@long", "torch_sdpa", Some("long"), &[])
         });
@@ -1024,7 +1025,7 @@ fn the_committed_report_says_where_it_was_measured_and_what_it_does_not_gate() {
         .flat_map(|f| {
             f.results
                 .iter()
-                .filter(|r| r.status == "skipped")
+                .filter(|r| r.status == RunStatus::Skipped)
                 .map(|r| (f.name.clone(), r.shape.clone()))
         })
         .collect();

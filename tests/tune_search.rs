@@ -6,6 +6,7 @@
 //! `cargo test --release --test tune_search tune_synthetic -- --nocapture` prints the table
 //! in docs/PERFORMANCE.md.
 
+use repro::schema::TrialStatus;
 use repro::tune::memo::{Evaluation, Memo};
 use repro::tune::search::{self, Candidate, Objective, Settings};
 use repro::tune::space::{Config, Space};
@@ -75,7 +76,7 @@ BOOST: {values: [1, 2, 3], when: "MODE == 1"}
         |c| {
             let (x, y, z) = (get(c, "X"), get(c, "Y"), get(c, "Z"));
             if x >= 6.0 && y <= 1.0 {
-                return Evaluation::rejected("compile_error", "synthetic invalid region");
+                return Evaluation::rejected(TrialStatus::CompileError, "synthetic invalid region");
             }
             let bowl = (x - 5.0).powi(2) + 0.7 * (y - 3.0).powi(2) + 2.0 * (z - 2.0).powi(2);
             let interaction = 0.4 * (x - 5.0) * (y - 3.0);
@@ -118,12 +119,12 @@ NUM_PRODUCER_WARPS: {values: [1, 2], when: "USE_WARP_SPECIALIZATION == 1"}
             let regs = 40.0 + tm * tn / (consumers * 32.0) * 0.9 + 8.0 * unroll;
             let smem = (tm * 64.0 * 2.0 + 2.0 * tn * 64.0 * stages) + if ws { 1024.0 } else { 0.0 };
             if regs > 160.0 {
-                let mut e = Evaluation::rejected("ptxas_gate", "registers over the gate");
+                let mut e = Evaluation::rejected(TrialStatus::PtxasGate, "registers over the gate");
                 e.registers = Some(regs as u32);
                 return e;
             }
             if smem > 65536.0 {
-                return Evaluation::rejected("ptxas_gate", "shared memory over the gate");
+                return Evaluation::rejected(TrialStatus::PtxasGate, "shared memory over the gate");
             }
             let blocks = (512.0 / tm).ceil() * 16.0;
             let sms = 132.0;
@@ -184,7 +185,7 @@ fn kernel_landscape(name: &'static str, fixture: &str) -> Landscape {
                 + if wmma == 1.0 { 0.0 } else { tn / 2.0 }
                 + 4.0 * stages;
             if regs > 128.0 {
-                let mut e = Evaluation::rejected("ptxas_gate", "ptxas.max_registers");
+                let mut e = Evaluation::rejected(TrialStatus::PtxasGate, "ptxas.max_registers");
                 e.registers = Some(regs as u32);
                 return e;
             }
@@ -448,7 +449,7 @@ fn never_evaluates_the_same_config_twice_and_stops_when_exhausted() {
     let failed = outcome
         .trials
         .iter()
-        .filter(|t| t.evaluation.status == "ptxas_gate")
+        .filter(|t| t.evaluation.status == TrialStatus::PtxasGate)
         .count();
     assert!(failed > 0);
     // The exhaustive best is the true optimum.

@@ -152,9 +152,12 @@ pub fn compare(global: &GlobalArgs, args: &CompareArgs) -> anyhow::Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{cli::Cli, cli::Command};
+    use crate::cli::Cli;
+    use crate::cli::Command;
     use clap::Parser;
-    use repro_gpu::{timing::L2Mode, timing::Method};
+    use repro_base::schema::RunStatus;
+    use repro_gpu::timing::L2Mode;
+    use repro_gpu::timing::Method;
 
     fn parsed(req: &ExecRequest) -> ExecRequest {
         let argv = ["repro", "exec"]
@@ -207,7 +210,7 @@ mod tests {
     #[test]
     fn a_run_exits_one_unless_its_correctness_check_passed() {
         let run = |pass: Option<bool>| {
-            let mut r = BenchResult::blank("small", Default::default(), 0, (1, 1), "ok");
+            let mut r = BenchResult::blank("small", Default::default(), 0, (1, 1), RunStatus::Ok);
             r.correctness_pass = pass;
             run_exit_code(&r)
         };

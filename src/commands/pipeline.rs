@@ -8,9 +8,14 @@ use crate::{
     cli::StatusArgs, cli::TuneArgs,
 };
 use repro_engine::display;
+use repro_engine::runner;
+use repro_engine::runner::Request;
+use repro_engine::runner::RunOutcome;
+use repro_engine::runner::Selection;
 use repro_engine::status;
-use repro_engine::{runner, runner::Request, runner::RunOutcome, runner::Selection};
-use repro_engine::{Overrides, TuneOverrides};
+use repro_engine::Overrides;
+use repro_engine::TuneOverrides;
+use repro_stages::BuiltinKind;
 use std::path::Path;
 
 /// Carry out `req` on the pipeline at `file`; the exit code of how it ended.
@@ -82,7 +87,7 @@ pub fn build(global: &GlobalArgs, args: &BuildArgs) -> anyhow::Result<i32> {
         &request(
             global,
             &args.opts,
-            Selection::Kind("build".into()),
+            Selection::Kind(BuiltinKind::Build.as_str().into()),
             Overrides::default(),
         ),
     )
@@ -102,7 +107,7 @@ pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
         &request(
             global,
             &args.opts,
-            Selection::Kind("tune".into()),
+            Selection::Kind(BuiltinKind::Tune.as_str().into()),
             overrides,
         ),
     )

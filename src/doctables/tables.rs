@@ -82,7 +82,7 @@ fn worst(
 ) -> Option<f64> {
     results
         .iter()
-        .filter(|r| r.shape == shape && r.status == "ok")
+        .filter(|r| r.shape == shape && r.status.is_ok())
         .filter_map(field)
         .filter(|x| x.is_finite())
         .reduce(f64::max)
@@ -94,7 +94,7 @@ fn provenance<'a>(files: impl IntoIterator<Item = &'a BenchFile>) -> String {
     let mut methods = BTreeSet::new();
     let mut seeds = BTreeSet::new();
     for f in files {
-        for r in f.results.iter().filter(|r| r.status == "ok") {
+        for r in f.results.iter().filter(|r| r.status.is_ok()) {
             if let Some(d) = &r.device_name {
                 devices.insert(d.clone());
             }
@@ -308,7 +308,7 @@ fn ncu(a: &Artifacts) -> String {
          |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for t in &s.targets {
-        if t.status != "ok" {
+        if !t.status.is_ok() {
             let _ = writeln!(
                 out,
                 "| {} | {} | {}: {} | | | | | | |",
@@ -461,17 +461,19 @@ fn report_excerpt(root: &Path, sections: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use repro_pipeline::{workload::testing::pipeline, workload::testing::SHIPPED_PIPELINE};
+    use repro_base::schema::RunStatus;
+    use repro_pipeline::workload::testing::pipeline;
+    use repro_pipeline::workload::testing::SHIPPED_PIPELINE;
 
     /// A bench file of `name` (of `workload`) with one record on `mission` at `p50` µs.
     fn file(name: &str, kind: &str, workload: &str, p50: f64) -> BenchFile {
-        let mut r = BenchResult::blank("mission", Default::default(), 0, (1, 1), "ok");
+        let mut r = BenchResult::blank("mission", Default::default(), 0, (1, 1), RunStatus::Ok);
         r.p50_us = Some(p50);
         BenchFile {
             name: name.into(),
             kind: kind.into(),
             workload: Some(workload.into()),
-            status: "ok".into(),
+            status: RunStatus::Ok,
             reason: None,
             defines: Default::default(),
             nvcc_version: None,

@@ -7,6 +7,9 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod status;
+pub use status::{BuildStatus, RunStatus, TrialStatus};
+
 /// Fixed-precision float serializers: `f4` for times and percentages, `f6` for errors.
 pub mod float {
     use serde::Serializer;
@@ -126,18 +129,18 @@ pub struct BuildRecord {
     pub defines: BTreeMap<String, String>,
     pub nvcc_version: String,
     /// `ok` when every architecture compiled, else `compile_error`.
-    pub status: String,
+    pub status: BuildStatus,
     /// Architecture (`sm_89`, `sm_90a`, …) → its compile, sorted.
     pub archs: BTreeMap<String, ArchBuild>,
 }
 
 /// One architecture's compile of a variant.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArchBuild {
     /// The full compile command, argv form.
     pub command: Vec<String>,
     /// `ok` or `compile_error`.
-    pub status: String,
+    pub status: BuildStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Content hash of the cubin (the cubin itself is `.repro/cubins/<variant>.<arch>.cubin`).
@@ -154,7 +157,7 @@ pub struct ArchBuild {
 
 impl ArchBuild {
     pub fn ok(&self) -> bool {
-        self.status == "ok"
+        self.status.is_ok()
     }
 }
 
@@ -187,7 +190,7 @@ struct BuildRecordOnDisk {
     entry: String,
     defines: BTreeMap<String, String>,
     nvcc_version: String,
-    status: String,
+    status: BuildStatus,
     #[serde(default)]
     archs: Option<BTreeMap<String, ArchBuild>>,
     #[serde(default)]
@@ -269,7 +272,7 @@ pub struct BenchResult {
     pub warmup: u32,
     pub iters: u32,
     /// `ok`, `failed` (fault, timeout, launch error) or `skipped`.
-    pub status: String,
+    pub status: RunStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub device_index: Option<u32>,
@@ -363,7 +366,7 @@ struct BenchResultOnDisk {
     inputs: String,
     warmup: u32,
     iters: u32,
-    status: String,
+    status: RunStatus,
     #[serde(default)]
     error: Option<String>,
     device_index: Option<u32>,
@@ -450,7 +453,7 @@ impl BenchResult {
         dims: BTreeMap<String, i64>,
         seed: u64,
         (warmup, iters): (u32, u32),
-        status: &str,
+        status: RunStatus,
     ) -> BenchResult {
         BenchResult {
             shape: shape.to_string(),
@@ -459,7 +462,7 @@ impl BenchResult {
             inputs: gaussian(),
             warmup,
             iters,
-            status: status.to_string(),
+            status,
             error: None,
             device_index: None,
             device_name: None,
@@ -530,7 +533,7 @@ pub struct BenchFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<String>,
     /// `ok`, `failed` or `skipped`.
-    pub status: String,
+    pub status: RunStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default)]
@@ -583,8 +586,8 @@ pub struct TuneTrial {
     pub timestamp: String,
     /// The configuration as compact JSON with sorted keys.
     pub config: String,
-    /// `ok`, `compile_error`, `ptxas_gate`, `incorrect`, `failed`, `invalid`.
-    pub status: String,
+    /// `ok`, `compile_error`, `ptxas_gate`, `incorrect`, `failed`, `proposal_error`.
+    pub status: TrialStatus,
     pub registers: Option<u32>,
     pub spill_bytes: Option<u64>,
     pub max_abs_err: Option<f64>,
@@ -648,7 +651,7 @@ pub struct LineageStep {
     /// The proposer's note on the change (empty for define-space trials).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
-    pub status: String,
+    pub status: TrialStatus,
     #[serde(serialize_with = "float::opt_f4")]
     pub p50_us: Option<f64>,
 }
@@ -670,7 +673,7 @@ pub struct NcuTarget {
     pub variant: String,
     pub kernel: String,
     /// `ok`, `failed` or `skipped`.
-    pub status: String,
+    pub status: RunStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(serialize_with = "float::opt_f4")]

@@ -5,7 +5,9 @@
 
 use super::timing::{L2Mode, Method};
 use repro_base::schema::BenchResult;
-use repro_exec::{ExitKind, JobOutcome};
+use repro_base::schema::RunStatus;
+use repro_exec::ExitKind;
+use repro_exec::JobOutcome;
 use repro_pipeline::workload::exprs::Bindings;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -134,7 +136,7 @@ pub fn failed_result(req: &ExecRequest, dims: &Bindings, reason: String) -> Benc
         dims.clone(),
         req.seed,
         (req.warmup, req.iters),
-        "failed",
+        RunStatus::Failed,
     );
     if let Some(recipe) = &req.inputs {
         r.inputs = recipe.clone();
@@ -282,7 +284,7 @@ mod tests {
 
     #[test]
     fn records_without_a_node_stay_as_they_were() {
-        let old = BenchResult::blank("mission", mission(), 2, (20, 100), "ok");
+        let old = BenchResult::blank("mission", mission(), 2, (20, 100), RunStatus::Ok);
         let line = serde_json::to_string(&old).unwrap();
         assert!(!line.contains("node"), "{line}");
         assert_eq!(serde_json::from_str::<BenchResult>(&line).unwrap(), old);
@@ -293,7 +295,7 @@ mod tests {
         let mut r = req();
         r.inputs = Some("tiny".into());
         let got = failed_result(&r, &mission(), "why".into());
-        assert_eq!(got.status, "failed");
+        assert_eq!(got.status, RunStatus::Failed);
         assert_eq!((got.dims["rows"], got.seed), (4096, 2));
         assert_eq!(got.inputs, "tiny");
         assert_eq!(got.error.as_deref(), Some("why"));

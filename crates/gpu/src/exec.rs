@@ -4,21 +4,38 @@
 //! files, for baseline scripts) and `--attributes` (a function's driver attributes, for the
 //! bench stage's driver check).
 
-use super::client::{ExecRequest, ExecTarget, GPU_INDEX_ENV};
-use super::harness::{self, Launch, Session};
-use super::launch::{kernel_order, launch_dims, DeviceCase};
-use super::timing::{Method, TimingConfig};
-use super::warm::{Reference, Warm};
-use anyhow::{bail, Context as _};
-use repro_base::{schema::BenchResult, schema::OutputAccuracy, schema::TimingMode};
+use super::client::ExecRequest;
+use super::client::ExecTarget;
+use super::client::GPU_INDEX_ENV;
+use super::harness;
+use super::harness::Launch;
+use super::harness::Session;
+use super::launch::kernel_order;
+use super::launch::launch_dims;
+use super::launch::DeviceCase;
+use super::timing::Method;
+use super::timing::TimingConfig;
+use super::warm::Reference;
+use super::warm::Warm;
+use anyhow::bail;
+use anyhow::Context as _;
+use repro_base::schema::BenchResult;
+use repro_base::schema::OutputAccuracy;
+use repro_base::schema::RunStatus;
+use repro_base::schema::TimingMode;
+use repro_pipeline::define_value;
+use repro_pipeline::workload::compare::check_case;
+use repro_pipeline::workload::compare::OutputCheck;
+use repro_pipeline::workload::exprs::Bindings;
+use repro_pipeline::workload::exprs::Compiled;
 use repro_pipeline::workload::inputs::Case;
 use repro_pipeline::workload::problem::Problem;
-use repro_pipeline::{define_value, Pipeline};
-use repro_pipeline::{workload::compare::check_case, workload::compare::OutputCheck};
-use repro_pipeline::{workload::exprs::Bindings, workload::exprs::Compiled};
-use repro_pipeline::{workload::Declaration, workload::Workloads};
+use repro_pipeline::workload::Declaration;
+use repro_pipeline::workload::Workloads;
+use repro_pipeline::Pipeline;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Whether a shape text is dimensions (`rows=4,hidden=1024`, or `4,1024`: integers in the
@@ -636,7 +653,7 @@ fn measure(
         r.dims.clone(),
         req.seed,
         (req.warmup, req.iters),
-        "ok",
+        RunStatus::Ok,
     );
     out.inputs = r.recipe.clone();
     out.device_index = Some(device_index(|k| std::env::var(k).ok(), settings.device));
@@ -979,7 +996,7 @@ mod tests {
 
     #[test]
     fn several_outputs_are_recorded_each_and_the_worst_at_the_top() {
-        let mut one = BenchResult::blank("s", Bindings::new(), 0, (1, 1), "ok");
+        let mut one = BenchResult::blank("s", Bindings::new(), 0, (1, 1), RunStatus::Ok);
         record_accuracy(&mut one, &checks(&[(0.5, true)]));
         assert_eq!(
             (one.max_abs_err, one.correctness_pass),

@@ -8,7 +8,9 @@
 //! names, which are the same on every architecture.
 
 use super::parse::{Launch, Metric};
-use repro_base::{schema::NcuTarget, schema::StallReason};
+use repro_base::schema::NcuTarget;
+use repro_base::schema::RunStatus;
+use repro_base::schema::StallReason;
 use std::collections::BTreeMap;
 
 /// A named field of [`NcuTarget`].
@@ -411,7 +413,7 @@ pub fn summarize(launch: &Launch, arch: Option<Arch>, extra: &[String], id: Targ
         target: id.target.to_string(),
         variant: id.variant.to_string(),
         kernel: id.kernel.to_string(),
-        status: "ok".into(),
+        status: RunStatus::Ok,
         reason: None,
         sm_util_pct: get(Field::SmUtil),
         tensor_core_util_pct: get(Field::TensorCoreUtil),

@@ -32,7 +32,7 @@ pub fn render(summary: &NcuSummary) -> String {
             let _ = write!(out, "  [{}]", t.variant);
         }
         out.push('\n');
-        if t.status != "ok" {
+        if !t.status.is_ok() {
             let _ = writeln!(
                 out,
                 "  {}: {}",

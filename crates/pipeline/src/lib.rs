@@ -8,6 +8,7 @@
 //! It depends only on `repro-exec` and `repro-base`. It names no stage kind: the kinds are
 //! handed to [`load()`] by the crate that defines them (`repro_stages::kinds`).
 
+pub mod builtin_kind;
 pub mod dag;
 pub mod diag;
 pub mod kind;

@@ -1,6 +1,7 @@
 //! The typed shape of `pipeline.yaml`. Parsing, locations and validation live in the
 //! sibling modules; these are the plain data every stage reads.
 
+use crate::builtin_kind::BuiltinKind;
 use indexmap::IndexMap;
 pub use repro_exec::ExecutorSpec;
 use serde::{Deserialize, Serialize};
@@ -361,6 +362,16 @@ impl<'de> Deserialize<'de> for Timeout {
 }
 
 impl StageSpec {
+    /// The built-in kind `uses` names; `None` for a name the loader rejects.
+    pub fn builtin(&self) -> Option<BuiltinKind> {
+        BuiltinKind::named(&self.uses)
+    }
+
+    /// Whether `uses` names `kind`.
+    pub fn is(&self, kind: BuiltinKind) -> bool {
+        self.uses == kind.as_str()
+    }
+
     /// `timeout` as a duration: seconds (`90`, `1.5`), or `90s`, `10m`, `2h`. `Err` holds
     /// the text that could not be read and why.
     pub fn timeout_duration(&self) -> Result<Option<std::time::Duration>, (String, String)> {

@@ -3,7 +3,9 @@
 //! performance gate against the control (the bench stage judged it best), else the fastest
 //! variant on the primary shape whose results are all correct.
 
-use repro_base::{schema::BenchFile, schema::BenchResult};
+use repro_base::schema::BenchFile;
+use repro_base::schema::BenchResult;
+use repro_base::schema::RunStatus;
 
 /// The gate the bench stage records in the best variant's file.
 pub const CONTROL_GATE: &str = "performance.min_speedup_vs_control";
@@ -18,7 +20,7 @@ pub fn best_variant<'f>(files: &'f [BenchFile], primary: &str) -> Option<&'f str
     }
     files
         .iter()
-        .filter(|f| f.status == "ok" && variant_correct(f))
+        .filter(|f| f.status.is_ok() && variant_correct(f))
         .filter_map(|f| shape_p50(&f.results, primary).map(|p| (p, f.name.as_str())))
         .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(b.1)))
         .map(|(_, n)| n)
@@ -28,7 +30,7 @@ pub fn best_variant<'f>(files: &'f [BenchFile], primary: &str) -> Option<&'f str
 pub fn shape_p50(results: &[BenchResult], shape: &str) -> Option<f64> {
     let mut v: Vec<f64> = results
         .iter()
-        .filter(|r| r.shape == shape && r.status == "ok")
+        .filter(|r| r.shape == shape && r.status.is_ok())
         .filter_map(|r| r.p50_us)
         .filter(|x| x.is_finite())
         .collect();
@@ -48,6 +50,6 @@ pub fn shape_p50(results: &[BenchResult], shape: &str) -> Option<f64> {
 pub fn variant_correct(f: &BenchFile) -> bool {
     f.results
         .iter()
-        .filter(|r| r.status != "skipped")
-        .all(|r| r.status == "ok" && r.correctness_pass == Some(true))
+        .filter(|r| r.status != RunStatus::Skipped)
+        .all(|r| r.status.is_ok() && r.correctness_pass == Some(true))
 }

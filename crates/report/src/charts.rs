@@ -3,11 +3,17 @@
 //! and inputs in a fixed order, so the same artifacts give byte-identical SVGs. What a
 //! chart shows is computed first ([`p50_panels`], [`tune_series`]) and tested as data.
 
-use super::artifacts::{Artifacts, TuneData};
-use super::context::{best_so_far, shape_p50, shapes_in_order};
+use super::artifacts::Artifacts;
+use super::artifacts::TuneData;
+use super::context::best_so_far;
+use super::context::shape_p50;
+use super::context::shapes_in_order;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
-use repro_base::{schema::BenchFile, schema::BenchResult};
+use repro_base::schema::BenchFile;
+use repro_base::schema::BenchResult;
+use repro_base::schema::RunStatus;
+use repro_base::schema::TrialStatus;
 
 const FONT: &str = "sans-serif";
 const WIDTH: u32 = 860;
@@ -68,14 +74,14 @@ impl ShapePanel {
 /// A bar from the results of one shape.
 fn bar(name: &str, kind: BarKind, results: &[BenchResult], shape: &str) -> Bar {
     let here: Vec<&BenchResult> = results.iter().filter(|r| r.shape == shape).collect();
-    let ok = || here.iter().filter(|r| r.status == "ok");
+    let ok = || here.iter().filter(|r| r.status.is_ok());
     let lo = ok().filter_map(|r| r.min_us).min_by(f64::total_cmp);
     let hi = ok().filter_map(|r| r.p90_us).max_by(f64::total_cmp);
     let p50 = shape_p50(results, shape);
     let missing = p50.is_none().then(|| {
-        if here.iter().any(|r| r.status == "failed") {
+        if here.iter().any(|r| r.status == RunStatus::Failed) {
             "not measured (run failed)".to_string()
-        } else if !here.is_empty() && here.iter().all(|r| r.status == "skipped") {
+        } else if !here.is_empty() && here.iter().all(|r| r.status == RunStatus::Skipped) {
             "not measured (skipped)".to_string()
         } else {
             "not measured".to_string()
@@ -90,8 +96,8 @@ fn bar(name: &str, kind: BarKind, results: &[BenchResult], shape: &str) -> Bar {
         correct: !here.is_empty()
             && here
                 .iter()
-                .filter(|r| r.status != "skipped")
-                .all(|r| r.status == "ok" && r.correctness_pass == Some(true)),
+                .filter(|r| r.status != RunStatus::Skipped)
+                .all(|r| r.status.is_ok() && r.correctness_pass == Some(true)),
         missing,
     }
 }
@@ -379,7 +385,7 @@ pub struct TuneSeries {
     pub valid: Vec<(u32, f64)>,
     /// `(trial, status)` of every trial without a p50: drawn in the strip below the plot,
     /// never on the latency axis.
-    pub invalid: Vec<(u32, String)>,
+    pub invalid: Vec<(u32, TrialStatus)>,
     /// The best-so-far line, as steps: `(trial, p50)` corners, to the last trial.
     pub best_steps: Vec<(u32, f64)>,
     /// The last trial number.
@@ -389,7 +395,7 @@ pub struct TuneSeries {
 /// The tune chart's data.
 pub fn tune_series(tune: &TuneData) -> TuneSeries {
     let timed = |t: &&repro_base::schema::TuneTrial| {
-        t.status == "ok" && t.p50_us.is_some_and(|p| p.is_finite())
+        t.status.is_ok() && t.p50_us.is_some_and(|p| p.is_finite())
     };
     let mut best_steps: Vec<(u32, f64)> = Vec::new();
     for (trial, best) in best_so_far(tune) {
@@ -521,9 +527,9 @@ where
 {
     // `invalid trials, no p50 (5): ptxas_gate 2, compile_error 1, …`, statuses in the order
     // they first occur.
-    let mut counts: Vec<(&str, usize)> = Vec::new();
+    let mut counts: Vec<(&TrialStatus, usize)> = Vec::new();
     for (_, status) in &series.invalid {
-        match counts.iter_mut().find(|(s, _)| s == status) {
+        match counts.iter_mut().find(|(s, _)| *s == status) {
             Some(c) => c.1 += 1,
             None => counts.push((status, 1)),
         }

@@ -19,8 +19,11 @@
 use super::artifacts::Artifacts;
 use super::context::{Builder, ReportContext};
 use super::state::{RunState, LOCK};
+use repro_engine::project_lock;
+use repro_engine::project_lock::Held;
+use repro_engine::project_lock::ProjectLock;
 use repro_engine::status::State;
-use repro_engine::{project_lock, project_lock::Held, project_lock::ProjectLock};
+use repro_pipeline::builtin_kind::BuiltinKind;
 use repro_pipeline::Project;
 use std::path::Path;
 
@@ -116,7 +119,7 @@ pub fn problems(
             ),
             State::Stale(changes) => format!("is stale ({})", what_changed(changes)),
         };
-        let text = if s.inputs.kind == "summarize" {
+        let text = if s.inputs.kind == BuiltinKind::Summarize.as_str() {
             format!("the report is out of date with its inputs: stage `{name}` {what}")
         } else {
             format!("stage `{name}` {what}")

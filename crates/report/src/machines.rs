@@ -75,11 +75,12 @@ impl Machines {
 mod tests {
     use super::*;
     use crate::state::StageState;
+    use repro_engine::run_record::Outcome;
 
     fn stage(hardware: &str) -> StageState {
         StageState {
             hardware: Some(hardware.into()),
-            status: Some("passed".into()),
+            status: Some(Outcome::Passed),
             ..StageState::default()
         }
     }
@@ -112,7 +113,7 @@ mod tests {
         assert_eq!(m.label_of(Some("tune")), "M2");
         // A stage without a recorded GPU that skipped is not a machine of the report.
         let mut skipped = stage("no GPU: no driver");
-        skipped.status = Some("skipped".into());
+        skipped.status = Some(Outcome::Skipped);
         state.stages.insert("profile".into(), skipped);
         assert_eq!(Machines::of(&state, ["profile"]).list.len(), 0);
     }

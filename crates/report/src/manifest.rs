@@ -98,8 +98,8 @@ pub fn context(
         .map(|(name, spec)| {
             let st = state.stages.get(name);
             let status = st
-                .and_then(|s| s.status.clone())
-                .unwrap_or_else(|| "not run".into());
+                .and_then(|s| s.status)
+                .map_or_else(|| "not run".into(), |o| o.label().to_string());
             StageEntry {
                 name: name.clone(),
                 kind: spec.uses.clone(),

@@ -20,7 +20,7 @@ pub struct NotMeasured {
 /// they are, or when the record cannot say (a baseline, a skipped or failed variant, a
 /// record written before records named their cubin).
 pub fn bench_file(file: &BenchFile, builds: &[BuildRecord]) -> Option<String> {
-    if file.kind != "variant" || file.status != "ok" {
+    if file.kind != "variant" || !file.status.is_ok() {
         return None;
     }
     against_build(&file.name, file.measured.as_ref()?, builds)
@@ -29,7 +29,7 @@ pub fn bench_file(file: &BenchFile, builds: &[BuildRecord]) -> Option<String> {
 /// As [`bench_file`], for an ncu target of a pipeline variant (tuned configurations and
 /// baselines have no build record, and are left to their stages' status).
 pub fn ncu_target(target: &NcuTarget, builds: &[BuildRecord]) -> Option<String> {
-    if target.status != "ok" || !builds.iter().any(|b| b.variant == target.variant) {
+    if !target.status.is_ok() || !builds.iter().any(|b| b.variant == target.variant) {
         return None;
     }
     against_build(&target.variant, target.measured.as_ref()?, builds)
@@ -84,6 +84,8 @@ fn short(digest: &str) -> &str {
 mod tests {
     use super::*;
     use repro_base::schema::ArchBuild;
+    use repro_base::schema::BuildStatus;
+    use repro_base::schema::RunStatus;
     use std::collections::BTreeMap;
 
     fn build(variant: &str, cubin: &str) -> BuildRecord {
@@ -94,13 +96,17 @@ mod tests {
             entry: "k".into(),
             defines: BTreeMap::new(),
             nvcc_version: "13.0".into(),
-            status: "ok".into(),
+            status: BuildStatus::Ok,
             archs: BTreeMap::from([(
                 "sm_90a".to_string(),
                 ArchBuild {
-                    status: "ok".into(),
+                    command: Vec::new(),
+                    status: BuildStatus::Ok,
+                    error: None,
                     cubin_sha256: Some(cubin.into()),
-                    ..ArchBuild::default()
+                    entries: Vec::new(),
+                    dynamic_smem_bytes: None,
+                    gates: Vec::new(),
                 },
             )]),
         }
@@ -138,7 +144,7 @@ mod tests {
         b.kind = "baseline".into();
         assert_eq!(bench_file(&b, &[]), None);
         let mut s = bench("v", "aaaa");
-        s.status = "skipped".into();
+        s.status = RunStatus::Skipped;
         assert_eq!(bench_file(&s, &[build("v", "bbbb")]), None);
     }
 }

@@ -16,9 +16,9 @@ use repro_pipeline::paths::RESULT_DIRS;
 pub struct StageState {
     /// The fingerprint of its last successful run (from the lock).
     pub fingerprint: Option<String>,
-    /// `passed`, `gate failed`, `skipped` or `failed`: the last run's outcome, else what
+    /// The last run's outcome (`passed`, `gate failed`, `skipped` or `failed`), else what
     /// the lock says of the last successful one.
-    pub status: Option<String>,
+    pub status: Option<Outcome>,
     /// Wall time of its last run.
     pub elapsed_s: Option<f64>,
     /// The error, the failed gates or why it was skipped.
@@ -35,11 +35,11 @@ pub struct StageState {
 impl StageState {
     /// The last run ended in a stage error (not a gate failure).
     pub fn failed(&self) -> bool {
-        self.status.as_deref() == Some(Outcome::Failed.label())
+        self.status == Some(Outcome::Failed)
     }
 
     pub fn skipped(&self) -> bool {
-        self.status.as_deref() == Some(Outcome::Skipped.label())
+        self.status == Some(Outcome::Skipped)
     }
 }
 
@@ -78,7 +78,7 @@ impl RunState {
                 name,
                 StageState {
                     fingerprint: Some(entry.fingerprint),
-                    status: Some(outcome.label().to_string()),
+                    status: Some(outcome),
                     elapsed_s: None,
                     reason,
                     hardware: entry.inputs.hardware.clone(),
@@ -97,7 +97,7 @@ impl RunState {
                 continue;
             }
             if current || record.outcome == Outcome::Failed {
-                s.status = Some(record.outcome.label().to_string());
+                s.status = Some(record.outcome);
                 s.reason = record.message;
                 s.elapsed_s = Some(record.elapsed_s);
             }
@@ -213,14 +213,14 @@ mod tests {
         let names = ["a-stage", "b-stage", "c-stage", "d-stage"];
         let st = RunState::load(root, names).unwrap();
         assert!(st.lock_found);
-        assert_eq!(st.stages["a-stage"].status.as_deref(), Some("passed"));
+        assert_eq!(st.stages["a-stage"].status, Some(Outcome::Passed));
         assert_eq!(st.stages["a-stage"].elapsed_s, Some(2.5));
         assert!(st.stages["b-stage"].skipped());
         assert_eq!(
             st.stages["b-stage"].reason.as_deref(),
             Some("ncu not found")
         );
-        assert_eq!(st.stages["c-stage"].status.as_deref(), Some("gate failed"));
+        assert_eq!(st.stages["c-stage"].status, Some(Outcome::GateFailed));
         assert_eq!(st.stages["c-stage"].elapsed_s, None);
         assert!(st.stages["d-stage"].failed());
         assert_eq!(st.stages["d-stage"].reason.as_deref(), Some("nvcc crashed"));

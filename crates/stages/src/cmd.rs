@@ -156,7 +156,7 @@ pub fn argv(spec: &StageSpec) -> Option<Vec<String>> {
 
 impl StageKind for CmdKind {
     fn kind(&self) -> &'static str {
-        "cmd"
+        super::BuiltinKind::Cmd.as_str()
     }
 
     fn known_options(&self) -> Option<&'static [&'static str]> {

@@ -150,9 +150,10 @@ impl OneGpuModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use repro_base::schema::RunStatus;
 
     fn rec(node: Option<&str>, model: Option<&str>) -> BenchResult {
-        let mut r = BenchResult::blank("small", Default::default(), 0, (1, 1), "ok");
+        let mut r = BenchResult::blank("small", Default::default(), 0, (1, 1), RunStatus::Ok);
         r.node = node.map(String::from);
         r.device_name = model.map(String::from);
         r

@@ -19,16 +19,23 @@ pub mod slots;
 pub mod summarize;
 pub mod tune;
 
-/// Every built-in stage kind.
+pub use repro_pipeline::builtin_kind::BuiltinKind;
+
+/// Every built-in stage kind, in [`BuiltinKind::ALL`]'s order.
 pub fn registry() -> Vec<Box<dyn StageKind>> {
-    vec![
-        Box::new(cmd::CmdKind),
-        Box::new(build::BuildStage::default()),
-        Box::new(bench::BenchStage),
-        Box::new(profile::Profile),
-        Box::new(tune::TuneStage),
-        Box::new(summarize::Summarize),
-    ]
+    BuiltinKind::ALL.into_iter().map(implementation).collect()
+}
+
+/// The implementation of a built-in kind.
+fn implementation(kind: BuiltinKind) -> Box<dyn StageKind> {
+    match kind {
+        BuiltinKind::Cmd => Box::new(cmd::CmdKind),
+        BuiltinKind::Build => Box::new(build::BuildStage::default()),
+        BuiltinKind::Bench => Box::new(bench::BenchStage),
+        BuiltinKind::Tune => Box::new(tune::TuneStage),
+        BuiltinKind::Profile => Box::new(profile::Profile),
+        BuiltinKind::Summarize => Box::new(summarize::Summarize),
+    }
 }
 
 /// The built-in kinds, as the loader takes them.
@@ -48,6 +55,24 @@ pub fn find(kind: &str) -> Option<Box<dyn StageKind>> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// The enum and the registry name the same kinds, in the same order, and each name
+    /// reads back as its kind.
+    #[test]
+    fn every_builtin_kind_is_registered_under_its_name() {
+        let registered: Vec<&str> = registry().iter().map(|k| k.kind()).collect();
+        assert_eq!(
+            registered,
+            ["cmd", "build", "bench", "tune", "profile", "summarize"]
+        );
+        for kind in BuiltinKind::ALL {
+            assert_eq!(implementation(kind).kind(), kind.as_str());
+            assert_eq!(BuiltinKind::named(kind.as_str()), Some(kind));
+        }
+        assert_eq!(BuiltinKind::named("tunes"), None);
+    }
+
     pub(crate) mod calls;
     mod decoded_once;
     mod workload_errors;

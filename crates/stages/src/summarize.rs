@@ -59,7 +59,7 @@ fn templates(spec: &StageSpec) -> Result<Templates, OptionError> {
 
 impl StageKind for Summarize {
     fn kind(&self) -> &'static str {
-        "summarize"
+        super::BuiltinKind::Summarize.as_str()
     }
 
     /// The manifest names the commit whose sources made the results: re-render it whenever

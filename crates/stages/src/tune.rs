@@ -70,7 +70,7 @@ fn budget(o: &TuneOptions, overrides: &TuneOverrides) -> u32 {
 
 impl StageKind for TuneStage {
     fn kind(&self) -> &'static str {
-        "tune"
+        super::BuiltinKind::Tune.as_str()
     }
 
     /// The arch is the declared one the GPU present runs.

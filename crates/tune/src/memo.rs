@@ -8,15 +8,22 @@
 //! off when the file is opened again. A trial is keyed by its configuration and, for a
 //! source a proposer wrote (`source` on its line), that source's digest.
 
-use super::space::{show, Config};
-use anyhow::{bail, Context};
+use super::space::show;
+use super::space::Config;
+use anyhow::bail;
+use anyhow::Context;
 use repro_base::schema::BenchResult;
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use repro_base::schema::TrialStatus;
+use serde::Deserialize;
+use serde::Serialize;
+use sha2::Digest;
+use sha2::Sha256;
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
+use std::fs::OpenOptions;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::path::PathBuf;
 
 /// The result of evaluating one configuration: what the search needs (`status`, `score`)
 /// and what the tune log and the elite report (`registers`, ..., `bench`).
@@ -24,7 +31,7 @@ use std::path::{Path, PathBuf};
 pub struct Evaluation {
     /// `ok`, or the first gate that failed: `compile_error`, `ptxas_gate`, `incorrect`,
     /// `failed` (crash, timeout).
-    pub status: String,
+    pub status: TrialStatus,
     /// Lower is better (µs); `Some` exactly when `status` is `ok`. Stored as text so it
     /// reads back bit for bit and a resumed search replays exactly.
     #[serde(with = "exact")]
@@ -47,7 +54,7 @@ impl Evaluation {
     /// A passing trial with this score and nothing else recorded.
     pub fn ok(score: f64) -> Self {
         Evaluation {
-            status: "ok".into(),
+            status: TrialStatus::Ok,
             score: Some(score),
             note: String::new(),
             registers: None,
@@ -60,9 +67,9 @@ impl Evaluation {
     }
 
     /// A rejected trial.
-    pub fn rejected(status: &str, note: impl Into<String>) -> Self {
+    pub fn rejected(status: TrialStatus, note: impl Into<String>) -> Self {
         Evaluation {
-            status: status.into(),
+            status,
             score: None,
             note: note.into(),
             ..Evaluation::ok(0.0)
@@ -266,7 +273,7 @@ mod tests {
             memo.record(
                 None,
                 &cfg(64),
-                &Evaluation::rejected("compile_error", "boom"),
+                &Evaluation::rejected(TrialStatus::CompileError, "boom"),
                 "t2",
             )
             .unwrap();
@@ -281,7 +288,7 @@ mod tests {
         assert_eq!(first.finished, "t1");
         assert_eq!(
             memo.get(None, &cfg(64)).unwrap().evaluation.status,
-            "compile_error"
+            TrialStatus::CompileError
         );
         // Another context is another file.
         let other = Memo::open(dir.path(), &json!({"kernel": "def"})).unwrap();

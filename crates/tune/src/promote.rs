@@ -9,13 +9,19 @@
 //! leaves every file as it was.
 
 use super::options::TuneOptions;
-use super::proposer::store::{self, short, SOURCES_DIR};
+use super::proposer::store;
+use super::proposer::store::short;
+use super::proposer::store::SOURCES_DIR;
 use super::space::Config;
-use anyhow::{bail, Context};
+use anyhow::bail;
+use anyhow::Context;
 use repro_base::schema::TuneTrial;
-use repro_pipeline::{KernelSpec, Project};
+use repro_pipeline::builtin_kind::BuiltinKind;
+use repro_pipeline::KernelSpec;
+use repro_pipeline::Project;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::path::PathBuf;
 
 /// What a promotion did.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +60,7 @@ pub fn promote(
     let tunes: Vec<_> = project
         .stages
         .iter()
-        .filter(|s| s.kind.kind() == "tune")
+        .filter(|s| s.kind.kind() == BuiltinKind::Tune.as_str())
         .collect();
     let names = || {
         tunes
@@ -86,7 +92,7 @@ pub fn promote(
     })?;
     let rows = repro_base::schema::parse_tune_log(&log_text, &tune_log)?;
     let row = pick(&rows, what, &tune_log)?;
-    if row.status != "ok" {
+    if !row.status.is_ok() {
         bail!(
             "trial {} did not pass (status `{}`): only a trial that passed every gate can be promoted",
             row.trial,
@@ -184,7 +190,7 @@ fn pick<'a>(rows: &'a [TuneTrial], what: &str, log: &str) -> anyhow::Result<&'a 
     }
     matching
         .iter()
-        .filter(|r| r.status == "ok")
+        .filter(|r| r.status.is_ok())
         .min_by(|a, b| {
             a.p50_us
                 .partial_cmp(&b.p50_us)

@@ -15,6 +15,7 @@
 
 use super::memo::{Evaluation, Memo};
 use super::space::{Config, Param, Space};
+use repro_base::schema::TrialStatus;
 use anyhow::{bail, Context};
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
@@ -93,7 +94,7 @@ pub enum Proposed {
         config: Config,
         parents: Vec<u32>,
         proposal: Proposal,
-        status: String,
+        status: TrialStatus,
         reason: String,
         at: String,
     },
@@ -500,7 +501,7 @@ impl State<'_> {
                     at,
                 } => out.push(Planned {
                     proposal: Some(proposal),
-                    failed: Some((Evaluation::rejected(&status, reason), at)),
+                    failed: Some((Evaluation::rejected(status, reason), at)),
                     ..Planned::new(config, parents, None)
                 }),
             }

@@ -54,7 +54,9 @@ impl Answer {
 pub(crate) mod tests {
     use super::*;
     use crate::client::ExecTarget;
-    use crate::{timing::L2Mode, timing::Method};
+    use crate::timing::L2Mode;
+    use crate::timing::Method;
+    use repro_base::schema::RunStatus;
 
     /// A run of variant `v` on shape `small` with seed `seed` (which the stand-in workers
     /// of the tests read to decide what to do).
@@ -101,7 +103,8 @@ pub(crate) mod tests {
         assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), req);
 
         let dims = [("rows".to_string(), 4), ("hidden".to_string(), 1024)].into();
-        let mut record = repro_base::schema::BenchResult::blank("small", dims, 2, (3, 4), "ok");
+        let mut record =
+            repro_base::schema::BenchResult::blank("small", dims, 2, (3, 4), RunStatus::Ok);
         record.p50_us = Some(5.25);
         record
             .speedups

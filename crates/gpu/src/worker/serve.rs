@@ -100,6 +100,7 @@ mod tests {
     use super::*;
     use crate::client::ExecRequest;
     use repro_base::schema::BenchResult;
+    use repro_base::schema::RunStatus;
 
     /// Seeds 0.. succeed; seed 13 faults and poisons the context; seed 7 fails harmlessly.
     struct Fake {
@@ -121,7 +122,7 @@ mod tests {
                     Default::default(),
                     s,
                     (1, 2),
-                    "ok",
+                    RunStatus::Ok,
                 )),
             }
         }

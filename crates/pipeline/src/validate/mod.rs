@@ -15,9 +15,6 @@ use crate::kind::{Config, Configs, Configured, Kinds, OptionError, StageKind};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Every stage kind repro knows of (what `uses:` may say; suggestions come from here).
-pub const BUILTIN_KINDS: &[&str] = &["cmd", "build", "bench", "tune", "profile", "summarize"];
-
 /// Executor kinds pipeline.yaml may name.
 pub const EXECUTOR_KINDS: &[&str] = &["local", "slurm"];
 
@@ -318,12 +315,10 @@ fn resolve_kind(
     if let Some(kind) = registry.iter().find(|k| k.kind() == uses) {
         return Some(kind.clone());
     }
-    let help = did_you_mean(uses, BUILTIN_KINDS.iter().copied()).unwrap_or_else(|| {
-        format!(
-            "expected one of {}",
-            quoted_list(BUILTIN_KINDS.iter().copied())
-        )
-    });
+    // What `uses:` may say, and where suggestions come from: the registry's kinds.
+    let kinds = registry.iter().map(|k| k.kind());
+    let help = did_you_mean(uses, kinds.clone())
+        .unwrap_or_else(|| format!("expected one of {}", quoted_list(kinds)));
     r.at(
         &["stages", name, "uses"],
         format!("unknown stage kind `{uses}`"),

@@ -196,7 +196,9 @@ pub const REFERENCE: &str = "reference";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use repro_base::{schema::BenchFile, schema::BenchResult};
+    use repro_base::schema::BenchFile;
+    use repro_base::schema::BenchResult;
+    use repro_base::schema::RunStatus;
 
     fn baseline(workload: Option<&str>, dims: &[(&str, i64)]) -> BenchFile {
         let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
@@ -204,14 +206,14 @@ mod tests {
             name: "torch".into(),
             kind: "baseline".into(),
             workload: workload.map(str::to_string),
-            status: "ok".into(),
+            status: RunStatus::Ok,
             reason: None,
             defines: Default::default(),
             nvcc_version: None,
             precision: None,
             arch: None,
             driver: None,
-            results: vec![BenchResult::blank("small", dims, 0, (1, 1), "ok")],
+            results: vec![BenchResult::blank("small", dims, 0, (1, 1), RunStatus::Ok)],
             gates: Vec::new(),
             measured: None,
         }

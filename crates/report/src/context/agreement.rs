@@ -83,7 +83,7 @@ impl Builder<'_> {
         let targets = &self.artifacts.ncu.as_ref()?.targets;
         targets
             .iter()
-            .filter(|t| t.status == "ok" && t.variant == name)
+            .filter(|t| t.status.is_ok() && t.variant == name)
             .find(|t| t.shape.as_deref().unwrap_or(&self.scope.primary) == shape)
             .and_then(|t| t.kernel_time_us)
     }

@@ -22,7 +22,7 @@ impl Builder<'_> {
         let present: Vec<&BenchFile> = self
             .baselines()
             .iter()
-            .filter(|b| b.status != "skipped")
+            .filter(|b| b.status != RunStatus::Skipped)
             .collect();
         if present.is_empty() {
             return Section::not_run("not run: no baseline was measured".into());
@@ -113,8 +113,8 @@ impl Builder<'_> {
             .targets
             .iter()
             .find(|t| t.target == label)?;
-        Some(match t.status.as_str() {
-            "ok" => Ok(t),
+        Some(match &t.status {
+            RunStatus::Ok => Ok(t),
             status => Err(format!(
                 "{status}: {}",
                 t.reason.as_deref().unwrap_or("no reason given")
@@ -145,7 +145,7 @@ impl Builder<'_> {
         let failing: Vec<&BenchResult> = f
             .results
             .iter()
-            .filter(|r| r.status == "ok" && r.correctness_pass != Some(true))
+            .filter(|r| r.status.is_ok() && r.correctness_pass != Some(true))
             .collect();
         if failing.is_empty() {
             return None;

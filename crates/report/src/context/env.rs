@@ -11,7 +11,7 @@ impl Builder<'_> {
             .benches()
             .iter()
             .flat_map(|f| f.results.iter())
-            .find(|r| r.status == "ok");
+            .find(|r| r.status.is_ok());
         let gpu = match (&e.gpu, first.and_then(|r| r.device_name.clone())) {
             (Some(g), _) => {
                 let mut facts = vec![format!("sm {}", g.compute_capability)];
@@ -125,7 +125,7 @@ impl Builder<'_> {
             return recorded;
         }
         let from_gpu = self
-            .stage_of("bench")
+            .stage_of(BuiltinKind::Bench)
             .and_then(|b| self.state.stages.get(b))
             .and_then(|s| s.hardware.as_deref())
             .and_then(|h| h.split_whitespace().find(|w| arch::is_valid(w)))
@@ -142,7 +142,7 @@ impl Builder<'_> {
         }
         let builds = self.artifacts.builds.iter().flatten();
         let single: Option<Vec<&String>> = builds
-            .filter(|b| b.status == "ok")
+            .filter(|b| b.status.is_ok())
             .map(|b| {
                 (b.archs.len() == 1)
                     .then(|| b.archs.keys().next())

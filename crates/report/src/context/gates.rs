@@ -33,7 +33,7 @@ impl Builder<'_> {
         else {
             return Vec::new();
         };
-        if b.status != "ok" {
+        if !b.status.is_ok() {
             return vec!["compile error".into()];
         }
         if b.gates().any(|(_, g)| !g.pass) {
@@ -45,7 +45,7 @@ impl Builder<'_> {
 
     pub(super) fn ptxas_gates(&self, failed: &mut Vec<String>) -> Section<Vec<PtxasRow>> {
         let Some(builds) = &self.artifacts.builds else {
-            return Section::not_run(self.not_run("build", "artifacts/build/"));
+            return Section::not_run(self.not_run(BuiltinKind::Build, "artifacts/build/"));
         };
         let mut rows = Vec::new();
         for b in builds {
@@ -140,7 +140,7 @@ impl Builder<'_> {
 
     pub(super) fn correctness_gates(&self, failed: &mut Vec<String>) -> Section<CorrectnessTable> {
         let Some(benches) = &self.artifacts.benches else {
-            return Section::not_run(self.not_run("bench", "artifacts/bench/"));
+            return Section::not_run(self.not_run(BuiltinKind::Bench, "artifacts/bench/"));
         };
         if let Some(why) = self.bench_all_skipped() {
             return Section::not_run(why);
@@ -149,15 +149,16 @@ impl Builder<'_> {
         for f in benches {
             for r in &f.results {
                 let subject = format!("{} {}", f.name, r.run_subject());
-                if r.status != "ok" {
-                    let why = if r.status == "skipped" {
+                if !r.status.is_ok() {
+                    let skipped = r.status == RunStatus::Skipped;
+                    let why = if skipped {
                         self.skipped_because(r.error.as_deref())
                     } else {
-                        let error = r.error.clone().unwrap_or_else(|| r.status.clone());
+                        let error = r.error.clone().unwrap_or_else(|| r.status.to_string());
                         format!("{}: {error}", r.status)
                     };
-                    let mark = if r.status == "skipped" { "⏭" } else { "❌" };
-                    if r.status != "skipped" {
+                    let mark = if skipped { "⏭" } else { "❌" };
+                    if !skipped {
                         failed.push(format!("correctness {subject}: {}", r.status));
                     }
                     rows.push(CorrectnessRow {
@@ -219,7 +220,7 @@ impl Builder<'_> {
         failed: &mut Vec<String>,
     ) -> Section<Vec<PerfRow>> {
         if self.artifacts.benches.is_none() {
-            return Section::not_run(self.not_run("bench", "artifacts/bench/"));
+            return Section::not_run(self.not_run(BuiltinKind::Bench, "artifacts/bench/"));
         }
         if let Some(why) = self.bench_all_skipped() {
             return Section::not_run(why);
@@ -281,7 +282,7 @@ impl Builder<'_> {
         if self
             .baselines()
             .iter()
-            .all(|b| b.status == "skipped" && b.reason == first.reason)
+            .all(|b| b.status == RunStatus::Skipped && b.reason == first.reason)
         {
             return Section::not_run(format!(
                 "not run: every baseline {}",
@@ -310,7 +311,7 @@ impl Builder<'_> {
                     .map(|(bp, p)| bp / p);
                 let ncu = best.and_then(|best| self.ncu_speedup(&b.name, best, primary));
                 let threshold = thresholds.get(&b.name).copied();
-                if b.status == "skipped" {
+                if b.status == RunStatus::Skipped {
                     return PerfRow {
                         what,
                         measured: NA.into(),

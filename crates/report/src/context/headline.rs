@@ -68,7 +68,7 @@ impl Builder<'_> {
                     "variant",
                     shape_p50(&v.results, primary),
                     self.file_status(v, &self.build_failures(&v.name)),
-                    measured_by(self.stage_of("bench")),
+                    measured_by(self.stage_of(BuiltinKind::Bench)),
                 )
             });
         }
@@ -80,7 +80,7 @@ impl Builder<'_> {
             let ok = top
                 .bench
                 .iter()
-                .all(|r| r.status == "ok" && r.correctness_pass == Some(true));
+                .all(|r| r.status.is_ok() && r.correctness_pass == Some(true));
             let folder = dir.rsplit('/').next().unwrap_or(dir);
             rows.push(row(
                 format!("{folder}-top{}", top.rank),
@@ -138,12 +138,12 @@ impl Builder<'_> {
     /// that succeeded. `None` when something was.
     pub(super) fn profile_not_run(&self) -> Option<String> {
         let Some(ncu) = &self.artifacts.ncu else {
-            return Some(self.not_run("profile", "artifacts/ncu/summary.json"));
+            return Some(self.not_run(BuiltinKind::Profile, "artifacts/ncu/summary.json"));
         };
-        if let Some(why) = self.stage_skipped("profile") {
+        if let Some(why) = self.stage_skipped(BuiltinKind::Profile) {
             return Some(why.replacen("not run", "not profiled", 1));
         }
-        if ncu.targets.iter().any(|t| t.status == "ok") {
+        if ncu.targets.iter().any(|t| t.status.is_ok()) {
             return None;
         }
         Some(match self.all_skipped_reason(&ncu.targets) {

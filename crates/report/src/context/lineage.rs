@@ -102,6 +102,7 @@ pub(crate) fn diff_files(elite: &[EliteEntry]) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod lineage_tests {
     use super::*;
+    use repro_base::schema::TrialStatus;
 
     fn step(
         trial: u32,
@@ -121,7 +122,7 @@ mod lineage_tests {
             } else {
                 String::new()
             },
-            status: "ok".into(),
+            status: TrialStatus::Ok,
             p50_us: Some(10.0 - trial as f64),
         }
     }

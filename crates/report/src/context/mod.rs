@@ -13,8 +13,14 @@ use super::artifacts::{Artifacts, TuneData};
 use super::machines::Machines;
 use super::notes::{Footnote, Notes};
 use super::state::RunState;
-use repro_base::{schema::BenchFile, schema::BenchResult, schema::GateResult, schema::NcuTarget};
+use repro_base::schema::BenchFile;
+use repro_base::schema::BenchResult;
+use repro_base::schema::GateResult;
+use repro_base::schema::NcuTarget;
+use repro_base::schema::RunStatus;
+use repro_engine::run_record::Outcome;
 use repro_gpu::env::Environment;
+use repro_pipeline::builtin_kind::BuiltinKind;
 use repro_pipeline::kind::Configs;
 use repro_pipeline::Pipeline;
 use serde::Serialize;
@@ -115,17 +121,17 @@ impl<'a> Builder<'a> {
             .filter_map(|s| s.reason.clone())
             .chain(
                 files
-                    .filter(|f| f.status == "skipped")
+                    .filter(|f| f.status == RunStatus::Skipped)
                     .filter_map(|f| f.reason.clone()),
             )
             .chain(
                 results
-                    .filter(|r| r.status == "skipped")
+                    .filter(|r| r.status == RunStatus::Skipped)
                     .filter_map(|r| r.error.clone()),
             )
             .chain(
                 targets
-                    .filter(|t| t.status == "skipped")
+                    .filter(|t| t.status == RunStatus::Skipped)
                     .filter_map(|t| t.reason.clone()),
             )
             .collect()
@@ -146,7 +152,7 @@ impl<'a> Builder<'a> {
     }
 
     /// `not run: stage `x` skipped [^1]` when the stage of `kind` was skipped.
-    pub(super) fn stage_skipped(&self, kind: &str) -> Option<String> {
+    pub(super) fn stage_skipped(&self, kind: BuiltinKind) -> Option<String> {
         let name = self.stage_of(kind)?;
         let st = self.state.stages.get(name).filter(|s| s.skipped())?;
         Some(format!(
@@ -156,8 +162,17 @@ impl<'a> Builder<'a> {
     }
 
     /// `<status>: <reason>` of a record, a skip's reason cited as a footnote.
-    pub(super) fn status_because(&self, status: &str, reason: Option<&str>) -> String {
-        if status == "skipped" {
+    pub(super) fn status_because(&self, status: &RunStatus, reason: Option<&str>) -> String {
+        self.because(status.as_str(), *status == RunStatus::Skipped, reason)
+    }
+
+    /// `<outcome>: <reason>` of a stage's last run, a skip's reason cited as a footnote.
+    pub(super) fn outcome_because(&self, outcome: Outcome, reason: Option<&str>) -> String {
+        self.because(outcome.label(), outcome == Outcome::Skipped, reason)
+    }
+
+    fn because(&self, status: &str, skipped: bool, reason: Option<&str>) -> String {
+        if skipped {
             return self.skipped_because(reason);
         }
         format!("{status}: {}", reason.unwrap_or("no reason given"))
@@ -267,8 +282,8 @@ impl Builder<'_> {
             })
             .collect();
         if tunes.is_empty() {
-            let note = match self.stage_of("tune") {
-                None => self.not_run("tune", ""),
+            let note = match self.stage_of(BuiltinKind::Tune) {
+                None => self.not_run(BuiltinKind::Tune, ""),
                 Some(_) => format!(
                     "not run: no tune stage tunes a kernel of `{}`",
                     self.scope.workload
@@ -318,7 +333,7 @@ impl Builder<'_> {
                 self.scope.workload
             ));
         }
-        if files.is_empty() || !files.iter().all(|f| f.status == "skipped") {
+        if files.is_empty() || !files.iter().all(|f| f.status == RunStatus::Skipped) {
             return None;
         }
         Some(format!(
@@ -336,18 +351,18 @@ impl Builder<'_> {
     }
 
     /// The stage of the given kind, if the pipeline has one.
-    pub(super) fn stage_of(&self, kind: &str) -> Option<&str> {
+    pub(super) fn stage_of(&self, kind: BuiltinKind) -> Option<&str> {
         self.pipeline
             .stages
             .iter()
-            .find(|(_, s)| s.uses == kind)
+            .find(|(_, s)| s.is(kind))
             .map(|(n, _)| n.as_str())
     }
 
     /// [`file_status`], a skip's reason cited.
     pub(super) fn file_status(&self, f: &BenchFile, build_failures: &[String]) -> String {
-        let skipped = match f.status.as_str() {
-            "skipped" => self.skipped_because(f.reason.as_deref()),
+        let skipped = match f.status {
+            RunStatus::Skipped => self.skipped_because(f.reason.as_deref()),
             _ => String::new(),
         };
         if let Some(why) = crate::measured::bench_file(f, self.builds()) {
@@ -361,9 +376,9 @@ impl Builder<'_> {
     }
 
     /// Why the outputs of a stage kind are absent (or empty: `missing` names them).
-    pub(super) fn not_run(&self, kind: &str, missing: &str) -> String {
+    pub(super) fn not_run(&self, kind: BuiltinKind, missing: &str) -> String {
         match self.stage_of(kind) {
-            None => format!("not run: the pipeline has no `{kind}` stage"),
+            None => format!("not run: the pipeline has no `{}` stage", kind.as_str()),
             Some(name) => self.stage_not_run(name, missing),
         }
     }
@@ -381,7 +396,7 @@ impl Builder<'_> {
                 self.skipped_because(st.reason.as_deref())
             );
         }
-        let status = st.status.as_deref().unwrap_or_default();
+        let status = st.status.map_or("", Outcome::label);
         let reason = st
             .reason
             .as_ref()
@@ -408,7 +423,7 @@ impl Builder<'_> {
     pub(super) fn ncu_for(&self, name: &str) -> Option<&NcuTarget> {
         self.artifacts.ncu.as_ref()?.targets.iter().find(|t| {
             t.variant == name
-                && t.status == "ok"
+                && t.status.is_ok()
                 && t.shape.as_deref().is_none_or(|s| s == self.scope.primary)
         })
     }

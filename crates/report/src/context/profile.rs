@@ -6,9 +6,11 @@ use super::*;
 impl Builder<'_> {
     pub(super) fn profile_section(&self) -> Section<ProfileSection> {
         let Some(ncu) = &self.artifacts.ncu else {
-            return Section::not_run(self.not_run("profile", "artifacts/ncu/summary.json"));
+            return Section::not_run(
+                self.not_run(BuiltinKind::Profile, "artifacts/ncu/summary.json"),
+            );
         };
-        if let Some(why) = self.stage_skipped("profile") {
+        if let Some(why) = self.stage_skipped(BuiltinKind::Profile) {
             return Section::not_run(why);
         }
         if let Some(reason) = self.all_skipped_reason(&ncu.targets) {
@@ -32,11 +34,15 @@ impl Builder<'_> {
                 ProfileRow {
                     target: t.target.clone(),
                     variant: t.variant.clone(),
-                    status: match t.status.as_str() {
-                        "ok" => "✅ ok".into(),
+                    status: match &t.status {
+                        RunStatus::Ok => "✅ ok".into(),
                         other => format!(
                             "{} {}",
-                            if other == "skipped" { "⏭" } else { "❌" },
+                            if *other == RunStatus::Skipped {
+                                "⏭"
+                            } else {
+                                "❌"
+                            },
                             self.status_because(other, t.reason.as_deref())
                         ),
                     },
@@ -82,11 +88,11 @@ impl Builder<'_> {
         }
         let Some(ncu) = &self.artifacts.ncu else {
             return Some(Section::not_run(
-                self.not_run("profile", "artifacts/ncu/summary.json"),
+                self.not_run(BuiltinKind::Profile, "artifacts/ncu/summary.json"),
             ));
         };
         if ncu.gates.is_empty() {
-            let why = self.stage_skipped("profile").unwrap_or_else(|| {
+            let why = self.stage_skipped(BuiltinKind::Profile).unwrap_or_else(|| {
                 "not checked: artifacts/ncu/summary.json records no profile gate; run the profile stage".into()
             });
             return Some(Section::not_run(why));
@@ -121,7 +127,7 @@ impl Builder<'_> {
         let first = targets.first()?;
         let same = targets
             .iter()
-            .all(|t| t.status != "ok" && t.status == first.status && t.reason == first.reason);
+            .all(|t| !t.status.is_ok() && t.status == first.status && t.reason == first.reason);
         same.then(|| self.status_because(&first.status, first.reason.as_deref()))
     }
 }

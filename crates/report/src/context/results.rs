@@ -8,7 +8,7 @@ pub fn any_timed<'f>(files: impl IntoIterator<Item = &'f BenchFile>) -> bool {
     files
         .into_iter()
         .flat_map(|f| &f.results)
-        .any(|r| r.status == "ok" && r.p50_us.is_some())
+        .any(|r| r.status.is_ok() && r.p50_us.is_some())
 }
 
 pub use crate::best::shape_p50;
@@ -29,20 +29,20 @@ pub fn shapes_in_order<'a>(files: impl IntoIterator<Item = &'a BenchFile>) -> Ve
 /// The headline status of a bench file: what failed, or that all passed (a skip cites
 /// its reason, `skipped` the footnote it was given).
 pub(super) fn file_status(f: &BenchFile, build_failures: &[String], skipped: &str) -> String {
-    match f.status.as_str() {
-        "skipped" => format!("⏭ {skipped}"),
-        "failed" => format!(
+    match f.status {
+        RunStatus::Skipped => format!("⏭ {skipped}"),
+        RunStatus::Failed => format!(
             "❌ failed: {}",
             f.reason.as_deref().unwrap_or("no reason given")
         ),
         _ => {
             let mut bad: Vec<String> = build_failures.to_vec();
-            if f.results.iter().any(|r| r.status == "failed") {
+            if f.results.iter().any(|r| r.status == RunStatus::Failed) {
                 bad.push("run failed".into());
             }
             if f.results
                 .iter()
-                .any(|r| r.status == "ok" && r.correctness_pass != Some(true))
+                .any(|r| r.status.is_ok() && r.correctness_pass != Some(true))
             {
                 bad.push("correctness".into());
             }

@@ -1,6 +1,7 @@
 //! The stage table and the skips, each reason stated once.
 
 use super::*;
+use crate::state::StageState;
 use repro_gpu::names_a_gpu;
 
 impl Builder<'_> {
@@ -9,25 +10,27 @@ impl Builder<'_> {
         self.pipeline
             .stages
             .iter()
-            .filter(|(_, s)| s.uses != "summarize")
+            .filter(|(_, s)| !s.is(BuiltinKind::Summarize))
             .map(|(name, spec)| {
                 let st = self.state.stages.get(name);
-                let status = match st.and_then(|s| s.status.clone()) {
-                    Some(s) => {
-                        let glyph = match s.as_str() {
-                            "passed" => "✅",
-                            "skipped" => "⏭",
+                let status = match st.and_then(|s| s.status) {
+                    Some(outcome) => {
+                        let glyph = match outcome {
+                            Outcome::Passed => "✅",
+                            Outcome::Skipped => "⏭",
                             _ => "❌",
                         };
-                        match st.and_then(|s| s.reason.clone()) {
-                            Some(r) => format!("{glyph} {}", self.status_because(&s, Some(&r))),
-                            None => format!("{glyph} {s}"),
+                        match st.and_then(|s| s.reason.as_deref()) {
+                            Some(r) => {
+                                format!("{glyph} {}", self.outcome_because(outcome, Some(r)))
+                            }
+                            None => format!("{glyph} {}", outcome.label()),
                         }
                     }
                     None => "– not run".into(),
                 };
                 let made_on = match st.and_then(|s| s.hardware.as_deref()) {
-                    _ if spec.uses == "build" => "any machine (cross-compiled)".to_string(),
+                    _ if spec.is(BuiltinKind::Build) => "any machine (cross-compiled)".to_string(),
                     Some(gpu) if names_a_gpu(gpu) && machines.mixed => {
                         machines.label_of(Some(name))
                     }
@@ -51,29 +54,32 @@ impl Builder<'_> {
     pub(super) fn skipped(&self) -> Vec<Skip> {
         let mut out = Vec::new();
         for (name, spec) in &self.pipeline.stages {
-            if spec.uses == "summarize" {
+            if spec.is(BuiltinKind::Summarize) {
                 continue;
             }
             match self.state.stages.get(name) {
-                Some(s) if s.skipped() || s.failed() => out.push(Skip {
+                Some(StageState {
+                    status: Some(outcome @ (Outcome::Skipped | Outcome::Failed)),
+                    reason,
+                    ..
+                }) => out.push(Skip {
                     what: format!("stage `{name}`"),
-                    reason: self
-                        .status_because(s.status.as_deref().unwrap_or(""), s.reason.as_deref()),
+                    reason: self.outcome_because(*outcome, reason.as_deref()),
                 }),
-                None if !self.produced(spec.uses.as_str(), spec) => out.push(Skip {
+                None if !self.produced(spec) => out.push(Skip {
                     what: format!("stage `{name}`"),
                     reason: "not run: no outputs and no record of it in the lock".into(),
                 }),
                 _ => {}
             }
         }
-        for b in self.baselines().iter().filter(|b| b.status != "ok") {
+        for b in self.baselines().iter().filter(|b| !b.status.is_ok()) {
             out.push(Skip {
                 what: format!("baseline `{}`", b.name),
                 reason: self.status_because(&b.status, b.reason.as_deref()),
             });
         }
-        for f in self.benches().iter().filter(|f| f.status != "ok") {
+        for f in self.benches().iter().filter(|f| !f.status.is_ok()) {
             out.push(Skip {
                 what: format!("bench `{}`", f.name),
                 reason: self.status_because(&f.status, f.reason.as_deref()),
@@ -81,19 +87,19 @@ impl Builder<'_> {
         }
         // Runs skipped inside a file that ran (a baseline with no kernel for one shape).
         for (kind, files) in [("baseline", self.baselines()), ("bench", self.benches())] {
-            for f in files.iter().filter(|f| f.status == "ok") {
+            for f in files.iter().filter(|f| f.status.is_ok()) {
                 out.extend(
                     skipped_runs(kind, f)
                         .into_iter()
                         .map(|(what, reason)| Skip {
                             what,
-                            reason: self.status_because("skipped", Some(&reason)),
+                            reason: self.skipped_because(Some(&reason)),
                         }),
                 );
             }
         }
         if let Some(ncu) = &self.artifacts.ncu {
-            for t in ncu.targets.iter().filter(|t| t.status != "ok") {
+            for t in ncu.targets.iter().filter(|t| !t.status.is_ok()) {
                 out.push(Skip {
                     what: format!("profile target `{}`", t.target),
                     reason: self.status_because(&t.status, t.reason.as_deref()),
@@ -103,14 +109,14 @@ impl Builder<'_> {
         group_by_reason(out)
     }
 
-    /// Whether the outputs a stage kind writes are present.
-    pub(super) fn produced(&self, kind: &str, spec: &repro_pipeline::StageSpec) -> bool {
+    /// Whether the outputs a stage's kind writes are present.
+    pub(super) fn produced(&self, spec: &repro_pipeline::StageSpec) -> bool {
         let a = self.artifacts;
-        match kind {
-            "build" => a.builds.is_some(),
-            "bench" => a.benches.is_some(),
-            "tune" => a.tune.is_some(),
-            "profile" => a.ncu.is_some(),
+        match spec.builtin() {
+            Some(BuiltinKind::Build) => a.builds.is_some(),
+            Some(BuiltinKind::Bench) => a.benches.is_some(),
+            Some(BuiltinKind::Tune) => a.tune.is_some(),
+            Some(BuiltinKind::Profile) => a.ncu.is_some(),
             _ if spec
                 .outs
                 .iter()
@@ -128,7 +134,7 @@ impl Builder<'_> {
 /// `single` (3 runs)` and the reason its records give.
 fn skipped_runs(kind: &str, f: &BenchFile) -> Vec<(String, String)> {
     let mut by_shape: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for r in f.results.iter().filter(|r| r.status == "skipped") {
+    for r in f.results.iter().filter(|r| r.status == RunStatus::Skipped) {
         let reason = r
             .error
             .clone()

@@ -11,7 +11,7 @@ impl Builder<'_> {
         };
         let not_run = |missing: &str| match stage {
             Some(name) => self.stage_not_run(name, missing),
-            None => self.not_run("tune", missing),
+            None => self.not_run(BuiltinKind::Tune, missing),
         };
         let Some(tune) = &self.artifacts.tune else {
             return Section::not_run(not_run(&format!("{dir}/tune_log.csv")));
@@ -37,7 +37,7 @@ pub fn best_so_far(tune: &TuneData) -> Vec<(u32, Option<f64>)> {
     tune.trials
         .iter()
         .map(|t| {
-            if t.status == "ok" && t.correctness_pass != Some(false) {
+            if t.status.is_ok() && t.correctness_pass != Some(false) {
                 if let Some(p) = t.p50_us.filter(|p| p.is_finite()) {
                     best = Some(best.map_or(p, |b: f64| b.min(p)));
                 }
@@ -48,11 +48,11 @@ pub fn best_so_far(tune: &TuneData) -> Vec<(u32, Option<f64>)> {
 }
 
 pub(super) fn tune_summary(tune: &TuneData, control_p50: Option<f64>) -> TuneSection {
-    let valid = tune.trials.iter().filter(|t| t.status == "ok").count();
+    let valid = tune.trials.iter().filter(|t| t.status.is_ok()).count();
     let mut reasons: BTreeMap<String, (usize, String)> = BTreeMap::new();
-    for t in tune.trials.iter().filter(|t| t.status != "ok") {
+    for t in tune.trials.iter().filter(|t| !t.status.is_ok()) {
         let e = reasons
-            .entry(t.status.clone())
+            .entry(t.status.to_string())
             .or_insert((0, t.note.clone()));
         e.0 += 1;
     }

@@ -358,7 +358,7 @@ fn gpu_models(a: &Artifacts) -> Vec<String> {
         .chain(&a.baselines)
         .flatten()
         .flat_map(|f| &f.results)
-        .filter(|r| r.status == "ok")
+        .filter(|r| r.status.is_ok())
         .filter_map(|r| r.device_name.clone())
         .collect();
     models.sort();
@@ -370,7 +370,7 @@ fn gpu_models(a: &Artifacts) -> Vec<String> {
 fn gpu_of(results: &[BenchResult], shape: &str) -> Option<String> {
     results
         .iter()
-        .filter(|r| r.shape == shape && r.status == "ok")
+        .filter(|r| r.shape == shape && r.status.is_ok())
         .find_map(|r| r.device_name.clone())
 }
 
@@ -430,7 +430,7 @@ fn compare(
 fn gate_states(a: &Artifacts) -> BTreeMap<String, bool> {
     let mut out = BTreeMap::new();
     for b in a.builds.as_deref().unwrap_or_default() {
-        out.insert(format!("build {}: compiles", b.variant), b.status == "ok");
+        out.insert(format!("build {}: compiles", b.variant), b.status.is_ok());
         for (arch, g) in b.gates() {
             out.insert(
                 format!("{} {} ({arch}) {}", g.gate, b.variant, g.subject)

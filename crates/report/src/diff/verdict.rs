@@ -88,7 +88,7 @@ pub fn measure(results: &[repro_base::schema::BenchResult], shape: &str) -> Opti
     let p50 = crate::context::shape_p50(results, shape)?;
     let ok: Vec<_> = results
         .iter()
-        .filter(|r| r.shape == shape && r.status == "ok")
+        .filter(|r| r.shape == shape && r.status.is_ok())
         .collect();
     let ci = ok.iter().filter_map(|r| r.ci95_us).fold(0.0, f64::max);
     let seeds: Vec<f64> = ok.iter().filter_map(|r| r.p50_us).collect();

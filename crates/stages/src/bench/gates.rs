@@ -1,12 +1,15 @@
 //! Speedups against the control and the baselines, and the correctness and performance
 //! gates the bench stage records.
 
-use repro_base::{
-    schema::BenchFile, schema::BenchResult, schema::GateResult, schema::OutputAccuracy,
-};
+use repro_base::schema::BenchFile;
+use repro_base::schema::BenchResult;
+use repro_base::schema::GateResult;
+use repro_base::schema::OutputAccuracy;
+use repro_base::schema::RunStatus;
+use repro_pipeline::workload::spec::Figure;
+use repro_pipeline::workload::spec::OutputGates;
 use repro_pipeline::workload::Declaration;
 use repro_pipeline::Pipeline;
-use repro_pipeline::{workload::spec::Figure, workload::spec::OutputGates};
 use std::collections::BTreeMap;
 
 /// Set `key` = other p50 / this p50 on every record with a matching (shape, seed) in
@@ -23,12 +26,12 @@ pub(super) fn attach_speedup(
                     b.shape == r.shape
                         && b.inputs == r.inputs
                         && b.seed == r.seed
-                        && b.status == "ok"
+                        && b.status.is_ok()
                 })
                 .and_then(|b| b.p50_us)
         });
         let speedup = match (theirs, r.p50_us) {
-            (Some(t), Some(mine)) if r.status == "ok" && mine > 0.0 => Some(t / mine),
+            (Some(t), Some(mine)) if r.status.is_ok() && mine > 0.0 => Some(t / mine),
             _ => None,
         };
         r.speedups.insert(key.to_string(), speedup);
@@ -48,8 +51,8 @@ pub fn correctness_gates(
     let mut gates = Vec::new();
     for r in results {
         let subject = r.run_subject();
-        let (Some(max), Some(mean), Some(bad), "ok") =
-            (r.max_abs_err, r.mean_abs_err, r.pct_bad, r.status.as_str())
+        let (Some(max), Some(mean), Some(bad), RunStatus::Ok) =
+            (r.max_abs_err, r.mean_abs_err, r.pct_bad, &r.status)
         else {
             gates.push(GateResult::at_least(
                 "correctness.completed",
@@ -166,7 +169,7 @@ pub(super) fn baseline_primary_time(results: &[BenchResult], primary: &str) -> O
     primary_time_of(
         results
             .iter()
-            .filter(|r| r.shape == primary && (r.p50_us.is_some() || r.status != "ok")),
+            .filter(|r| r.shape == primary && (r.p50_us.is_some() || !r.status.is_ok())),
     )
 }
 
@@ -175,7 +178,7 @@ pub(super) fn primary_time_of<'a>(records: impl Iterator<Item = &'a BenchResult>
     if rs.is_empty()
         || rs
             .iter()
-            .any(|r| r.status != "ok" || r.correctness_pass != Some(true))
+            .any(|r| !r.status.is_ok() || r.correctness_pass != Some(true))
     {
         return None;
     }

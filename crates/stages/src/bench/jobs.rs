@@ -4,7 +4,9 @@
 use super::options::Options;
 use crate::slots::run_on_slots;
 use repro_base::schema::BenchResult;
-use repro_gpu::{client::ExecRequest, client::ExecTarget};
+use repro_base::schema::RunStatus;
+use repro_gpu::client::ExecRequest;
+use repro_gpu::client::ExecTarget;
 use repro_pipeline::kind::RunCtx;
 use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Workloads;
@@ -119,9 +121,9 @@ pub(super) fn run_jobs(
 
 pub(super) fn describe(r: &BenchResult) -> String {
     let verdict = |pass: bool| if pass { "✓" } else { "✗ incorrect" };
-    match (&r.status[..], r.p50_us, r.correctness_pass) {
-        ("ok", Some(p50), Some(pass)) => format!("{p50:.2} µs {}", verdict(pass)),
-        ("ok", None, Some(pass)) => format!("checked {}", verdict(pass)),
+    match (&r.status, r.p50_us, r.correctness_pass) {
+        (RunStatus::Ok, Some(p50), Some(pass)) => format!("{p50:.2} µs {}", verdict(pass)),
+        (RunStatus::Ok, None, Some(pass)) => format!("checked {}", verdict(pass)),
         _ => format!("{} ({})", r.status, r.error.as_deref().unwrap_or("")),
     }
 }

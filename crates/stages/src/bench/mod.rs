@@ -26,28 +26,49 @@ mod tests;
 
 pub use gates::correctness_gates;
 
-use crate::{build::arch, build::cubin_path, build::record_path};
-use crate::{gpu_nodes, gpu_nodes::OneGpuModel};
-use crate::{reuse::describe_run, reuse::Committed, reuse::ThisRun};
+use crate::build::arch;
+use crate::build::cubin_path;
+use crate::build::record_path;
+use crate::gpu_nodes;
+use crate::gpu_nodes::OneGpuModel;
+use crate::reuse::describe_run;
+use crate::reuse::Committed;
+use crate::reuse::ThisRun;
 use anyhow::Context as _;
-use gates::{attach_speedup, performance_gates};
-use jobs::{plan, run_jobs};
-use options::{baseline_names, options, Options};
-use records::{append_to_log, read_baseline, write};
+use gates::attach_speedup;
+use gates::performance_gates;
+use jobs::plan;
+use jobs::run_jobs;
+use options::baseline_names;
+use options::options;
+use options::Options;
+use records::append_to_log;
+use records::read_baseline;
+use records::write;
+use repro_base::schema::BenchFile;
+use repro_base::schema::BenchResult;
+use repro_base::schema::BuildRecord;
+use repro_base::schema::DriverCheck;
+use repro_base::schema::GateResult;
+use repro_base::schema::Measured;
+use repro_base::schema::RunStatus;
 use repro_base::schema::BASELINE_DIR;
-use repro_base::{
-    schema::BenchFile, schema::BenchResult, schema::BuildRecord, schema::DriverCheck,
-    schema::GateResult, schema::Measured,
-};
-use repro_pipeline::kind::{Config, Configured, Overrides};
+use repro_pipeline::defines_as_written;
+use repro_pipeline::kind::Config;
+use repro_pipeline::kind::Configured;
+use repro_pipeline::kind::OptionError;
+use repro_pipeline::kind::Outputs;
+use repro_pipeline::kind::Overrides;
+use repro_pipeline::kind::RunCtx;
+use repro_pipeline::kind::StageInputs;
+use repro_pipeline::kind::StageKind;
+use repro_pipeline::kind::StageOutcome;
 use repro_pipeline::workload::Workloads;
-use repro_pipeline::{defines_as_written, Pipeline, StageSpec};
-use repro_pipeline::{
-    kind::OptionError, kind::Outputs, kind::RunCtx, kind::StageInputs, kind::StageKind,
-    kind::StageOutcome,
-};
+use repro_pipeline::Pipeline;
+use repro_pipeline::StageSpec;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::path::PathBuf;
 
 pub struct BenchStage;
 
@@ -60,7 +81,7 @@ fn probed_arch(pipeline: &Pipeline, root: &Path) -> Option<String> {
 
 impl StageKind for BenchStage {
     fn kind(&self) -> &'static str {
-        "bench"
+        super::BuiltinKind::Bench.as_str()
     }
 
     /// `timeout:` limits each `repro exec` run (default 120 s).
@@ -163,13 +184,13 @@ impl StageKind for BenchStage {
         let out_dir = ctx.staging.join("artifacts/bench");
         std::fs::create_dir_all(&out_dir)
             .with_context(|| format!("cannot create {}", out_dir.display()))?;
-        let blank = |name: &String, status: &str| BenchFile {
+        let blank = |name: &String, status: RunStatus| BenchFile {
             name: name.clone(),
             kind: "variant".into(),
             workload: workloads
                 .of_variant(ctx.pipeline, name)
                 .map(|(w, _)| w.to_string()),
-            status: status.into(),
+            status,
             reason: None,
             defines: defines_as_written(&ctx.pipeline.variants[name].defines),
             nvcc_version: None,
@@ -186,7 +207,7 @@ impl StageKind for BenchStage {
                 for name in ctx.pipeline.variants.keys() {
                     let file = BenchFile {
                         reason: Some(no.0.clone()),
-                        ..blank(name, "skipped")
+                        ..blank(name, RunStatus::Skipped)
                     };
                     write(&out_dir, &file)?;
                 }
@@ -213,7 +234,7 @@ impl StageKind for BenchStage {
                     cubin_path(name, &arch).display()
                 )),
                 arch: Some(arch.clone()),
-                ..blank(name, "failed")
+                ..blank(name, RunStatus::Failed)
             };
             write(&out_dir, &file)?;
             failed_gates.push(format!("{name}: not built"));
@@ -327,10 +348,10 @@ impl StageKind for BenchStage {
                     .filter(|g| !g.pass)
                     .map(|g| format!("{name}: {} {}", g.gate, g.subject)),
             );
-            let status = if results.iter().all(|r| r.status == "ok") {
-                "ok"
+            let status = if results.iter().all(|r| r.status.is_ok()) {
+                RunStatus::Ok
             } else {
-                "failed"
+                RunStatus::Failed
             };
             let file = BenchFile {
                 nvcc_version: crate::build::recorded_nvcc(ctx.root, &name),

@@ -3,7 +3,9 @@
 
 use super::BASELINE_DIR;
 use anyhow::Context as _;
-use repro_base::{schema::to_json_pretty, schema::BenchFile};
+use repro_base::schema::to_json_pretty;
+use repro_base::schema::BenchFile;
+use repro_base::schema::RunStatus;
 use std::path::Path;
 
 pub(super) fn write(dir: &Path, file: &BenchFile) -> anyhow::Result<()> {
@@ -19,7 +21,7 @@ pub(super) fn read_baseline(root: &Path, name: &str, method: &str) -> Result<Ben
     let text = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let file: BenchFile = serde_json::from_slice(&text)
         .map_err(|e| format!("{} is not a bench file: {e}", path.display()))?;
-    if file.status == "skipped" {
+    if file.status == RunStatus::Skipped {
         return Err(format!(
             "it was skipped ({})",
             file.reason.as_deref().unwrap_or("no reason given")

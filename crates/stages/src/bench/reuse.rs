@@ -86,7 +86,7 @@ pub(super) fn committed_record(
 ) -> Option<BenchFile> {
     let bytes = committed.read(&format!("artifacts/bench/{variant}.json"))?;
     let mut file: BenchFile = serde_json::from_slice(&bytes).ok()?;
-    if file.status != "ok" || file.results.iter().any(|r| r.status != "ok") {
+    if !file.status.is_ok() || file.results.iter().any(|r| !r.status.is_ok()) {
         return None;
     }
     file.measured = Some(reuse::reusable(file.measured.as_ref(), key)?);

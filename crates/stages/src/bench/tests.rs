@@ -37,7 +37,7 @@ fn tiny() -> Declaration {
 /// A recorded-style result: `p50` µs, correct or not.
 fn rec(shape: &str, seed: u64, p50: f64, max_err: f64) -> BenchResult {
     let dims = BTreeMap::from([("n".to_string(), 4096)]);
-    let mut r = BenchResult::blank(shape, dims, seed, (20, 100), "ok");
+    let mut r = BenchResult::blank(shape, dims, seed, (20, 100), RunStatus::Ok);
     r.p50_us = Some(p50);
     r.max_abs_err = Some(max_err);
     r.mean_abs_err = Some(max_err / 10.0);
@@ -196,7 +196,7 @@ fn correctness_gates_fail_on_errors_nan_and_crashes() {
         .iter()
         .any(|x| x.gate == "correctness.nonfinite" && !x.pass));
     let mut crashed = rec("mission", 0, 10.0, 0.0);
-    crashed.status = "failed".into();
+    crashed.status = RunStatus::Failed;
     let c = correctness_gates(&[crashed], &g, None);
     assert_eq!(
         (c.len(), c[0].gate.as_str(), c[0].pass),
@@ -322,7 +322,7 @@ fn baseline_gate_and_missing_control() {
         name: "torch-best".into(),
         kind: "baseline".into(),
         workload: Some("tiny".into()),
-        status: "ok".into(),
+        status: RunStatus::Ok,
         reason: None,
         defines: BTreeMap::new(),
         nvcc_version: None,
@@ -347,7 +347,7 @@ fn baseline_gate_and_missing_control() {
     assert_eq!(b.gate, "performance.min_speedup_vs_torch-best");
     assert!((b.measured - 20.0 / 10.1).abs() < 1e-12);
     let mut v = variants(12.0, 10.0, 1.0);
-    v.get_mut("ctrl").unwrap()[0].status = "failed".into();
+    v.get_mut("ctrl").unwrap()[0].status = RunStatus::Failed;
     let g = performance_gates(&v, Some("ctrl"), "mission", &p, &[]);
     assert!(!g[0].1.pass);
     assert!(g[0]
@@ -394,7 +394,7 @@ fn bench_files_round_trip_through_json() {
         name: "fast".into(),
         kind: "variant".into(),
         workload: Some("tiny".into()),
-        status: "ok".into(),
+        status: RunStatus::Ok,
         reason: None,
         defines: BTreeMap::from([("X".into(), "1".into())]),
         nvcc_version: None,

@@ -22,23 +22,39 @@ pub mod sources;
 mod tests;
 
 use anyhow::Context;
-use compile::{CompileOutput, CompileRequest};
-use repro_base::{schema, schema::ArchBuild, schema::BuildRecord};
-use repro_pipeline::kind::{Config, Configured, Overrides};
+use compile::CompileOutput;
+use compile::CompileRequest;
+use repro_base::schema;
+use repro_base::schema::ArchBuild;
+use repro_base::schema::BuildRecord;
+use repro_base::schema::BuildStatus;
+use repro_pipeline::define_value;
+use repro_pipeline::kind::Config;
+use repro_pipeline::kind::Configured;
+use repro_pipeline::kind::OptionError;
+use repro_pipeline::kind::Outputs;
+use repro_pipeline::kind::Overrides;
+use repro_pipeline::kind::RunCtx;
+use repro_pipeline::kind::StageInputs;
+use repro_pipeline::kind::StageKind;
+use repro_pipeline::kind::StageOutcome;
 use repro_pipeline::options::decode;
 use repro_pipeline::options::refuse_timeout;
 pub use repro_pipeline::paths::cubin_path;
+use repro_pipeline::toolchain;
+use repro_pipeline::toolchain::NvccSearch;
+use repro_pipeline::toolchain::Toolchain;
 use repro_pipeline::workload::Workloads;
-use repro_pipeline::{define_value, KernelSpec, Pipeline, PtxasGates, StageSpec};
-use repro_pipeline::{
-    kind::OptionError, kind::Outputs, kind::RunCtx, kind::StageInputs, kind::StageKind,
-    kind::StageOutcome,
-};
-use repro_pipeline::{toolchain, toolchain::NvccSearch, toolchain::Toolchain};
+use repro_pipeline::KernelSpec;
+use repro_pipeline::Pipeline;
+use repro_pipeline::PtxasGates;
+use repro_pipeline::StageSpec;
 use serde::Deserialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::path::PathBuf;
 
 /// The name the built-in workload's reference cubin takes (a declared workload's is
 /// `reference-<workload>`, `repro_pipeline::workload::Workloads::reference_name`); no variant may
@@ -262,7 +278,7 @@ fn source_files(pipeline: &Pipeline, root: &Path, extra_flags: &[String]) -> Vec
 
 impl StageKind for BuildStage {
     fn kind(&self) -> &'static str {
-        "build"
+        super::BuiltinKind::Build.as_str()
     }
 
     /// `timeout:` is refused: each nvcc compile has its own limit.
@@ -476,7 +492,7 @@ impl StageKind for BuildStage {
                 continue;
             }
             if record.archs.values().any(|b| !b.ok()) {
-                record.status = "compile_error".into();
+                record.status = BuildStatus::CompileError;
             }
             let path = ctx.staging.join(record_path(&t.name));
             write_file(&path, schema::to_json_pretty(&record).as_bytes())?;
@@ -520,7 +536,7 @@ fn new_record(t: &Target, tc: &Toolchain) -> BuildRecord {
         entry: t.spec.entry.clone(),
         defines: t.req.defines.clone(),
         nvcc_version: tc.version.clone(),
-        status: "ok".into(),
+        status: BuildStatus::Ok,
         archs: BTreeMap::new(),
     }
 }
@@ -529,7 +545,11 @@ fn new_record(t: &Target, tc: &Toolchain) -> BuildRecord {
 fn arch_build(out: &CompileOutput) -> ArchBuild {
     ArchBuild {
         command: out.command.clone(),
-        status: if out.ok { "ok" } else { "compile_error" }.into(),
+        status: if out.ok {
+            BuildStatus::Ok
+        } else {
+            BuildStatus::CompileError
+        },
         error: out.error.clone(),
         cubin_sha256: out.cubin_sha256.clone(),
         entries: out.entries.clone(),

@@ -379,7 +379,7 @@ fn builds_every_declared_arch_in_one_record_and_caches_them() {
     assert_eq!(ex.count(), 4, "two variants compiled for two archs");
     for v in ["double", "triple"] {
         let rec = record(&staging, v);
-        assert_eq!(rec.status, "ok");
+        assert_eq!(rec.status, BuildStatus::Ok);
         assert!(rec.nvcc_version.contains("release"), "{}", rec.nvcc_version);
         let archs: Vec<&str> = rec.archs.keys().map(String::as_str).collect();
         assert_eq!(archs, ["sm_89", "sm_90a"]);
@@ -440,9 +440,9 @@ fn one_broken_variant_fails_alone_as_a_failed_gate() {
     );
     assert!(!staging.join(cubin_path("broken", "sm_89")).exists());
     let broken = record(&staging, "broken");
-    assert_eq!(broken.status, "compile_error");
+    assert_eq!(broken.status, BuildStatus::CompileError);
     let sm89 = &broken.archs["sm_89"];
-    assert_eq!(sm89.status, "compile_error");
+    assert_eq!(sm89.status, BuildStatus::CompileError);
     assert!(sm89
         .error
         .as_deref()
@@ -450,7 +450,7 @@ fn one_broken_variant_fails_alone_as_a_failed_gate() {
         .contains("identifier \"undefined_thing\" is undefined"));
     assert!(sm89.entries.is_empty() && sm89.cubin_sha256.is_none());
     let ok = record(&staging, "double");
-    assert_eq!(ok.status, "ok");
+    assert_eq!(ok.status, BuildStatus::Ok);
     assert!(staging.join(cubin_path("double", "sm_89")).is_file());
     let log = std::fs::read_to_string(dir.path().join(".repro/logs/build.log")).unwrap();
     assert!(

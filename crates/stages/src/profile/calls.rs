@@ -10,10 +10,16 @@
 
 use super::run::Reading;
 use super::targets::{status_target, Program, Target};
-use repro_base::{schema::NcuKernel, schema::NcuTarget};
-use repro_ncu::{launches::median, launches::set_time_spread, launches::summarize_launches};
-use repro_ncu::{metrics, metrics::Arch};
-use repro_ncu::{parse, parse::Launch};
+use repro_base::schema::NcuKernel;
+use repro_base::schema::NcuTarget;
+use repro_base::schema::RunStatus;
+use repro_ncu::launches::median;
+use repro_ncu::launches::set_time_spread;
+use repro_ncu::launches::summarize_launches;
+use repro_ncu::metrics;
+use repro_ncu::metrics::Arch;
+use repro_ncu::parse;
+use repro_ncu::parse::Launch;
 use std::collections::BTreeSet;
 
 /// Targets grouped by the ncu process that profiles them, in the order of their first
@@ -64,34 +70,36 @@ pub(super) fn read_calls(
     everything: &str,
     reading: &Reading,
 ) -> Vec<(NcuTarget, String)> {
-    let whole = |t: &Target, status: &str, reason: String| {
+    let whole = |t: &Target, status: RunStatus, reason: String| {
         let record = status_target(&t.label, &t.variant, "", status, reason);
         (record, stdout.to_string())
     };
     if let Some(reason) = script_skipped(everything) {
         return unit
             .iter()
-            .map(|t| whole(t, "skipped", reason.clone()))
+            .map(|t| whole(t, RunStatus::Skipped, reason.clone()))
             .collect();
     }
     let export = parse::parse(stdout);
     unit.iter()
         .map(|t| {
             if let Some(reason) = call_skipped(everything, &t.call_range()) {
-                return whole(t, "skipped", reason);
+                return whole(t, RunStatus::Skipped, reason);
             }
             let export = match &export {
                 Ok(e) => e,
-                Err(e) => return whole(t, "failed", format!("cannot read ncu's CSV: {e}")),
+                Err(e) => {
+                    return whole(t, RunStatus::Failed, format!("cannot read ncu's CSV: {e}"))
+                }
             };
             let launches = launches_of(unit, t, &export.launches);
             if launches.is_empty() {
-                return whole(t, "failed", no_kernel(t, &export.launches));
+                return whole(t, RunStatus::Failed, no_kernel(t, &export.launches));
             }
             let ids: BTreeSet<&str> = launches.iter().map(|l| l.id.as_str()).collect();
             match baseline_call(t, &launches, reading.launches, reading.arch, reading.extra) {
                 Ok(record) => (record, csv_of(stdout, &ids)),
-                Err(why) => whole(t, "failed", why),
+                Err(why) => whole(t, RunStatus::Failed, why),
             }
         })
         .collect()
@@ -210,7 +218,7 @@ pub(super) fn baseline_call(
         .collect();
     set_time_spread(&mut record, call_times.as_deref().unwrap_or_default());
     if record.kernel_time_us.is_none() {
-        record.status = "failed".into();
+        record.status = RunStatus::Failed;
         record.reason = Some(format!(
             "ncu measured no time for some of the {} kernels of the call",
             kernels.len()

@@ -8,11 +8,17 @@
 //! metric of another profiled variant (`vs: control` or a variant; `expect: up`, `down`, or
 //! `equal` within `tolerance_pct`).
 
-use repro_base::{schema::GateResult, schema::NcuTarget};
+use repro_base::schema::GateResult;
+use repro_base::schema::NcuTarget;
+use repro_ncu::metrics;
+use repro_ncu::metrics::Arch;
+use repro_ncu::metrics::Field;
 use repro_ncu::options::ProfileOptions;
-use repro_ncu::{metrics, metrics::Arch, metrics::Field};
-pub use repro_pipeline::profile_rules::{Check, Expect, ProfileRule};
-use repro_pipeline::{kind::Configs, Pipeline};
+use repro_pipeline::kind::Configs;
+pub use repro_pipeline::profile_rules::Check;
+pub use repro_pipeline::profile_rules::Expect;
+pub use repro_pipeline::profile_rules::ProfileRule;
+use repro_pipeline::Pipeline;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A problem with a rule: the key path under `gates.profile.<rule>`, the message, the fix.
@@ -341,8 +347,13 @@ mod tests {
     use super::*;
 
     fn record(label: &str, variant: &str, tensor: f64, dram: f64) -> NcuTarget {
-        let mut t =
-            crate::profile::targets::status_target(label, variant, "k", "ok", String::new());
+        let mut t = crate::profile::targets::status_target(
+            label,
+            variant,
+            "k",
+            repro_base::schema::RunStatus::Ok,
+            String::new(),
+        );
         t.reason = None;
         t.tensor_core_util_pct = Some(tensor);
         t.dram_bw_pct_peak = Some(dram);

@@ -22,24 +22,43 @@ mod tests;
 pub use gates::ProfileRule;
 pub use ncu_call::NcuCall;
 pub use options::ProfileOptions;
-pub use targets::{needed_tunes, resolve_targets, Program, Target};
+pub use targets::needed_tunes;
+pub use targets::resolve_targets;
+pub use targets::Program;
+pub use targets::Target;
 
-use crate::{reuse::describe_run, reuse::Committed, reuse::ThisRun};
+use crate::reuse::describe_run;
+use crate::reuse::Committed;
+use crate::reuse::ThisRun;
 use anyhow::Context;
-use ncu_call::{detected_arch, request_metrics};
-use repro_base::{schema::NcuSummary, schema::NcuTarget};
+use ncu_call::detected_arch;
+use ncu_call::request_metrics;
+use repro_base::schema::NcuSummary;
+use repro_base::schema::NcuTarget;
+use repro_base::schema::RunStatus;
 use repro_exec::ExitKind;
 use repro_ncu as ncu_mod;
 use repro_ncu::NCU_NOT_FOUND;
+use repro_pipeline::kind::Config;
+use repro_pipeline::kind::Configs;
+use repro_pipeline::kind::Configured;
+use repro_pipeline::kind::OptionError;
+use repro_pipeline::kind::Outputs;
+use repro_pipeline::kind::Overrides;
+use repro_pipeline::kind::RunCtx;
 use repro_pipeline::kind::SettingProblem;
-use repro_pipeline::kind::{Config, Configs, Configured, Overrides};
-use repro_pipeline::{
-    kind::OptionError, kind::Outputs, kind::RunCtx, kind::StageInputs, kind::StageKind,
-    kind::StageOutcome,
-};
-use repro_pipeline::{Pipeline, StageSpec};
-use run::{finish, keep_report, profile_job, read_unit, Reading};
-use std::path::{Path, PathBuf};
+use repro_pipeline::kind::StageInputs;
+use repro_pipeline::kind::StageKind;
+use repro_pipeline::kind::StageOutcome;
+use repro_pipeline::Pipeline;
+use repro_pipeline::StageSpec;
+use run::finish;
+use run::keep_report;
+use run::profile_job;
+use run::read_unit;
+use run::Reading;
+use std::path::Path;
+use std::path::PathBuf;
 use targets::skipped_target;
 
 /// Where the stage writes; the folder is its one declared output.
@@ -57,7 +76,7 @@ pub(super) enum RunResult {
 
 impl StageKind for Profile {
     fn kind(&self) -> &'static str {
-        "profile"
+        super::BuiltinKind::Profile.as_str()
     }
 
     /// The metric names follow the architecture of the GPU present.
@@ -257,11 +276,11 @@ impl StageKind for Profile {
                 }
                 RunResult::Done(records) => records,
             };
-            let report = (opts.keep_report && records.iter().any(|(r, _)| r.status == "ok"))
+            let report = (opts.keep_report && records.iter().any(|(r, _)| r.status.is_ok()))
                 .then(|| keep_report(ctx, &call, &unit, timeout));
             for ((target, key), (mut record, csv)) in unit.iter().zip(keys).zip(records) {
                 record.shape = Some(target.shape.clone());
-                if record.status == "ok" {
+                if record.status.is_ok() {
                     record.measured = key.map(|k| this_run.measured(k));
                     if let Some(Err(why)) = &report {
                         record.reason = Some(format!("report not kept: {why}"));
@@ -277,7 +296,7 @@ impl StageKind for Profile {
         let failed: Vec<String> = summary
             .targets
             .iter()
-            .filter(|t| t.status == "failed")
+            .filter(|t| t.status == RunStatus::Failed)
             .map(|t| t.target.clone())
             .collect();
         let outcome = if failed.is_empty() {
@@ -303,7 +322,7 @@ fn judge_gates(
         .filter_map(|t| {
             let record = records
                 .iter()
-                .find(|r| r.target == t.label && r.status == "ok")?;
+                .find(|r| r.target == t.label && r.status.is_ok())?;
             Some(gates::Subject {
                 record,
                 workload: &t.workload,

@@ -139,7 +139,7 @@ pub(super) fn committed_target(
     let mut record = summary
         .targets
         .into_iter()
-        .find(|t| t.target == target.label && t.status == "ok")?;
+        .find(|t| t.target == target.label && t.status.is_ok())?;
     record.measured = Some(reuse::reusable(record.measured.as_ref(), key)?);
     let csv = committed.read(&format!("{OUT_DIR}/{}.csv", target.label))?;
     let report = root.join(format!(".repro/ncu/{}.ncu-rep", target.label));

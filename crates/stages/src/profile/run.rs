@@ -4,16 +4,25 @@
 
 use super::calls::read_calls;
 use super::ncu_call::NcuCall;
-use super::targets::{status_target, Program, Target};
+use super::targets::status_target;
+use super::targets::Program;
+use super::targets::Target;
 use super::RunResult;
 use anyhow::Context as _;
-use repro_base::{schema::to_json_pretty, schema::NcuSummary, schema::NcuTarget};
-use repro_exec::{ExitKind, Job};
+use repro_base::schema::to_json_pretty;
+use repro_base::schema::NcuSummary;
+use repro_base::schema::NcuTarget;
+use repro_base::schema::RunStatus;
+use repro_exec::ExitKind;
+use repro_exec::Job;
 use repro_ncu as ncu_mod;
 use repro_ncu::launches::summarize_launches;
-use repro_ncu::{metrics, metrics::Arch};
-use repro_ncu::{parse, parse::Launch};
-use repro_pipeline::{kind::RunCtx, kind::StageOutcome};
+use repro_ncu::metrics;
+use repro_ncu::metrics::Arch;
+use repro_ncu::parse;
+use repro_ncu::parse::Launch;
+use repro_pipeline::kind::RunCtx;
+use repro_pipeline::kind::StageOutcome;
 use std::path::Path;
 use std::time::Duration;
 
@@ -115,7 +124,13 @@ pub(super) fn read_unit(
     };
     if let Some(reason) = ended {
         let failed = |t: &&Target| {
-            let record = status_target(&t.label, &t.variant, &t.entry, "failed", reason.clone());
+            let record = status_target(
+                &t.label,
+                &t.variant,
+                &t.entry,
+                RunStatus::Failed,
+                reason.clone(),
+            );
             (record, stdout.to_string())
         };
         return RunResult::Done(unit.iter().map(failed).collect());
@@ -140,7 +155,7 @@ fn read_kernel(target: &Target, stdout: &str, reading: &Reading, context: &str) 
             &target.label,
             &target.variant,
             &target.entry,
-            "failed",
+            RunStatus::Failed,
             reason,
         )
     };

@@ -2,11 +2,14 @@
 //! resolved to programs, and the records of targets that cannot run.
 
 use super::options::{call_range, ProfileOptions};
-use repro_base::{schema::BenchFile, schema::NcuTarget};
+use repro_base::schema::BenchFile;
+use repro_base::schema::NcuTarget;
+use repro_base::schema::RunStatus;
 use repro_pipeline::kind::Configs;
 use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Workloads;
-use repro_pipeline::{Pipeline, StageSpec};
+use repro_pipeline::Pipeline;
+use repro_pipeline::StageSpec;
 use repro_report::best::best_variant;
 use repro_tune::options::TuneOptions;
 use std::collections::{BTreeMap, BTreeSet};
@@ -244,21 +247,21 @@ pub(super) fn elite(root: &Path, tune: &TuneOptions) -> Result<Vec<Elite>, Strin
 }
 
 pub(super) fn skipped_target(label: &str, variant: &str, entry: &str, reason: String) -> NcuTarget {
-    status_target(label, variant, entry, "skipped", reason)
+    status_target(label, variant, entry, RunStatus::Skipped, reason)
 }
 
 pub(super) fn status_target(
     label: &str,
     variant: &str,
     entry: &str,
-    status: &str,
+    status: RunStatus,
     reason: String,
 ) -> NcuTarget {
     NcuTarget {
         target: label.into(),
         variant: variant.into(),
         kernel: entry.into(),
-        status: status.into(),
+        status,
         reason: Some(reason),
         sm_util_pct: None,
         tensor_core_util_pct: None,

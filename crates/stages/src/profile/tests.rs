@@ -167,7 +167,7 @@ fn topk_without_tune_results_is_skipped_with_the_reason() {
         (run[0].workload.as_str(), run[0].shape.as_str()),
         ("tiny", "mission")
     );
-    assert_eq!(skipped[0].status, "skipped");
+    assert_eq!(skipped[0].status, RunStatus::Skipped);
     assert!(skipped[0]
         .reason
         .as_ref()
@@ -283,8 +283,13 @@ fn baselines_and_the_best_variant_off_the_primary_become_targets() {
     let bench = dir.path().join("artifacts/bench");
     std::fs::create_dir_all(&bench).unwrap();
     for (name, p50) in [("base", 20.0), ("ws", 10.0)] {
-        let mut r =
-            repro_base::schema::BenchResult::blank("mission", Default::default(), 0, (1, 1), "ok");
+        let mut r = repro_base::schema::BenchResult::blank(
+            "mission",
+            Default::default(),
+            0,
+            (1, 1),
+            RunStatus::Ok,
+        );
         r.p50_us = Some(p50);
         r.correctness_pass = Some(true);
         let file = serde_json::json!({
@@ -399,8 +404,8 @@ fn each_call_gets_the_kernels_its_nvtx_range_names_and_its_own_csv() {
     let records = calls::read_calls(&unit, &text, &text, &reading(1));
     for ((record, csv), target) in records.iter().zip(&unit) {
         assert_eq!(
-            (record.status.as_str(), record.target.as_str()),
-            ("ok", target.label.as_str())
+            (&record.status, record.target.as_str()),
+            (&RunStatus::Ok, target.label.as_str())
         );
         let i = calls.iter().position(|c| c == *target).unwrap();
         let launch = &export.launches[i];
@@ -422,9 +427,9 @@ fn a_call_the_nvtx_column_does_not_name_fails_and_says_what_it_read() {
     let calls = sdpa_calls();
     let other = script_call("torch-sdpa-best", "small");
     let records = calls::read_calls(&[&calls[0], &other], &text, &text, &reading(1));
-    assert_eq!(records[0].0.status, "ok");
+    assert_eq!(records[0].0.status, RunStatus::Ok);
     let (record, csv) = &records[1];
-    assert_eq!(record.status, "failed");
+    assert_eq!(record.status, RunStatus::Failed);
     let reason = record.reason.as_deref().unwrap();
     assert!(
         reason.contains(
@@ -455,7 +460,7 @@ fn a_call_alone_in_its_process_sums_every_kernel_and_reads_the_longest() {
     let target = script_call("torch", "mission");
     let records = calls::read_calls(&[&target], &text, &text, &reading(1));
     let (record, csv) = &records[0];
-    assert_eq!(record.status, "ok");
+    assert_eq!(record.status, RunStatus::Ok);
     assert_eq!(csv, &text);
     let names: Vec<&str> = record.kernels.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["wmma_gemm", "scale_add", "scale_add"]);
@@ -489,8 +494,8 @@ fn a_script_that_cannot_run_its_calls_says_why() {
     let records = calls::read_calls(&unit, out, out, &reading(1));
     for (record, _) in &records {
         assert_eq!(
-            (record.status.as_str(), record.reason.as_deref()),
-            ("skipped", Some("PyTorch sees no CUDA GPU"))
+            (&record.status, record.reason.as_deref()),
+            (&RunStatus::Skipped, Some("PyTorch sees no CUDA GPU"))
         );
     }
     // One call it cannot run (no kernel of the backend for the shape): the others still count.
@@ -500,8 +505,9 @@ fn a_script_that_cannot_run_its_calls_says_why() {
         1,
     );
     let records = calls::read_calls(&unit, &text, &text, &reading(1));
-    let statuses: Vec<&str> = records.iter().map(|(r, _)| r.status.as_str()).collect();
-    assert_eq!(statuses, ["ok", "ok", "skipped", "ok"]);
+    let statuses: Vec<&RunStatus> = records.iter().map(|(r, _)| &r.status).collect();
+    let (ok, skipped) = (&RunStatus::Ok, &RunStatus::Skipped);
+    assert_eq!(statuses, [ok, ok, skipped, ok]);
     assert_eq!(
         records[2].0.reason.as_deref(),
         Some("torch-sdpa-best: no kernel")
@@ -550,7 +556,7 @@ fn a_kernel_target_is_the_median_of_its_profiled_launches() {
     let outcome = ended_well(&text);
     let read = run::read_unit(&[&target], &outcome, &text, &reading(5));
     let (record, csv) = &records(read)[0];
-    assert_eq!(record.status, "ok", "{:?}", record.reason);
+    assert_eq!(record.status, RunStatus::Ok, "{:?}", record.reason);
     assert_eq!(
         (
             record.kernel_time_us,
@@ -564,7 +570,7 @@ fn a_kernel_target_is_the_median_of_its_profiled_launches() {
     // Fewer launches than asked for: failed, saying how many and what to change.
     let read = run::read_unit(&[&target], &outcome, &text, &reading(6));
     let (record, _) = &records(read)[0];
-    assert_eq!(record.status, "failed");
+    assert_eq!(record.status, RunStatus::Failed);
     let why = record.reason.as_deref().unwrap();
     assert!(
         why.contains("ncu profiled 5 launch(es) of `scale_add`")
@@ -582,7 +588,7 @@ fn a_baseline_call_is_the_median_of_its_profiled_calls() {
     let records = calls::read_calls(&unit, &text, &text, &reading(5));
     // best@mission: 9,728 9,632 9,792 9,760 10,240 ns.
     let (best, csv) = &records[0];
-    assert_eq!(best.status, "ok", "{:?}", best.reason);
+    assert_eq!(best.status, RunStatus::Ok, "{:?}", best.reason);
     assert_eq!(
         (
             best.kernel_time_us,
@@ -601,7 +607,7 @@ fn a_baseline_call_is_the_median_of_its_profiled_calls() {
     // Five kernels cannot be three calls of the same kernels.
     let records = calls::read_calls(&unit, &text, &text, &reading(3));
     let why = records[0].0.reason.as_deref().unwrap();
-    assert_eq!(records[0].0.status, "failed");
+    assert_eq!(records[0].0.status, RunStatus::Failed);
     assert!(
         why.contains("ncu profiled 5 kernel launch(es)") && why.contains("`launches: 3`"),
         "{why}"
@@ -615,7 +621,7 @@ fn profiled_calls_that_launch_other_kernels_are_not_split_by_guesswork() {
     let target = script_call("torch", "mission");
     let records = calls::read_calls(&[&target], &text, &text, &reading(3));
     let (record, _) = &records[0];
-    assert_eq!(record.status, "failed");
+    assert_eq!(record.status, RunStatus::Failed);
     assert!(
         record
             .reason

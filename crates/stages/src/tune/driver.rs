@@ -1,25 +1,39 @@
 //! One tune from start to outputs: the search (after the exhaustive sweep when asked),
 //! a live line per trial, and every artifact written under the staging folder.
 
-use super::gpu::{judge, Verdict};
-use super::outputs::{write_elite_diffs, write_json, write_trials, Comparison};
+use super::gpu::judge;
+use super::gpu::Verdict;
+use super::outputs::write_elite_diffs;
+use super::outputs::write_json;
+use super::outputs::write_trials;
+use super::outputs::Comparison;
 use anyhow::Context;
-use repro_base::{schema::BenchResult, schema::EliteEntry, schema::LineageStep};
+use repro_base::schema::BenchResult;
+use repro_base::schema::EliteEntry;
+use repro_base::schema::LineageStep;
+use repro_base::schema::TrialStatus;
 use repro_pipeline::kind::StageOutcome;
 use repro_tune::memo::Memo;
 use repro_tune::options::TuneOptions;
-use repro_tune::proposer::run::PROPOSAL_ERROR;
+use repro_tune::proposer::lineage::lineage;
+use repro_tune::proposer::lineage::Origin;
+use repro_tune::proposer::store::short;
+use repro_tune::proposer::store::SourceStore;
+use repro_tune::search;
+use repro_tune::search::Candidate;
+use repro_tune::search::Objective;
+use repro_tune::search::Outcome;
+use repro_tune::search::Progress;
+use repro_tune::search::Proposer;
+use repro_tune::search::Settings;
+use repro_tune::search::Trial;
 use repro_tune::space::show;
-use repro_tune::{proposer::lineage::lineage, proposer::lineage::Origin};
-use repro_tune::{proposer::store::short, proposer::store::SourceStore};
-use repro_tune::{
-    search, search::Candidate, search::Objective, search::Outcome, search::Progress,
-    search::Proposer, search::Settings, search::Trial,
-};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
+use std::time::Instant;
 
 /// Evaluates trials and supplies the elite's cubins: the GPU pipeline in the stage, fakes in
 /// tests.
@@ -197,9 +211,9 @@ fn confirmed_elite(
                 "confirmation: {} ({} inputs, seed {}): {note}",
                 r.shape, r.inputs, r.seed
             );
-            e.status = status.into();
+            e.correctness_pass = (status == TrialStatus::Incorrect).then_some(false);
+            e.status = status;
             e.score = None;
-            e.correctness_pass = (status == "incorrect").then_some(false);
             e.bench.push(r.clone());
             continue;
         }
@@ -231,7 +245,7 @@ fn progress_line(p: &Progress) -> String {
     let e = &t.evaluation;
     let result = match e.score {
         Some(s) => format!("ok {s:.2} µs"),
-        None => e.status.clone(),
+        None => e.status.to_string(),
     };
     let best = match p.best {
         Some(b) => format!(
@@ -260,7 +274,7 @@ fn progress_line(p: &Progress) -> String {
 fn status_counts(trials: &[Trial]) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for t in trials {
-        *counts.entry(&t.evaluation.status).or_default() += 1;
+        *counts.entry(t.evaluation.status.as_str()).or_default() += 1;
     }
     counts
         .iter()
@@ -273,7 +287,7 @@ fn summary_line(outcome: &Outcome, wall: Duration, space: usize) -> String {
     let unmade = outcome
         .trials
         .iter()
-        .filter(|t| t.evaluation.status == PROPOSAL_ERROR)
+        .filter(|t| t.evaluation.status == TrialStatus::ProposalError)
         .count();
     let evaluated = outcome.trials.iter().filter(|t| !t.cached).count() - unmade;
     let unmade = match unmade {

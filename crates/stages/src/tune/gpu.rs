@@ -3,29 +3,44 @@
 //! spread over the GPU slots, each candidate measured as soon as its compile is done.
 
 use super::Backend;
+use crate::build::compile;
+use crate::build::compile::CompileOutput;
+use crate::build::compile::CompileRequest;
+use crate::build::cubin;
+use crate::build::gates;
 use crate::gpu_nodes::OneGpuModel;
-use crate::{build::compile, build::compile::CompileOutput, build::compile::CompileRequest};
-use crate::{build::cubin, build::gates};
-use crate::{slots::run_on_slots, slots::run_streamed};
-use anyhow::{bail, Context};
+use crate::slots::run_on_slots;
+use crate::slots::run_streamed;
+use anyhow::bail;
+use anyhow::Context;
 use repro_base::schema::BenchResult;
-use repro_exec::{CancelFlag, Executor};
+use repro_base::schema::TrialStatus;
+use repro_exec::CancelFlag;
+use repro_exec::Executor;
+use repro_gpu::client::ExecRequest;
+use repro_gpu::client::ExecTarget;
+use repro_gpu::timing::L2Mode;
+use repro_gpu::timing::Method;
 use repro_gpu::worker::pool::Workers;
-use repro_gpu::{client::ExecRequest, client::ExecTarget};
-use repro_gpu::{timing::L2Mode, timing::Method};
 use repro_pipeline::toolchain::Toolchain;
 use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Declaration;
-use repro_pipeline::{KernelSpec, PtxasGates};
+use repro_pipeline::KernelSpec;
+use repro_pipeline::PtxasGates;
 use repro_tune::memo::Evaluation;
 use repro_tune::proposer::store::include_flags;
+use repro_tune::search::Candidate;
+use repro_tune::search::Objective;
 use repro_tune::space::show;
-use repro_tune::{search::Candidate, search::Objective};
-use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use sha2::Digest;
+use sha2::Sha256;
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Mutex};
+use std::sync::mpsc;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Compiles with the build stage's compile API on every CPU core and measures each
@@ -205,13 +220,13 @@ impl GpuBackend<'_> {
                 Verdict::Pass(p50) => p50s.extend(p50),
                 Verdict::Reject(status, note) => {
                     let (shape, inputs) = run;
-                    e.status = status.into();
+                    e.correctness_pass = (status == TrialStatus::Incorrect).then_some(false);
+                    e.status = status;
                     e.note = if inputs == decl.recipes_of(shape)[0] {
                         format!("{shape}: {note}")
                     } else {
                         format!("{shape} ({inputs} inputs): {note}")
                     };
-                    e.correctness_pass = (status == "incorrect").then_some(false);
                     return e;
                 }
             }
@@ -221,7 +236,7 @@ impl GpuBackend<'_> {
             [one] => one,
             _ => (p50s.iter().map(|p| p.ln()).sum::<f64>() / p50s.len() as f64).exp(),
         };
-        e.status = "ok".into();
+        e.status = TrialStatus::Ok;
         e.score = Some(score);
         e.correctness_pass = Some(true);
         e
@@ -257,7 +272,7 @@ impl GpuBackend<'_> {
             return e;
         }
         let e = self.on_gpu(slot, &compiled, (&cubin, defines));
-        if let (Some(k), "ok" | "incorrect") = (key, e.status.as_str()) {
+        if let (Some(k), TrialStatus::Ok | TrialStatus::Incorrect) = (key, &e.status) {
             self.measured
                 .lock()
                 .unwrap()
@@ -412,7 +427,10 @@ pub(super) fn compile_gates(
             .filter(|l| !l.trim().is_empty())
             .take(2)
             .collect();
-        return CompileGate::Rejected(Evaluation::rejected("compile_error", first.join(" | ")));
+        return CompileGate::Rejected(Evaluation::rejected(
+            TrialStatus::CompileError,
+            first.join(" | "),
+        ));
     }
     let resources = out.entries.iter().find(|e| e.name == entry);
     // Passed so far; the GPU gates and the timing fill in the rest.
@@ -426,7 +444,7 @@ pub(super) fn compile_gates(
         let entries = gates::with_dynamic_smem(&out.entries, entry, dynamic);
         let failed = gates::describe_failures("", &gates::ptxas_gates(&entries, g));
         if !failed.is_empty() {
-            e.status = "ptxas_gate".into();
+            e.status = TrialStatus::PtxasGate;
             e.note = failed
                 .iter()
                 .map(|f| f.trim())
@@ -438,7 +456,7 @@ pub(super) fn compile_gates(
     match &out.cubin {
         Some(cubin) => CompileGate::Passed(e, cubin.clone()),
         None => CompileGate::Rejected(Evaluation::rejected(
-            "compile_error",
+            TrialStatus::CompileError,
             "nvcc reported success but left no cubin",
         )),
     }
@@ -448,26 +466,26 @@ pub(super) enum Verdict {
     /// Passed; the p50 when the run was timed.
     Pass(Option<f64>),
     /// `failed` or `incorrect`, with why.
-    Reject(&'static str, String),
+    Reject(TrialStatus, String),
 }
 
 pub(super) fn judge(r: &BenchResult, timed: bool) -> Verdict {
-    if r.status != "ok" {
+    if !r.status.is_ok() {
         let why = r
             .error
             .clone()
             .unwrap_or_else(|| format!("status {}", r.status));
-        return Verdict::Reject("failed", why);
+        return Verdict::Reject(TrialStatus::Failed, why);
     }
     if r.correctness_pass != Some(true) {
         if let Some(error) = &r.error {
             // An output it never wrote: the error says which, where it is declared.
-            return Verdict::Reject("incorrect", error.clone());
+            return Verdict::Reject(TrialStatus::Incorrect, error.clone());
         }
         let fmt = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{v:.6}"));
         let nonfinite = r.nan_count.unwrap_or(0) + r.inf_count.unwrap_or(0);
         return Verdict::Reject(
-            "incorrect",
+            TrialStatus::Incorrect,
             format!(
                 "max_abs_err {} mean_abs_err {} pct_bad {} max_err_over_ref_std {} rel_l2_err {} non-finite {nonfinite}",
                 fmt(r.max_abs_err),
@@ -483,6 +501,6 @@ pub(super) fn judge(r: &BenchResult, timed: bool) -> Verdict {
     }
     match r.p50_us {
         Some(p) if p.is_finite() && p > 0.0 => Verdict::Pass(Some(p)),
-        _ => Verdict::Reject("failed", "the timed run reported no p50".into()),
+        _ => Verdict::Reject(TrialStatus::Failed, "the timed run reported no p50".into()),
     }
 }

@@ -7,7 +7,10 @@ use super::tests::mission;
 use super::*;
 use crate::build::compile::CompileOutput;
 use crate::gpu_nodes::OneGpuModel;
-use repro_base::{schema::BenchResult, schema::EntryResources};
+use repro_base::schema::BenchResult;
+use repro_base::schema::EntryResources;
+use repro_base::schema::RunStatus;
+use repro_base::schema::TrialStatus;
 use repro_pipeline::PtxasGates;
 use repro_tune::search::Trial;
 
@@ -46,7 +49,7 @@ fn compile_gates_reject_at_the_first_failure() {
         "attn_fp8_fwd",
         Some(&gates),
     ));
-    assert_eq!(e.status, "compile_error");
+    assert_eq!(e.status, TrialStatus::CompileError);
     assert_eq!(
         e.note,
         "kernels/attn_fp8.cu(12): error: static assertion failed | more"
@@ -57,7 +60,7 @@ fn compile_gates_reject_at_the_first_failure() {
         "attn_fp8_fwd",
         Some(&gates),
     ));
-    assert_eq!(e.status, "ptxas_gate");
+    assert_eq!(e.status, TrialStatus::PtxasGate);
     assert_eq!((e.registers, e.spill_bytes), (Some(168), Some(16)));
     assert!(
         e.note.contains("ptxas.max_registers 168 > 128"),
@@ -76,8 +79,8 @@ fn compile_gates_reject_at_the_first_failure() {
         panic!("a clean compile passes")
     };
     assert_eq!(
-        (e.status.as_str(), e.score, e.registers),
-        ("ok", None, Some(96))
+        (&e.status, e.score, e.registers),
+        (&TrialStatus::Ok, None, Some(96))
     );
     assert_eq!(cubin, PathBuf::from("/cache/x.cubin"));
     assert!(matches!(
@@ -88,23 +91,26 @@ fn compile_gates_reject_at_the_first_failure() {
 
 #[test]
 fn gpu_gates_judge_each_run() {
-    let mut r = BenchResult::blank("small", mission(), 0, (10, 50), "failed");
+    let mut r = BenchResult::blank("small", mission(), 0, (10, 50), RunStatus::Failed);
     r.error = Some("timed out after 60.0 s".into());
     assert!(
-        matches!(judge(&r, false), Verdict::Reject("failed", ref w) if w.contains("timed out"))
+        matches!(judge(&r, false), Verdict::Reject(TrialStatus::Failed, ref w) if w.contains("timed out"))
     );
 
-    let mut r = BenchResult::blank("small", mission(), 0, (10, 50), "ok");
+    let mut r = BenchResult::blank("small", mission(), 0, (10, 50), RunStatus::Ok);
     r.correctness_pass = Some(false);
     r.max_abs_err = Some(0.5);
     r.nan_count = Some(3);
     assert!(
-        matches!(judge(&r, false), Verdict::Reject("incorrect", ref w) if w.contains("max_abs_err 0.500000") && w.contains("non-finite 3"))
+        matches!(judge(&r, false), Verdict::Reject(TrialStatus::Incorrect, ref w) if w.contains("max_abs_err 0.500000") && w.contains("non-finite 3"))
     );
 
     r.correctness_pass = Some(true);
     assert!(matches!(judge(&r, false), Verdict::Pass(None)));
-    assert!(matches!(judge(&r, true), Verdict::Reject("failed", _)));
+    assert!(matches!(
+        judge(&r, true),
+        Verdict::Reject(TrialStatus::Failed, _)
+    ));
     r.p50_us = Some(12.5);
     assert!(matches!(judge(&r, true), Verdict::Pass(Some(p)) if p == 12.5));
 }
@@ -317,7 +323,7 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
         &mut |_| {},
     )
     .unwrap();
-    let status = |tile: i64| -> Vec<String> {
+    let status = |tile: i64| -> Vec<TrialStatus> {
         outcome
             .trials
             .iter()
@@ -325,10 +331,11 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
             .map(|t| t.evaluation.status.clone())
             .collect()
     };
-    assert_eq!(status(1), ["ok", "ok"]);
-    assert_eq!(status(4), ["ok", "ok"]);
-    assert_eq!(status(3), ["compile_error", "compile_error"]);
-    assert_eq!(status(16), ["ptxas_gate", "ptxas_gate"]);
+    assert_eq!(status(1), [TrialStatus::Ok, TrialStatus::Ok]);
+    assert_eq!(status(4), [TrialStatus::Ok, TrialStatus::Ok]);
+    let compile_errors = [TrialStatus::CompileError, TrialStatus::CompileError];
+    assert_eq!(status(3), compile_errors);
+    assert_eq!(status(16), [TrialStatus::PtxasGate, TrialStatus::PtxasGate]);
     let compile_error = outcome
         .trials
         .iter()
@@ -357,7 +364,7 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
     let ok: Vec<&Trial> = outcome
         .trials
         .iter()
-        .filter(|t| t.evaluation.status == "ok")
+        .filter(|t| t.evaluation.status.is_ok())
         .collect();
     for t in &ok {
         // small and mission checked without timing, then mission timed.

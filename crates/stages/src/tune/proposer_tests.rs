@@ -6,12 +6,16 @@
 use super::tests::{options, read_csv, settings, Fake};
 use super::*;
 use repro_base::schema::EliteEntry;
+use repro_base::schema::TrialStatus;
 use repro_exec::local::LocalExecutor;
 use repro_exec::CancelFlag;
+use repro_tune::proposer::brief::Brief;
+use repro_tune::proposer::brief::KernelBrief;
+use repro_tune::proposer::run::CommandProposer;
+use repro_tune::proposer::run::Host;
+use repro_tune::proposer::store;
+use repro_tune::proposer::store::SourceStore;
 use repro_tune::proposer::ProposerSpec;
-use repro_tune::{proposer::brief::Brief, proposer::brief::KernelBrief};
-use repro_tune::{proposer::run::CommandProposer, proposer::run::Host};
-use repro_tune::{proposer::store, proposer::store::SourceStore};
 use std::time::Duration;
 
 const KERNEL: &str = "// kernel\nint x;\n";
@@ -144,7 +148,7 @@ fn proposed_sources_join_the_search_with_their_lineage_and_failures() {
         2,
         "two patches, the third candidate a source"
     );
-    let made = patch_rows.iter().find(|r| r.status == "ok").unwrap();
+    let made = patch_rows.iter().find(|r| r.status.is_ok()).unwrap();
     assert_eq!(made.source, store::short(&fast));
     assert_eq!(made.generation, 1);
     assert!(
@@ -153,8 +157,8 @@ fn proposed_sources_join_the_search_with_their_lineage_and_failures() {
         made.note
     );
     assert!(!made.note.contains("second line"));
-    let stale = patch_rows.iter().find(|r| r.status != "ok").unwrap();
-    assert_eq!(stale.status, "proposal_error");
+    let stale = patch_rows.iter().find(|r| !r.status.is_ok()).unwrap();
+    assert_eq!(stale.status, TrialStatus::ProposalError);
     assert!(
         stale
             .note
@@ -167,7 +171,7 @@ fn proposed_sources_join_the_search_with_their_lineage_and_failures() {
         .iter()
         .find(|r| r.note.contains("candidate 3"))
         .unwrap();
-    assert_eq!(outside.status, "proposal_error");
+    assert_eq!(outside.status, TrialStatus::ProposalError);
     assert!(
         outside
             .note

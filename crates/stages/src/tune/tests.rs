@@ -4,11 +4,17 @@
 
 use super::*;
 use crate::tests::calls::Calls;
-use repro_base::{schema::BenchResult, schema::EliteEntry, schema::TuneTrial};
-use repro_pipeline::kind::{Overrides, TuneOverrides};
+use repro_base::schema::BenchResult;
+use repro_base::schema::EliteEntry;
+use repro_base::schema::RunStatus;
+use repro_base::schema::TrialStatus;
+use repro_base::schema::TuneTrial;
+use repro_pipeline::kind::Overrides;
+use repro_pipeline::kind::TuneOverrides;
 use repro_tune::memo::Evaluation;
+use repro_tune::search::Candidate;
+use repro_tune::search::Objective;
 use repro_tune::space::show;
-use repro_tune::{search::Candidate, search::Objective};
 
 const PIPELINE: &str = r#"kernels:
   attn_fp8: {source: kernels/attn_fp8.cu, entry: attn_fp8_fwd}
@@ -70,7 +76,7 @@ impl Objective for Fake {
                 c.config["NUM_WARPS"],
             );
             let e = if self.all_fail || m == 128 || (w == 2 && n >= 64) {
-                Evaluation::rejected("ptxas_gate", "ptxas.max_registers 168 > 128")
+                Evaluation::rejected(TrialStatus::PtxasGate, "ptxas.max_registers 168 > 128")
             } else {
                 let ws = c.config["USE_WARP_SPECIALIZATION"] as f64;
                 let fast = c.source.as_ref().is_some_and(|s| {
@@ -89,7 +95,7 @@ impl Objective for Fake {
                 e.spill_bytes = Some(0);
                 e.max_abs_err = Some(0.001);
                 e.correctness_pass = Some(true);
-                let mut r = BenchResult::blank("mission", mission(), 0, (10, 50), "ok");
+                let mut r = BenchResult::blank("mission", mission(), 0, (10, 50), RunStatus::Ok);
                 r.p50_us = Some(time);
                 e.bench = vec![r];
                 e
@@ -182,7 +188,7 @@ fn writes_the_log_the_elite_and_their_cubins() {
     assert_eq!(rows.iter().map(|r| r.generation).max(), Some(3));
     assert!(rows
         .iter()
-        .any(|r| r.status == "ptxas_gate" && r.p50_us.is_none()));
+        .any(|r| r.status == TrialStatus::PtxasGate && r.p50_us.is_none()));
     assert!(rows.iter().any(|r| r.note.starts_with("parents ")));
     let configs: std::collections::HashSet<&str> = rows.iter().map(|r| r.config.as_str()).collect();
     assert_eq!(configs.len(), 24, "a configuration was tried twice");
@@ -413,7 +419,7 @@ impl Backend for Unconfirmed {
     }
 
     fn confirm(&mut self, trial: &Candidate) -> anyhow::Result<Vec<BenchResult>> {
-        let mut r = BenchResult::blank("ragged", mission(), 2, (0, 0), "ok");
+        let mut r = BenchResult::blank("ragged", mission(), 2, (0, 0), RunStatus::Ok);
         r.correctness_pass = Some(self.rejected.is_some());
         self.rejected.get_or_insert(trial.trial);
         Ok(vec![r])
@@ -444,8 +450,8 @@ fn a_trial_that_fails_its_confirmation_leaves_the_elite_and_is_logged_incorrect(
     let rows = read_csv(&staging.join("artifacts/tune/tune_log.csv"));
     let row = rows.iter().find(|r| r.trial == rejected).unwrap();
     assert_eq!(
-        (row.status.as_str(), row.p50_us, row.correctness_pass),
-        ("incorrect", None, Some(false))
+        (&row.status, row.p50_us, row.correctness_pass),
+        (&TrialStatus::Incorrect, None, Some(false))
     );
     assert!(
         row.note

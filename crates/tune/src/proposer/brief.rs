@@ -6,8 +6,10 @@
 
 use super::lineage::{lineage, Origin};
 use super::store::{short, SourceStore};
+use crate::search::Trial;
+use crate::search::View;
 use crate::space::Config;
-use crate::{search::Trial, search::View};
+use repro_base::schema::TrialStatus;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -67,7 +69,7 @@ pub struct TrialBrief {
     /// The proposer's note on it, when a proposer made it.
     pub note: String,
     /// `ok`, or the first gate it failed.
-    pub status: String,
+    pub status: TrialStatus,
     pub p50_us: Option<f64>,
     /// Why it failed (compiler errors, gate figures), or what was measured.
     pub reason: String,
@@ -160,7 +162,7 @@ pub fn build(view: &View, setting: &Setting) -> anyhow::Result<Brief> {
     let last = trials.last().map_or(0, |t| t.candidate.generation);
     let failures: Vec<TrialBrief> = trials
         .iter()
-        .filter(|t| t.evaluation.status != "ok" && t.candidate.generation + 1 >= last)
+        .filter(|t| !t.evaluation.status.is_ok() && t.candidate.generation + 1 >= last)
         .map(TrialBrief::of)
         .collect();
     let skip = failures.len().saturating_sub(RECENT_FAILURES);
@@ -206,7 +208,7 @@ pub fn earlier_profiles(root: &std::path::Path) -> Profiles {
         if let Some(t) = ncu
             .targets
             .iter()
-            .find(|t| t.variant == variant && t.status == "ok")
+            .find(|t| t.variant == variant && t.status.is_ok())
         {
             let mut t = t.clone();
             t.raw.clear();

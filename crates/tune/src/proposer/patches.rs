@@ -37,7 +37,7 @@ pub fn propose(brief: &Brief, dir: &Path) -> anyhow::Result<Answer> {
     let passed: BTreeSet<&str> = brief
         .proposals
         .iter()
-        .filter(|t| t.status == "ok")
+        .filter(|t| t.status.is_ok())
         .filter_map(|t| t.patch.as_deref())
         .collect();
     let in_lineage: BTreeSet<&str> = best

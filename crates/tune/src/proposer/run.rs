@@ -11,24 +11,43 @@
 //! proposer's command and model: a resumed tune replays them, so it proposes the same
 //! sources, finds their trials in the memo and measures nothing again.
 
-use super::answer::{Answer, CandidateAnswer};
-use super::brief::{self, earlier_profiles, KernelBrief, Profiles, Setting};
+use super::answer::Answer;
+use super::answer::CandidateAnswer;
+use super::brief;
+use super::brief::earlier_profiles;
+use super::brief::KernelBrief;
+use super::brief::Profiles;
+use super::brief::Setting;
 use super::lineage::position;
-use super::store::{self, short, SourceStore};
-use super::{model_from_env, redact, secrets_from_env, ProposerSpec, BRIEF_ENV};
-use crate::{search::Proposal, search::Proposed, search::Proposer, search::View};
-use crate::{space::show, space::Config};
+use super::model_from_env;
+use super::redact;
+use super::secrets_from_env;
+use super::store;
+use super::store::short;
+use super::store::SourceStore;
+use super::ProposerSpec;
+use super::BRIEF_ENV;
+use crate::search::Proposal;
+use crate::search::Proposed;
+use crate::search::Proposer;
+use crate::search::View;
+use crate::space::show;
+use crate::space::Config;
 use anyhow::Context;
-use repro_exec::{CancelFlag, Executor, ExitKind, Job};
-use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use repro_base::schema::TrialStatus;
+use repro_exec::CancelFlag;
+use repro_exec::Executor;
+use repro_exec::ExitKind;
+use repro_exec::Job;
+use serde::Deserialize;
+use serde::Serialize;
+use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where briefs and answers are kept, relative to the project root.
 pub const BRIEFS_DIR: &str = ".repro/cache/tune/briefs";
 pub const ANSWERS_DIR: &str = ".repro/cache/tune/answers";
-/// The status of a candidate that could not become a source.
-pub const PROPOSAL_ERROR: &str = "proposal_error";
 /// Longest note kept from a proposer, in characters.
 const NOTE_CHARS: usize = 200;
 
@@ -327,7 +346,7 @@ impl CommandProposer<'_> {
             config,
             parents,
             proposal: proposal.clone(),
-            status: PROPOSAL_ERROR.into(),
+            status: TrialStatus::ProposalError,
             reason: format!("candidate {k}: {}", redact(&reason, &self.secrets)),
             at: at.to_string(),
         };

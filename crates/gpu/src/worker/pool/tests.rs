@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::worker::tests::request;
+use repro_base::schema::RunStatus;
 use repro_exec::local::LocalExecutor;
 use repro_exec::CancelFlag;
 use std::os::unix::fs::PermissionsExt;
@@ -84,7 +85,7 @@ fn batch(workers: &Workers, seeds: &[u64], timeout: Duration) -> Vec<BenchResult
 }
 
 fn worker_of(r: &BenchResult) -> &str {
-    assert_eq!(r.status, "ok", "{r:?}");
+    assert_eq!(r.status, RunStatus::Ok, "{r:?}");
     r.device_name.as_deref().unwrap()
 }
 
@@ -110,7 +111,7 @@ fn a_fault_mid_batch_fails_that_run_and_a_fresh_worker_takes_the_rest() {
     let f = Fixture::new(FAKE_WORKER);
     let got = batch(&f.workers(), &[0, 1, 13, 2, 3], Duration::from_secs(20));
     let fault = &got[2];
-    assert_eq!(fault.status, "failed");
+    assert_eq!(fault.status, RunStatus::Failed);
     let err = fault.error.as_deref().unwrap();
     assert!(
         err.starts_with("repro exec: running the kernel")
@@ -162,7 +163,7 @@ fn a_crash_names_the_signal_and_the_workers_last_words() {
         err,
         "repro exec --worker was killed by signal 11 (SIGSEGV): error: boom"
     );
-    assert_eq!(got[1].status, "ok");
+    assert_eq!(got[1].status, RunStatus::Ok);
 }
 
 #[test]
