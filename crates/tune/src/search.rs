@@ -15,11 +15,11 @@
 
 use super::memo::{Evaluation, Memo};
 use super::space::{Config, Param, Space};
-use repro_base::schema::TrialStatus;
 use anyhow::{bail, Context};
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use repro_base::schema::TrialStatus;
 use std::collections::HashSet;
 use std::path::PathBuf;
 
