@@ -112,6 +112,22 @@ fn green_summary(artifacts: &Artifacts, state: &RunState) -> String {
     report::render_report(&inputs, &template).unwrap().markdown
 }
 
+/// Every stage's options of `pipeline` as its built-in kind decodes them (what a load keeps),
+/// for a pipeline the test parsed itself.
+fn configs_of(pipeline: &repro::pipeline::Pipeline) -> repro::pipeline::kind::Configs {
+    let kinds = repro::stages::kinds();
+    repro::pipeline::kind::Configs::new(
+        pipeline
+            .stages
+            .iter()
+            .filter_map(|(name, spec)| {
+                let kind = kinds.iter().find(|k| k.kind() == spec.uses)?;
+                Some((name.clone(), kind.configure(name, spec, pipeline).ok()?))
+            })
+            .collect(),
+    )
+}
+
 /// The report of `pipeline` on the records in `root`, by the template of `templates` (its
 /// own, else the built-in one), in the fixed environment.
 fn render_in(
@@ -737,7 +753,7 @@ fn a_pipeline_of_two_workloads_reports_each_in_its_own_part() {
         std::fs::write(path, to_json_pretty(&file(name, kind, p50))).unwrap();
     }
 
-    let r = render_in(&root, &pipeline, &Default::default(), &root).unwrap();
+    let r = render_in(&root, &pipeline, &configs_of(&pipeline), &root).unwrap();
     let md = &r.markdown;
     let part = |from: &str, to: &str| {
         let start = md

@@ -114,7 +114,7 @@ fn fallback_names_exist_on_their_chip() {
     for arch in Arch::ALL {
         let path = format!(
             "{}/tests/fixtures/ncu/query_metrics_{}.txt",
-            env!("CARGO_MANIFEST_DIR"),
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../.."),
             arch.chip()
         );
         let listed = std::fs::read_to_string(path).unwrap();
