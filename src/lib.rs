@@ -14,16 +14,18 @@ pub mod cli;
 pub mod commands;
 pub mod doctables;
 
-// The library's layers, one crate each (bottom to top: base, exec, pipeline, engine, gpu,
-// ncu, tune, report, stages), under the paths the command line and the tests use.
-pub use repro_base::{elf, errors, expr, fsio, schema, stats, tools};
+// The library's layers, one crate each (bottom to top: schema, expr, base, exec, pipeline,
+// engine, gpu, ncu, tune, report, stages), under the paths the command line and the tests use.
+pub use repro_base::{elf, errors, fsio, stats, tools};
 pub use repro_engine as engine;
-pub use repro_exec as executor;
+pub use repro_executor as executor;
+pub use repro_expr as expr;
 pub use repro_gpu as gpu;
 pub use repro_gpu::env;
 pub use repro_ncu as ncu;
 pub use repro_pipeline::{toolchain, workload};
 pub use repro_report as report;
+pub use repro_schema as schema;
 pub use repro_stages as stages;
 pub use repro_tune as tune;
 

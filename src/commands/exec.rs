@@ -4,12 +4,12 @@
 use super::exit;
 use crate::{cli::CompareArgs, cli::ExecArgs, cli::GlobalArgs};
 use anyhow::bail;
-use repro_base::schema::BenchResult;
 use repro_engine::display;
 use repro_gpu::{client::ExecRequest, client::ExecTarget};
 use repro_gpu::{compare, compare::CompareRequest};
 use repro_gpu::{exec, exec::DumpRequest, exec::ExecSettings};
 use repro_gpu::{worker::serve::serve, worker::serve::Served};
+use repro_schema::BenchResult;
 
 /// The shape argument as `ExecRequest::shape` holds it: a name, or the dimensions.
 fn shape_text(name: Option<&String>, dims: Option<&String>) -> Option<String> {
@@ -155,9 +155,9 @@ mod tests {
     use crate::cli::Cli;
     use crate::cli::Command;
     use clap::Parser;
-    use repro_base::schema::RunStatus;
     use repro_gpu::timing::L2Mode;
     use repro_gpu::timing::Method;
+    use repro_schema::RunStatus;
 
     fn parsed(req: &ExecRequest) -> ExecRequest {
         let argv = ["repro", "exec"]

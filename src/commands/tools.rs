@@ -11,7 +11,7 @@ use std::path::Path;
 pub fn ncu_parse(args: &NcuParseArgs) -> anyhow::Result<i32> {
     let summary = repro_ncu::summarize_file(&args.file)?;
     if args.json {
-        display::out(&repro_base::schema::to_json_pretty(&summary))?;
+        display::out(&repro_schema::to_json_pretty(&summary))?;
     } else {
         display::out(&repro_ncu::table::render(&summary))?;
     }

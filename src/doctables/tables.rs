@@ -2,13 +2,13 @@
 //! (read by the report's own loader) or from a committed result file under
 //! `benches/results/`. Every table says where its numbers come from.
 
-use repro_base::{schema::BenchFile, schema::BenchResult};
 use repro_pipeline::{kind::Configs, Pipeline};
 use repro_report::artifacts::Artifacts;
 use repro_report::{
     context::num, context::scopes, context::shape_p50, context::shapes_in_order, context::Scoped,
     context::NA,
 };
+use repro_schema::{BenchFile, BenchResult};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -461,9 +461,9 @@ fn report_excerpt(root: &Path, sections: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use repro_base::schema::RunStatus;
     use repro_pipeline::workload::testing::pipeline;
     use repro_pipeline::workload::testing::SHIPPED_PIPELINE;
+    use repro_schema::RunStatus;
 
     /// A bench file of `name` (of `workload`) with one record on `mission` at `p50` µs.
     fn file(name: &str, kind: &str, workload: &str, p50: f64) -> BenchFile {

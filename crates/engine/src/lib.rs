@@ -2,7 +2,7 @@
 //! parallel where the graph allows) through an executor, moves outputs into place only on
 //! success, and records `artifacts/repro.lock`. Knows nothing about GPUs.
 //!
-//! It depends only on `repro-pipeline`, `repro-exec` and `repro-base`: it knows no GPU and
+//! It depends only on `repro-pipeline`, `repro-executor` and `repro-base`: it knows no GPU and
 //! names no stage kind.
 
 pub mod code_digest;

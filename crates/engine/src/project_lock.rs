@@ -23,10 +23,10 @@ impl Holder {
     fn me() -> Holder {
         Holder {
             pid: std::process::id().to_string(),
-            host: repro_exec::local::hostname(),
+            host: repro_executor::local::hostname(),
             command: std::env::args().collect::<Vec<_>>().join(" "),
             since: chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
-            run: repro_exec::orphans::begin_run().to_string(),
+            run: repro_executor::orphans::begin_run().to_string(),
         }
     }
 
@@ -88,7 +88,7 @@ pub struct Nested {
 impl Nested {
     /// When this process carries (`REPRO_RUN_ID`) the run id of `holder`.
     fn of(holder: &Holder) -> Option<Nested> {
-        let ours = std::env::var(repro_exec::orphans::RUN_ID_ENV).ok()?;
+        let ours = std::env::var(repro_executor::orphans::RUN_ID_ENV).ok()?;
         (!ours.is_empty() && ours == holder.run).then(|| Nested {
             stage: std::env::var("REPRO_STAGE").unwrap_or_else(|_| "?".into()),
             run: ours,

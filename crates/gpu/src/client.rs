@@ -4,11 +4,11 @@
 //! bad kernel does not stop a stage.
 
 use super::timing::{L2Mode, Method};
-use repro_base::schema::BenchResult;
-use repro_base::schema::RunStatus;
-use repro_exec::ExitKind;
-use repro_exec::JobOutcome;
+use repro_executor::ExitKind;
+use repro_executor::JobOutcome;
 use repro_pipeline::workload::exprs::Bindings;
+use repro_schema::BenchResult;
+use repro_schema::RunStatus;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

@@ -6,7 +6,7 @@
 
 use super::client::error_lines;
 use super::{GpuInfo, NoGpu};
-use repro_exec::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
+use repro_executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 use std::path::Path;
 use std::time::Duration;
 

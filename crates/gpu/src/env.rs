@@ -95,7 +95,7 @@ pub fn capture(root: &Path, opts: &CaptureOptions) -> Environment {
         ncu: opts.ncu.clone(),
         python: opts.python.clone(),
         torch: opts.torch.clone(),
-        host: repro_exec::local::host_name(),
+        host: repro_executor::local::host_name(),
         repro_version: env!("CARGO_PKG_VERSION").to_string(),
         created_utc: chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
     }

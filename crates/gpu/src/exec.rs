@@ -19,10 +19,6 @@ use super::warm::Reference;
 use super::warm::Warm;
 use anyhow::bail;
 use anyhow::Context as _;
-use repro_base::schema::BenchResult;
-use repro_base::schema::OutputAccuracy;
-use repro_base::schema::RunStatus;
-use repro_base::schema::TimingMode;
 use repro_pipeline::define_value;
 use repro_pipeline::workload::compare::check_case;
 use repro_pipeline::workload::compare::OutputCheck;
@@ -33,6 +29,10 @@ use repro_pipeline::workload::problem::Problem;
 use repro_pipeline::workload::Declaration;
 use repro_pipeline::workload::Workloads;
 use repro_pipeline::Pipeline;
+use repro_schema::BenchResult;
+use repro_schema::OutputAccuracy;
+use repro_schema::RunStatus;
+use repro_schema::TimingMode;
 use serde::Serialize;
 use std::path::Path;
 use std::path::PathBuf;
@@ -903,7 +903,7 @@ pub fn dump_inputs(file: &Path, req: &DumpRequest) -> anyhow::Result<usize> {
     std::fs::create_dir_all(req.dir)
         .with_context(|| format!("cannot create {}", req.dir.display()))?;
     let path = req.dir.join("index.json");
-    std::fs::write(&path, repro_base::schema::to_json_pretty(&index))
+    std::fs::write(&path, repro_schema::to_json_pretty(&index))
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(index.entries.len())
 }

@@ -3,8 +3,8 @@
 //! slot, [`worker`]), and stages learn about the hardware through [`probe_cached`], which
 //! architecture it loads through [`arch`], and the machine's identity through [`env`].
 //!
-//! It depends only on `repro-pipeline` (workloads), `repro-exec` and `repro-base`; never on
-//! the engine, the stages or the report.
+//! It depends only on `repro-pipeline` (workloads), `repro-executor`, `repro-schema` and
+//! `repro-base`; never on the engine, the stages or the report.
 
 pub mod arch;
 pub mod blocker;
@@ -166,7 +166,7 @@ pub fn probe_cached(root: &Path) -> Result<Vec<GpuInfo>, NoGpu> {
         if let Some(dir) = path.parent() {
             // A cache that cannot be written only costs a re-probe next time.
             let _ = std::fs::create_dir_all(dir);
-            let _ = std::fs::write(&path, repro_base::schema::to_json_pretty(&record));
+            let _ = std::fs::write(&path, repro_schema::to_json_pretty(&record));
         }
     }
     Ok(gpus)

@@ -5,7 +5,7 @@
 
 use super::metrics::{self, Arch, Field, TargetId};
 use super::parse::{Launch, Metric};
-use repro_base::schema::NcuTarget;
+use repro_schema::NcuTarget;
 
 /// The median of `values` (type-7, as [`repro_base::stats`]); `None` when empty.
 pub fn median(values: &[f64]) -> Option<f64> {

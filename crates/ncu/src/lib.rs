@@ -1,9 +1,8 @@
 //! Nsight Compute: finding `ncu`, reading its CSV exports ([`parse`]), mapping raw metrics
 //! to the named fields of `artifacts/ncu/summary.json` ([`metrics`]), and `repro ncu
-//! parse`.
-//! The profile stage that runs ncu lives in `stages::profile`.
+//! parse`. The profile stage that runs ncu lives in `stages::profile`.
 //!
-//! It depends only on `repro-pipeline` and `repro-base`.
+//! It depends only on `repro-pipeline`, `repro-schema` and `repro-base`.
 
 pub mod launches;
 pub mod metrics;
@@ -94,7 +93,7 @@ pub fn version(root: &Path, ncu: &Path) -> Option<String> {
 
 /// Parse an export file into a summary, one target per profiled launch (`#<ID>`). A file
 /// that cannot be read is a usage error (exit 2); one that does not parse, an error.
-pub fn summarize_file(file: &Path) -> anyhow::Result<repro_base::schema::NcuSummary> {
+pub fn summarize_file(file: &Path) -> anyhow::Result<repro_schema::NcuSummary> {
     let text = std::fs::read(file).map_err(|e| {
         repro_base::errors::UsageError(format!(
             "cannot read {}: {e}\n  help: name an ncu CSV export, e.g. from `ncu --csv --page raw ... > file.csv`",
@@ -119,7 +118,7 @@ pub fn summarize_file(file: &Path) -> anyhow::Result<repro_base::schema::NcuSumm
             )
         })
         .collect();
-    Ok(repro_base::schema::NcuSummary {
+    Ok(repro_schema::NcuSummary {
         ncu_version: None,
         clock_control: "unknown".into(),
         cache_control: "unknown".into(),

@@ -2,7 +2,7 @@
 //! field with the metric it came from, then the top warp stalls.
 
 use super::metrics::Field;
-use repro_base::{schema::NcuSummary, schema::NcuTarget};
+use repro_schema::{NcuSummary, NcuTarget};
 use std::fmt::Write;
 
 /// The value of field `f` in record `t`.

@@ -3,7 +3,7 @@
 //! validates, so the loader can check each stage's options through the kinds it is given.
 
 use crate::{Pipeline, StageSpec};
-use repro_exec::{CancelFlag, Executor};
+use repro_executor::{CancelFlag, Executor};
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

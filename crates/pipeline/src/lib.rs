@@ -5,8 +5,9 @@
 //! and what a stage kind is ([`kind`]): the interface the loader checks each stage's
 //! options through and the engine runs it through.
 //!
-//! It depends only on `repro-exec` and `repro-base`. It names no stage kind: the kinds are
-//! handed to [`load()`] by the crate that defines them (`repro_stages::kinds`).
+//! It depends only on `repro-executor`, `repro-schema`, `repro-expr` and `repro-base`. It
+//! names no stage kind: the kinds are handed to [`load()`] by the crate that defines them
+//! (`repro_stages::kinds`).
 
 pub mod builtin_kind;
 pub mod dag;

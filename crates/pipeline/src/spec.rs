@@ -3,7 +3,7 @@
 
 use crate::builtin_kind::BuiltinKind;
 use indexmap::IndexMap;
-pub use repro_exec::ExecutorSpec;
+pub use repro_executor::ExecutorSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

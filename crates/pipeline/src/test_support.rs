@@ -1,6 +1,6 @@
 //! Test helpers: a plain local executor that counts the jobs it runs, and a fake nvcc.
 
-use repro_exec::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
+use repro_executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};

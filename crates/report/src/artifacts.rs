@@ -3,10 +3,7 @@
 //! file that exists but does not parse is an error naming it.
 
 use anyhow::Context;
-use repro_base::{
-    schema::BenchFile, schema::BuildRecord, schema::EliteEntry, schema::NcuSummary,
-    schema::TuneTrial,
-};
+use repro_schema::{BenchFile, BuildRecord, EliteEntry, NcuSummary, TuneTrial};
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 
@@ -151,7 +148,7 @@ fn read_tune(dir: &Path) -> anyhow::Result<Option<TuneData>> {
     if !log.is_file() {
         return Ok(None);
     }
-    let mut trials = repro_base::schema::parse_tune_log(
+    let mut trials = repro_schema::parse_tune_log(
         &std::fs::read_to_string(&log).with_context(|| format!("cannot read {}", log.display()))?,
         &log.display().to_string(),
     )?;

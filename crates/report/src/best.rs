@@ -3,9 +3,9 @@
 //! performance gate against the control (the bench stage judged it best), else the fastest
 //! variant on the primary shape whose results are all correct.
 
-use repro_base::schema::BenchFile;
-use repro_base::schema::BenchResult;
-use repro_base::schema::RunStatus;
+use repro_schema::BenchFile;
+use repro_schema::BenchResult;
+use repro_schema::RunStatus;
 
 /// The gate the bench stage records in the best variant's file.
 pub const CONTROL_GATE: &str = "performance.min_speedup_vs_control";

@@ -10,10 +10,10 @@ use super::context::shape_p50;
 use super::context::shapes_in_order;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
-use repro_base::schema::BenchFile;
-use repro_base::schema::BenchResult;
-use repro_base::schema::RunStatus;
-use repro_base::schema::TrialStatus;
+use repro_schema::BenchFile;
+use repro_schema::BenchResult;
+use repro_schema::RunStatus;
+use repro_schema::TrialStatus;
 
 const FONT: &str = "sans-serif";
 const WIDTH: u32 = 860;
@@ -152,7 +152,7 @@ pub fn p50_panels(a: &Artifacts, marks: Marks) -> Vec<ShapePanel> {
                 bars[i].kind = BarKind::Fastest;
             }
             // The tuner times the primary shape only; elsewhere its records check correctness.
-            let timed_here = |e: &&repro_base::schema::EliteEntry| {
+            let timed_here = |e: &&repro_schema::EliteEntry| {
                 e.bench
                     .iter()
                     .any(|r| r.shape == shape && r.p50_us.is_some())
@@ -394,9 +394,8 @@ pub struct TuneSeries {
 
 /// The tune chart's data.
 pub fn tune_series(tune: &TuneData) -> TuneSeries {
-    let timed = |t: &&repro_base::schema::TuneTrial| {
-        t.status.is_ok() && t.p50_us.is_some_and(|p| p.is_finite())
-    };
+    let timed =
+        |t: &&repro_schema::TuneTrial| t.status.is_ok() && t.p50_us.is_some_and(|p| p.is_finite());
     let mut best_steps: Vec<(u32, f64)> = Vec::new();
     for (trial, best) in best_so_far(tune) {
         if let Some(b) = best {

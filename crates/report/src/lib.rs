@@ -5,12 +5,10 @@
 //! [`context`] turns both into the report's template context (each skip reason stated once
 //! by [`notes`]), [`render`] runs minijinja, [`charts`] draws the SVGs, [`manifest`] lists
 //! every artifact; [`diff`], [`commit`] and [`verify`] implement the pull-request
-//! subcommands
-//! ([`git_cli`] makes `repro commit`'s commit with the `git` command line).
+//! subcommands ([`git_cli`] makes `repro commit`'s commit with the `git` command line).
 //!
-//! It reads records and the engine's lock, never a stage's internals: it depends on every
-//! crate below it (`repro-tune`, `repro-ncu`, `repro-gpu`, `repro-engine`,
-//! `repro-pipeline`, `repro-exec`, `repro-base`) but never on `repro-stages`.
+//! It reads records (`repro-schema`) and the engine's lock, never a stage's internals: it
+//! may depend on every crate below it, but never on `repro-stages`.
 
 pub mod artifacts;
 pub mod best;

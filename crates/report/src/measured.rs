@@ -6,7 +6,7 @@
 //! committed files: the report, the manifest, `repro diff` and `repro commit` all show such
 //! a record as not measured, never as a pass or SAME.
 
-use repro_base::{schema::BenchFile, schema::BuildRecord, schema::Measured, schema::NcuTarget};
+use repro_schema::{BenchFile, BuildRecord, Measured, NcuTarget};
 
 /// A result that does not belong to the build now in place, and why.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -83,9 +83,9 @@ fn short(digest: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use repro_base::schema::ArchBuild;
-    use repro_base::schema::BuildStatus;
-    use repro_base::schema::RunStatus;
+    use repro_schema::ArchBuild;
+    use repro_schema::BuildStatus;
+    use repro_schema::RunStatus;
     use std::collections::BTreeMap;
 
     fn build(variant: &str, cubin: &str) -> BuildRecord {

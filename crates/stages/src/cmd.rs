@@ -14,7 +14,7 @@
 use anyhow::bail;
 use repro_base::tools::MISSING_TOOL;
 use repro_engine::display::visible_line;
-use repro_exec::{ExitKind, Job};
+use repro_executor::{ExitKind, Job};
 use repro_pipeline::kind::{Config, Configured, Overrides};
 use repro_pipeline::options::decode;
 use repro_pipeline::{

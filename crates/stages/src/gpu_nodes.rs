@@ -2,13 +2,13 @@
 //! there are (through the stage's executor), how many jobs at once, and the rule that one
 //! result does not mix GPU models unless the stage says `allow_mixed_gpus: true`.
 
-use repro_base::schema::BenchResult;
-use repro_exec::Executor;
+use repro_executor::Executor;
 use repro_gpu::worker::pool::Workers;
 use repro_gpu::{discover, discover::StageJobs};
 use repro_gpu::{gpu_identity, GpuInfo, NoGpu, NO_GPU};
 use repro_pipeline::kind::RunCtx;
 use repro_pipeline::{Pipeline, StageSpec};
+use repro_schema::BenchResult;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Mutex;
@@ -55,10 +55,12 @@ pub fn hardware(pipeline: &Pipeline, spec: &StageSpec, root: &Path) -> String {
 
 /// `slurm partition P gres G` when pipeline.yaml sends the stage to Slurm.
 pub fn slurm_request(pipeline: &Pipeline, spec: &StageSpec) -> Option<String> {
-    if repro_exec::configured_kind(pipeline.executor.as_ref(), spec.executor.as_ref()) != "slurm" {
+    if repro_executor::configured_kind(pipeline.executor.as_ref(), spec.executor.as_ref())
+        != "slurm"
+    {
         return None;
     }
-    let s = repro_exec::slurm::SlurmSettings::for_stage(
+    let s = repro_executor::slurm::SlurmSettings::for_stage(
         pipeline.executor.as_ref(),
         spec.executor.as_ref(),
     );
@@ -150,7 +152,7 @@ impl OneGpuModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use repro_base::schema::RunStatus;
+    use repro_schema::RunStatus;
 
     fn rec(node: Option<&str>, model: Option<&str>) -> BenchResult {
         let mut r = BenchResult::blank("small", Default::default(), 0, (1, 1), RunStatus::Ok);

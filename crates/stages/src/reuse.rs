@@ -9,11 +9,11 @@
 //! record never stands in for a measurement. `--force` (the `remeasure` override)
 //! measures everything again.
 
-pub use repro_base::schema::describe_run;
-use repro_base::schema::Measured;
 use repro_engine::lockfile::LockFile;
 use repro_gpu::GpuInfo;
 use repro_pipeline::kind::RunCtx;
+pub use repro_schema::describe_run;
+use repro_schema::Measured;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;

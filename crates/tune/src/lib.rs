@@ -5,8 +5,9 @@
 //! resumes and a larger budget continues. The stage that wires the search to the compiler
 //! and the GPU is `stages::tune`.
 //!
-//! It depends only on `repro-gpu`, `repro-pipeline`, `repro-exec` and `repro-base`; the
-//! stage that wires it to the compiler and the GPU is `repro_stages::tune`.
+//! It depends only on `repro-gpu`, `repro-pipeline`, `repro-executor`, `repro-schema`,
+//! `repro-expr` and `repro-base`; the stage that wires it to the compiler and the GPU is
+//! `repro_stages::tune`.
 
 pub mod memo;
 pub mod options;

@@ -29,7 +29,7 @@
 
 use super::proposer::{ProposerSpec, KEY_ENV};
 use super::space::Space;
-use repro_base::expr::suggest;
+use repro_expr::suggest;
 use repro_gpu::{timing::L2Mode, timing::Method};
 use repro_pipeline::kind::OptionError;
 use repro_pipeline::options::decode;

@@ -15,10 +15,10 @@ use super::proposer::store::SOURCES_DIR;
 use super::space::Config;
 use anyhow::bail;
 use anyhow::Context;
-use repro_base::schema::TuneTrial;
 use repro_pipeline::builtin_kind::BuiltinKind;
 use repro_pipeline::KernelSpec;
 use repro_pipeline::Project;
+use repro_schema::TuneTrial;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::path::PathBuf;
@@ -90,7 +90,7 @@ pub fn promote(
     let log_text = std::fs::read_to_string(root.join(&tune_log)).with_context(|| {
         format!("cannot read {tune_log}: run the tune stage first (`repro tune`)")
     })?;
-    let rows = repro_base::schema::parse_tune_log(&log_text, &tune_log)?;
+    let rows = repro_schema::parse_tune_log(&log_text, &tune_log)?;
     let row = pick(&rows, what, &tune_log)?;
     if !row.status.is_ok() {
         bail!(

@@ -19,7 +19,7 @@ use anyhow::{bail, Context};
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use repro_base::schema::TrialStatus;
+use repro_schema::TrialStatus;
 use std::collections::HashSet;
 use std::path::PathBuf;
 

@@ -18,7 +18,7 @@
 //! skipped would let invalid configurations through): guard the read with a short-circuit,
 //! as in the second constraint above. The error says which guard to write.
 
-use repro_base::expr::{EvalError, Expr};
+use repro_expr::{EvalError, Expr};
 use repro_pipeline::kind::OptionError;
 use serde_yaml::Value;
 use std::collections::{BTreeMap, HashMap};

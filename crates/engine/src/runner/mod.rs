@@ -22,7 +22,7 @@ use super::progress::Progress;
 use super::statcache::StatCache;
 use super::status::{self, EvalCtx};
 use super::{project_lock, run_record, staging};
-use repro_exec::CancelFlag;
+use repro_executor::CancelFlag;
 use repro_pipeline::{kind::Kinds, kind::Overrides, Project};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -58,7 +58,7 @@ pub struct Request {
     pub executor: Option<String>,
     /// How many GPUs this machine has, for a local executor's GPU slots (the engine knows
     /// no GPU: the command line passes the probe).
-    pub count_gpus: repro_exec::local::GpuCount,
+    pub count_gpus: repro_executor::local::GpuCount,
     /// `--force`'s remeasure, `repro tune`'s `--exhaustive` and `--budget`: they reach
     /// `RunCtx.overrides` and the fingerprints of the kinds whose results depend on them.
     pub overrides: Overrides,

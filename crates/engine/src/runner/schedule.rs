@@ -10,7 +10,7 @@ use crate::{lockfile::LockEntry, lockfile::LockFile};
 use crate::{progress, progress::Line, progress::Progress};
 use crate::{run_record, staging};
 use crate::{status, status::EvalCtx, status::StageStatus, status::State};
-use repro_exec::CancelFlag;
+use repro_executor::CancelFlag;
 use repro_pipeline::Project;
 use repro_pipeline::{kind::RunCtx, kind::StageOutcome};
 use std::collections::{BTreeMap, BTreeSet};
@@ -332,7 +332,7 @@ impl<'a> Run<'a> {
         let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
             let started = Instant::now();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let executor = repro_exec::for_stage(
+                let executor = repro_executor::for_stage(
                     project.pipeline.executor.as_ref(),
                     stage.spec.executor.as_ref(),
                     cli_executor,

@@ -58,7 +58,7 @@ fn read_backup_list(
 }
 
 /// Undo what a killed run left: first kill the processes it left running (`dead_run` is
-/// its run id, from the project lock it held; see [`repro_exec::orphans`]), so none
+/// its run id, from the project lock it held; see [`repro_executor::orphans`]), so none
 /// writes into an output after this; then restore backed-up outputs and drop staging
 /// folders. `pipeline_file` (its name in `root`) is never restored or removed.
 pub fn recover(
@@ -68,7 +68,7 @@ pub fn recover(
 ) -> anyhow::Result<Recovery> {
     let mut recovery = Recovery::default();
     if let Some(run) = dead_run.filter(|r| !r.is_empty()) {
-        recovery.killed = repro_exec::orphans::kill_run(run)?;
+        recovery.killed = repro_executor::orphans::kill_run(run)?;
     }
     let backups = root.join(".repro/backup");
     if let Ok(entries) = std::fs::read_dir(&backups) {

@@ -16,7 +16,7 @@ pub mod pool;
 pub mod serve;
 
 use super::client::ExecRequest;
-use repro_base::schema::BenchResult;
+use repro_schema::BenchResult;
 use serde::{Deserialize, Serialize};
 
 /// One line on the worker's stdin.
@@ -56,7 +56,7 @@ pub(crate) mod tests {
     use crate::client::ExecTarget;
     use crate::timing::L2Mode;
     use crate::timing::Method;
-    use repro_base::schema::RunStatus;
+    use repro_schema::RunStatus;
 
     /// A run of variant `v` on shape `small` with seed `seed` (which the stand-in workers
     /// of the tests read to decide what to do).
@@ -103,8 +103,7 @@ pub(crate) mod tests {
         assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), req);
 
         let dims = [("rows".to_string(), 4), ("hidden".to_string(), 1024)].into();
-        let mut record =
-            repro_base::schema::BenchResult::blank("small", dims, 2, (3, 4), RunStatus::Ok);
+        let mut record = repro_schema::BenchResult::blank("small", dims, 2, (3, 4), RunStatus::Ok);
         record.p50_us = Some(5.25);
         record
             .speedups

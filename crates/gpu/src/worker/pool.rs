@@ -9,9 +9,9 @@ use crate::discover::StageJobs;
 use crate::{
     client::failed_result, client::why_it_ended, client::ExecRequest, client::GPU_INDEX_ENV,
 };
-use repro_base::schema::BenchResult;
-use repro_exec::{Conversation, Ending, ExitKind, Job, JobOutcome, Received};
+use repro_executor::{Conversation, Ending, ExitKind, Job, JobOutcome, Received};
 use repro_pipeline::workload::exprs::Bindings;
+use repro_schema::BenchResult;
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::Path;
@@ -32,7 +32,7 @@ pub fn worker_job(jobs: &StageJobs, gpu: u32) -> Job {
     job.gpu = Some(gpu);
     // The GPU's number on this machine, for the records (locally; a scheduler's node
     // numbers its own).
-    let physical = repro_exec::local::visible_gpu(gpu);
+    let physical = repro_executor::local::visible_gpu(gpu);
     job.env = BTreeMap::from([(GPU_INDEX_ENV.to_string(), physical)]);
     job.log = jobs.log.map(Path::to_path_buf);
     job

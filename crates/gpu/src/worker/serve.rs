@@ -78,7 +78,7 @@ trait Run {
     fn run(
         &mut self,
         req: &crate::client::ExecRequest,
-    ) -> anyhow::Result<repro_base::schema::BenchResult>;
+    ) -> anyhow::Result<repro_schema::BenchResult>;
     fn usable(&self) -> bool;
 }
 
@@ -86,7 +86,7 @@ impl Run for Runner {
     fn run(
         &mut self,
         req: &crate::client::ExecRequest,
-    ) -> anyhow::Result<repro_base::schema::BenchResult> {
+    ) -> anyhow::Result<repro_schema::BenchResult> {
         Runner::run(self, req)
     }
 
@@ -99,8 +99,8 @@ impl Run for Runner {
 mod tests {
     use super::*;
     use crate::client::ExecRequest;
-    use repro_base::schema::BenchResult;
-    use repro_base::schema::RunStatus;
+    use repro_schema::BenchResult;
+    use repro_schema::RunStatus;
 
     /// Seeds 0.. succeed; seed 13 faults and poisons the context; seed 7 fails harmlessly.
     struct Fake {

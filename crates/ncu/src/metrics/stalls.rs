@@ -2,7 +2,7 @@
 
 use super::Arch;
 use crate::parse::Launch;
-use repro_base::schema::StallReason;
+use repro_schema::StallReason;
 use std::collections::BTreeMap;
 
 /// Warp-stall reasons as they appear in `smsp__warp_issue_stalled_<reason>_per_warp_active`.

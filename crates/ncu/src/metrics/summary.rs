@@ -2,7 +2,7 @@
 
 use super::{read, top_stalls, Arch, Field, SMEM_BANK_CONFLICT_PARTS};
 use crate::{parse::Launch, parse::Metric};
-use repro_base::schema::{NcuTarget, RunStatus};
+use repro_schema::{NcuTarget, RunStatus};
 use std::collections::BTreeMap;
 
 /// Identity of a profiled target, for [`summarize`].

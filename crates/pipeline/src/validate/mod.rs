@@ -404,8 +404,8 @@ fn output_path(
 /// Variables repro sets itself in every stage's processes: a stage may not replace them.
 /// `REPRO_RUN_ID` and `REPRO_JOB` are how repro finds what a run started, to stop it.
 pub const RESERVED_ENV: &[&str] = &[
-    repro_exec::orphans::RUN_ID_ENV,
-    repro_exec::orphans::JOB_ENV,
+    repro_executor::orphans::RUN_ID_ENV,
+    repro_executor::orphans::JOB_ENV,
     "REPRO_BIN",
     "REPRO_ROOT",
     "REPRO_STAGE",

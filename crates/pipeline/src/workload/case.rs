@@ -89,10 +89,7 @@ pub fn write(dir: &Path, name: &str, decl: &Declaration, case: &Case) -> anyhow:
         dims: &case.dims,
         args,
     };
-    put(
-        "case.json",
-        repro_base::schema::to_json_pretty(&file).as_bytes(),
-    )
+    put("case.json", repro_schema::to_json_pretty(&file).as_bytes())
 }
 
 /// The expected values of every output of `case`, in ABI order, from the folder `out` a

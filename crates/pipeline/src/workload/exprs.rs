@@ -1,10 +1,10 @@
 //! A declaration's expressions, parsed once (in the language of tune constraints,
-//! `repro_base::expr`) and evaluated per shape and variant: argument extents,
+//! `repro_expr`) and evaluated per shape and variant: argument extents,
 //! quantization blocks, scalar values and launch geometry.
 
 use super::problem::{path, Problem};
 use super::spec::{Arg, Declaration, ExprText, Launch, RefArg, ScalarValue};
-use repro_base::{expr::EvalError, expr::Expr};
+use repro_expr::{EvalError, Expr};
 use std::collections::BTreeMap;
 
 /// Names and their values: a shape's dimensions, and for launch geometry the defines.

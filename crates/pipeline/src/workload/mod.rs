@@ -135,7 +135,7 @@ impl Workloads {
     /// The workload a baseline file ran: the one it names; for a file that names none
     /// (written before workloads were declared), the only workload, else the one whose
     /// `dims` its results have.
-    pub fn of_baseline(&self, f: &repro_base::schema::BenchFile) -> Option<&str> {
+    pub fn of_baseline(&self, f: &repro_schema::BenchFile) -> Option<&str> {
         if let Some(w) = &f.workload {
             return self.list.get_key_value(w).map(|(k, _)| k.as_str());
         }
@@ -196,9 +196,9 @@ pub const REFERENCE: &str = "reference";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use repro_base::schema::BenchFile;
-    use repro_base::schema::BenchResult;
-    use repro_base::schema::RunStatus;
+    use repro_schema::BenchFile;
+    use repro_schema::BenchResult;
+    use repro_schema::RunStatus;
 
     fn baseline(workload: Option<&str>, dims: &[(&str, i64)]) -> BenchFile {
         let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();

@@ -4,9 +4,9 @@
 
 use super::agreement::gap;
 use super::*;
-use repro_base::schema::NcuKernel;
 use repro_ncu::options::ProfileOptions;
 use repro_pipeline::workload::Workloads;
+use repro_schema::NcuKernel;
 
 /// How many characters of a kernel's name the table keeps (cuDNN's run past 100).
 const KERNEL_NAME_CHARS: usize = 60;

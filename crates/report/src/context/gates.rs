@@ -3,7 +3,7 @@
 
 use super::agreement::{by_ncu, row_verdict};
 use super::*;
-use repro_base::{schema::ArchBuild, schema::BuildRecord};
+use repro_schema::{ArchBuild, BuildRecord};
 
 impl Builder<'_> {
     pub(super) fn not_run_cmd_baselines(&self) -> String {

@@ -53,7 +53,7 @@ impl Builder<'_> {
                 "baseline",
                 shape_p50(&b.results, primary),
                 self.file_status(b, &[]),
-                measured_by(self.stage_writing(repro_base::schema::BASELINE_DIR)),
+                measured_by(self.stage_writing(repro_schema::BASELINE_DIR)),
             ));
         }
         let mut variants: Vec<&BenchFile> = self.benches().iter().collect();
@@ -113,9 +113,9 @@ impl Builder<'_> {
     /// which run (`stages::reuse`).
     pub(super) fn reuse_note(&self) -> Option<String> {
         let mut by_run: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let mut note = |m: Option<&repro_base::schema::Measured>, what: String| {
+        let mut note = |m: Option<&repro_schema::Measured>, what: String| {
             if let Some(m) = m.filter(|m| m.reused) {
-                let run = repro_base::schema::describe_run(m);
+                let run = repro_schema::describe_run(m);
                 by_run.entry(run).or_default().push(what);
             }
         };

@@ -4,7 +4,7 @@
 //! defines that differ and, for a proposed source, its diff.
 
 use super::*;
-use repro_base::{schema::EliteEntry, schema::LineageStep};
+use repro_schema::{EliteEntry, LineageStep};
 
 impl Builder<'_> {
     /// The lineage of the elite's first member, when the tune recorded one.
@@ -102,7 +102,7 @@ pub(crate) fn diff_files(elite: &[EliteEntry]) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod lineage_tests {
     use super::*;
-    use repro_base::schema::TrialStatus;
+    use repro_schema::TrialStatus;
 
     fn step(
         trial: u32,

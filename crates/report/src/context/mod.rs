@@ -13,16 +13,16 @@ use super::artifacts::{Artifacts, TuneData};
 use super::machines::Machines;
 use super::notes::{Footnote, Notes};
 use super::state::RunState;
-use repro_base::schema::BenchFile;
-use repro_base::schema::BenchResult;
-use repro_base::schema::GateResult;
-use repro_base::schema::NcuTarget;
-use repro_base::schema::RunStatus;
 use repro_engine::run_record::Outcome;
 use repro_gpu::env::Environment;
 use repro_pipeline::builtin_kind::BuiltinKind;
 use repro_pipeline::kind::Configs;
 use repro_pipeline::Pipeline;
+use repro_schema::BenchFile;
+use repro_schema::BenchResult;
+use repro_schema::GateResult;
+use repro_schema::NcuTarget;
+use repro_schema::RunStatus;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -247,7 +247,7 @@ impl Builder<'_> {
         )
     }
 
-    pub(super) fn builds(&self) -> &[repro_base::schema::BuildRecord] {
+    pub(super) fn builds(&self) -> &[repro_schema::BuildRecord] {
         self.artifacts.builds.as_deref().unwrap_or_default()
     }
 

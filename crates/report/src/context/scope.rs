@@ -3,10 +3,10 @@
 //! control and its output's thresholds.
 
 use super::*;
-use repro_base::schema::NcuSummary;
 use repro_pipeline::kind::Configs;
 use repro_pipeline::workload::spec::OutputGates;
 use repro_pipeline::workload::Workloads;
+use repro_schema::NcuSummary;
 use repro_tune::{options::TuneOptions, options::DEFAULT_DIR};
 
 /// What a workload's part of the report is about.

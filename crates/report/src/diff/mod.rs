@@ -31,7 +31,7 @@ use verdict::{row_verdict, Sides};
 use crate::{artifacts::parse_record, artifacts::Artifacts};
 use crate::{context::num, context::shapes_in_order};
 use anyhow::Context;
-use repro_base::{schema::BenchFile, schema::BenchResult, schema::NcuSummary, schema::NcuTarget};
+use repro_schema::{BenchFile, BenchResult, NcuSummary, NcuTarget};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -380,7 +380,7 @@ fn compare(
     before: &[BenchFile],
     after: &[BenchFile],
     kind: &str,
-    builds: &[repro_base::schema::BuildRecord],
+    builds: &[repro_schema::BuildRecord],
 ) -> Vec<Row> {
     let mut names: Vec<&str> = before
         .iter()

@@ -84,7 +84,7 @@ pub fn verdict(before: Option<Measure>, after: Option<Measure>) -> Verdict {
 }
 
 /// One side's measure for `shape`: median p50 over seeds, noise as in the module doc.
-pub fn measure(results: &[repro_base::schema::BenchResult], shape: &str) -> Option<Measure> {
+pub fn measure(results: &[repro_schema::BenchResult], shape: &str) -> Option<Measure> {
     let p50 = crate::context::shape_p50(results, shape)?;
     let ok: Vec<_> = results
         .iter()
@@ -183,7 +183,7 @@ mod tests {
 
     #[test]
     fn seeds_that_agree_still_have_the_floor_as_noise() {
-        let r = |p50: f64| -> repro_base::schema::BenchResult {
+        let r = |p50: f64| -> repro_schema::BenchResult {
             serde_json::from_value(serde_json::json!({
                 "shape": "s", "seed": 0, "inputs": "gaussian", "warmup": 1, "iters": 1,
                 "status": "ok", "p50_us": p50, "ci95_us": 0.0,

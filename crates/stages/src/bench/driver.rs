@@ -3,8 +3,8 @@
 //! child job so a driver fault stays contained). Only a GPU can say this, so it is the
 //! bench stage's, recorded in its records; the build's records stay machine-independent.
 
-use repro_base::{schema::DriverCheck, schema::EntryResources};
-use repro_exec::{CancelFlag, Executor, Job};
+use repro_executor::{CancelFlag, Executor, Job};
+use repro_schema::{DriverCheck, EntryResources};
 use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;

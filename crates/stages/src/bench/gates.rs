@@ -1,15 +1,15 @@
 //! Speedups against the control and the baselines, and the correctness and performance
 //! gates the bench stage records.
 
-use repro_base::schema::BenchFile;
-use repro_base::schema::BenchResult;
-use repro_base::schema::GateResult;
-use repro_base::schema::OutputAccuracy;
-use repro_base::schema::RunStatus;
 use repro_pipeline::workload::spec::Figure;
 use repro_pipeline::workload::spec::OutputGates;
 use repro_pipeline::workload::Declaration;
 use repro_pipeline::Pipeline;
+use repro_schema::BenchFile;
+use repro_schema::BenchResult;
+use repro_schema::GateResult;
+use repro_schema::OutputAccuracy;
+use repro_schema::RunStatus;
 use std::collections::BTreeMap;
 
 /// Set `key` = other p50 / this p50 on every record with a matching (shape, seed) in

@@ -3,14 +3,14 @@
 
 use super::options::Options;
 use crate::slots::run_on_slots;
-use repro_base::schema::BenchResult;
-use repro_base::schema::RunStatus;
 use repro_gpu::client::ExecRequest;
 use repro_gpu::client::ExecTarget;
 use repro_pipeline::kind::RunCtx;
 use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Workloads;
 use repro_pipeline::Pipeline;
+use repro_schema::BenchResult;
+use repro_schema::RunStatus;
 use std::sync::atomic::Ordering;
 
 /// One `repro exec` of the bench stage.

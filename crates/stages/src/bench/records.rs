@@ -3,9 +3,9 @@
 
 use super::BASELINE_DIR;
 use anyhow::Context as _;
-use repro_base::schema::to_json_pretty;
-use repro_base::schema::BenchFile;
-use repro_base::schema::RunStatus;
+use repro_schema::to_json_pretty;
+use repro_schema::BenchFile;
+use repro_schema::RunStatus;
 use std::path::Path;
 
 pub(super) fn write(dir: &Path, file: &BenchFile) -> anyhow::Result<()> {

@@ -3,10 +3,10 @@
 
 use super::options::Options;
 use crate::{reuse, reuse::digest_json, reuse::file_digest, reuse::Committed, reuse::Key};
-use repro_base::schema::BenchFile;
 use repro_gpu::GpuInfo;
 use repro_pipeline::kind::RunCtx;
 use repro_pipeline::{workload::Declaration, workload::Workloads};
+use repro_schema::BenchFile;
 use serde_json::json;
 use std::collections::BTreeMap;
 

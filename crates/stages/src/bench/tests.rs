@@ -6,10 +6,10 @@ use super::jobs::plan;
 use super::options::*;
 use super::records::read_baseline;
 use super::*;
-use repro_base::schema::to_json_pretty;
 use repro_gpu::{timing::L2Mode, timing::Method};
 use repro_pipeline::workload::Declaration;
 use repro_pipeline::{workload::testing::attention, workload::testing::tiny_pipeline};
+use repro_schema::to_json_pretty;
 use std::time::Duration;
 
 const REST: &str = r#"kernels:
@@ -252,7 +252,7 @@ fn thresholds_follow_the_recipe_and_the_precision_class() {
     two.outputs = BTreeMap::from([
         (
             "y".to_string(),
-            repro_base::schema::OutputAccuracy {
+            repro_schema::OutputAccuracy {
                 max_abs_err: 0.01,
                 correctness_pass: true,
                 ..Default::default()
@@ -260,7 +260,7 @@ fn thresholds_follow_the_recipe_and_the_precision_class() {
         ),
         (
             "z".to_string(),
-            repro_base::schema::OutputAccuracy {
+            repro_schema::OutputAccuracy {
                 max_abs_err: 0.5,
                 ..Default::default()
             },
@@ -400,7 +400,7 @@ fn bench_files_round_trip_through_json() {
         nvcc_version: None,
         precision: Some("fp16-pv".into()),
         arch: Some("sm_90a".into()),
-        driver: Some(repro_base::schema::DriverCheck {
+        driver: Some(repro_schema::DriverCheck {
             check: "ok".into(),
             registers: Some(96),
             static_smem_bytes: Some(0),

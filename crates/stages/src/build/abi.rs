@@ -2,10 +2,10 @@
 //! the arguments its workload declares, so a declaration that does not match the kernel's
 //! signature fails the build, at the argument's `file:line:col`, before anything launches it.
 
-use repro_base::schema::GateResult;
 use repro_pipeline::workload::abi;
 use repro_pipeline::workload::Declaration;
 use repro_pipeline::{workload::problem::path, workload::problem::Problem};
+use repro_schema::GateResult;
 use std::path::Path;
 
 /// The gate's name in build records.

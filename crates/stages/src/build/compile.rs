@@ -13,10 +13,10 @@
 use super::{ptxas, sources};
 use crate::slots::run_on_slots;
 use anyhow::Context;
-use repro_base::schema::EntryResources;
 use repro_base::tools;
-use repro_exec::{CancelFlag, Executor, ExitKind, Job};
+use repro_executor::{CancelFlag, Executor, ExitKind, Job};
 use repro_pipeline::toolchain::Toolchain;
+use repro_schema::EntryResources;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

@@ -5,8 +5,8 @@
 //! missing figure counts as 0 for those gates. It always prints the register count, so a
 //! missing one fails the register gate (measured as NaN: nothing to vouch for).
 
-use repro_base::{schema::ArchBuild, schema::EntryResources, schema::GateResult};
 use repro_pipeline::PtxasGates;
+use repro_schema::{ArchBuild, EntryResources, GateResult};
 
 /// One result per (entry, configured gate): `ptxas.max_registers`, `ptxas.max_smem_bytes`,
 /// `ptxas.max_spill_bytes` (spill stores + loads), with the entry name as subject.

@@ -4,9 +4,9 @@
 
 use super::record_path;
 use anyhow::Context;
-use repro_base::schema::BuildRecord;
 use repro_pipeline::Pipeline;
 use repro_pipeline::{workload::tails, workload::Workloads};
+use repro_schema::BuildRecord;
 use std::path::Path;
 
 /// The table for `variants`, from the records under `root`.

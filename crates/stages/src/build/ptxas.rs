@@ -15,7 +15,7 @@
 //! stays `None` and an unknown one is ignored. `Function properties` blocks of non-entry
 //! (device) functions are skipped: only entry functions can be launched and gated.
 
-use repro_base::schema::EntryResources;
+use repro_schema::EntryResources;
 
 /// Every entry function's resources, in the order ptxas compiled them. Lines that are not
 /// part of the report (compiler errors, warnings, `#` comments) are ignored.

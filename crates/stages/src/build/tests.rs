@@ -7,9 +7,9 @@ mod nvcc;
 
 use super::*;
 use crate::tests::calls::Calls;
-use repro_base::schema::BuildStatus;
-use repro_exec::CancelFlag;
+use repro_executor::CancelFlag;
 use repro_pipeline::test_support::CountingExecutor;
+use repro_schema::BuildStatus;
 
 /// A project folder holding `kernels/` (copies of `tests/fixtures/cuda/*.cu`).
 fn project() -> tempfile::TempDir {

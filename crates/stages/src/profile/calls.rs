@@ -10,9 +10,6 @@
 
 use super::run::Reading;
 use super::targets::{status_target, Program, Target};
-use repro_base::schema::NcuKernel;
-use repro_base::schema::NcuTarget;
-use repro_base::schema::RunStatus;
 use repro_ncu::launches::median;
 use repro_ncu::launches::set_time_spread;
 use repro_ncu::launches::summarize_launches;
@@ -20,6 +17,9 @@ use repro_ncu::metrics;
 use repro_ncu::metrics::Arch;
 use repro_ncu::parse;
 use repro_ncu::parse::Launch;
+use repro_schema::NcuKernel;
+use repro_schema::NcuTarget;
+use repro_schema::RunStatus;
 use std::collections::BTreeSet;
 
 /// Targets grouped by the ncu process that profiles them, in the order of their first

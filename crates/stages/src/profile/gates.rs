@@ -8,8 +8,6 @@
 //! metric of another profiled variant (`vs: control` or a variant; `expect: up`, `down`, or
 //! `equal` within `tolerance_pct`).
 
-use repro_base::schema::GateResult;
-use repro_base::schema::NcuTarget;
 use repro_ncu::metrics;
 use repro_ncu::metrics::Arch;
 use repro_ncu::metrics::Field;
@@ -19,6 +17,8 @@ pub use repro_pipeline::profile_rules::Check;
 pub use repro_pipeline::profile_rules::Expect;
 pub use repro_pipeline::profile_rules::ProfileRule;
 use repro_pipeline::Pipeline;
+use repro_schema::GateResult;
+use repro_schema::NcuTarget;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A problem with a rule: the key path under `gates.profile.<rule>`, the message, the fix.
@@ -351,7 +351,7 @@ mod tests {
             label,
             variant,
             "k",
-            repro_base::schema::RunStatus::Ok,
+            repro_schema::RunStatus::Ok,
             String::new(),
         );
         t.reason = None;

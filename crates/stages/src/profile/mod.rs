@@ -33,10 +33,7 @@ use crate::reuse::ThisRun;
 use anyhow::Context;
 use ncu_call::detected_arch;
 use ncu_call::request_metrics;
-use repro_base::schema::NcuSummary;
-use repro_base::schema::NcuTarget;
-use repro_base::schema::RunStatus;
-use repro_exec::ExitKind;
+use repro_executor::ExitKind;
 use repro_ncu as ncu_mod;
 use repro_ncu::NCU_NOT_FOUND;
 use repro_pipeline::kind::Config;
@@ -52,6 +49,9 @@ use repro_pipeline::kind::StageKind;
 use repro_pipeline::kind::StageOutcome;
 use repro_pipeline::Pipeline;
 use repro_pipeline::StageSpec;
+use repro_schema::NcuSummary;
+use repro_schema::NcuTarget;
+use repro_schema::RunStatus;
 use run::finish;
 use run::keep_report;
 use run::profile_job;
@@ -314,7 +314,7 @@ fn judge_gates(
     pipeline: &Pipeline,
     targets: &[Target],
     records: &[NcuTarget],
-) -> Vec<repro_base::schema::GateResult> {
+) -> Vec<repro_schema::GateResult> {
     let workloads = repro_pipeline::workload::Workloads::of(pipeline);
     let subjects: Vec<gates::Subject> = targets
         .iter()

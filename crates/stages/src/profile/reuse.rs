@@ -5,9 +5,9 @@ use super::ncu_call::NcuCall;
 use super::targets::{Program, Target};
 use super::OUT_DIR;
 use crate::{reuse, reuse::digest_json, reuse::file_digest, reuse::Committed, reuse::Key};
-use repro_base::{schema::NcuSummary, schema::NcuTarget};
 use repro_pipeline::kind::RunCtx;
 use repro_pipeline::workload::Workloads;
+use repro_schema::{NcuSummary, NcuTarget};
 use serde_json::json;
 use std::path::Path;
 
@@ -99,12 +99,12 @@ impl Common {
             .collect::<Option<_>>()?;
         let record = ctx.root.join(format!(
             "{}/{}.json",
-            repro_base::schema::BASELINE_DIR,
+            repro_schema::BASELINE_DIR,
             target.variant
         ));
         let defines = std::fs::read(record)
             .ok()
-            .and_then(|t| serde_json::from_slice::<repro_base::schema::BenchFile>(&t).ok())
+            .and_then(|t| serde_json::from_slice::<repro_schema::BenchFile>(&t).ok())
             .map(|f| f.defines);
         let decl = self.workloads.get(&target.workload)?;
         let mut key = self.gpu.clone();

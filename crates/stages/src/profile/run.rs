@@ -9,12 +9,8 @@ use super::targets::Program;
 use super::targets::Target;
 use super::RunResult;
 use anyhow::Context as _;
-use repro_base::schema::to_json_pretty;
-use repro_base::schema::NcuSummary;
-use repro_base::schema::NcuTarget;
-use repro_base::schema::RunStatus;
-use repro_exec::ExitKind;
-use repro_exec::Job;
+use repro_executor::ExitKind;
+use repro_executor::Job;
 use repro_ncu as ncu_mod;
 use repro_ncu::launches::summarize_launches;
 use repro_ncu::metrics;
@@ -23,6 +19,10 @@ use repro_ncu::parse;
 use repro_ncu::parse::Launch;
 use repro_pipeline::kind::RunCtx;
 use repro_pipeline::kind::StageOutcome;
+use repro_schema::to_json_pretty;
+use repro_schema::NcuSummary;
+use repro_schema::NcuTarget;
+use repro_schema::RunStatus;
 use std::path::Path;
 use std::time::Duration;
 
@@ -102,7 +102,7 @@ pub(super) struct Reading<'a> {
 /// Turn one unit's ncu run into its targets' records, each with the CSV to write.
 pub(super) fn read_unit(
     unit: &[&Target],
-    outcome: &repro_exec::JobOutcome,
+    outcome: &repro_executor::JobOutcome,
     stdout: &str,
     reading: &Reading,
 ) -> RunResult {

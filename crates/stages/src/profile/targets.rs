@@ -2,15 +2,15 @@
 //! resolved to programs, and the records of targets that cannot run.
 
 use super::options::{call_range, ProfileOptions};
-use repro_base::schema::BenchFile;
-use repro_base::schema::NcuTarget;
-use repro_base::schema::RunStatus;
 use repro_pipeline::kind::Configs;
 use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Workloads;
 use repro_pipeline::Pipeline;
 use repro_pipeline::StageSpec;
 use repro_report::best::best_variant;
+use repro_schema::BenchFile;
+use repro_schema::NcuTarget;
+use repro_schema::RunStatus;
 use repro_tune::options::TuneOptions;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -3,8 +3,8 @@
 use super::ncu_call::regex_escape;
 use super::run::{failure_context, Reading};
 use super::*;
-use repro_base::schema::NcuTarget;
 use repro_pipeline::{Pipeline, StageSpec};
+use repro_schema::NcuTarget;
 use repro_tune::options::TuneOptions;
 use std::path::Path;
 use std::time::Duration;
@@ -283,7 +283,7 @@ fn baselines_and_the_best_variant_off_the_primary_become_targets() {
     let bench = dir.path().join("artifacts/bench");
     std::fs::create_dir_all(&bench).unwrap();
     for (name, p50) in [("base", 20.0), ("ws", 10.0)] {
-        let mut r = repro_base::schema::BenchResult::blank(
+        let mut r = repro_schema::BenchResult::blank(
             "mission",
             Default::default(),
             0,
@@ -525,9 +525,9 @@ fn reading(launches: u32) -> Reading<'static> {
 }
 
 /// A job that ended well with `stdout`.
-fn ended_well(stdout: &str) -> repro_exec::JobOutcome {
-    repro_exec::JobOutcome {
-        exit: repro_exec::ExitKind::Code(0),
+fn ended_well(stdout: &str) -> repro_executor::JobOutcome {
+    repro_executor::JobOutcome {
+        exit: repro_executor::ExitKind::Code(0),
         stdout: stdout.as_bytes().to_vec(),
         tail: String::new(),
         node: None,

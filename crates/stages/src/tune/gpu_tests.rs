@@ -7,11 +7,11 @@ use super::tests::mission;
 use super::*;
 use crate::build::compile::CompileOutput;
 use crate::gpu_nodes::OneGpuModel;
-use repro_base::schema::BenchResult;
-use repro_base::schema::EntryResources;
-use repro_base::schema::RunStatus;
-use repro_base::schema::TrialStatus;
 use repro_pipeline::PtxasGates;
+use repro_schema::BenchResult;
+use repro_schema::EntryResources;
+use repro_schema::RunStatus;
+use repro_schema::TrialStatus;
 use repro_tune::search::Trial;
 
 fn output(ok: bool, registers: u32, spill: u64) -> CompileOutput {
@@ -177,8 +177,8 @@ struct Rig {
     dir: tempfile::TempDir,
     exe: PathBuf,
     log: PathBuf,
-    executor: repro_exec::local::LocalExecutor,
-    cancel: repro_exec::CancelFlag,
+    executor: repro_executor::local::LocalExecutor,
+    cancel: repro_executor::CancelFlag,
     tc: repro_pipeline::toolchain::Toolchain,
 }
 
@@ -193,7 +193,7 @@ impl Rig {
             dir,
             exe,
             log,
-            executor: repro_exec::local::LocalExecutor::new(),
+            executor: repro_executor::local::LocalExecutor::new(),
             cancel: Default::default(),
             tc,
         })
@@ -206,7 +206,7 @@ impl Rig {
     /// The real backend over the rig, two GPU slots.
     fn backend(&self, one_model: OneGpuModel) -> GpuBackend<'_> {
         let (executor, cancel, root, exe, log, tc) = (
-            &self.executor as &dyn repro_exec::Executor,
+            &self.executor as &dyn repro_executor::Executor,
             &self.cancel,
             self.root(),
             self.exe.as_path(),

@@ -2,7 +2,7 @@
 //! per trial), `topk.json`, `comparison.json`, and the outputs of a skipped run.
 
 use anyhow::Context;
-use repro_base::{schema::EliteEntry, schema::TuneTrial};
+use repro_schema::{EliteEntry, TuneTrial};
 use repro_tune::proposer::lineage::Origin;
 use repro_tune::{proposer::store::short, proposer::store::SourceStore};
 use repro_tune::{search::Outcome, search::Trial};
@@ -183,7 +183,7 @@ pub(super) fn write_trials(path: &Path, trials: &[Trial]) -> anyhow::Result<()> 
 }
 
 pub(super) fn write_json<T: Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
-    write_file(path, repro_base::schema::to_json_pretty(value).as_bytes())
+    write_file(path, repro_schema::to_json_pretty(value).as_bytes())
 }
 
 pub(super) fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {

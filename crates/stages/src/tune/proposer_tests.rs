@@ -5,10 +5,10 @@
 
 use super::tests::{options, read_csv, settings, Fake};
 use super::*;
-use repro_base::schema::EliteEntry;
-use repro_base::schema::TrialStatus;
-use repro_exec::local::LocalExecutor;
-use repro_exec::CancelFlag;
+use repro_executor::local::LocalExecutor;
+use repro_executor::CancelFlag;
+use repro_schema::EliteEntry;
+use repro_schema::TrialStatus;
 use repro_tune::proposer::brief::Brief;
 use repro_tune::proposer::brief::KernelBrief;
 use repro_tune::proposer::run::CommandProposer;

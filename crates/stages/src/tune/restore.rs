@@ -11,10 +11,10 @@ use super::TuneOptions;
 use crate::reuse::digest;
 use crate::{build::compile, build::compile::CompileRequest};
 use anyhow::Context;
-use repro_base::schema::EliteEntry;
 use repro_engine::{lockfile::LockEntry, lockfile::LockFile};
-use repro_exec::local::LocalExecutor;
+use repro_executor::local::LocalExecutor;
 use repro_pipeline::Pipeline;
+use repro_schema::EliteEntry;
 use repro_tune::{proposer::store, proposer::store::SourceStore};
 use std::path::{Path, PathBuf};
 
@@ -84,7 +84,7 @@ pub(super) fn elite_cubins(
         });
         wanted.push((rel, want));
     }
-    let cancel = repro_exec::CancelFlag::default();
+    let cancel = repro_executor::CancelFlag::default();
     let outs = compile::compile_many(&LocalExecutor::new(), &cancel, &tc, root, &requests, 2);
     for ((rel, want), out) in wanted.into_iter().zip(outs) {
         let bytes = out.cubin.as_deref().and_then(|c| std::fs::read(c).ok());

@@ -4,13 +4,13 @@
 
 use super::*;
 use crate::tests::calls::Calls;
-use repro_base::schema::BenchResult;
-use repro_base::schema::EliteEntry;
-use repro_base::schema::RunStatus;
-use repro_base::schema::TrialStatus;
-use repro_base::schema::TuneTrial;
 use repro_pipeline::kind::Overrides;
 use repro_pipeline::kind::TuneOverrides;
+use repro_schema::BenchResult;
+use repro_schema::EliteEntry;
+use repro_schema::RunStatus;
+use repro_schema::TrialStatus;
+use repro_schema::TuneTrial;
 use repro_tune::memo::Evaluation;
 use repro_tune::search::Candidate;
 use repro_tune::search::Objective;

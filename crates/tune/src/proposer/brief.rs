@@ -9,7 +9,7 @@ use super::store::{short, SourceStore};
 use crate::search::Trial;
 use crate::search::View;
 use crate::space::Config;
-use repro_base::schema::TrialStatus;
+use repro_schema::TrialStatus;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -192,7 +192,7 @@ pub fn build(view: &View, setting: &Setting) -> anyhow::Result<Brief> {
 /// `tune-top<k>` targets of `artifacts/ncu/summary.json`), without the raw metrics. Empty
 /// when either file is missing or unreadable: a brief without profiles is still a brief.
 pub fn earlier_profiles(root: &std::path::Path) -> Profiles {
-    use repro_base::{schema::EliteEntry, schema::NcuSummary};
+    use repro_schema::{EliteEntry, NcuSummary};
     let read = |p: &str| std::fs::read_to_string(root.join(p)).ok();
     let elite: Vec<EliteEntry> = read("artifacts/tune/topk.json")
         .and_then(|t| serde_json::from_str(&t).ok())

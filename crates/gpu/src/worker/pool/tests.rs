@@ -4,9 +4,9 @@
 
 use super::*;
 use crate::worker::tests::request;
-use repro_base::schema::RunStatus;
-use repro_exec::local::LocalExecutor;
-use repro_exec::CancelFlag;
+use repro_executor::local::LocalExecutor;
+use repro_executor::CancelFlag;
+use repro_schema::RunStatus;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
@@ -100,7 +100,7 @@ fn one_worker_answers_a_whole_batch() {
     assert!(got.iter().all(|r| worker_of(r) == worker_of(&got[0])));
     assert_eq!(
         got[0].node.as_deref(),
-        Some(repro_exec::local::hostname().as_str())
+        Some(repro_executor::local::hostname().as_str())
     );
     let log = std::fs::read_to_string(&f.log).unwrap();
     assert!(log.contains("hello from thread 0"), "{log}");
@@ -212,7 +212,7 @@ fn the_job_names_the_worker_its_gpu_and_the_pipeline() {
         ["-f", "pipeline.yaml", "exec", "--worker"].map(String::from)
     );
     assert_eq!(job.gpu, Some(3));
-    let physical = repro_exec::local::visible_gpu(3);
+    let physical = repro_executor::local::visible_gpu(3);
     assert_eq!(job.env.get(GPU_INDEX_ENV), Some(&physical));
     assert_eq!(job.timeout, None, "each answer is timed instead");
 }

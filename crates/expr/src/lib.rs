@@ -7,6 +7,8 @@
 //! evaluated against many configurations. Reading a parameter that is absent from a
 //! configuration (inactive because its `when:` is false) is an error unless the read is
 //! guarded by a short-circuit: `USE_WS == 0 || NUM_PRODUCER_WARPS < NUM_WARPS`.
+//!
+//! The workloads' shape expressions use it too. It depends on no other repro crate.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,5 +1,7 @@
-//! The artifact records stages hand each other (docs/ARCHITECTURE.md, "The artifact contract"). Field names are
-//! the contract: the report templates, `repro diff` and users' scripts read them.
+//! The artifact records stages hand each other (docs/ARCHITECTURE.md, "The artifact
+//! contract"), and nothing else. Field names are the contract: the report templates,
+//! `repro diff` and users' scripts read them. It depends on no other repro crate, so the
+//! contract is versioned apart from the code that writes it.
 //!
 //! Floats are rounded to a fixed number of decimals when written (see [`float`]) so
 //! artifacts are stable text that diffs well; maps are `BTreeMap` so keys are sorted.
