@@ -6,8 +6,12 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use verdict::{Limit, Verdict};
 
-/// Fixed-precision float serializers: `f4` for times and percentages, `f6` for errors.
+pub mod verdict;
+
+/// Fixed-precision float serializers: `f4` for times and percentages, `f6` for errors,
+/// `figure` for what a gate judges (NaN and the infinities kept).
 pub mod float {
     use serde::Serializer;
 
@@ -36,12 +40,9 @@ pub mod float {
             None => s.serialize_none(),
         }
     }
-    pub fn opt_f6<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
-        match x {
-            Some(v) => s.serialize_some(&round(*v, 6)),
-            None => s.serialize_none(),
-        }
-    }
+
+    mod figure;
+    pub use figure::{figure, opt_figure, read_figure, read_opt_figure};
 }
 
 /// One gate check: a measured figure against a threshold.
@@ -52,7 +53,10 @@ pub struct GateResult {
     /// What the gate applies to, e.g. `rmsnorm_fwd` or `mission/seed0`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subject: String,
-    #[serde(serialize_with = "float::f6")]
+    #[serde(
+        serialize_with = "float::figure",
+        deserialize_with = "float::read_figure"
+    )]
     pub measured: f64,
     #[serde(serialize_with = "float::f6")]
     pub threshold: f64,
@@ -68,26 +72,28 @@ pub struct GateResult {
 
 impl GateResult {
     pub fn at_most(gate: &str, subject: &str, measured: f64, threshold: f64) -> Self {
-        GateResult {
-            gate: gate.into(),
-            subject: subject.into(),
-            measured,
-            threshold,
-            op: "<=".into(),
-            // NaN never passes.
-            pass: measured <= threshold,
-            detail: None,
-        }
+        GateResult::judged(gate, subject, measured, Limit::at_most(threshold))
     }
     pub fn at_least(gate: &str, subject: &str, measured: f64, threshold: f64) -> Self {
+        GateResult::judged(gate, subject, measured, Limit::at_least(threshold))
+    }
+
+    /// `measured` judged against `limit` by [`verdict`]; a figure that is not finite says
+    /// so in `detail`.
+    fn judged(gate: &str, subject: &str, measured: f64, limit: Limit) -> Self {
+        let verdict = limit.judge(measured);
+        let detail = match verdict {
+            Verdict::NotFinite(_) => verdict.failure(gate),
+            _ => None,
+        };
         GateResult {
             gate: gate.into(),
             subject: subject.into(),
             measured,
-            threshold,
-            op: ">=".into(),
-            pass: measured >= threshold,
-            detail: None,
+            threshold: limit.value,
+            op: limit.bound.op().into(),
+            pass: verdict.pass(),
+            detail,
         }
     }
 }
@@ -300,17 +306,17 @@ pub struct BenchResult {
     pub samples: Option<u32>,
     /// The errors of the output (of a workload with several, the worst of each over them;
     /// `outputs` has each one's).
-    #[serde(serialize_with = "float::opt_f6")]
+    #[serde(serialize_with = "float::opt_figure")]
     pub max_abs_err: Option<f64>,
-    #[serde(serialize_with = "float::opt_f6")]
+    #[serde(serialize_with = "float::opt_figure")]
     pub mean_abs_err: Option<f64>,
-    #[serde(serialize_with = "float::opt_f6")]
+    #[serde(serialize_with = "float::opt_figure")]
     pub pct_bad: Option<f64>,
-    #[serde(serialize_with = "float::opt_f6")]
+    #[serde(serialize_with = "float::opt_figure")]
     pub rel_l2_err: Option<f64>,
     /// The largest |err| over the standard deviation of the reference where the element
     /// lies (`workload::compare`); absent in records written before it was measured.
-    #[serde(serialize_with = "float::opt_f6")]
+    #[serde(serialize_with = "float::opt_figure")]
     pub max_err_over_ref_std: Option<f64>,
     pub nan_count: Option<u64>,
     pub inf_count: Option<u64>,
@@ -326,15 +332,30 @@ pub struct BenchResult {
 /// The errors of one output of a run (`BenchResult::outputs`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OutputAccuracy {
-    #[serde(serialize_with = "float::f6")]
+    #[serde(
+        serialize_with = "float::figure",
+        deserialize_with = "float::read_figure"
+    )]
     pub max_abs_err: f64,
-    #[serde(serialize_with = "float::f6")]
+    #[serde(
+        serialize_with = "float::figure",
+        deserialize_with = "float::read_figure"
+    )]
     pub mean_abs_err: f64,
-    #[serde(serialize_with = "float::f6")]
+    #[serde(
+        serialize_with = "float::figure",
+        deserialize_with = "float::read_figure"
+    )]
     pub pct_bad: f64,
-    #[serde(serialize_with = "float::f6")]
+    #[serde(
+        serialize_with = "float::figure",
+        deserialize_with = "float::read_figure"
+    )]
     pub rel_l2_err: f64,
-    #[serde(serialize_with = "float::f6")]
+    #[serde(
+        serialize_with = "float::figure",
+        deserialize_with = "float::read_figure"
+    )]
     pub max_err_over_ref_std: f64,
     pub nan_count: u64,
     pub inf_count: u64,
@@ -380,11 +401,15 @@ struct BenchResultOnDisk {
     ci95_us: Option<f64>,
     cv: Option<f64>,
     samples: Option<u32>,
+    #[serde(default, deserialize_with = "float::read_opt_figure")]
     max_abs_err: Option<f64>,
+    #[serde(default, deserialize_with = "float::read_opt_figure")]
     mean_abs_err: Option<f64>,
+    #[serde(default, deserialize_with = "float::read_opt_figure")]
     pct_bad: Option<f64>,
+    #[serde(default, deserialize_with = "float::read_opt_figure")]
     rel_l2_err: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "float::read_opt_figure")]
     max_err_over_ref_std: Option<f64>,
     nan_count: Option<u64>,
     inf_count: Option<u64>,

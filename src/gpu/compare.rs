@@ -5,6 +5,7 @@
 //! bootstrap 95% confidence interval ([`crate::stats::ratio`]), as hyperfine says
 //! "A ran 1.09 ± 0.01 times faster than B".
 
+use super::check::larger;
 use super::client::{ExecRequest, ExecTarget};
 use super::exec::{check, ready, Project};
 use super::timing::{L2Mode, Method, TimingConfig};
@@ -164,7 +165,7 @@ pub fn compare(file: &Path, args: &CompareRequest) -> anyhow::Result<Comparison>
                 .checks
                 .iter()
                 .map(|c| c.accuracy.max_abs_err)
-                .fold(0.0, f64::max),
+                .fold(0.0, larger),
             samples_us: samples,
         })
     };

@@ -4,6 +4,7 @@
 //! files, for baseline scripts) and `--attributes` (a function's driver attributes, for the
 //! bench stage's driver check).
 
+use super::check::larger;
 use super::client::{ExecRequest, ExecTarget, GPU_INDEX_ENV};
 use super::harness::{self, Launch, Session};
 use super::launch::{kernel_order, launch_dims, DeviceCase};
@@ -707,7 +708,7 @@ fn never_written(
 }
 
 /// The errors of every output into `out`: each output's under `outputs` when there are
-/// several, the worst of each figure at the top.
+/// several, the worst of each figure at the top (NaN when any output's is).
 fn record_accuracy(out: &mut BenchResult, checks: &[OutputCheck]) {
     let per: Vec<OutputAccuracy> = checks
         .iter()
@@ -722,7 +723,7 @@ fn record_accuracy(out: &mut BenchResult, checks: &[OutputCheck]) {
             correctness_pass: c.pass(),
         })
         .collect();
-    let worst = |f: fn(&OutputAccuracy) -> f64| per.iter().map(f).fold(0f64, f64::max);
+    let worst = |f: fn(&OutputAccuracy) -> f64| per.iter().map(f).fold(0f64, larger);
     out.max_abs_err = Some(worst(|a| a.max_abs_err));
     out.mean_abs_err = Some(worst(|a| a.mean_abs_err));
     out.pct_bad = Some(worst(|a| a.pct_bad));
@@ -995,5 +996,15 @@ mod tests {
         assert_eq!(two.correctness_pass, Some(false));
         assert_eq!(two.outputs.len(), 2);
         assert!(!two.outputs["out1"].correctness_pass && two.outputs["out0"].correctness_pass);
+        // A figure one output could not measure is the worst: it is not dropped at the top.
+        let mut nan = checks(&[(0.5, true), (0.25, false)]);
+        nan[1].accuracy.rel_l2_err = f64::NAN;
+        record_accuracy(&mut two, &nan);
+        assert!(
+            two.rel_l2_err.is_some_and(f64::is_nan),
+            "{:?}",
+            two.rel_l2_err
+        );
+        assert_eq!(two.max_abs_err, Some(0.5));
     }
 }
