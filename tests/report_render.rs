@@ -933,6 +933,31 @@ fn every_baseline_row_gives_both_ratios_or_says_why_not() {
     );
 }
 
+/// A record whose error figure is NaN (the worker writes it as `"NaN"`) is shown failed,
+/// as the run judged it: its figure as NaN, not n/a, and the reason the one rule gives.
+#[test]
+fn a_record_with_a_nan_figure_shows_its_failing_verdict_and_why() {
+    let md = green_report_with("", "", |artifacts| {
+        let benches = artifacts.benches.as_mut().unwrap();
+        let ws = benches
+            .iter_mut()
+            .find(|b| b.name == "stage5-ws-p1")
+            .unwrap();
+        let r = &mut ws.results[0];
+        (r.mean_abs_err, r.correctness_pass) = (Some(f64::NAN), Some(false));
+    });
+    let why = "❌ correctness: small gaussian seed 0 (timed): mean_abs_err is NaN: not a finite number, so it passes no limit";
+    assert!(
+        md.lines()
+            .any(|l| l.starts_with("| stage5-ws-p1 |") && l.contains(why)),
+        "{md}"
+    );
+    assert!(
+        md.contains("| stage5-ws-p1 | small | gaussian | 0 | 0.015625 | NaN | 0.000 | n/a | 0.003628 | ❌ |"),
+        "{md}"
+    );
+}
+
 /// On the committed results, a "❌ correctness" label never stands bare: it names each
 /// failing record, the threshold it exceeded and whether the timed records pass.
 #[test]

@@ -12,6 +12,7 @@ use super::warm::Warm;
 use anyhow::Context as _;
 use repro_base::errors::UsageError;
 use repro_base::{stats::ratio, stats::ratio::Ratio};
+use repro_pipeline::workload::accuracy::larger;
 use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::Pipeline;
 use serde::Serialize;
@@ -164,7 +165,7 @@ pub fn compare(file: &Path, args: &CompareRequest) -> anyhow::Result<Comparison>
                 .checks
                 .iter()
                 .map(|c| c.accuracy.max_abs_err)
-                .fold(0.0, f64::max),
+                .fold(0.0, larger),
             samples_us: samples,
         })
     };

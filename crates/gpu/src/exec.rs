@@ -20,6 +20,7 @@ use super::warm::Warm;
 use anyhow::bail;
 use anyhow::Context as _;
 use repro_pipeline::define_value;
+use repro_pipeline::workload::accuracy::larger;
 use repro_pipeline::workload::compare::check_case;
 use repro_pipeline::workload::compare::OutputCheck;
 use repro_pipeline::workload::exprs::Bindings;
@@ -724,7 +725,7 @@ fn never_written(
 }
 
 /// The errors of every output into `out`: each output's under `outputs` when there are
-/// several, the worst of each figure at the top.
+/// several, the worst of each figure at the top (NaN when any output's is).
 fn record_accuracy(out: &mut BenchResult, checks: &[OutputCheck]) {
     let per: Vec<OutputAccuracy> = checks
         .iter()
@@ -739,7 +740,7 @@ fn record_accuracy(out: &mut BenchResult, checks: &[OutputCheck]) {
             correctness_pass: c.pass(),
         })
         .collect();
-    let worst = |f: fn(&OutputAccuracy) -> f64| per.iter().map(f).fold(0f64, f64::max);
+    let worst = |f: fn(&OutputAccuracy) -> f64| per.iter().map(f).fold(0f64, larger);
     out.max_abs_err = Some(worst(|a| a.max_abs_err));
     out.mean_abs_err = Some(worst(|a| a.mean_abs_err));
     out.pct_bad = Some(worst(|a| a.pct_bad));
@@ -1012,5 +1013,15 @@ mod tests {
         assert_eq!(two.correctness_pass, Some(false));
         assert_eq!(two.outputs.len(), 2);
         assert!(!two.outputs["out1"].correctness_pass && two.outputs["out0"].correctness_pass);
+        // A figure one output could not measure is the worst: it is not dropped at the top.
+        let mut nan = checks(&[(0.5, true), (0.25, false)]);
+        nan[1].accuracy.rel_l2_err = f64::NAN;
+        record_accuracy(&mut two, &nan);
+        assert!(
+            two.rel_l2_err.is_some_and(f64::is_nan),
+            "{:?}",
+            two.rel_l2_err
+        );
+        assert_eq!(two.max_abs_err, Some(0.5));
     }
 }

@@ -20,7 +20,7 @@ pub use summary::{summarize, TargetId};
 use super::parse::Launch;
 use stalls::{STALL_PCT_PREFIX, STALL_PCT_SUFFIX};
 
-/// A named field of [`NcuTarget`](crate::schema::NcuTarget).
+/// A named field of [`NcuTarget`](repro_schema::NcuTarget).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Field {
     SmUtil,

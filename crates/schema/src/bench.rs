@@ -69,17 +69,17 @@ pub struct BenchResult {
     pub samples: Option<u32>,
     /// The errors of the output (of a workload with several, the worst of each over them;
     /// `outputs` has each one's).
-    #[serde(serialize_with = "float::opt_f6")]
+    #[serde(serialize_with = "float::opt_figure")]
     pub max_abs_err: Option<f64>,
-    #[serde(serialize_with = "float::opt_f6")]
+    #[serde(serialize_with = "float::opt_figure")]
     pub mean_abs_err: Option<f64>,
-    #[serde(serialize_with = "float::opt_f6")]
+    #[serde(serialize_with = "float::opt_figure")]
     pub pct_bad: Option<f64>,
-    #[serde(serialize_with = "float::opt_f6")]
+    #[serde(serialize_with = "float::opt_figure")]
     pub rel_l2_err: Option<f64>,
     /// The largest |err| over the standard deviation of the reference where the element
     /// lies (`workload::compare`); absent in records written before it was measured.
-    #[serde(serialize_with = "float::opt_f6")]
+    #[serde(serialize_with = "float::opt_figure")]
     pub max_err_over_ref_std: Option<f64>,
     pub nan_count: Option<u64>,
     pub inf_count: Option<u64>,
@@ -95,15 +95,30 @@ pub struct BenchResult {
 /// The errors of one output of a run (`BenchResult::outputs`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OutputAccuracy {
-    #[serde(serialize_with = "float::f6")]
+    #[serde(
+        serialize_with = "float::figure",
+        deserialize_with = "float::read_figure"
+    )]
     pub max_abs_err: f64,
-    #[serde(serialize_with = "float::f6")]
+    #[serde(
+        serialize_with = "float::figure",
+        deserialize_with = "float::read_figure"
+    )]
     pub mean_abs_err: f64,
-    #[serde(serialize_with = "float::f6")]
+    #[serde(
+        serialize_with = "float::figure",
+        deserialize_with = "float::read_figure"
+    )]
     pub pct_bad: f64,
-    #[serde(serialize_with = "float::f6")]
+    #[serde(
+        serialize_with = "float::figure",
+        deserialize_with = "float::read_figure"
+    )]
     pub rel_l2_err: f64,
-    #[serde(serialize_with = "float::f6")]
+    #[serde(
+        serialize_with = "float::figure",
+        deserialize_with = "float::read_figure"
+    )]
     pub max_err_over_ref_std: f64,
     pub nan_count: u64,
     pub inf_count: u64,
@@ -149,11 +164,15 @@ struct BenchResultOnDisk {
     ci95_us: Option<f64>,
     cv: Option<f64>,
     samples: Option<u32>,
+    #[serde(default, deserialize_with = "float::read_opt_figure")]
     max_abs_err: Option<f64>,
+    #[serde(default, deserialize_with = "float::read_opt_figure")]
     mean_abs_err: Option<f64>,
+    #[serde(default, deserialize_with = "float::read_opt_figure")]
     pct_bad: Option<f64>,
+    #[serde(default, deserialize_with = "float::read_opt_figure")]
     rel_l2_err: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "float::read_opt_figure")]
     max_err_over_ref_std: Option<f64>,
     nan_count: Option<u64>,
     inf_count: Option<u64>,

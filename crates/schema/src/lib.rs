@@ -21,8 +21,12 @@ use std::collections::BTreeMap;
 
 mod status;
 pub use status::{BuildStatus, RunStatus, TrialStatus};
+use verdict::{Limit, Verdict};
 
-/// Fixed-precision float serializers: `f4` for times and percentages, `f6` for errors.
+pub mod verdict;
+
+/// Fixed-precision float serializers: `f4` for times and percentages, `f6` for errors,
+/// `figure` for what a gate judges (NaN and the infinities kept).
 pub mod float {
     use serde::Serializer;
 
@@ -51,12 +55,9 @@ pub mod float {
             None => s.serialize_none(),
         }
     }
-    pub fn opt_f6<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
-        match x {
-            Some(v) => s.serialize_some(&round(*v, 6)),
-            None => s.serialize_none(),
-        }
-    }
+
+    mod figure;
+    pub use figure::{figure, opt_figure, read_figure, read_opt_figure};
 }
 
 /// One gate check: a measured figure against a threshold.
@@ -67,7 +68,10 @@ pub struct GateResult {
     /// What the gate applies to, e.g. `rmsnorm_fwd` or `mission/seed0`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subject: String,
-    #[serde(serialize_with = "float::f6")]
+    #[serde(
+        serialize_with = "float::figure",
+        deserialize_with = "float::read_figure"
+    )]
     pub measured: f64,
     #[serde(serialize_with = "float::f6")]
     pub threshold: f64,
@@ -83,26 +87,28 @@ pub struct GateResult {
 
 impl GateResult {
     pub fn at_most(gate: &str, subject: &str, measured: f64, threshold: f64) -> Self {
-        GateResult {
-            gate: gate.into(),
-            subject: subject.into(),
-            measured,
-            threshold,
-            op: "<=".into(),
-            // NaN never passes.
-            pass: measured <= threshold,
-            detail: None,
-        }
+        GateResult::judged(gate, subject, measured, Limit::at_most(threshold))
     }
     pub fn at_least(gate: &str, subject: &str, measured: f64, threshold: f64) -> Self {
+        GateResult::judged(gate, subject, measured, Limit::at_least(threshold))
+    }
+
+    /// `measured` judged against `limit` by [`verdict`]; a figure that is not finite says
+    /// so in `detail`.
+    fn judged(gate: &str, subject: &str, measured: f64, limit: Limit) -> Self {
+        let verdict = limit.judge(measured);
+        let detail = match verdict {
+            Verdict::NotFinite(_) => verdict.failure(gate),
+            _ => None,
+        };
         GateResult {
             gate: gate.into(),
             subject: subject.into(),
             measured,
-            threshold,
-            op: ">=".into(),
-            pass: measured >= threshold,
-            detail: None,
+            threshold: limit.value,
+            op: limit.bound.op().into(),
+            pass: verdict.pass(),
+            detail,
         }
     }
 }

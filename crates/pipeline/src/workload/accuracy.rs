@@ -15,7 +15,8 @@
 /// Errors of an output against its reference, elementwise `|out - ref|`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accuracy {
-    /// Over the finite outputs.
+    /// Over the finite outputs; NaN where a reference value is not finite (its error cannot
+    /// be measured).
     pub max_abs_err: f64,
     pub mean_abs_err: f64,
     /// Percent of elements with `|err| > threshold` (non-finite outputs count as bad).
@@ -64,8 +65,8 @@ impl Accuracy {
                     continue;
                 }
                 let err = (o - r).abs();
-                max = max.max(err);
-                worst = worst.max(err / spreads.at(i % channels));
+                max = larger(max, err);
+                worst = larger(worst, err / spreads.at(i % channels));
                 sum += err;
                 diff2 += err * err;
                 ref2 += r * r;
@@ -89,6 +90,16 @@ impl Accuracy {
             nan_count: nan,
             inf_count: inf,
         }
+    }
+}
+
+/// The larger of two errors, NaN when either is: `f64::max` drops a NaN (an element whose
+/// reference is not finite), and the figure would pass for one that cannot be judged.
+pub fn larger(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
     }
 }
 
@@ -203,6 +214,27 @@ mod tests {
     fn a_zero_reference_judges_absolute_errors() {
         let a = Accuracy::measure(&[0.0, 0.25], &[0.0, 0.0], 0.06, (1, 2));
         assert_eq!(a.max_err_over_ref_std, 0.25);
+    }
+
+    #[test]
+    fn a_non_finite_reference_value_makes_the_errors_non_finite() {
+        let o = [1.0, 1.0];
+        let nan = Accuracy::measure(&o, &[f64::NAN, 1.0], 0.06, (1, 2));
+        assert!(
+            nan.max_abs_err.is_nan() && nan.max_err_over_ref_std.is_nan(),
+            "{nan:?}"
+        );
+        assert!(
+            nan.mean_abs_err.is_nan() && nan.rel_l2_err.is_nan(),
+            "{nan:?}"
+        );
+        let inf = Accuracy::measure(&o, &[1.0, f64::NEG_INFINITY], 0.06, (1, 2));
+        assert_eq!(
+            (inf.max_abs_err, inf.mean_abs_err),
+            (f64::INFINITY, f64::INFINITY)
+        );
+        assert_eq!(larger(0.5, 0.25), 0.5);
+        assert!(larger(f64::NAN, 0.25).is_nan() && larger(0.25, f64::NAN).is_nan());
     }
 
     #[test]

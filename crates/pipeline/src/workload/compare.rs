@@ -1,17 +1,20 @@
 //! Outputs against the reference, output by output: the error statistics of
 //! `crate::workload::accuracy` (absolute errors, `rel_l2_err`, and the error over the reference's
-//! spread) and the verdict of the output's gates, naming every threshold exceeded.
+//! spread) and the verdict of the output's gates ([`repro_schema::verdict`]), naming every
+//! threshold exceeded and every figure that is not finite.
 
 use super::inputs::Case;
 use super::spec::{Declaration, Figure, OutputGates, Role};
 use crate::workload::accuracy::Accuracy;
+use repro_schema::verdict::Limit;
 
 /// One output of one run, judged.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutputCheck {
     pub output: String,
     pub accuracy: Accuracy,
-    /// `max_rel_l2_err 0.0031 > 0.002`, ...; empty when the output passes.
+    /// `rel_l2_err 0.003100 > 0.002`, `mean_abs_err is NaN: …`, ...; empty when the output
+    /// passes.
     pub failed: Vec<String>,
 }
 
@@ -74,6 +77,18 @@ pub fn check_output(
     let channels = extents[extents.len() - 1];
     let bad_above = gates.max_abs_err.unwrap_or(f64::INFINITY);
     let accuracy = Accuracy::measure(out, reference, bad_above, (group / channels, channels));
+    judge(name, accuracy, gates, class, absolute)
+}
+
+/// Judge the errors `accuracy` of output `name` against its `gates`, each figure by
+/// [`Limit::judge`], the rule the bench stage's gates follow too.
+pub fn judge(
+    name: &str,
+    accuracy: Accuracy,
+    gates: &OutputGates,
+    class: Option<&str>,
+    absolute: bool,
+) -> OutputCheck {
     let mut failed = Vec::new();
     let non_finite = accuracy.nan_count + accuracy.inf_count;
     if non_finite > 0 {
@@ -90,9 +105,7 @@ pub fn check_output(
             Figure::MaxErrOverRefStd => accuracy.max_err_over_ref_std,
             Figure::RelL2Err => accuracy.rel_l2_err,
         };
-        if value > limit {
-            failed.push(format!("{} {value:.6} > {limit}", figure.name()));
-        }
+        failed.extend(Limit::at_most(limit).judge(value).failure(figure.name()));
     }
     OutputCheck {
         output: name.to_string(),
@@ -194,6 +207,45 @@ mod tests {
                 "rel_l2_err"
             ]
         );
+    }
+
+    #[test]
+    fn an_error_exactly_at_its_threshold_passes() {
+        let gates = OutputGates {
+            max_abs_err: Some(0.5),
+            ..OutputGates::default()
+        };
+        let reference = [1.0, 2.0];
+        let judge =
+            |out: [f64; 2]| check_output("y", &out, &reference, &[1, 2], &gates, None, true);
+        assert!(judge([1.5, 2.0]).pass());
+        assert_eq!(judge([1.625, 2.0]).failed, ["max_abs_err 0.625000 > 0.5"]);
+    }
+
+    #[test]
+    fn a_non_finite_reference_value_fails_every_figure_it_touches_and_says_so() {
+        let gates = OutputGates {
+            max_abs_err: Some(0.06),
+            mean_abs_err: Some(0.02),
+            ..OutputGates::default()
+        };
+        let out = [1.0, 2.0, 3.0, 4.0];
+        for (bad, shown) in [
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "inf"),
+        ] {
+            let mut reference = out;
+            reference[1] = bad;
+            let c = check_output("y", &out, &reference, &[2, 2], &gates, None, true);
+            let reason =
+                |f: &str| format!("{f} is {shown}: not a finite number, so it passes no limit");
+            assert_eq!(
+                c.failed,
+                [reason("max_abs_err"), reason("mean_abs_err")],
+                "reference {bad}"
+            );
+        }
     }
 
     #[test]

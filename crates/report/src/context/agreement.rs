@@ -3,6 +3,7 @@
 //! comparison by ncu's kernel times beside the harness's verdict.
 
 use super::*;
+use repro_schema::verdict::Limit;
 
 /// How far ncu and the harness may differ before the report flags it.
 pub const AGREEMENT_PCT: f64 = 3.0;
@@ -35,11 +36,11 @@ pub(super) fn by_ncu(
     };
     let text = format!("{s:.3}×");
     match (threshold, harness_pass) {
-        (Some(t), Some(h)) if (s >= t) != h => {
+        (Some(t), Some(h)) if Limit::at_least(t).judge(s).pass() != h => {
             let verdict = |pass: bool| if pass { "passes" } else { "fails" };
             format!(
                 "{text} ⚠ {} by ncu, {} by the harness",
-                verdict(s >= t),
+                verdict(!h),
                 verdict(h)
             )
         }

@@ -6,6 +6,7 @@ use super::agreement::gap;
 use super::*;
 use repro_ncu::options::ProfileOptions;
 use repro_pipeline::workload::Workloads;
+use repro_schema::verdict::Limit;
 use repro_schema::NcuKernel;
 
 /// How many characters of a kernel's name the table keeps (cuDNN's run past 100).
@@ -139,8 +140,9 @@ impl Builder<'_> {
     }
 
     /// Why `f`'s correctness failed, computed from its records: each failing record (timed
-    /// or not) with the thresholds it exceeded, and whether every timed record passes.
-    /// `None` when every record that ran passes.
+    /// or not) with the thresholds it exceeded or the figures that are not finite, by the
+    /// rule the run and the bench stage judged them with ([`Limit::judge`]), and whether
+    /// every timed record passes. `None` when every record that ran passes.
     pub(super) fn correctness_detail(&self, f: &BenchFile) -> Option<String> {
         let failing: Vec<&BenchResult> = f
             .results
@@ -169,7 +171,7 @@ impl Builder<'_> {
                 .into_iter()
                 .filter_map(|(figure, limit)| {
                     let value = figure_value(r, figure)?;
-                    (value > limit).then(|| format!("{} {value:.6} > {limit}", figure.name()))
+                    Limit::at_most(limit).judge(value).failure(figure.name())
                 })
                 .collect();
             let timed = if r.p50_us.is_some() {

@@ -3,7 +3,9 @@
 
 use super::agreement::{by_ncu, row_verdict};
 use super::*;
-use repro_schema::{ArchBuild, BuildRecord};
+use repro_schema::verdict::Limit;
+use repro_schema::ArchBuild;
+use repro_schema::BuildRecord;
 
 impl Builder<'_> {
     pub(super) fn not_run_cmd_baselines(&self) -> String {
@@ -179,7 +181,7 @@ impl Builder<'_> {
                 if !pass {
                     failed.push(format!(
                         "correctness {subject}: max_abs_err {}",
-                        num(r.max_abs_err, 6)
+                        figure(r.max_abs_err, 6)
                     ));
                 }
                 let nan = r.nan_count.unwrap_or(0) + r.inf_count.unwrap_or(0);
@@ -188,11 +190,11 @@ impl Builder<'_> {
                     shape: r.shape.clone(),
                     inputs: r.inputs.clone(),
                     seed: r.seed,
-                    max_abs_err: num(r.max_abs_err, 6),
-                    mean_abs_err: num(r.mean_abs_err, 6),
-                    pct_bad: num(r.pct_bad, 3),
-                    max_err_over_ref_std: num(r.max_err_over_ref_std, 6),
-                    rel_l2_err: num(r.rel_l2_err, 6),
+                    max_abs_err: figure(r.max_abs_err, 6),
+                    mean_abs_err: figure(r.mean_abs_err, 6),
+                    pct_bad: figure(r.pct_bad, 3),
+                    max_err_over_ref_std: figure(r.max_err_over_ref_std, 6),
+                    rel_l2_err: figure(r.rel_l2_err, 6),
                     result: if nan > 0 {
                         format!("{} ({nan} NaN/Inf)", mark(pass))
                     } else {
@@ -356,6 +358,15 @@ fn with_ncu(row: PerfRow, ncu: Option<f64>, threshold: Option<f64>) -> PerfRow {
     }
 }
 
+/// A recorded error figure: [`num`], but one that is NaN or infinite shows as such (it is
+/// why the record failed), not as `n/a` (not measured).
+fn figure(x: Option<f64>, decimals: usize) -> String {
+    match x {
+        Some(v) if !v.is_finite() => v.to_string(),
+        _ => num(x, decimals),
+    }
+}
+
 /// The gate the bench stage records for the best variant against the control.
 pub(super) use crate::best::CONTROL_GATE;
 
@@ -401,7 +412,7 @@ pub(super) fn perf_row(
     let (threshold_s, result) = match (measured, threshold) {
         (_, None) => ("none".to_string(), "— (no threshold)".to_string()),
         (Some(m), Some(t)) => {
-            let pass = m >= t;
+            let pass = Limit::at_least(t).judge(m).pass();
             if !pass {
                 failed.push(format!("{label}: {m:.3}× < {t:.2}×"));
             }

@@ -6,9 +6,13 @@ use super::jobs::plan;
 use super::options::*;
 use super::records::read_baseline;
 use super::*;
-use repro_gpu::{timing::L2Mode, timing::Method};
+use repro_gpu::timing::L2Mode;
+use repro_gpu::timing::Method;
+use repro_pipeline::workload::accuracy::Accuracy;
+use repro_pipeline::workload::compare::judge;
+use repro_pipeline::workload::testing::attention;
+use repro_pipeline::workload::testing::tiny_pipeline;
 use repro_pipeline::workload::Declaration;
-use repro_pipeline::{workload::testing::attention, workload::testing::tiny_pipeline};
 use repro_schema::to_json_pretty;
 use std::time::Duration;
 
@@ -213,6 +217,47 @@ fn correctness_gates_fail_on_errors_nan_and_crashes() {
         written.detail.as_deref(),
         Some("pipeline.yaml:12:9: error: output `y` is never written")
     );
+}
+
+/// The run (`repro exec`, `workload::compare::judge`) and the stage judge a figure by one
+/// rule, on the record as the worker sends it (JSON): NaN, +inf and -inf fail both with
+/// the reason, and a figure exactly at its threshold passes both.
+#[test]
+fn the_run_and_the_stage_give_one_verdict_on_a_figure() {
+    let decl = tiny();
+    for x in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.02] {
+        let accuracy = Accuracy {
+            max_abs_err: 0.01,
+            mean_abs_err: x,
+            pct_bad: 0.0,
+            rel_l2_err: 0.0,
+            max_err_over_ref_std: 0.0,
+            nan_count: 0,
+            inf_count: 0,
+        };
+        let run = judge("y", accuracy, &decl.gates["y"], None, true);
+        let mut r = rec("mission", 0, 10.0, 0.01);
+        r.mean_abs_err = Some(x);
+        r.correctness_pass = Some(run.pass());
+        let sent: BenchResult = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        let stage = correctness_gates(&[sent], &decl, None);
+        let failed: Vec<&GateResult> = stage.iter().filter(|g| !g.pass).collect();
+        if x.is_finite() {
+            assert!(run.pass() && failed.is_empty(), "{run:?} {failed:?}");
+            continue;
+        }
+        let reason =
+            |name: &str| format!("{name} is {x}: not a finite number, so it passes no limit");
+        assert_eq!(run.failed, [reason("mean_abs_err")]);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert_eq!(failed[0].gate, "correctness.mean_abs_err");
+        assert_eq!(failed[0].detail, Some(reason("correctness.mean_abs_err")));
+        // And the gate as recorded reads back with its figure and verdict.
+        let text = serde_json::to_string(failed[0]).unwrap();
+        let recorded: GateResult = serde_json::from_str(&text).unwrap();
+        assert!(!recorded.pass && !recorded.measured.is_finite(), "{text}");
+        assert_eq!(recorded.measured.to_string(), x.to_string());
+    }
 }
 
 #[test]

@@ -165,6 +165,15 @@ mod tests {
         let r = ptxas_gates(&[entry(None, None, (0, 0))], &ALL);
         assert!(!r[0].pass, "registers unknown must fail: {r:?}");
         assert!(r[1].pass && r[2].pass, "{r:?}");
+        assert_eq!(
+            r[0].detail.as_deref(),
+            Some("ptxas.max_registers is NaN: not a finite number, so it passes no limit")
+        );
+        // Written as "NaN", not null, the record reads back as it was judged.
+        let text = serde_json::to_string(&r[0]).unwrap();
+        assert!(text.contains(r#""measured":"NaN""#), "{text}");
+        let back: GateResult = serde_json::from_str(&text).unwrap();
+        assert!(back.measured.is_nan() && !back.pass);
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub use repro_pipeline::profile_rules::Check;
 pub use repro_pipeline::profile_rules::Expect;
 pub use repro_pipeline::profile_rules::ProfileRule;
 use repro_pipeline::Pipeline;
+use repro_schema::verdict::Bound;
+use repro_schema::verdict::Limit;
 use repro_schema::GateResult;
 use repro_schema::NcuTarget;
 use std::collections::{BTreeMap, BTreeSet};
@@ -254,23 +256,21 @@ fn judge(check: &Check, s: &Subject, all: &[Subject]) -> Option<Judged> {
             .and_then(|o| metric_value(o.record, metric));
         return Some(relation(metric, value, &other, reference, check));
     }
-    let (op, threshold) = match (check.min, check.max) {
-        (Some(min), _) => (">=", min),
-        (_, max) => ("<=", max.unwrap_or(f64::NAN)),
+    let limit = match (check.min, check.max) {
+        (Some(min), _) => Limit::at_least(min),
+        (_, max) => Limit::at_most(max.unwrap_or(f64::NAN)),
     };
     let measured = value.unwrap_or(f64::NAN);
-    let pass = if op == ">=" {
-        measured >= threshold
-    } else {
-        measured <= threshold
+    let symbol = match limit.bound {
+        Bound::AtLeast => "≥",
+        Bound::AtMost => "≤",
     };
-    let symbol = if op == ">=" { "≥" } else { "≤" };
     Some(Judged {
         measured,
-        threshold,
-        op,
-        pass,
-        text: format!("{metric} {} {symbol} {threshold}", shown(value)),
+        threshold: limit.value,
+        op: limit.bound.op(),
+        pass: limit.judge(measured).pass(),
+        text: format!("{metric} {} {symbol} {}", shown(value), limit.value),
     })
 }
 

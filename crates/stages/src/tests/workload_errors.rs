@@ -252,6 +252,20 @@ fn a_kernel_belongs_to_one_workload_and_dims_do_not_shadow_defines() {
     );
 }
 
+#[test]
+fn a_threshold_that_is_not_a_finite_number_is_refused_where_it_is_declared() {
+    let text = edited("max_rel_l2_err: 0.001,", "max_rel_l2_err: .nan,");
+    assert_eq!(
+        one_error_at(&text, ".nan", 0),
+        "`max_rel_l2_err` must be a number at least 0"
+    );
+    let text = edited("fp8-pv: 0.1}", "fp8-pv: .inf}");
+    assert_eq!(
+        one_error_at(&text, ".inf", 0),
+        "`max_rel_l2_err` must be a number at least 0"
+    );
+}
+
 /// A pipeline in the legacy `workload: {op: sdpa_fp8}` form loads, and its stages are
 /// valid, through the declaration it is read as.
 #[test]

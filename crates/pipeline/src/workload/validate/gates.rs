@@ -32,13 +32,26 @@ impl<'a> Checker<'a> {
             {
                 self.push(&["gates", out], format!("output `{out}` has no threshold"), "give at least one of `max_abs_err`, `mean_abs_err`, `max_rel_l2_err`, `max_err_over_ref_std`");
             }
-            for (key, v) in numbers {
-                if v.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
-                    self.push(
-                        &["gates", out, key],
-                        format!("`{key}` must be a number at least 0"),
-                        "",
-                    );
+            // Every declared threshold, per class where given so. A NaN or infinite one is
+            // refused here, so the rule that judges figures (`schema::verdict`) never meets
+            // one from a declaration.
+            let mut declared: Vec<(&str, Option<&str>, f64)> = numbers
+                .iter()
+                .filter_map(|&(key, v)| Some((key, None, v?)))
+                .collect();
+            for (key, t) in normalized {
+                match t {
+                    Some(Threshold::One(x)) => declared.push((key, None, *x)),
+                    Some(Threshold::PerClass(map)) => {
+                        declared.extend(map.iter().map(|(c, x)| (key, Some(c.as_str()), *x)))
+                    }
+                    None => {}
+                }
+            }
+            for (key, class, v) in declared {
+                if !(v.is_finite() && v >= 0.0) {
+                    let at: Vec<&str> = ["gates", out, key].into_iter().chain(class).collect();
+                    self.push(&at, format!("`{key}` must be a number at least 0"), "");
                 }
             }
             if g.max_pct_bad.is_some() && g.max_abs_err.is_none() {
