@@ -11,11 +11,11 @@
 mod backup;
 mod confine;
 mod files;
-mod recover;
+mod recovery;
 mod swap;
 
 pub use files::{append_line, safe_name, truncate_or_create, write_atomic};
-pub use recover::{recover, Recovery};
+pub use recovery::{recover, Recovery};
 
 use super::fsio::{self, remove_any};
 use anyhow::{bail, Context};
