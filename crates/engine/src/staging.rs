@@ -11,11 +11,11 @@
 mod backup;
 mod confine;
 mod files;
-mod recover;
+mod recovery;
 mod swap;
 
 pub use files::{append_line, truncate_or_create};
-pub use recover::{recover, Recovery};
+pub use recovery::{recover, Recovery};
 
 use anyhow::{bail, Context};
 use backup::{lost_backup_message, lost_from_backup, restore_backup, ABSENT, BACKUP_LIST, PRESENT};

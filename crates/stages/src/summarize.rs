@@ -149,7 +149,7 @@ impl StageKind for Summarize {
             env: &env,
         };
         let rendered =
-            report::render_report(&inputs, &report::load_template(ctx.root, &summary_tpl)?)?;
+            report::render_report(&inputs, &report::load_template(ctx.root, summary_tpl)?)?;
         write(ctx.staging, report::SUMMARY, &rendered.markdown)?;
         for (file, svg) in &rendered.charts {
             write(ctx.staging, &format!("reports/{file}"), svg)?;
@@ -158,7 +158,7 @@ impl StageKind for Summarize {
         let listed = manifest::list_artifacts(ctx.root, Some(ctx.staging))?;
         let not_measured = rendered.context.not_measured.clone();
         let mctx = manifest::context(ctx.pipeline, &state, &env, ctx.name, (listed, not_measured));
-        let text = report::render::render(&report::load_template(ctx.root, &manifest_tpl)?, &mctx)?;
+        let text = report::render::render(&report::load_template(ctx.root, manifest_tpl)?, &mctx)?;
         write(ctx.staging, manifest::MANIFEST, &text)?;
         let failed = &rendered.context.failed_gates;
         Ok(match failed.first() {

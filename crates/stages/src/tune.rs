@@ -333,13 +333,13 @@ impl StageKind for TuneStage {
         let mut proposer = o
             .proposer
             .as_ref()
-            .map(|spec| command_proposer(ctx, &o, spec, &store, &say));
+            .map(|spec| command_proposer(ctx, o, spec, &store, &say));
         let sources = proposer.as_mut().map(|p| Sources {
             proposer: p,
             store: &store,
         });
         tune_and_write(
-            &o,
+            o,
             &settings,
             ctx.overrides.tune.exhaustive,
             &mut backend,

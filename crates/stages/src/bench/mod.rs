@@ -127,7 +127,7 @@ impl StageKind for BenchStage {
             let run = decl.reference.run.iter().flatten();
             files.extend(run.filter(|w| root.join(w).is_file()).map(PathBuf::from));
         }
-        for b in baseline_names(&o, root) {
+        for b in baseline_names(o, root) {
             let f = PathBuf::from(BASELINE_DIR).join(format!("{b}.json"));
             if root.join(&f).exists() {
                 files.push(f);
@@ -241,7 +241,7 @@ impl StageKind for BenchStage {
         }
         // A variant whose key is unchanged keeps its committed results (stages::reuse),
         // and the driver's figures recorded with them (the key holds the cubin and driver).
-        let keys = reuse::keys(ctx, &workloads, &o, &arch, &gpus, &built);
+        let keys = reuse::keys(ctx, &workloads, o, &arch, &gpus, &built);
         let committed = Committed::of(ctx);
         let mut by_variant: BTreeMap<String, Vec<BenchResult>> = BTreeMap::new();
         let mut measured: BTreeMap<String, Measured> = BTreeMap::new();
@@ -278,9 +278,9 @@ impl StageKind for BenchStage {
             ));
         }
         checks.extend(driver_checks(ctx, gpus[0].index, &arch, &to_measure));
-        let jobs = plan(&workloads, ctx.pipeline, &to_measure, &o);
+        let jobs = plan(&workloads, ctx.pipeline, &to_measure, o);
         let slots = gpu_nodes::gpu_slots(ctx.executor, &gpus);
-        let results = run_jobs(ctx, &o, &jobs, slots)?;
+        let results = run_jobs(ctx, o, &jobs, slots)?;
         OneGpuModel::new(o.allow_mixed_gpus)
             .admit(&results)
             .map_err(anyhow::Error::msg)?;
@@ -293,7 +293,7 @@ impl StageKind for BenchStage {
         for (job, r) in jobs.iter().zip(results) {
             by_variant.entry(job.variant.clone()).or_default().push(r);
         }
-        let baselines = read_baselines(ctx, &o, &workloads)?;
+        let baselines = read_baselines(ctx, o, &workloads)?;
 
         // Speedups and gates, workload by workload: its control, its baselines.
         let mut gates: BTreeMap<String, Vec<GateResult>> = BTreeMap::new();

@@ -211,7 +211,7 @@ impl StageKind for Profile {
             repro_exe: ctx.repro_exe,
             pipeline_file: &pipeline_file,
             metrics: &metric_list,
-            opts: &opts,
+            opts,
         };
         let timeout = opts.timeout;
         let arch = detected_arch(ctx.root);
