@@ -53,20 +53,33 @@ pub enum LoadError {
 
 /// Read, parse and validate `file`.
 pub fn load(file: &Path) -> Result<Project, LoadError> {
-    let bytes = read_regular(file).map_err(|source| LoadError::Read {
+    let (text, root) = read(file)?;
+    load_str(&text, file, &root)
+}
+
+/// Read and parse `file` without validating it: the first half of [`load`] (the scan and
+/// the typed parse, each remembered by the text's SHA-256, their errors at
+/// `file:line:column`). For `repro exec`, which reads only the declarations it runs, and
+/// runs where the files the stages name may be absent (a lone copy of pipeline.yaml).
+pub fn parse(file: &Path) -> Result<Pipeline, LoadError> {
+    let (text, root) = read(file)?;
+    Ok(parse_str(&text, file, &root)?.0)
+}
+
+/// The text of `file` and the project root (its folder), absolute.
+fn read(file: &Path) -> Result<(String, PathBuf), LoadError> {
+    let read_error = |source| LoadError::Read {
         file: file.to_path_buf(),
         source,
-    })?;
+    };
+    let bytes = read_regular(file).map_err(read_error)?;
     let text = decode(&bytes, file).map_err(|d| PipelineError(vec![d]))?;
     let root = file
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let root = std::path::absolute(root).map_err(|source| LoadError::Read {
-        file: file.to_path_buf(),
-        source,
-    })?;
-    load_str(text, file, &root)
+    let root = std::path::absolute(root).map_err(read_error)?;
+    Ok((text.to_string(), root))
 }
 
 /// The bytes of `file`, which must be a regular file (never a FIFO or `/dev/zero`).
@@ -106,49 +119,11 @@ pub fn decode<'a>(bytes: &'a [u8], file: &Path) -> Result<&'a str, Diagnostic> {
 /// Parse and validate pipeline text that lives at `file` in project `root`.
 pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let sha256 = super::scan_cache::sha256_of(text);
-    let scan = super::scan_cache::scan(text, &sha256, root);
-    if let Some(pos) = scan.too_deep {
-        return Err(PipelineError(vec![Diagnostic {
-            file: file.to_path_buf(),
-            line: pos.line,
-            col: pos.col,
-            message: format!("lists and mappings nest more than {MAX_DEPTH} levels deep here"),
-            help: Some(
-                "a pipeline needs a few levels: check for unclosed or repeated `[`, `{` or `- `"
-                    .into(),
-            ),
-        }])
-        .into());
-    }
-    if !scan.duplicates.is_empty() {
-        return Err(PipelineError(duplicate_keys(&scan.duplicates, file)).into());
-    }
-    if let Some((pos, alias)) = scan.alias_bomb {
-        return Err(PipelineError(vec![Diagnostic {
-            file: file.to_path_buf(),
-            line: pos.line,
-            col: pos.col,
-            message: format!(
-                "the alias `{alias}` repeats its anchor's value, aliases inside it included, until the document is more than {ALIAS_FACTOR} times its size"
-            ),
-            help: Some("write the values out, or nest fewer aliases inside anchors".into()),
-        }])
-        .into());
-    }
-    let pipeline = match super::parse_cache::read(root, &sha256) {
-        Some(pipeline) => pipeline,
-        None => {
-            let pipeline: Pipeline = serde_yaml::from_str(text)
-                .map_err(|e| PipelineError(vec![from_serde(&e, file, &SpanIndex::build(text))]))?;
-            super::parse_cache::remember(root, &sha256, &pipeline);
-            pipeline
-        }
-    };
+    let (pipeline, top_keys) = parse_str(text, file, root)?;
     let workload_diags = crate::workload::diagnostics(&pipeline, text, file, root);
     let workload_ok = workload_diags.is_empty();
     let (stages, dag) =
-        match validate::validate(&pipeline, text, &scan.top_keys, file, root, workload_ok) {
+        match validate::validate(&pipeline, text, &top_keys, file, root, workload_ok) {
             Ok(ok) if workload_ok => ok,
             Ok(_) => return Err(PipelineError(workload_diags).into()),
             Err(PipelineError(mut diags)) => {
@@ -163,6 +138,53 @@ pub fn load_str(text: &str, file: &Path, root: &Path) -> Result<Project, LoadErr
         stages,
         dag,
     })
+}
+
+/// The typed pipeline of `text` (without a byte-order mark) and the keys written at its top
+/// level: the scan (nesting, keys written twice, alias bombs), then the typed parse.
+fn parse_str(
+    text: &str,
+    file: &Path,
+    root: &Path,
+) -> Result<(Pipeline, Vec<String>), PipelineError> {
+    let sha256 = super::scan_cache::sha256_of(text);
+    let scan = super::scan_cache::scan(text, &sha256, root);
+    if let Some(pos) = scan.too_deep {
+        return Err(PipelineError(vec![Diagnostic {
+            file: file.to_path_buf(),
+            line: pos.line,
+            col: pos.col,
+            message: format!("lists and mappings nest more than {MAX_DEPTH} levels deep here"),
+            help: Some(
+                "a pipeline needs a few levels: check for unclosed or repeated `[`, `{` or `- `"
+                    .into(),
+            ),
+        }]));
+    }
+    if !scan.duplicates.is_empty() {
+        return Err(PipelineError(duplicate_keys(&scan.duplicates, file)));
+    }
+    if let Some((pos, alias)) = scan.alias_bomb {
+        return Err(PipelineError(vec![Diagnostic {
+            file: file.to_path_buf(),
+            line: pos.line,
+            col: pos.col,
+            message: format!(
+                "the alias `{alias}` repeats its anchor's value, aliases inside it included, until the document is more than {ALIAS_FACTOR} times its size"
+            ),
+            help: Some("write the values out, or nest fewer aliases inside anchors".into()),
+        }]));
+    }
+    let pipeline = match super::parse_cache::read(root, &sha256) {
+        Some(pipeline) => pipeline,
+        None => {
+            let pipeline: Pipeline = serde_yaml::from_str(text)
+                .map_err(|e| PipelineError(vec![from_serde(&e, file, &SpanIndex::build(text))]))?;
+            super::parse_cache::remember(root, &sha256, &pipeline);
+            pipeline
+        }
+    };
+    Ok((pipeline, scan.top_keys))
 }
 
 /// One error per key written twice in the same mapping, at the second, naming the first.
@@ -274,6 +296,32 @@ fn without_position(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`parse`] is the first half of [`load`]: the same errors where the text does not
+    /// parse, and none for what only validation refuses (a dep that does not exist).
+    #[test]
+    fn parse_fails_as_load_does_on_text_and_leaves_the_checks_to_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pipeline.yaml");
+        let absent_dep =
+            "version: 1\nstages:\n  a: {uses: cmd, run: [\"true\"], deps: [absent.txt]}\n";
+        std::fs::write(&file, absent_dep).unwrap();
+        assert!(parse(&file).unwrap().stages.contains_key("a"));
+        let refused = load(&file).err().expect("a dep that does not exist");
+        assert!(
+            refused
+                .to_string()
+                .contains("dep `absent.txt` of stage `a` does not exist"),
+            "{refused}"
+        );
+        std::fs::write(&file, "version: 1\nstage: {}\n").unwrap();
+        let parsed = parse(&file).expect_err("an unknown key").to_string();
+        assert_eq!(parsed, load(&file).err().unwrap().to_string());
+        assert!(
+            parsed.contains("pipeline.yaml:2:1: error: unknown key `stage`"),
+            "{parsed}"
+        );
+    }
 
     #[test]
     fn strips_serde_positions() {

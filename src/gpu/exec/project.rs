@@ -12,13 +12,6 @@ use crate::workload::{Declaration, Workloads};
 use anyhow::{bail, Context as _};
 use std::path::{Path, PathBuf};
 
-/// Read pipeline.yaml (serde's message carries the line and column).
-fn load_pipeline(file: &Path) -> anyhow::Result<Pipeline> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    serde_yaml::from_str(&text).with_context(|| format!("{}: invalid pipeline", file.display()))
-}
-
 /// The project root: the pipeline file's folder.
 fn root_of(file: &Path) -> PathBuf {
     match file.parent() {
@@ -38,9 +31,14 @@ pub struct Project {
 }
 
 impl Project {
-    /// Read the pipeline at `file`, if there is one (a `--cubin` run needs none).
+    /// Parse the pipeline at `file`, if there is one (a `--cubin` run needs none), with the
+    /// pipeline loader's parse ([`crate::pipeline::load::parse`]): its errors name the file,
+    /// line and column (exit code 2), and the parse the stage's `repro` remembered is reused.
     pub fn load(file: &Path) -> anyhow::Result<Project> {
-        let pipeline = file.exists().then(|| load_pipeline(file)).transpose()?;
+        let pipeline = file
+            .exists()
+            .then(|| crate::pipeline::load::parse(file))
+            .transpose()?;
         let workloads = pipeline.as_ref().map(Workloads::of).unwrap_or_default();
         Ok(Project {
             file: file.to_path_buf(),
