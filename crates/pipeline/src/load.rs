@@ -71,20 +71,33 @@ pub enum LoadError {
 
 /// Read, parse and validate `file`, resolving each stage's `uses:` among `kinds`.
 pub fn load(file: &Path, kinds: &Kinds) -> Result<Project, LoadError> {
-    let bytes = read_regular(file).map_err(|source| LoadError::Read {
+    let (text, root) = read(file)?;
+    load_str(&text, file, &root, kinds)
+}
+
+/// Read and parse `file` without validating it: the first half of [`load`] (the scan and
+/// the typed parse, each remembered by the text's SHA-256, their errors at
+/// `file:line:column`). For `repro exec`, which reads only the declarations it runs, and
+/// runs where the files the stages name may be absent (a lone copy of pipeline.yaml).
+pub fn parse(file: &Path) -> Result<Pipeline, LoadError> {
+    let (text, root) = read(file)?;
+    Ok(parse_str(&text, file, &root)?.0)
+}
+
+/// The text of `file` and the project root (its folder), absolute.
+fn read(file: &Path) -> Result<(String, PathBuf), LoadError> {
+    let read_error = |source| LoadError::Read {
         file: file.to_path_buf(),
         source,
-    })?;
+    };
+    let bytes = read_regular(file).map_err(read_error)?;
     let text = decode(&bytes, file).map_err(|d| PipelineError(vec![d]))?;
     let root = file
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let root = std::path::absolute(root).map_err(|source| LoadError::Read {
-        file: file.to_path_buf(),
-        source,
-    })?;
-    load_str(text, file, &root, kinds)
+    let root = std::path::absolute(root).map_err(read_error)?;
+    Ok((text.to_string(), root))
 }
 
 /// The bytes of `file`, which must be a regular file (never a FIFO or `/dev/zero`).
@@ -125,6 +138,36 @@ pub fn decode<'a>(bytes: &'a [u8], file: &Path) -> Result<&'a str, Diagnostic> {
 /// stage's `uses:` among `kinds`.
 pub fn load_str(text: &str, file: &Path, root: &Path, kinds: &Kinds) -> Result<Project, LoadError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let (pipeline, top_keys) = parse_str(text, file, root)?;
+    let workload_diags = crate::workload::diagnostics(&pipeline, text, file, root);
+    let workload_ok = workload_diags.is_empty();
+    let (stages, dag, configs) =
+        match validate::validate(&pipeline, text, &top_keys, file, root, workload_ok, kinds) {
+            Ok(ok) if workload_ok => ok,
+            Ok(_) => return Err(PipelineError(workload_diags).into()),
+            Err(PipelineError(mut diags)) => {
+                diags.extend(workload_diags);
+                return Err(PipelineError(diags).into());
+            }
+        };
+    Ok(Project {
+        file: file.to_path_buf(),
+        root: root.to_path_buf(),
+        pipeline,
+        stages,
+        dag,
+        kinds: kinds.clone(),
+        configs,
+    })
+}
+
+/// The typed pipeline of `text` (without a byte-order mark) and the keys written at its top
+/// level: the scan (nesting, keys written twice, alias bombs), then the typed parse.
+fn parse_str(
+    text: &str,
+    file: &Path,
+    root: &Path,
+) -> Result<(Pipeline, Vec<String>), PipelineError> {
     let sha256 = super::scan_cache::sha256_of(text);
     let scan = super::scan_cache::scan(text, &sha256, root);
     if let Some(pos) = scan.too_deep {
@@ -137,11 +180,10 @@ pub fn load_str(text: &str, file: &Path, root: &Path, kinds: &Kinds) -> Result<P
                 "a pipeline needs a few levels: check for unclosed or repeated `[`, `{` or `- `"
                     .into(),
             ),
-        }])
-        .into());
+        }]));
     }
     if !scan.duplicates.is_empty() {
-        return Err(PipelineError(duplicate_keys(&scan.duplicates, file)).into());
+        return Err(PipelineError(duplicate_keys(&scan.duplicates, file)));
     }
     if let Some((pos, alias)) = scan.alias_bomb {
         return Err(PipelineError(vec![Diagnostic {
@@ -152,8 +194,7 @@ pub fn load_str(text: &str, file: &Path, root: &Path, kinds: &Kinds) -> Result<P
                 "the alias `{alias}` repeats its anchor's value, aliases inside it included, until the document is more than {ALIAS_FACTOR} times its size"
             ),
             help: Some("write the values out, or nest fewer aliases inside anchors".into()),
-        }])
-        .into());
+        }]));
     }
     let pipeline = match super::parse_cache::read(root, &sha256) {
         Some(pipeline) => pipeline,
@@ -164,33 +205,7 @@ pub fn load_str(text: &str, file: &Path, root: &Path, kinds: &Kinds) -> Result<P
             pipeline
         }
     };
-    let workload_diags = crate::workload::diagnostics(&pipeline, text, file, root);
-    let workload_ok = workload_diags.is_empty();
-    let (stages, dag, configs) = match validate::validate(
-        &pipeline,
-        text,
-        &scan.top_keys,
-        file,
-        root,
-        workload_ok,
-        kinds,
-    ) {
-        Ok(ok) if workload_ok => ok,
-        Ok(_) => return Err(PipelineError(workload_diags).into()),
-        Err(PipelineError(mut diags)) => {
-            diags.extend(workload_diags);
-            return Err(PipelineError(diags).into());
-        }
-    };
-    Ok(Project {
-        file: file.to_path_buf(),
-        root: root.to_path_buf(),
-        pipeline,
-        stages,
-        dag,
-        kinds: kinds.clone(),
-        configs,
-    })
+    Ok((pipeline, scan.top_keys))
 }
 
 /// One error per key written twice in the same mapping, at the second, naming the first.

@@ -75,5 +75,6 @@ mod tests {
 
     pub(crate) mod calls;
     mod decoded_once;
+    mod loading;
     mod workload_errors;
 }

@@ -56,7 +56,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
 use std::path::PathBuf;
-use targets::{kernel_specs, reference_specs, source_files, targets, Target};
+use targets::{reference_specs, source_files, targets, Target};
 
 /// The name the built-in workload's reference cubin takes (a declared workload's is
 /// `reference-<workload>`, `repro_pipeline::workload::Workloads::reference_name`); no variant may

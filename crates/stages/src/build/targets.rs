@@ -101,7 +101,7 @@ pub(super) fn reference_specs(workloads: &Workloads) -> Vec<(&str, KernelSpec)> 
 }
 
 /// The kernel sources the stage compiles (the variants' kernels and the references).
-pub(super) fn kernel_specs(pipeline: &Pipeline) -> Vec<KernelSpec> {
+fn kernel_specs(pipeline: &Pipeline) -> Vec<KernelSpec> {
     let used: BTreeSet<&str> = pipeline
         .variants
         .values()
@@ -132,7 +132,11 @@ fn is_source(name: &Path) -> bool {
         .is_some_and(|e| SOURCE_ENDINGS.contains(&e))
 }
 
-pub(super) fn source_files(pipeline: &Pipeline, root: &Path, extra_flags: &[String]) -> Vec<PathBuf> {
+pub(super) fn source_files(
+    pipeline: &Pipeline,
+    root: &Path,
+    extra_flags: &[String],
+) -> Vec<PathBuf> {
     let mut files = BTreeSet::new();
     for spec in kernel_specs(pipeline) {
         let source = Path::new(&spec.source);
