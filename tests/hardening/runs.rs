@@ -193,6 +193,7 @@ fn round4_b_out_of_threads_fails_the_stages_and_changes_nothing() {
         "prlimit --nproc=1 {} run --force -j 4",
         repro.to_str().unwrap()
     );
+    // SAFETY: geteuid takes no arguments and cannot fail.
     let script = if unsafe { libc::geteuid() } == 0 {
         std::process::Command::new("chown")
             .args(["-R", "65534:65534"])

@@ -481,7 +481,7 @@ mod tests {
         let root = dir.path();
         std::fs::create_dir_all(root.join("d")).unwrap();
         let fifo = std::ffi::CString::new(root.join("d/fifo").to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
+        // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
         std::os::unix::fs::symlink("/dev/zero", root.join("d/zero")).unwrap();
         let mut cache = StatCache::load(root);

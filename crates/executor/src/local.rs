@@ -106,10 +106,12 @@ struct ExitWatch {
 impl ExitWatch {
     fn new(pid: u32) -> ExitWatch {
         use std::os::fd::FromRawFd;
-        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        // SAFETY: pidfd_open takes a pid and flags (integers, no memory) and returns a new
+        // descriptor or -1.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
         ExitWatch {
-            // SAFETY: a descriptor the kernel just returned, owned by nothing else.
+            // SAFETY: `fd` is a descriptor the kernel just returned (>= 0), owned by nothing
+            // else, so `OwnedFd` may close it.
             pidfd: (fd >= 0 && pid != 0)
                 .then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }),
             signalled: std::cell::Cell::new(false),
@@ -126,7 +128,8 @@ impl ExitWatch {
                     events: libc::POLLIN,
                     revents: 0,
                 };
-                // SAFETY: one valid pollfd; an error or a signal just ends the wait early.
+                // SAFETY: `poll` is one valid pollfd, borrowed mutably for the call, and the
+                // count passed is 1; an error or a signal just ends the wait early.
                 let ready = unsafe { libc::poll(&mut poll, 1, at_most.as_millis() as libc::c_int) };
                 self.signalled.set(ready > 0);
             }
@@ -139,7 +142,9 @@ impl ExitWatch {
 /// This machine's host name, if it has one.
 pub fn host_name() -> Option<String> {
     let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success.
+    // SAFETY: `buf` is writable for the length passed, and gethostname writes at most that
+    // many bytes. It need not NUL-terminate a truncated name: the search below stops at the
+    // end of the buffer.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     if rc != 0 {
         return None;
@@ -158,7 +163,8 @@ pub(super) fn signal_group(pgid: u32, signal: i32) {
     if pgid == 0 {
         return; // 0 would be this process's own group
     }
-    // SAFETY: killpg only sends a signal; a group that is gone gives ESRCH, ignored.
+    // SAFETY: killpg takes integers only and touches no memory; `pgid` is not 0 (checked
+    // above); a group that is gone gives ESRCH, ignored.
     unsafe {
         libc::killpg(pgid as libc::pid_t, signal);
     }
@@ -167,9 +173,11 @@ pub(super) fn signal_group(pgid: u32, signal: i32) {
 /// Have the child killed when the thread that starts it (which waits for it) dies, as it
 /// does when `repro` is killed with SIGKILL.
 pub(super) fn die_with_parent(cmd: &mut std::process::Command) {
-    // SAFETY: getpid is async-signal-safe; so are prctl, getppid and _exit, the only
-    // calls made between fork and exec.
+    // SAFETY: getpid takes no arguments and cannot fail.
     let parent = unsafe { libc::getpid() };
+    // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe
+    // calls are allowed: it makes only prctl, getppid and _exit, allocates nothing (an
+    // `io::Error` from errno is a plain code), and captures only the `parent` integer.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {

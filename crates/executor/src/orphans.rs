@@ -167,7 +167,9 @@ pub fn kill_run(id: &str) -> anyhow::Result<Vec<u32>> {
             );
         }
         for &pid in &left {
-            // SAFETY: kill only sends a signal; a process that is already gone gives ESRCH.
+            // SAFETY: kill takes integers only and touches no memory; the pids are read
+            // from /proc, so positive (never 0 or -1, which would signal groups); a process
+            // that is already gone gives ESRCH.
             unsafe {
                 libc::kill(pid as libc::pid_t, libc::SIGKILL);
             }
@@ -184,7 +186,8 @@ pub fn kill_run(id: &str) -> anyhow::Result<Vec<u32>> {
 pub fn become_subreaper() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        // SAFETY: prctl with integer arguments only changes this process's attributes.
+        // SAFETY: PR_SET_CHILD_SUBREAPER takes integer arguments only (no pointers) and
+        // changes only this process's attributes.
         unsafe {
             libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         }
@@ -227,7 +230,8 @@ pub fn seal_job(pgid: u32, tag: &str) -> anyhow::Result<()> {
     let needle = format!("{JOB_ENV}={tag}");
     let started = Instant::now();
     loop {
-        // SAFETY: killpg only sends a signal; an empty group gives ESRCH.
+        // SAFETY: killpg takes integers only and touches no memory; `pgid` is not 0
+        // (checked above); an empty group gives ESRCH.
         let group_left = unsafe { libc::killpg(pgid as libc::pid_t, libc::SIGKILL) } == 0;
         let mut left = Vec::new();
         let mut unsure = false;
@@ -257,6 +261,7 @@ pub fn seal_job(pgid: u32, tag: &str) -> anyhow::Result<()> {
             left.push(pid);
             // SAFETY: a signal to, or a non-blocking wait for, a child of this process
             // that belongs to the job (its group, or its tag): no one else waits for it.
+            // waitpid accepts a null status pointer; kill takes integers only.
             unsafe {
                 if zombie {
                     libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), libc::WNOHANG);

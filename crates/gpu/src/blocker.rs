@@ -63,9 +63,11 @@ const TIMED_OUT: usize = 1;
 
 /// The hold kernel and its mapped words.
 pub struct Blocker {
+    // Fields drop in order: dropping the words waits for a hold still running, before
+    // the module holding its code is unloaded.
+    words: MappedWords,
     _module: Module,
     function: Function,
-    words: MappedWords,
     last_ticket: u32,
 }
 
@@ -78,9 +80,9 @@ impl Blocker {
         let module = Module::from_ptx(PTX)?;
         let function = module.function(ENTRY)?;
         Ok(Blocker {
+            words: MappedWords::alloc(2)?,
             _module: module,
             function,
-            words: MappedWords::alloc(2)?,
             last_ticket: 0,
         })
     }
@@ -101,8 +103,10 @@ impl Blocker {
             &mut timeout as *mut _ as *mut c_void,
             &mut timed_out as *mut _ as *mut c_void,
         ];
-        // SAFETY: the parameters match the PTX entry; the mapped words live in `self`,
-        // which outlives the stream's work (callers synchronize before dropping it).
+        // SAFETY: the four values match the PTX entry's parameters in order and width
+        // (.u64, .u32, .u64, .u64) and live until the call returns. Both device pointers
+        // address `self.words` (2 words), which the kernel may use until it ends: dropping
+        // `MappedWords` waits for the context's work before freeing them.
         unsafe { self.function.launch(dims, stream, &mut params) }?;
         Ok(Hold(self.last_ticket))
     }

@@ -5,6 +5,16 @@
 //! `cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was
 //! encountered)`. Nothing here may be called before [`super::driver_library_loads`] said
 //! the driver library exists: cudarc panics when it cannot load `libcuda`.
+//!
+//! Soundness: each handle type owns one driver object, made by its constructor and
+//! destroyed once by its `Drop`; the fields its safe methods trust are private, so no
+//! other code can forge or alias one (`MappedWords::device_ptr` is public only to be
+//! passed to a kernel, which an unsafe launch vouches for). Two lifetimes are kept by the
+//! holders, not by the types: the objects of a context (streams, events, modules, buffers,
+//! mapped words) are dropped before the [`Context`] is released (`harness::Session` and
+//! `warm::Warm` order their fields so), and a [`Function`] is used only while its
+//! [`Module`] is loaded (`harness::Kernel` and `blocker::Blocker` keep the module beside
+//! it).
 
 use anyhow::{bail, Context as _};
 use cudarc::driver::result::DriverError;
@@ -48,12 +58,14 @@ fn describe(call: &'static str, err: DriverError) -> CudaError {
 
 /// `cuInit(0)`.
 pub fn init() -> Result<(), CudaError> {
+    // SAFETY: cuInit takes only a flags word, and 0 is the one valid value.
     check("cuInit", unsafe { sys::cuInit(0) })
 }
 
 /// The CUDA version the driver supports, e.g. `13.0`.
 pub fn driver_cuda_version() -> Result<String, CudaError> {
     let mut v = 0;
+    // SAFETY: `v` is a live, aligned c_int the driver writes one value to.
     check("cuDriverGetVersion", unsafe {
         sys::cuDriverGetVersion(&mut v)
     })?;
@@ -62,6 +74,7 @@ pub fn driver_cuda_version() -> Result<String, CudaError> {
 
 pub fn device_count() -> Result<u32, CudaError> {
     let mut n = 0;
+    // SAFETY: `n` is a live, aligned c_int the driver writes one value to.
     check("cuDeviceGetCount", unsafe { sys::cuDeviceGetCount(&mut n) })?;
     Ok(n.max(0) as u32)
 }
@@ -73,14 +86,19 @@ pub struct Device(sys::CUdevice);
 impl Device {
     pub fn get(ordinal: u32) -> Result<Device, CudaError> {
         let mut dev = MaybeUninit::uninit();
+        // SAFETY: `dev` is a writable out-pointer for one CUdevice; an ordinal out of range
+        // is an error code, not a write.
         check("cuDeviceGet", unsafe {
             sys::cuDeviceGet(dev.as_mut_ptr(), ordinal as i32)
         })?;
+        // SAFETY: cuDeviceGet succeeded (checked above), so it wrote `dev`.
         Ok(Device(unsafe { dev.assume_init() }))
     }
 
     pub fn name(&self) -> Result<String, CudaError> {
         let mut buf = [0 as std::ffi::c_char; 256];
+        // SAFETY: the driver writes at most `buf.len()` chars (the length passed) into `buf`;
+        // `self.0` came from a successful cuDeviceGet.
         check("cuDeviceGetName", unsafe {
             sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, self.0)
         })?;
@@ -95,9 +113,11 @@ impl Device {
     /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as nvidia-smi prints it.
     pub fn uuid(&self) -> Result<String, CudaError> {
         let mut uuid = MaybeUninit::<sys::CUuuid>::uninit();
+        // SAFETY: `uuid` is a writable out-pointer for one 16-byte CUuuid.
         check("cuDeviceGetUuid", unsafe {
             sys::cuDeviceGetUuid_v2(uuid.as_mut_ptr(), self.0)
         })?;
+        // SAFETY: the call succeeded, so all 16 bytes are written (any byte is a valid c_char).
         let b: Vec<u8> = unsafe { uuid.assume_init() }
             .bytes
             .iter()
@@ -116,6 +136,8 @@ impl Device {
 
     pub fn attribute(&self, attr: sys::CUdevice_attribute) -> Result<i32, CudaError> {
         let mut v = 0;
+        // SAFETY: `v` is a live, aligned c_int the driver writes one value to; `attr` is a
+        // member of the driver's enum by its type.
         check("cuDeviceGetAttribute", unsafe {
             sys::cuDeviceGetAttribute(&mut v, attr, self.0)
         })?;
@@ -124,6 +146,7 @@ impl Device {
 
     pub fn total_memory(&self) -> Result<u64, CudaError> {
         let mut bytes = 0usize;
+        // SAFETY: `bytes` is a live, aligned size_t the driver writes one value to.
         check("cuDeviceTotalMem", unsafe {
             sys::cuDeviceTotalMem_v2(&mut bytes, self.0)
         })?;
@@ -140,13 +163,17 @@ pub struct Context {
 impl Context {
     pub fn new(device: Device) -> Result<Context, CudaError> {
         let mut ctx = MaybeUninit::uninit();
+        // SAFETY: `ctx` is a writable out-pointer for one CUcontext.
         check("cuDevicePrimaryCtxRetain", unsafe {
             sys::cuDevicePrimaryCtxRetain(ctx.as_mut_ptr(), device.0)
         })?;
         let ctx = Context {
             device,
+            // SAFETY: the retain succeeded (checked above), so it wrote `ctx`.
             ctx: unsafe { ctx.assume_init() },
         };
+        // SAFETY: `ctx.ctx` is the primary context just retained; it stays retained until
+        // `ctx` drops (and an error here drops it, releasing it).
         check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(ctx.ctx) })?;
         Ok(ctx)
     }
@@ -156,6 +183,7 @@ impl Context {
     }
 
     pub fn synchronize(&self) -> Result<(), CudaError> {
+        // SAFETY: no arguments; it waits for this thread's current context.
         check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })
     }
 }
@@ -163,28 +191,45 @@ impl Context {
 impl Drop for Context {
     fn drop(&mut self) {
         // Errors here (after a fault the context is unusable) have already been reported.
+        // SAFETY: gives back the one retain `new` took on this device's primary context;
+        // `drop` runs once.
         let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.device.0) };
     }
 }
 
-/// A device allocation of `bytes` bytes.
+/// A device allocation of `bytes` bytes. The fields are private: the copies below trust
+/// `ptr` to be this allocation and `bytes` its size.
 pub struct DeviceBuffer {
-    pub ptr: sys::CUdeviceptr,
-    pub bytes: usize,
+    ptr: sys::CUdeviceptr,
+    bytes: usize,
 }
 
 impl DeviceBuffer {
     pub fn alloc(bytes: usize) -> Result<DeviceBuffer, CudaError> {
         let mut ptr = 0;
+        // SAFETY: `ptr` is a live, aligned out-pointer; at least one byte is asked for
+        // (the driver refuses zero).
         check("cuMemAlloc", unsafe {
             sys::cuMemAlloc_v2(&mut ptr, bytes.max(1))
         })?;
         Ok(DeviceBuffer { ptr, bytes })
     }
 
+    /// The device address, as a kernel parameter takes it.
+    pub fn ptr(&self) -> sys::CUdeviceptr {
+        self.ptr
+    }
+
+    /// The size asked for.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// A new buffer holding a copy of `data`.
-    pub fn from_slice<T: Copy>(data: &[T]) -> Result<DeviceBuffer, CudaError> {
-        let buf = DeviceBuffer::alloc(std::mem::size_of_val(data))?;
+    pub fn from_slice(data: &[u8]) -> Result<DeviceBuffer, CudaError> {
+        let buf = DeviceBuffer::alloc(data.len())?;
+        // SAFETY: `buf` was just allocated with `data.len()` bytes, and `data` is readable
+        // for as many; the driver has read (staged) all of `data` when the call returns.
         check("cuMemcpyHtoD", unsafe {
             sys::cuMemcpyHtoD_v2(buf.ptr, data.as_ptr() as *const c_void, buf.bytes)
         })?;
@@ -193,12 +238,11 @@ impl DeviceBuffer {
     }
 
     /// Copy the whole buffer into `out` (which must be exactly as large).
-    pub fn copy_to<T: Copy>(&self, out: &mut [T]) -> Result<(), CudaError> {
-        assert_eq!(
-            std::mem::size_of_val(out),
-            self.bytes,
-            "host/device size mismatch"
-        );
+    pub fn copy_to(&self, out: &mut [u8]) -> Result<(), CudaError> {
+        assert_eq!(out.len(), self.bytes, "host/device size mismatch");
+        // SAFETY: `out` is writable for `self.bytes` bytes (asserted) and the buffer holds
+        // as many; a copy into pageable memory returns only once it is complete, and any
+        // bytes are valid `u8`s.
         check("cuMemcpyDtoH", unsafe {
             sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, self.ptr, self.bytes)
         })
@@ -207,6 +251,8 @@ impl DeviceBuffer {
     /// Overwrite the start of the buffer with `data` (waits for the copy).
     pub fn write(&self, data: &[u8]) -> Result<(), CudaError> {
         assert!(data.len() <= self.bytes, "more bytes than the buffer holds");
+        // SAFETY: `data` fits in the buffer (asserted) and is readable for its length until
+        // the call returns, by when the driver has staged it.
         check("cuMemcpyHtoD", unsafe {
             sys::cuMemcpyHtoD_v2(self.ptr, data.as_ptr() as *const c_void, data.len())
         })?;
@@ -215,6 +261,9 @@ impl DeviceBuffer {
 
     /// Fill with a repeated 16-bit pattern (e.g. an fp16 NaN), asynchronously on `stream`.
     pub fn fill_u16(&self, pattern: u16, stream: &Stream) -> Result<(), CudaError> {
+        // SAFETY: `bytes / 2` 16-bit words fit in the allocation, whose start cuMemAlloc
+        // aligns (to 256 bytes) for them; `stream` is a live stream, and the memset touches
+        // device memory only.
         check("cuMemsetD16Async", unsafe {
             sys::cuMemsetD16Async(self.ptr, pattern, self.bytes / 2, stream.0)
         })
@@ -222,6 +271,7 @@ impl DeviceBuffer {
 
     /// Fill with a repeated 32-bit pattern, asynchronously on `stream`.
     pub fn fill_u32(&self, pattern: u32, stream: &Stream) -> Result<(), CudaError> {
+        // SAFETY: as in `fill_u16`, with `bytes / 4` 32-bit words.
         check("cuMemsetD32Async", unsafe {
             sys::cuMemsetD32Async(self.ptr, pattern, self.bytes / 4, stream.0)
         })
@@ -233,6 +283,7 @@ impl DeviceBuffer {
 /// went to: without this, a launch can overtake the copy (an output poisoned after the kernel
 /// wrote part of it read back as rows of NaN). Waits for the legacy stream.
 fn wait_for_host_copies() -> Result<(), CudaError> {
+    // SAFETY: the null stream is the legacy default stream, always a valid handle.
     check("cuStreamSynchronize", unsafe {
         sys::cuStreamSynchronize(std::ptr::null_mut())
     })
@@ -240,6 +291,7 @@ fn wait_for_host_copies() -> Result<(), CudaError> {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
+        // SAFETY: `ptr` came from cuMemAlloc in `alloc` and is freed only here, once.
         let _ = unsafe { sys::cuMemFree_v2(self.ptr) };
     }
 }
@@ -256,20 +308,28 @@ pub struct MappedWords {
 impl MappedWords {
     /// `len` words, zeroed.
     pub fn alloc(len: usize) -> Result<MappedWords, CudaError> {
+        let len = len.max(1);
+        let bytes = len
+            .checked_mul(std::mem::size_of::<u32>())
+            .expect("a mapped allocation's size fits in usize");
         let mut host: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `host` is a live out-pointer; the flags are the driver's own constants.
         check("cuMemHostAlloc", unsafe {
             sys::cuMemHostAlloc(
                 &mut host,
-                len.max(1) * 4,
+                bytes,
                 sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE,
             )
         })?;
-        // Owned from here, so an error below frees it.
+        // Owned from here, so an error below frees it. The allocation is page-aligned, so
+        // aligned for `u32`, and holds `len` of them.
         let mut words = MappedWords {
             host: host as *mut u32,
-            len: len.max(1),
+            len,
             device_ptr: 0,
         };
+        // SAFETY: `host` is the start of the allocation just made with DEVICEMAP, as the
+        // call requires; the flags must be 0; `words.device_ptr` is a live out-pointer.
         check("cuMemHostGetDevicePointer", unsafe {
             sys::cuMemHostGetDevicePointer_v2(&mut words.device_ptr, host, 0)
         })?;
@@ -280,21 +340,31 @@ impl MappedWords {
     /// Word `i`, as the device last wrote it.
     pub fn get(&self, i: usize) -> u32 {
         assert!(i < self.len, "word {i} of {}", self.len);
-        // SAFETY: in bounds of the live allocation; volatile because the device writes it.
+        // SAFETY: `i < len` (asserted), so in bounds of the live, aligned allocation of
+        // `len` words; volatile because the device writes it behind the compiler's back.
         unsafe { std::ptr::read_volatile(self.host.add(i)) }
     }
 
     /// Set word `i`; a kernel polling it sees the new value.
     pub fn set(&self, i: usize, value: u32) {
         assert!(i < self.len, "word {i} of {}", self.len);
-        // SAFETY: in bounds of the live allocation; volatile because the device reads it.
+        // SAFETY: `i < len` (asserted), so in bounds of the live, aligned allocation of
+        // `len` words; no Rust reference to it exists; volatile because the device reads it.
         unsafe { std::ptr::write_volatile(self.host.add(i), value) }
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     }
 }
 
 impl Drop for MappedWords {
+    /// Waits for the context's work first: a kernel may still be polling or writing the
+    /// words (a hold enqueued, then an error before its release), and it must not touch
+    /// them once they are freed.
     fn drop(&mut self) {
+        // SAFETY: no arguments; it waits for this thread's current context, the one the
+        // words were allocated in (`MappedWords` cannot leave its thread).
+        let _ = unsafe { sys::cuCtxSynchronize() };
+        // SAFETY: `host` came from cuMemHostAlloc in `alloc` and is freed only here, once,
+        // after the kernels that used it have finished.
         let _ = unsafe { sys::cuMemFreeHost(self.host as *mut c_void) };
     }
 }
@@ -305,16 +375,19 @@ pub struct Stream(sys::CUstream);
 impl Stream {
     pub fn new() -> Result<Stream, CudaError> {
         let mut s = MaybeUninit::uninit();
+        // SAFETY: `s` is a writable out-pointer for one CUstream; the flag is the driver's.
         check("cuStreamCreate", unsafe {
             sys::cuStreamCreate(
                 s.as_mut_ptr(),
                 sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
             )
         })?;
+        // SAFETY: the call succeeded (checked above), so it wrote `s`.
         Ok(Stream(unsafe { s.assume_init() }))
     }
 
     pub fn synchronize(&self) -> Result<(), CudaError> {
+        // SAFETY: `self.0` is the live stream `new` made; only `drop` destroys it.
         check("cuStreamSynchronize", unsafe {
             sys::cuStreamSynchronize(self.0)
         })
@@ -323,6 +396,7 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        // SAFETY: the stream `new` made, destroyed only here, once.
         let _ = unsafe { sys::cuStreamDestroy_v2(self.0) };
     }
 }
@@ -333,13 +407,16 @@ pub struct Event(sys::CUevent);
 impl Event {
     pub fn new() -> Result<Event, CudaError> {
         let mut e = MaybeUninit::uninit();
+        // SAFETY: `e` is a writable out-pointer for one CUevent; the flag is the driver's.
         check("cuEventCreate", unsafe {
             sys::cuEventCreate(e.as_mut_ptr(), sys::CUevent_flags::CU_EVENT_DEFAULT as u32)
         })?;
+        // SAFETY: the call succeeded (checked above), so it wrote `e`.
         Ok(Event(unsafe { e.assume_init() }))
     }
 
     pub fn record(&self, stream: &Stream) -> Result<(), CudaError> {
+        // SAFETY: both are live handles their `new` made; only their `drop` destroys them.
         check("cuEventRecord", unsafe {
             sys::cuEventRecord(self.0, stream.0)
         })
@@ -347,10 +424,12 @@ impl Event {
 
     /// Milliseconds from `self` to `end` (both recorded and complete).
     pub fn elapsed_ms(&self, end: &Event) -> Result<f32, CudaError> {
+        // SAFETY: `end.0` is a live event; one never recorded is an error, not UB.
         check("cuEventSynchronize", unsafe {
             sys::cuEventSynchronize(end.0)
         })?;
         let mut ms = 0f32;
+        // SAFETY: `ms` is a live, aligned f32 out-pointer; both events are live.
         check("cuEventElapsedTime", unsafe {
             sys::cuEventElapsedTime_v2(&mut ms, self.0, end.0)
         })?;
@@ -360,6 +439,7 @@ impl Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
+        // SAFETY: the event `new` made, destroyed only here, once.
         let _ = unsafe { sys::cuEventDestroy_v2(self.0) };
     }
 }
@@ -404,21 +484,30 @@ impl Module {
     /// `image`: a NUL-terminated PTX text, or a cubin/fatbin.
     fn from_image(image: &[u8]) -> Result<Module, CudaError> {
         let mut m = MaybeUninit::uninit();
+        // SAFETY: `m` is a writable out-pointer; `image` is borrowed for the call, and the
+        // driver copies what it keeps. The call takes no length: PTX ends at the NUL our
+        // callers append, and a cubin or fatbin is read as far as its own headers say, so
+        // the file is trusted to be what nvcc wrote (a forged ELF header could make the
+        // driver read past `image`).
         check("cuModuleLoadData", unsafe {
             sys::cuModuleLoadData(m.as_mut_ptr(), image.as_ptr() as *const c_void)
         })?;
+        // SAFETY: the load succeeded (checked above), so it wrote `m`.
         Ok(Module(unsafe { m.assume_init() }))
     }
 
     pub fn function(&self, name: &str) -> anyhow::Result<Function> {
         let c = CString::new(name).context("entry name contains a NUL byte")?;
         let mut f = MaybeUninit::uninit();
+        // SAFETY: `f` is a writable out-pointer; `c` is NUL-terminated and outlives the
+        // call; `self.0` is a loaded module (only `drop` unloads it).
         check("cuModuleGetFunction", unsafe {
             sys::cuModuleGetFunction(f.as_mut_ptr(), self.0, c.as_ptr())
         })
         .with_context(|| {
             format!("the cubin has no entry `{name}` (is it declared extern \"C\" __global__?)")
         })?;
+        // SAFETY: the lookup succeeded (checked above), so it wrote `f`.
         Ok(Function(unsafe { f.assume_init() }))
     }
 
@@ -427,6 +516,8 @@ impl Module {
         let c = CString::new(name).context("global name contains a NUL byte")?;
         let mut ptr = 0;
         let mut bytes = 0usize;
+        // SAFETY: `ptr` and `bytes` are live, aligned out-pointers; `c` is NUL-terminated
+        // and outlives the call; `self.0` is a loaded module.
         let found = unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, self.0, c.as_ptr()) };
         if found == sys::CUresult::CUDA_ERROR_NOT_FOUND {
             return Ok(None);
@@ -436,6 +527,8 @@ impl Module {
             bail!("the cubin's global `{name}` is {bytes} bytes; expected a 4-byte int");
         }
         let mut v = 0i32;
+        // SAFETY: the global at `ptr` is 4 bytes (checked above) and lives while the module
+        // is loaded (`self` is borrowed); `v` is 4 writable bytes, and any bytes are an i32.
         check("cuMemcpyDtoH", unsafe {
             sys::cuMemcpyDtoH_v2(&mut v as *mut i32 as *mut c_void, ptr, 4)
         })?;
@@ -445,6 +538,7 @@ impl Module {
 
 impl Drop for Module {
     fn drop(&mut self) {
+        // SAFETY: the module `from_image` loaded, unloaded only here, once.
         let _ = unsafe { sys::cuModuleUnload(self.0) };
     }
 }
@@ -464,6 +558,8 @@ pub struct LaunchDims {
 impl Function {
     pub fn attribute(&self, attr: sys::CUfunction_attribute) -> Result<i32, CudaError> {
         let mut v = 0;
+        // SAFETY: `v` is a live, aligned c_int out-pointer; `self.0` is a function of a
+        // module its holder keeps loaded (see the module docs).
         check("cuFuncGetAttribute", unsafe {
             sys::cuFuncGetAttribute(&mut v, attr, self.0)
         })?;
@@ -472,6 +568,8 @@ impl Function {
 
     /// Allow `bytes` of dynamic shared memory (needed above the 48 KB default).
     pub fn set_max_dynamic_smem(&self, bytes: u32) -> Result<(), CudaError> {
+        // SAFETY: `self.0` is a function of a loaded module (see the module docs); a size
+        // beyond the device's limit is an error code.
         check("cuFuncSetAttribute", unsafe {
             sys::cuFuncSetAttribute(
                 self.0,
@@ -484,16 +582,21 @@ impl Function {
     /// Launch with `params`, each a pointer to one argument's value.
     ///
     /// # Safety
-    /// `params` must match the kernel's signature, and every device pointer in them must
-    /// stay allocated until the launch has finished.
+    /// `params` must match the kernel's signature: one pointer per parameter, in order,
+    /// each to a value at least as wide as that parameter (the driver reads them during the
+    /// call). Every device pointer among those values must stay allocated until the launch
+    /// has finished, or, for a launch captured into a [`Graph`], until the graph's last
+    /// replay has; and the kernel must only touch memory that those pointers allow it to.
     pub unsafe fn launch(
         &self,
         dims: LaunchDims,
         stream: &Stream,
         params: &mut [*mut c_void],
     ) -> Result<(), CudaError> {
-        check(
-            "cuLaunchKernel",
+        // SAFETY: the caller vouches for `params` and what the kernel does with them (see
+        // above); the array is borrowed for the call, `self.0` is a function of a loaded
+        // module, `stream` is live, and no `extra` options are passed.
+        let result = unsafe {
             sys::cuLaunchKernel(
                 self.0,
                 dims.grid.0,
@@ -506,8 +609,9 @@ impl Function {
                 stream.0,
                 params.as_mut_ptr(),
                 std::ptr::null_mut(),
-            ),
-        )
+            )
+        };
+        check("cuLaunchKernel", result)
     }
 }
 
@@ -523,6 +627,8 @@ impl Graph {
         stream: &Stream,
         body: impl FnOnce(&Stream) -> Result<(), CudaError>,
     ) -> Result<Graph, CudaError> {
+        // SAFETY: `stream` is live; thread-local capture mode only changes which of this
+        // thread's calls are refused while capturing.
         check("cuStreamBeginCapture", unsafe {
             sys::cuStreamBeginCapture_v2(
                 stream.0,
@@ -531,31 +637,42 @@ impl Graph {
         })?;
         let enqueued = body(stream);
         let mut graph = MaybeUninit::uninit();
+        // SAFETY: `stream` is live and capturing (begun above); `graph` is a writable
+        // out-pointer for one CUgraph.
         let ended = check("cuStreamEndCapture", unsafe {
             sys::cuStreamEndCapture(stream.0, graph.as_mut_ptr())
         });
         enqueued?;
         ended?;
+        // SAFETY: the capture ended without error (checked above), so it wrote `graph`.
         let graph = unsafe { graph.assume_init() };
         let mut exec = MaybeUninit::uninit();
+        // SAFETY: `exec` is a writable out-pointer; `graph` is the live graph just captured.
         let inst = check("cuGraphInstantiate", unsafe {
             sys::cuGraphInstantiateWithFlags(exec.as_mut_ptr(), graph, 0)
         });
         if let Err(e) = inst {
+            // SAFETY: `graph` is owned by nothing else yet, and destroyed only here.
             let _ = unsafe { sys::cuGraphDestroy(graph) };
             return Err(e);
         }
         let g = Graph {
             graph,
+            // SAFETY: the instantiation succeeded (checked above), so it wrote `exec`.
             exec: unsafe { exec.assume_init() },
         };
+        // SAFETY: `g.exec` is the live executable graph just made; `stream` is live.
         check("cuGraphUpload", unsafe {
             sys::cuGraphUpload(g.exec, stream.0)
         })?;
         Ok(g)
     }
 
+    /// Replay the captured launches on `stream`.
     pub fn launch(&self, stream: &Stream) -> Result<(), CudaError> {
+        // SAFETY: `self.exec` is live and `stream` is live. The replayed kernel launches
+        // were `Function::launch` calls, whose callers vouched for their buffers until the
+        // graph's last replay.
         check("cuGraphLaunch", unsafe {
             sys::cuGraphLaunch(self.exec, stream.0)
         })
@@ -564,7 +681,10 @@ impl Graph {
 
 impl Drop for Graph {
     fn drop(&mut self) {
+        // SAFETY: the executable graph and the graph `capture` made, each destroyed only
+        // here, once; the executable graph does not depend on the graph it came from.
         let _ = unsafe { sys::cuGraphExecDestroy(self.exec) };
+        // SAFETY: see above.
         let _ = unsafe { sys::cuGraphDestroy(self.graph) };
     }
 }

@@ -78,9 +78,12 @@ impl Launch<'_> {
     /// Enqueue it on `stream`.
     fn enqueue(&self, stream: &Stream) -> Result<(), super::driver::CudaError> {
         let mut params = self.params.pointers();
-        // SAFETY: the parameters follow the declaration, which the build checked against
-        // the cubin's parameter layout; the driver copies them at launch, and the buffers
-        // live in the `DeviceCase` they came from, which outlives every launch and wait.
+        // SAFETY: one 8-byte slot per declared parameter, in the declaration's order
+        // (`Params`), read by the driver during the call. That this matches the kernel's
+        // signature is what the build's ABI gate (`stages::build::abi`) checks against the
+        // cubin; `repro exec` does not check it again, so a cubin that does not match its
+        // declaration is trusted here. The buffers live in the `DeviceCase` the parameters
+        // came from, which outlives every launch, graph replay and wait of this kernel.
         unsafe { self.kernel.function.launch(self.dims, stream, &mut params) }
     }
 }

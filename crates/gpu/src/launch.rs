@@ -144,7 +144,9 @@ impl DeviceCase {
         let values = order
             .iter()
             .map(|p| match *p {
-                Param::Arg(i) => self.buffers[i].as_ref().map_or(self.scalars[i], |b| b.ptr),
+                Param::Arg(i) => self.buffers[i]
+                    .as_ref()
+                    .map_or(self.scalars[i], |b| b.ptr()),
                 Param::Value(v) => v,
             })
             .collect();
@@ -170,7 +172,7 @@ impl DeviceCase {
                 let buffer = self.buffers[o.arg]
                     .as_ref()
                     .expect("an output has a buffer");
-                let mut bytes = vec![0u8; buffer.bytes];
+                let mut bytes = vec![0u8; buffer.bytes()];
                 buffer.copy_to(&mut bytes)?;
                 Ok(bytes)
             })

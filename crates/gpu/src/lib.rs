@@ -58,7 +58,8 @@ pub struct NoGpu(pub String);
 /// Can the CUDA driver library be loaded? Checked with a plain `dlopen` before anything
 /// touches cudarc, which panics when the library is missing.
 pub fn driver_library_loads() -> Result<(), NoGpu> {
-    // SAFETY: loading libcuda runs only its (trusted, system) initializers.
+    // SAFETY: loading libcuda runs its initializers, which the NVIDIA driver supports at any
+    // time in any process; no symbol of it is used, and the handle is closed at once.
     match unsafe { libloading::Library::new("libcuda.so.1") } {
         Ok(_) => Ok(()),
         Err(err) => Err(NoGpu(format!(

@@ -217,7 +217,8 @@ fn remove_abandoned(dir: &Path, v: &NvccVersion) {
         else {
             continue;
         };
-        // SAFETY: signal 0 only checks whether the process exists.
+        // SAFETY: kill takes integers only and touches no memory; signal 0 sends nothing,
+        // it only checks whether the process exists.
         let alive = unsafe { libc::kill(pid, 0) } == 0;
         if !alive {
             let _ = std::fs::remove_dir_all(entry.path());
