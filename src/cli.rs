@@ -1,7 +1,7 @@
 //! The command line's definitions (clap). [`crate::commands`] carries each one out.
 
-use crate::gpu::timing::{L2Mode, Method};
 use clap::{Args, Parser, Subcommand};
+use repro_gpu::{timing::L2Mode, timing::Method};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -176,7 +176,7 @@ pub struct RunOpts {
     #[arg(long)]
     pub wait: bool,
     /// Where to run stage processes: local or slurm (overrides pipeline.yaml).
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(crate::pipeline::validate::EXECUTOR_KINDS.iter().copied()))]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(repro_pipeline::validate::EXECUTOR_KINDS.iter().copied()))]
     pub executor: Option<String>,
 }
 
@@ -232,14 +232,20 @@ pub struct BuildArgs {
     pub opts: RunOpts,
 }
 
+/// `--budget N`: refused at the command line when N is not a positive number.
+fn positive_budget(text: &str) -> Result<std::num::NonZeroU32, String> {
+    text.parse()
+        .map_err(|_| format!("--budget {text}: expected a positive number of trials"))
+}
+
 #[derive(Debug, Args)]
 pub struct TuneArgs {
     /// Evaluate every configuration of the space, for comparison with the search.
     #[arg(long)]
     pub exhaustive: bool,
-    /// Override the trial budget.
-    #[arg(long)]
-    pub budget: Option<u32>,
+    /// Override the trial budget (a positive number of trials).
+    #[arg(long, value_parser = positive_budget)]
+    pub budget: Option<std::num::NonZeroU32>,
     #[command(flatten)]
     pub opts: RunOpts,
 }
@@ -428,7 +434,7 @@ pub struct ExecArgs {
 
 /// `--dims`: checked against the workload once it is known.
 fn parse_dims_text(s: &str) -> Result<String, String> {
-    if crate::gpu::exec::is_dims(s) {
+    if repro_gpu::exec::is_dims(s) {
         Ok(s.to_string())
     } else {
         Err("expected the workload's dimensions, e.g. `rows=4,hidden=1024` or `4,1024`".into())

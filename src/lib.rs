@@ -13,21 +13,28 @@
 pub mod cli;
 pub mod commands;
 pub mod doctables;
-pub mod elf;
-pub mod engine;
-pub mod env;
-pub mod executor;
-pub mod gpu;
-pub mod ncu;
-pub mod pipeline;
-pub mod report;
-pub mod schema;
-pub mod stages;
-pub mod stats;
-pub mod toolchain;
-pub mod tools;
-pub mod tune;
-pub mod workload;
+
+// The library's layers, one crate each (bottom to top: schema, expr, base, exec, pipeline,
+// engine, gpu, ncu, tune, report, stages), under the paths the command line and the tests use.
+pub use repro_base::{elf, errors, fsio, stats, tools};
+pub use repro_engine as engine;
+pub use repro_executor as executor;
+pub use repro_expr as expr;
+pub use repro_gpu as gpu;
+pub use repro_gpu::env;
+pub use repro_ncu as ncu;
+pub use repro_pipeline::{toolchain, workload};
+pub use repro_report as report;
+pub use repro_schema as schema;
+pub use repro_stages as stages;
+pub use repro_tune as tune;
+
+/// `pipeline.yaml` loaded with the built-in stage kinds: the pipeline crate, whose
+/// [`load`](pipeline::load) here resolves `uses:` among them.
+pub mod pipeline {
+    pub use repro_pipeline::*;
+    pub use repro_stages::load;
+}
 
 /// Shared with the integration tests: see `tests/support/skip.rs`.
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 mod common;
 
-use repro::gpu::check::Accuracy;
+use repro::workload::accuracy::Accuracy;
 use repro::workload::exprs::Compiled;
 use repro::workload::generators::attention::Recipe;
 use repro::workload::inputs::{ArgData, Case};

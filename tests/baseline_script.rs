@@ -3,7 +3,7 @@
 
 mod common;
 
-use repro::schema::BenchFile;
+use repro::schema::{BenchFile, RunStatus};
 use std::process::Command;
 
 /// Run `kernels/baselines/<script>` with `--out baselines` in a scratch folder, on a machine
@@ -45,8 +45,8 @@ fn assert_skipped(dir: &std::path::Path, name: &str) {
     let text = std::fs::read(dir.join(format!("baselines/{name}.json"))).unwrap();
     let file: BenchFile = serde_json::from_slice(&text).unwrap();
     assert_eq!(
-        (file.name.as_str(), file.kind.as_str(), file.status.as_str()),
-        (name, "baseline", "skipped")
+        (file.name.as_str(), file.kind.as_str(), file.status),
+        (name, "baseline", RunStatus::Skipped)
     );
     assert!(file.reason.unwrap().contains("PyTorch is not installed"));
     assert!(file.results.is_empty());

@@ -9,11 +9,11 @@ mod common;
 mod lock;
 
 use lock::lock_outputs;
-use repro::engine::{RunCtx, StageKind, StageOutcome};
+use repro::engine::{Configs, Overrides, RunCtx, StageKind, StageOutcome};
 use repro::executor::local::LocalExecutor;
 use repro::executor::{CancelFlag, Executor, Job, JobOutcome};
 use repro::schema::BenchFile;
-use std::collections::BTreeMap;
+use repro::stages::bench::BenchStage;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -99,20 +99,25 @@ impl Project {
 
     /// Run the bench stage as the engine would: into staging, then the outputs moved in
     /// and their digests locked. Returns the variants measured (from the requests seen).
-    fn bench(&self, overrides: &[(&str, &str)]) -> Vec<String> {
+    fn bench(&self, remeasure: bool) -> Vec<String> {
         let requests = self.root.join("requests.txt");
         let _ = std::fs::remove_file(&requests);
         let pipeline: repro::pipeline::Pipeline = serde_yaml::from_str(PIPELINE).unwrap();
         let staging = self.root.join(".repro/staging/bench");
         let _ = std::fs::remove_dir_all(&staging);
-        let overrides: BTreeMap<String, String> = overrides
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let overrides = Overrides {
+            remeasure,
+            ..Overrides::default()
+        };
         let cancel = CancelFlag::default();
+        let spec = &pipeline.stages["bench"];
+        let config = BenchStage.configure("bench", spec, &pipeline).unwrap();
+        let peers = Configs::new(vec![("bench".into(), config.clone())]);
         let ctx = RunCtx {
             name: "bench",
-            spec: &pipeline.stages["bench"],
+            spec,
+            config: &config,
+            peers: &peers,
             pipeline: &pipeline,
             root: &self.root,
             staging: &staging,
@@ -124,7 +129,7 @@ impl Project {
             overrides: &overrides,
             progress: &|line| eprintln!("bench: {line}"),
         };
-        let outcome = repro::stages::bench::BenchStage.run(&ctx).unwrap();
+        let outcome = BenchStage.run(&ctx).unwrap();
         assert_eq!(outcome, StageOutcome::Passed);
         let out = self.root.join("artifacts/bench");
         std::fs::create_dir_all(&out).unwrap();
@@ -160,7 +165,7 @@ fn p(root: &Path, rel: &str) -> PathBuf {
 #[test]
 fn only_changed_variants_are_measured_again() {
     let project = Project::new();
-    assert_eq!(project.bench(&[]), ["a", "b"]);
+    assert_eq!(project.bench(false), ["a", "b"]);
     let first = project.file("a").measured.unwrap();
     assert!(!first.reused);
     for part in [
@@ -176,7 +181,7 @@ fn only_changed_variants_are_measured_again() {
     assert_eq!(first.key["driver"], "580.159.04");
 
     // Nothing changed: nothing is measured; the records say so and from which run.
-    assert!(project.bench(&[]).is_empty());
+    assert!(project.bench(false).is_empty());
     for v in ["a", "b"] {
         let m = project.file(v).measured.unwrap();
         assert!(m.reused, "{v}");
@@ -199,12 +204,12 @@ fn only_changed_variants_are_measured_again() {
         "b, edited",
     )
     .unwrap();
-    assert_eq!(project.bench(&[]), ["b"]);
+    assert_eq!(project.bench(false), ["b"]);
     assert!(project.file("a").measured.unwrap().reused);
     assert!(!project.file("b").measured.unwrap().reused);
 
     // --force measures everything again.
-    assert_eq!(project.bench(&[("remeasure", "true")]), ["a", "b"]);
+    assert_eq!(project.bench(true), ["a", "b"]);
 
     // A record the lock does not vouch for is never reused.
     let path = p(&project.root, "artifacts/bench/a.json");
@@ -212,7 +217,7 @@ fn only_changed_variants_are_measured_again() {
         .unwrap()
         .replace("\"p50_us\": 10.0", "\"p50_us\": 1.0");
     std::fs::write(&path, edited).unwrap();
-    assert_eq!(project.bench(&[]), ["a"]);
+    assert_eq!(project.bench(false), ["a"]);
 
     // Another workload (the reference kernel changed): everything.
     std::fs::write(
@@ -220,5 +225,5 @@ fn only_changed_variants_are_measured_again() {
         "new",
     )
     .unwrap();
-    assert_eq!(project.bench(&[]), ["a", "b"]);
+    assert_eq!(project.bench(false), ["a", "b"]);
 }

@@ -3,9 +3,9 @@
 
 mod common;
 
-use repro::engine::{StageKind, StageOutcome};
+use repro::engine::{Configs, Configured, StageKind, StageOutcome};
 use repro::pipeline::Pipeline;
-use repro::schema::BenchFile;
+use repro::schema::{BenchFile, RunStatus};
 
 const PIPELINE: &str = "version: 1
 workload:
@@ -49,11 +49,20 @@ fn without_a_driver_the_stage_is_skipped_with_the_reason() {
     let b: BenchFile =
         serde_json::from_slice(&std::fs::read(staging.join("artifacts/bench/b.json")).unwrap())
             .unwrap();
-    assert_eq!(b.status, "skipped");
+    assert_eq!(b.status, RunStatus::Skipped);
     assert_eq!(b.defines["TILE_M"], "64");
     assert!(b.reason.unwrap().contains("libcuda.so.1"));
+    let spec = &pipeline.stages["bench"];
+    let config = stage.configure("bench", spec, &pipeline).unwrap();
+    let peers = Configs::new(vec![("bench".into(), config.clone())]);
+    let configured = Configured {
+        name: "bench",
+        spec,
+        config: &config,
+        peers: &peers,
+    };
     let inputs = stage
-        .inputs("bench", &pipeline.stages["bench"], &pipeline, root)
+        .inputs(&configured, &pipeline, root, &Default::default())
         .unwrap();
     assert!(inputs
         .hardware

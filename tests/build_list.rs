@@ -3,7 +3,7 @@
 use assert_cmd::Command;
 use predicates::prelude::*;
 use repro::pipeline::PtxasGates;
-use repro::schema::{to_json_pretty, ArchBuild, BuildRecord, EntryResources};
+use repro::schema::{to_json_pretty, ArchBuild, BuildRecord, BuildStatus, EntryResources};
 use repro::stages::build::gates::record_gates;
 use std::path::Path;
 
@@ -33,7 +33,7 @@ fn ok_record(variant: &str, registers: u32, spills: u64) -> String {
     let build = |registers: u32| {
         let mut b = ArchBuild {
             command: vec!["nvcc".into()],
-            status: "ok".into(),
+            status: BuildStatus::Ok,
             error: None,
             cubin_sha256: Some("00".into()),
             entries: vec![EntryResources {
@@ -59,7 +59,7 @@ fn ok_record(variant: &str, registers: u32, spills: u64) -> String {
         entry: "sdpa_fp8_fwd".into(),
         defines: Default::default(),
         nvcc_version: "Cuda compilation tools, release 13.0, V13.0.88".into(),
-        status: "ok".into(),
+        status: BuildStatus::Ok,
         archs: [
             ("sm_89".to_string(), build(registers)),
             ("sm_90a".to_string(), build(registers + 8)),

@@ -133,6 +133,31 @@ fn dump_inputs_of_a_declared_workload_writes_its_cases() {
         .stderr(predicate::str::contains("wrote 2 input set(s)"));
 }
 
+/// A pipeline.yaml that does not parse is refused as every command refuses it, whatever
+/// `repro exec` was asked to do: at its line and column, with the fix, exit code 2.
+#[test]
+fn a_pipeline_that_does_not_parse_is_an_error_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = PIPELINE.replace("  seeds: [0, 5]\n", "  seeds: [0, 5]\n  shape: small\n");
+    std::fs::write(dir.path().join("pipeline.yaml"), typo).unwrap();
+    let asked: [&[&str]; 3] = [
+        &["exec", "--dump-inputs", "x"],
+        &["exec", "--variant", "v1", "--shape", "small"],
+        &["exec", "--worker"],
+    ];
+    for args in asked {
+        Command::new(common::repro_bin())
+            .current_dir(dir.path())
+            .args(args)
+            .write_stdin("")
+            .assert()
+            .code(2)
+            .stderr(predicate::str::diff(
+                "pipeline.yaml:8:3: error: unknown key `shape` in `workload`\n  help: did you mean `shapes`?\n",
+            ));
+    }
+}
+
 #[test]
 fn exec_without_a_driver_says_so() {
     if !common::no_driver_here() {

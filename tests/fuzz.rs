@@ -281,7 +281,7 @@ fn the_pipeline_loader_never_panics_and_places_its_errors() {
             }
         };
         if let Err(repro::pipeline::LoadError::Invalid(e)) =
-            repro::pipeline::load::load_str(text, &file, &root)
+            repro::pipeline::load::load_str(text, &file, &root, &repro::stages::kinds())
         {
             prop_assert!(!e.0.is_empty());
             for d in &e.0 {
@@ -337,7 +337,7 @@ fn the_ncu_csv_parser_never_panics_and_names_lines_inside_the_file() {
                             kernel: &launch.kernel,
                         },
                     );
-                    prop_assert_eq!(t.status, "ok");
+                    prop_assert_eq!(t.status, repro::schema::RunStatus::Ok);
                 }
             }
             Err(e) => {

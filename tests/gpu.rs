@@ -10,7 +10,7 @@ use common::*;
 use repro::engine::StageOutcome;
 use repro::gpu::harness::{Kernel, Launch, Session};
 use repro::gpu::launch::{launch_dims, reference_order, DeviceCase};
-use repro::schema::BenchFile;
+use repro::schema::{BenchFile, RunStatus};
 use repro::workload::dtype::Dtype;
 use repro::workload::exprs::Compiled;
 
@@ -24,7 +24,7 @@ fn arch() -> String {
 
 /// Where the build puts `name`'s cubin for `arch`, under `root`.
 fn cubin(root: &std::path::Path, name: &str, arch: &str) -> std::path::PathBuf {
-    root.join(repro::stages::build::cubin_path(name, arch))
+    root.join(repro::pipeline::paths::cubin_path(name, arch))
 }
 
 #[test]
@@ -126,7 +126,7 @@ fn bench_stage_survives_fault_and_hang_and_fails_the_planted_error() {
         .unwrap()
     };
     let naive = read("naive");
-    assert_eq!(naive.status, "ok");
+    assert_eq!(naive.status, RunStatus::Ok);
     assert_eq!(naive.results.len(), 2);
     for r in &naive.results {
         assert_eq!(r.correctness_pass, Some(true), "{r:?}");
@@ -143,7 +143,7 @@ fn bench_stage_survives_fault_and_hang_and_fails_the_planted_error() {
         .iter()
         .any(|g| g.gate == "correctness.max_abs_err" && !g.pass));
     let fault = read("fault");
-    assert_eq!(fault.status, "failed");
+    assert_eq!(fault.status, RunStatus::Failed);
     for r in &fault.results {
         let e = r.error.as_deref().unwrap();
         assert!(e.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{e}");
@@ -227,7 +227,7 @@ fn a_fault_in_the_middle_of_a_batch_fails_that_run_and_a_fresh_worker_takes_the_
     ];
     let got: Vec<_> = batch.iter().map(|&(v, s)| run(v, s)).collect();
     for i in [0, 1, 3, 5] {
-        assert_eq!(got[i].status, "ok", "run {i}: {:?}", got[i]);
+        assert_eq!(got[i].status, RunStatus::Ok, "run {i}: {:?}", got[i]);
         assert_eq!(got[i].correctness_pass, Some(true), "run {i}");
         assert!(got[i].p50_us.unwrap() > 0.0);
     }

@@ -18,9 +18,9 @@ mod common;
 use attention::{inputs, reference_f64, shape, Inputs, Shape};
 use common::*;
 use half::f16;
-use repro::gpu::check::Accuracy;
-use repro::gpu::e4m3;
 use repro::gpu::harness::Session;
+use repro::workload::accuracy::Accuracy;
+use repro::workload::e4m3;
 
 const SOURCE: &str = "kernels/sdpa_fp8_mma.cu";
 /// Measured worst cases on an H100 are 9.4e-4 (max |err|, S = 1) and 2.8e-4 (relative L2);

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use repro::schema::NcuSummary;
+use repro::schema::{NcuSummary, RunStatus};
 use std::path::Path;
 
 /// The shipped control on two shapes, both SDPA baselines timed and profiled on both.
@@ -89,7 +89,7 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
         ),
     ] {
         let t = record(label);
-        assert_eq!(t.status, "ok", "{label}: {:?}", t.reason);
+        assert_eq!(t.status, RunStatus::Ok, "{label}: {:?}", t.reason);
         assert!(!t.kernels.is_empty(), "{label}: no kernels");
         // The median of five profiled calls, within their range.
         assert_eq!(t.launches, Some(5), "{label}");
@@ -122,7 +122,7 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
     assert_eq!(processes.len(), 1, "{processes:?}");
     // The best (only) variant off the primary, for the ncu ratio on `mission`.
     let ours = record("stage2-baseline@mission");
-    assert_eq!(ours.status, "ok", "{:?}", ours.reason);
+    assert_eq!(ours.status, RunStatus::Ok, "{:?}", ours.reason);
     assert_eq!(
         ours.launches,
         Some(5),

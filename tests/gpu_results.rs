@@ -92,7 +92,7 @@ fn gpu_stages_record_the_gpu_and_a_comment_only_edit_reruns_nothing() {
         hardware_lines, 4,
         "bench, evo-tune, ncu-profile and gpu-info name the {model}:\n{lock}"
     );
-    let cubin_file = root.join(repro::stages::build::cubin_path("stage2-baseline", &arch));
+    let cubin_file = root.join(repro::pipeline::paths::cubin_path("stage2-baseline", &arch));
     let cubin = std::fs::read(&cubin_file).unwrap();
 
     let kernel = root.join("kernels/sdpa_fp8.cu");

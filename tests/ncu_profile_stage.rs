@@ -7,12 +7,11 @@ mod lock;
 #[path = "support/skip.rs"]
 mod skip;
 
-use repro::engine::{RunCtx, StageKind, StageOutcome};
+use repro::engine::{Configs, Overrides, RunCtx, StageKind, StageOutcome};
 use repro::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 use repro::pipeline::Pipeline;
-use repro::schema::NcuSummary;
+use repro::schema::{NcuSummary, RunStatus};
 use repro::stages::profile::Profile;
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -133,12 +132,19 @@ impl Project {
             .join(format!(".repro/staging-{}", rand_suffix()));
         std::fs::create_dir_all(&staging).unwrap();
         let cancel = CancelFlag::default();
-        let overrides = BTreeMap::new();
+        let overrides = Overrides::default();
         let log = self.root().join(".repro/logs/ncu-profile.log");
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let spec = &self.pipeline.stages["ncu-profile"];
+        let config = Profile
+            .configure("ncu-profile", spec, &self.pipeline)
+            .unwrap();
+        let peers = Configs::new(vec![("ncu-profile".into(), config.clone())]);
         let ctx = RunCtx {
             name: "ncu-profile",
-            spec: &self.pipeline.stages["ncu-profile"],
+            spec,
+            config: &config,
+            peers: &peers,
             pipeline: &self.pipeline,
             root: self.root(),
             staging: &staging,
@@ -233,15 +239,12 @@ fn profile_stage_skips_and_fails_honestly() {
         let statuses: Vec<_> = s
             .targets
             .iter()
-            .map(|t| (t.target.as_str(), t.status.as_str()))
+            .map(|t| (t.target.as_str(), &t.status))
             .collect();
+        let skipped = &RunStatus::Skipped;
         assert_eq!(
             statuses,
-            [
-                ("control", "skipped"),
-                ("bad", "skipped"),
-                ("topk", "skipped")
-            ]
+            [("control", skipped), ("bad", skipped), ("topk", skipped)]
         );
         // The stage names no tune stage in `needs`: no elite to profile, and the fix.
         assert!(s.targets[2]
@@ -286,7 +289,7 @@ fn profile_stage_skips_and_fails_honestly() {
         s.ncu_version.as_deref(),
         Some("Version 2025.3.1.0 (build 36398880) (public-release)")
     );
-    assert!(s.targets.iter().all(|t| t.status == "skipped"));
+    assert!(s.targets.iter().all(|t| t.status == RunStatus::Skipped));
 
     // 3. One target's program crashes: that target fails with ncu's lines, the other is
     //    read from real captured output, and the stage reports the failure.
@@ -305,8 +308,8 @@ fn profile_stage_skips_and_fails_honestly() {
     let s = summary(&staging);
     let control = &s.targets[0];
     assert_eq!(
-        (control.target.as_str(), control.status.as_str()),
-        ("control", "ok")
+        (control.target.as_str(), &control.status),
+        ("control", &RunStatus::Ok)
     );
     assert_eq!(control.variant, "good");
     assert_eq!(control.kernel, "scale_add");
@@ -326,13 +329,13 @@ fn profile_stage_skips_and_fails_honestly() {
         "gpu__time_duration.sum"
     );
     let bad = &s.targets[1];
-    assert_eq!(bad.status, "failed");
+    assert_eq!(bad.status, RunStatus::Failed);
     let why = bad.reason.as_ref().unwrap();
     assert!(
         why.contains("Code(9)") && why.contains("LaunchFailed"),
         "{why}"
     );
-    assert_eq!(s.targets[2].status, "skipped");
+    assert_eq!(s.targets[2].status, RunStatus::Skipped);
     // The CSVs are ncu's output byte for byte.
     let saved = std::fs::read(staging.join("artifacts/ncu/control.csv")).unwrap();
     assert_eq!(
@@ -502,8 +505,8 @@ fn profile_stage_skips_and_fails_honestly() {
     ] {
         let torch = record(&s, label);
         assert_eq!(
-            (torch.status.as_str(), torch.shape.as_deref()),
-            ("ok", Some("mission")),
+            (&torch.status, torch.shape.as_deref()),
+            (&RunStatus::Ok, Some("mission")),
             "{label}: {:?}",
             torch.reason
         );
@@ -519,7 +522,7 @@ fn profile_stage_skips_and_fails_honestly() {
         assert_eq!(torch.launches, Some(5), "{label}");
     }
     let gone = record(&s, "gone@mission");
-    assert_eq!(gone.status, "skipped");
+    assert_eq!(gone.status, RunStatus::Skipped);
     assert_eq!(gone.reason.as_deref(), Some("PyTorch is not installed"));
     let s = run();
     let call = calls();

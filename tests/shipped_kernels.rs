@@ -4,7 +4,7 @@
 //! fails alone. Needs nvcc (CI installs it); no GPU.
 
 use assert_cmd::Command;
-use repro::schema::BuildRecord;
+use repro::schema::{BuildRecord, BuildStatus};
 
 #[path = "support/shipped.rs"]
 mod shipped;
@@ -45,7 +45,7 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
         "ws-c2-pp",
     ];
     for (variant, rec) in variants.iter().zip(build(dir.path(), &variants)) {
-        assert_eq!(rec.status, "ok", "{variant}");
+        assert_eq!(rec.status, BuildStatus::Ok, "{variant}");
         assert_eq!(rec.nvcc_version, nvcc, "built by the pinned toolchain");
         let archs: Vec<&str> = rec.archs.keys().map(String::as_str).collect();
         assert_eq!(archs, four, "{variant}: one section per declared arch");
@@ -217,7 +217,7 @@ fn a_variant_that_does_not_compile_fails_alone() {
         .unwrap()
     };
     let rec = read("broken-tile");
-    assert_eq!(rec.status, "compile_error");
+    assert_eq!(rec.status, BuildStatus::CompileError);
     for arch in ["sm_89", "sm_90a"] {
         let error = rec.archs[arch].error.as_deref().unwrap();
         assert!(error.contains("TILE_M must be one of"), "{arch}: {error}");
@@ -230,7 +230,7 @@ fn a_variant_that_does_not_compile_fails_alone() {
             .join(format!(".repro/cubins/stage2-baseline.{arch}.cubin"))
             .is_file());
     }
-    assert_eq!(read("stage2-baseline").status, "ok");
+    assert_eq!(read("stage2-baseline").status, BuildStatus::Ok);
     let status = repro(&["status"]);
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.lines().next().unwrap().starts_with("build"), "{text}");

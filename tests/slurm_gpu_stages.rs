@@ -12,7 +12,7 @@ use repro::executor::{CancelFlag, Executor};
 use repro::gpu::client::{ExecRequest, ExecTarget};
 use repro::gpu::discover::{stage_gpus, StageJobs};
 use repro::gpu::worker::pool::Workers;
-use repro::schema::BenchResult;
+use repro::schema::{BenchResult, RunStatus};
 use repro::stages::gpu_nodes::{gpu_slots, OneGpuModel};
 use repro::stages::slots::run_on_slots;
 use std::os::unix::fs::PermissionsExt;
@@ -156,7 +156,7 @@ fn gpus_are_probed_on_a_node_and_each_record_names_its_node() {
     assert!(!node.is_empty());
     assert_eq!(records.len(), 4);
     for r in &records {
-        assert_eq!(r.status, "ok", "{r:?}");
+        assert_eq!(r.status, RunStatus::Ok, "{r:?}");
         assert_eq!(r.node.as_deref(), Some(node.as_str()), "{r:?}");
         assert_eq!(r.device_name.as_deref(), Some("Fake L4"));
         assert!(r.device_index.is_some());
@@ -224,7 +224,7 @@ stages:
     let file = std::fs::read_to_string(dir.path().join("artifacts/bench/v1.json"))
         .unwrap_or_else(|e| panic!("no bench file ({e}); stderr:\n{stderr}"));
     let bench: repro::schema::BenchFile = serde_json::from_str(&file).unwrap();
-    assert_eq!(bench.status, "skipped", "{file}");
+    assert_eq!(bench.status, RunStatus::Skipped, "{file}");
     let reason = bench.reason.unwrap();
     assert!(
         reason.contains(

@@ -10,6 +10,7 @@ mod support;
 use repro::executor::local::LocalExecutor;
 use repro::executor::slurm::{SlurmExecutor, SlurmSettings};
 use repro::executor::{CancelFlag, Executor, Job};
+use repro::schema::TrialStatus;
 use repro::tune::memo::{Evaluation, Memo};
 use repro::tune::search::{self, Candidate, Objective, Settings};
 use repro::tune::space::Space;
@@ -45,17 +46,20 @@ impl JobObjective<'_> {
         job.capture_stdout = true;
         let out = match self.executor.run(&job, &self.cancel) {
             Ok(out) => out,
-            Err(e) => return Evaluation::rejected("failed", e.to_string()),
+            Err(e) => return Evaluation::rejected(TrialStatus::Failed, e.to_string()),
         };
         if let Some(node) = out.node.clone() {
             self.nodes.lock().unwrap().push(node);
         }
         if !out.success() {
-            return Evaluation::rejected("failed", format!("{:?}: {}", out.exit, out.tail));
+            return Evaluation::rejected(
+                TrialStatus::Failed,
+                format!("{:?}: {}", out.exit, out.tail),
+            );
         }
         match String::from_utf8_lossy(&out.stdout).trim().parse::<f64>() {
             Ok(score) => Evaluation::ok(score),
-            Err(_) => Evaluation::rejected("failed", "no score printed"),
+            Err(_) => Evaluation::rejected(TrialStatus::Failed, "no score printed"),
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use repro::executor::local::LocalExecutor;
 use repro::executor::CancelFlag;
+use repro::schema::TrialStatus;
 use repro::stages::tune::{tune_and_write, Backend, Reporter, Sources};
 use repro::tune::memo::{Evaluation, Memo};
 use repro::tune::options::TuneOptions;
@@ -278,7 +279,7 @@ fn the_openai_proposer_against_a_stub_never_leaks_the_key() {
     .unwrap();
     drop(proposer);
     assert_eq!(outcome, repro::engine::StageOutcome::Passed);
-    let rows = repro::report::artifacts::parse_tune_log(
+    let rows = repro::schema::parse_tune_log(
         &std::fs::read_to_string(root.join("artifacts/tune/tune_log.csv")).unwrap(),
         "tune_log.csv",
     )
@@ -288,11 +289,11 @@ fn the_openai_proposer_against_a_stub_never_leaks_the_key() {
         .find(|r| r.note.contains("make it fast"))
         .unwrap();
     assert_eq!(
-        (good.status.as_str(), good.p50_us.map(|p| p < 8.0)),
-        ("ok", Some(true))
+        (&good.status, good.p50_us.map(|p| p < 8.0)),
+        (&TrialStatus::Ok, Some(true))
     );
     let broken = rows.iter().find(|r| r.note.contains("broken")).unwrap();
-    assert_eq!(broken.status, "proposal_error");
+    assert_eq!(broken.status, TrialStatus::ProposalError);
     assert!(
         broken.note.contains("the patch does not parse"),
         "{}",

@@ -5,6 +5,7 @@
 //! nothing here needs a GPU.
 
 use repro::pipeline::Pipeline;
+use repro::schema::BuildStatus;
 use repro::tune::space::Space;
 use repro::workload::exprs::Compiled;
 use repro::workload::limits::Limits;
@@ -57,7 +58,7 @@ fn build_passes(pipeline: &str, variants: &[String]) {
     std::fs::write(dir.path().join("pipeline.yaml"), pipeline).unwrap();
     let names: Vec<&str> = variants.iter().map(String::as_str).collect();
     for (variant, rec) in names.iter().zip(shipped::build(dir.path(), &names)) {
-        assert_eq!(rec.status, "ok", "{variant}");
+        assert_eq!(rec.status, BuildStatus::Ok, "{variant}");
         let built: Vec<&str> = rec.archs.keys().map(String::as_str).collect();
         assert_eq!(built, ["sm_89", "sm_90a"], "{variant}");
         for (arch, b) in &rec.archs {

@@ -2,9 +2,9 @@
 //! proposers) and `repro promote` (a tune trial to a shipped variant).
 
 use super::exit;
-use crate::cli::{GlobalArgs, PromoteArgs, ProposeCommand};
-use crate::engine::display;
-use crate::tune::proposer::{brief, openai, patches};
+use crate::{cli::GlobalArgs, cli::PromoteArgs, cli::ProposeCommand};
+use repro_engine::display;
+use repro_tune::{proposer::brief, proposer::openai, proposer::patches};
 
 /// `repro propose patches --dir DIR` / `repro propose openai`: the answer on stdout.
 pub fn propose(command: &ProposeCommand) -> anyhow::Result<i32> {
@@ -19,9 +19,9 @@ pub fn propose(command: &ProposeCommand) -> anyhow::Result<i32> {
 
 /// `repro promote TRIAL --name NAME`.
 pub fn promote(global: &GlobalArgs, args: &PromoteArgs) -> anyhow::Result<i32> {
-    let project = crate::pipeline::load(&global.file)?;
+    let project = repro_stages::load(&global.file)?;
     let done =
-        crate::tune::promote::promote(&project, &args.trial, &args.name, args.stage.as_deref())?;
+        repro_tune::promote::promote(&project, &args.trial, &args.name, args.stage.as_deref())?;
     let file = project.file.display();
     match &done.file {
         Some(path) => display::out_line(&format!(

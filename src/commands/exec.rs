@@ -2,14 +2,14 @@
 //! runs as JSON lines, the stages' worker) and `repro compare A B`.
 
 use super::exit;
-use crate::cli::{CompareArgs, ExecArgs, GlobalArgs};
-use crate::engine::display;
-use crate::gpu::client::{ExecRequest, ExecTarget};
-use crate::gpu::compare::{self, CompareRequest};
-use crate::gpu::exec::{self, DumpRequest, ExecSettings};
-use crate::gpu::worker::serve::{serve, Served};
-use crate::schema::BenchResult;
+use crate::{cli::CompareArgs, cli::ExecArgs, cli::GlobalArgs};
 use anyhow::bail;
+use repro_engine::display;
+use repro_gpu::{client::ExecRequest, client::ExecTarget};
+use repro_gpu::{compare, compare::CompareRequest};
+use repro_gpu::{exec, exec::DumpRequest, exec::ExecSettings};
+use repro_gpu::{worker::serve::serve, worker::serve::Served};
+use repro_schema::BenchResult;
 
 /// The shape argument as `ExecRequest::shape` holds it: a name, or the dimensions.
 fn shape_text(name: Option<&String>, dims: Option<&String>) -> Option<String> {
@@ -60,7 +60,7 @@ pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
     if args.query_devices {
         // The driver's view, never a cache: the node running this is not the one that
         // wrote `.repro/cache/gpu.json`.
-        display::out_line(&serde_json::to_string(&crate::gpu::probe()?)?)?;
+        display::out_line(&serde_json::to_string(&repro_gpu::probe()?)?)?;
         return Ok(exit::OK);
     }
     if args.attributes {
@@ -152,9 +152,12 @@ pub fn compare(global: &GlobalArgs, args: &CompareArgs) -> anyhow::Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Cli, Command};
-    use crate::gpu::timing::{L2Mode, Method};
+    use crate::cli::Cli;
+    use crate::cli::Command;
     use clap::Parser;
+    use repro_gpu::timing::L2Mode;
+    use repro_gpu::timing::Method;
+    use repro_schema::RunStatus;
 
     fn parsed(req: &ExecRequest) -> ExecRequest {
         let argv = ["repro", "exec"]
@@ -207,7 +210,7 @@ mod tests {
     #[test]
     fn a_run_exits_one_unless_its_correctness_check_passed() {
         let run = |pass: Option<bool>| {
-            let mut r = BenchResult::blank("small", Default::default(), 0, (1, 1), "ok");
+            let mut r = BenchResult::blank("small", Default::default(), 0, (1, 1), RunStatus::Ok);
             r.correctness_pass = pass;
             run_exit_code(&r)
         };

@@ -10,9 +10,9 @@ mod shell;
 mod toolchain;
 mod tools;
 
-use crate::cli::{Cli, Command, NcuCommand, ToolchainAction, ToolchainArgs};
-use crate::engine::display;
+use crate::{cli::Cli, cli::Command, cli::NcuCommand, cli::ToolchainAction, cli::ToolchainArgs};
 use clap::Parser;
+use repro_engine::display;
 
 /// Exit codes: 0 all green, 1 a gate or stage failed, 2 bad usage or bad pipeline.yaml,
 /// 130 interrupted.
@@ -35,18 +35,18 @@ pub fn main() -> i32 {
         Err(err) if display::is_broken_pipe(&err) => exit::BROKEN_PIPE,
         Ok(code) => code,
         // A bad pipeline.yaml prints its own `file:line:col: error:` lines.
-        Err(err) if err.is::<crate::pipeline::LoadError>() => {
+        Err(err) if err.is::<repro_pipeline::LoadError>() => {
             display::err(&err.to_string());
             exit::USAGE
         }
-        Err(err) if err.is::<crate::engine::project_lock::WaitInterrupted>() => {
+        Err(err) if err.is::<repro_engine::project_lock::WaitInterrupted>() => {
             display::err(&err.to_string());
             exit::INTERRUPTED
         }
         Err(err) => {
             display::err(&format!("error: {err:#}"));
             // A request naming what does not exist is bad usage.
-            if err.is::<crate::engine::runner::UsageError>() {
+            if err.is::<repro_base::errors::UsageError>() {
                 exit::USAGE
             } else {
                 exit::FAILED

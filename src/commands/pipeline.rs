@@ -3,18 +3,24 @@
 //! code.
 
 use super::exit;
-use crate::cli::{
-    BuildArgs, DagArgs, GlobalArgs, RunArgs, RunOpts, StageArgs, StatusArgs, TuneArgs,
+use crate::{
+    cli::BuildArgs, cli::DagArgs, cli::GlobalArgs, cli::RunArgs, cli::RunOpts, cli::StageArgs,
+    cli::StatusArgs, cli::TuneArgs,
 };
-use crate::engine::display;
-use crate::engine::runner::{self, Request, RunOutcome, Selection};
-use crate::engine::status;
-use std::collections::BTreeMap;
+use repro_engine::display;
+use repro_engine::runner;
+use repro_engine::runner::Request;
+use repro_engine::runner::RunOutcome;
+use repro_engine::runner::Selection;
+use repro_engine::status;
+use repro_engine::Overrides;
+use repro_engine::TuneOverrides;
+use repro_stages::BuiltinKind;
 use std::path::Path;
 
 /// Carry out `req` on the pipeline at `file`; the exit code of how it ended.
 fn run_request(file: &Path, req: &Request) -> anyhow::Result<i32> {
-    Ok(match runner::run(file, req)? {
+    Ok(match runner::run(file, &repro_stages::kinds(), req)? {
         RunOutcome::Passed => exit::OK,
         RunOutcome::Failed => exit::FAILED,
         RunOutcome::Interrupted => exit::INTERRUPTED,
@@ -25,13 +31,11 @@ fn request(
     global: &GlobalArgs,
     opts: &RunOpts,
     selection: Selection,
-    overrides: BTreeMap<String, String>,
+    overrides: Overrides,
 ) -> Request {
     let mut overrides = overrides;
-    if opts.force {
-        // Forced GPU stages measure again what they could reuse.
-        overrides.insert(crate::stages::reuse::REMEASURE.into(), "true".into());
-    }
+    // Forced GPU stages measure again what they could reuse.
+    overrides.remeasure = opts.force;
     Request {
         selection,
         jobs: opts.jobs,
@@ -41,15 +45,25 @@ fn request(
         wait: opts.wait,
         quiet: global.quiet,
         executor: opts.executor.clone(),
+        count_gpus,
         overrides,
     }
+}
+
+/// The GPUs this machine has, for a local executor's slots: the probe cached in the project
+/// the run started in (`REPRO_ROOT` in a child).
+fn count_gpus() -> Option<u32> {
+    let root = std::env::var_os("REPRO_ROOT").map_or_else(|| ".".into(), std::path::PathBuf::from);
+    repro_gpu::probe_cached(&root)
+        .ok()
+        .map(|gpus| gpus.len() as u32)
 }
 
 /// `repro run`.
 pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<i32> {
     run_request(
         &global.file,
-        &request(global, &args.opts, Selection::All, BTreeMap::new()),
+        &request(global, &args.opts, Selection::All, Overrides::default()),
     )
 }
 
@@ -62,7 +76,7 @@ pub fn stage(global: &GlobalArgs, args: &StageArgs) -> anyhow::Result<i32> {
     };
     run_request(
         &global.file,
-        &request(global, &args.opts, selection, BTreeMap::new()),
+        &request(global, &args.opts, selection, Overrides::default()),
     )
 }
 
@@ -73,27 +87,27 @@ pub fn build(global: &GlobalArgs, args: &BuildArgs) -> anyhow::Result<i32> {
         &request(
             global,
             &args.opts,
-            Selection::Kind("build".into()),
-            BTreeMap::new(),
+            Selection::Kind(BuiltinKind::Build.as_str().into()),
+            Overrides::default(),
         ),
     )
 }
 
 /// `repro tune`: the `tune`-kind stage, with `--exhaustive` / `--budget`.
 pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
-    let mut overrides = BTreeMap::new();
-    if args.exhaustive {
-        overrides.insert("exhaustive".into(), "true".into());
-    }
-    if let Some(budget) = args.budget {
-        overrides.insert("budget".into(), budget.to_string());
-    }
+    let overrides = Overrides {
+        tune: TuneOverrides {
+            exhaustive: args.exhaustive,
+            budget: args.budget,
+        },
+        ..Overrides::default()
+    };
     run_request(
         &global.file,
         &request(
             global,
             &args.opts,
-            Selection::Kind("tune".into()),
+            Selection::Kind(BuiltinKind::Tune.as_str().into()),
             overrides,
         ),
     )
@@ -101,7 +115,7 @@ pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
 
 /// `repro status [--json] [--exit-code]`.
 pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
-    let project = crate::pipeline::load(&global.file)?;
+    let project = repro_stages::load(&global.file)?;
     let statuses = status::evaluate_project(&project)?;
     if args.json {
         display::out(&status::render_json(&project, &statuses))?;
@@ -130,7 +144,7 @@ fn current_here(s: &status::StageStatus) -> bool {
 
 /// `repro dag [--mermaid | --dot]`.
 pub fn dag(global: &GlobalArgs, args: &DagArgs) -> anyhow::Result<i32> {
-    let project = crate::pipeline::load(&global.file)?;
+    let project = repro_stages::load(&global.file)?;
     let kind = |i: usize| project.stages[i].kind.kind().to_string();
     let text = if args.mermaid {
         project.dag.render_mermaid(kind)

@@ -1,10 +1,10 @@
 //! The results commands: `repro diff`, `repro commit`, `repro verify`, `repro docs`.
 
 use super::exit;
-use crate::cli::{CommitArgs, DiffArgs, GlobalArgs};
 use crate::doctables;
-use crate::engine::display;
-use crate::report::{commit, diff};
+use crate::{cli::CommitArgs, cli::DiffArgs, cli::GlobalArgs};
+use repro_engine::display;
+use repro_report::{commit, diff};
 
 /// `repro diff`: print the comparison and return the exit code.
 pub fn diff(global: &GlobalArgs, args: &DiffArgs) -> anyhow::Result<i32> {
@@ -24,7 +24,7 @@ pub fn diff(global: &GlobalArgs, args: &DiffArgs) -> anyhow::Result<i32> {
 
 /// `repro commit`: commit the results, or refuse (an error naming each reason and its flag).
 pub fn commit(global: &GlobalArgs, args: &CommitArgs) -> anyhow::Result<i32> {
-    let project = crate::pipeline::load(&global.file)?;
+    let project = repro_stages::load(&global.file)?;
     let allow = commit::Allow {
         failed: args.allow_failed,
         stale: args.allow_stale,
@@ -46,8 +46,8 @@ pub fn commit(global: &GlobalArgs, args: &CommitArgs) -> anyhow::Result<i32> {
 
 /// `repro verify`: print the verdict; exit 1 when anything is inconsistent.
 pub fn verify(global: &GlobalArgs) -> anyhow::Result<i32> {
-    let project = crate::pipeline::load(&global.file)?;
-    let verdict = crate::report::verify::verify(&project)?;
+    let project = repro_stages::load(&global.file)?;
+    let verdict = repro_report::verify::verify(&project)?;
     if verdict.problems.is_empty() {
         let at = verdict
             .commit

@@ -3,10 +3,10 @@
 //! this binary has.
 
 use super::exit;
-use crate::cli::{Cli, CompletionsArgs, ManArgs};
-use crate::engine::display;
+use crate::{cli::Cli, cli::CompletionsArgs, cli::ManArgs};
 use anyhow::Context;
 use clap::CommandFactory;
+use repro_engine::display;
 
 /// `repro completions <shell>`: the script on stdout.
 pub fn completions(args: &CompletionsArgs) -> anyhow::Result<i32> {

@@ -2,12 +2,12 @@
 //! install [VERSION]` (install ahead of time what `repro run` would install).
 
 use super::exit;
-use crate::engine::display;
-use crate::engine::runner::UsageError;
-use crate::toolchain::install::Installer;
-use crate::toolchain::search::Found;
-use crate::toolchain::{NvccSearch, NvccVersion, Toolchain};
 use indicatif::{ProgressBar, ProgressStyle};
+use repro_base::errors::UsageError;
+use repro_engine::display;
+use repro_pipeline::toolchain::install::Installer;
+use repro_pipeline::toolchain::search::Found;
+use repro_pipeline::{toolchain::NvccSearch, toolchain::NvccVersion, toolchain::Toolchain};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,8 +18,8 @@ fn project_pin(file: &Path) -> anyhow::Result<(PathBuf, Option<NvccVersion>)> {
     if !file.exists() {
         return Ok((std::env::current_dir()?, None));
     }
-    let project = crate::pipeline::load(file)?;
-    let pin = crate::toolchain::pin(&project.pipeline).copied();
+    let project = repro_stages::load(file)?;
+    let pin = repro_pipeline::toolchain::pin(&project.pipeline).copied();
     Ok((project.root, pin))
 }
 
@@ -104,8 +104,8 @@ pub fn install(file: &Path, version: Option<&str>, quiet: bool) -> anyhow::Resul
                  (`repro toolchain install {}`), or pin one in pipeline.yaml with `toolchain: \
                  {{nvcc: {}}}`",
                 file.display(),
-                crate::toolchain::RECOMMENDED_NVCC,
-                crate::toolchain::RECOMMENDED_NVCC
+                repro_pipeline::toolchain::RECOMMENDED_NVCC,
+                repro_pipeline::toolchain::RECOMMENDED_NVCC
             ))
             .into())
         }

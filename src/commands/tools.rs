@@ -1,19 +1,19 @@
 //! Small commands: `repro ncu parse` and `repro build --list`.
 
 use super::exit;
-use crate::cli::{GlobalArgs, NcuParseArgs};
-use crate::engine::display;
-use crate::pipeline::Pipeline;
+use crate::{cli::GlobalArgs, cli::NcuParseArgs};
 use anyhow::Context;
+use repro_engine::display;
+use repro_pipeline::Pipeline;
 use std::path::Path;
 
 /// `repro ncu parse FILE [--json]`.
 pub fn ncu_parse(args: &NcuParseArgs) -> anyhow::Result<i32> {
-    let summary = crate::ncu::summarize_file(&args.file)?;
+    let summary = repro_ncu::summarize_file(&args.file)?;
     if args.json {
-        display::out(&crate::schema::to_json_pretty(&summary))?;
+        display::out(&repro_schema::to_json_pretty(&summary))?;
     } else {
-        display::out(&crate::ncu::table::render(&summary))?;
+        display::out(&repro_ncu::table::render(&summary))?;
     }
     Ok(exit::OK)
 }
@@ -33,8 +33,8 @@ pub fn build_list(global: &GlobalArgs) -> anyhow::Result<i32> {
         _ => Path::new("."),
     };
     let variants: Vec<&str> = pipeline.variants.keys().map(String::as_str).collect();
-    display::out(&crate::stages::build::list::render(root, &variants)?)?;
-    let (tails, warnings) = crate::stages::build::list::tails(&pipeline, &global.file)?;
+    display::out(&repro_stages::build::list::render(root, &variants)?)?;
+    let (tails, warnings) = repro_stages::build::list::tails(&pipeline, &global.file)?;
     display::out(&tails)?;
     if !global.quiet {
         for w in warnings {

@@ -1,10 +1,12 @@
 //! `repro docs [--check]`: the measured figures in the documentation are generated. Each
 //! table between `<!-- repro:table NAME -->` and `<!-- /repro:table -->` in README.md,
 //! kernels/README.md and docs/**/*.md is rendered from the committed artifacts (or a
-//! committed result file under `benches/results/`) and written back; `--check` changes
+//! committed result file under `benches/results/`, or `cargo metadata` for the crate
+//! graph) and written back; `--check` changes
 //! nothing and exits 1 naming every table that is not current, so CI catches a doc that
 //! was not regenerated after new results were committed.
 
+pub mod crates;
 pub mod tables;
 
 use anyhow::Context;
@@ -103,13 +105,14 @@ pub struct Refresh {
 
 /// `repro docs`: regenerate (or with `check`, only compare) every marked table.
 pub fn refresh(file: &Path, check: bool) -> anyhow::Result<Refresh> {
-    let project = crate::pipeline::load(file)?;
-    let root = crate::report::diff::project_root(file);
-    let artifacts = crate::report::artifacts::Artifacts::load(&root)?;
-    let workloads = crate::workload::Workloads::of(&project.pipeline);
+    let project = repro_stages::load(file)?;
+    let root = repro_report::diff::project_root(file);
+    let artifacts = repro_report::artifacts::Artifacts::load(&root)?;
+    let workloads = repro_pipeline::workload::Workloads::of(&project.pipeline);
     let sources = tables::Sources {
         root: &root,
         pipeline: &project.pipeline,
+        configs: &project.configs,
         artifacts: &artifacts,
         control: project.pipeline.control.as_deref(),
         primary: workloads.iter().next().map(|(_, d)| d.primary.as_str()),
@@ -123,7 +126,7 @@ pub fn refresh(file: &Path, check: bool) -> anyhow::Result<Refresh> {
             .with_context(|| format!("cannot read {}", path.display()))?;
         let shown = rel.display().to_string();
         let (new, changed) =
-            regenerate(&text, &shown, &render).map_err(crate::engine::runner::UsageError)?;
+            regenerate(&text, &shown, &render).map_err(repro_base::errors::UsageError)?;
         tables += text.matches(OPEN).count();
         if changed.is_empty() {
             continue;

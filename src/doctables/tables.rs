@@ -2,10 +2,13 @@
 //! (read by the report's own loader) or from a committed result file under
 //! `benches/results/`. Every table says where its numbers come from.
 
-use crate::pipeline::Pipeline;
-use crate::report::artifacts::Artifacts;
-use crate::report::context::{num, scopes, shape_p50, shapes_in_order, Scoped, NA};
-use crate::schema::{BenchFile, BenchResult};
+use repro_pipeline::{kind::Configs, Pipeline};
+use repro_report::artifacts::Artifacts;
+use repro_report::{
+    context::num, context::scopes, context::shape_p50, context::shapes_in_order, context::Scoped,
+    context::NA,
+};
+use repro_schema::{BenchFile, BenchResult};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -14,6 +17,7 @@ use std::path::Path;
 pub struct Sources<'a> {
     pub root: &'a Path,
     pub pipeline: &'a Pipeline,
+    pub configs: &'a Configs,
     pub artifacts: &'a Artifacts,
     pub control: Option<&'a str>,
     pub primary: Option<&'a str>,
@@ -28,6 +32,7 @@ pub const NAMES: &[&str] = &[
     "ncu",
     "tune",
     "exec-example",
+    "crates",
 ];
 
 /// Render table `name`; `Err` names what is wrong with the marker.
@@ -45,6 +50,7 @@ pub fn render(name: &str, s: &Sources) -> Result<String, String> {
         "ncu" => ncu(s.artifacts),
         "tune" => tune(s.artifacts, s.primary),
         "exec-example" => exec_example(s),
+        "crates" => super::crates::render(s.root)?,
         _ => {
             return Err(format!(
             "unknown table {name:?}: expected one of {}, results/FILE or report:SECTION;SECTION",
@@ -76,7 +82,7 @@ fn worst(
 ) -> Option<f64> {
     results
         .iter()
-        .filter(|r| r.shape == shape && r.status == "ok")
+        .filter(|r| r.shape == shape && r.status.is_ok())
         .filter_map(field)
         .filter(|x| x.is_finite())
         .reduce(f64::max)
@@ -88,7 +94,7 @@ fn provenance<'a>(files: impl IntoIterator<Item = &'a BenchFile>) -> String {
     let mut methods = BTreeSet::new();
     let mut seeds = BTreeSet::new();
     for f in files {
-        for r in f.results.iter().filter(|r| r.status == "ok") {
+        for r in f.results.iter().filter(|r| r.status.is_ok()) {
             if let Some(d) = &r.device_name {
                 devices.insert(d.clone());
             }
@@ -114,7 +120,7 @@ fn provenance<'a>(files: impl IntoIterator<Item = &'a BenchFile>) -> String {
 /// other's p50 / this p50, both medians over seeds (a ratio of medians, as the performance
 /// gate computes it).
 fn variants(s: &Sources) -> String {
-    let parts: Vec<String> = scopes(s.pipeline, s.artifacts)
+    let parts: Vec<String> = scopes(s.pipeline, s.configs, s.artifacts)
         .iter()
         .filter_map(workload_variants)
         .collect();
@@ -302,7 +308,7 @@ fn ncu(a: &Artifacts) -> String {
          |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for t in &s.targets {
-        if t.status != "ok" {
+        if !t.status.is_ok() {
             let _ = writeln!(
                 out,
                 "| {} | {} | {}: {} | | | | | | |",
@@ -421,7 +427,7 @@ fn results_file(root: &Path, file: &str) -> String {
 /// above), fenced as markdown. A section the report does not have is an error, so a
 /// renamed section fails `--check` instead of silently vanishing.
 fn report_excerpt(root: &Path, sections: &str) -> Result<String, String> {
-    let rel = crate::report::SUMMARY;
+    let rel = repro_report::SUMMARY;
     let Ok(text) = std::fs::read_to_string(root.join(rel)) else {
         return Ok(format!(
             "*No committed `{rel}`: run the pipeline and `repro commit`.*\n"
@@ -455,17 +461,19 @@ fn report_excerpt(root: &Path, sections: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::testing::{pipeline, SHIPPED_PIPELINE};
+    use repro_pipeline::workload::testing::pipeline;
+    use repro_pipeline::workload::testing::SHIPPED_PIPELINE;
+    use repro_schema::RunStatus;
 
     /// A bench file of `name` (of `workload`) with one record on `mission` at `p50` µs.
     fn file(name: &str, kind: &str, workload: &str, p50: f64) -> BenchFile {
-        let mut r = BenchResult::blank("mission", Default::default(), 0, (1, 1), "ok");
+        let mut r = BenchResult::blank("mission", Default::default(), 0, (1, 1), RunStatus::Ok);
         r.p50_us = Some(p50);
         BenchFile {
             name: name.into(),
             kind: kind.into(),
             workload: Some(workload.into()),
-            status: "ok".into(),
+            status: RunStatus::Ok,
             reason: None,
             defines: Default::default(),
             nvcc_version: None,
@@ -508,6 +516,7 @@ mod tests {
         let s = Sources {
             root: Path::new("."),
             pipeline: &p,
+            configs: &Default::default(),
             artifacts: &artifacts,
             control: p.control.as_deref(),
             primary: None,

@@ -198,11 +198,18 @@ pub fn run_bench_stage(yaml: &str, root: &Path) -> (repro::engine::StageOutcome,
     let staging = root.join(".repro/staging");
     let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let exe = repro_bin();
-    let overrides = std::collections::BTreeMap::new();
+    let overrides = repro::engine::Overrides::default();
     let progress = |line: &str| eprintln!("bench: {line}");
+    let spec = &pipeline.stages["bench"];
+    let config = repro::stages::bench::BenchStage
+        .configure("bench", spec, &pipeline)
+        .unwrap();
+    let peers = repro::pipeline::kind::Configs::new(vec![("bench".into(), config.clone())]);
     let ctx = RunCtx {
         name: "bench",
-        spec: &pipeline.stages["bench"],
+        spec,
+        config: &config,
+        peers: &peers,
         pipeline: &pipeline,
         root,
         staging: &staging,

@@ -1,0 +1,121 @@
+//! `repro exec`: one kernel of a workload, one shape, recipe and seed → one JSON line (a
+//! `schema::BenchResult`). The kernel's arguments, launch, reference and gates all come
+//! from its workload's declaration (`repro_pipeline::workload`). Also `--dump-inputs` (the cases as
+//! files, for baseline scripts) and `--attributes` (a function's driver attributes, for the
+//! bench stage's driver check).
+//!
+//! `project` reads the pipeline and resolves a request against it, `ready` makes the run
+//! launchable, `checked` judges one launch, `measure` times it into the record, `dump`
+//! writes the cases; `dims` reads a shape given as dimensions.
+
+mod checked;
+mod dims;
+mod dump;
+mod measure;
+mod project;
+mod ready;
+
+pub(super) use checked::check;
+pub use checked::{check_run, Checked, Run};
+pub use dims::{is_dims, parse_dims};
+pub use dump::{dump_inputs, DumpRequest};
+pub use project::variant_cubin;
+pub(super) use project::{variant_entry, Project};
+pub(super) use ready::ready;
+
+use super::client::ExecRequest;
+use super::harness::{self, Session};
+use super::timing::Method;
+use super::warm::Warm;
+use anyhow::bail;
+use repro_schema::BenchResult;
+use std::path::{Path, PathBuf};
+
+/// Bump when a change here changes what a run measures (the timing method, the correctness
+/// check): records measured before are then not reused (`stages::reuse`).
+pub const HARNESS_REVISION: u32 = 2;
+
+/// What `repro exec` takes beyond the [`ExecRequest`] the stages send: the GPU, when to
+/// stop sampling, the graph method's batch, another reference kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecSettings {
+    /// Device index among the visible ones.
+    pub device: u32,
+    /// Keep sampling while the coefficient of variation is above this...
+    pub max_cv: f64,
+    /// ...for at most this many seconds.
+    pub max_time: f64,
+    /// Graph method: launches per sample (default: enough for a sample of at least 100 µs).
+    pub launches_per_sample: Option<u32>,
+    /// The reference cubin (default the build's, of the workload and this GPU's arch).
+    pub reference: Option<PathBuf>,
+}
+
+/// `repro exec --attributes`: a function's driver attributes (needs no pipeline; the bench
+/// stage asks for any cubin).
+pub fn attributes(cubin: &Path, entry: &str, device: u32) -> anyhow::Result<harness::Attributes> {
+    super::driver_library_loads()?;
+    let _session = Session::open(device)?;
+    harness::attributes(cubin, entry)
+}
+
+/// Runs requests in one process (one, or a worker's many), keeping a [`Warm`] session
+/// between them.
+pub struct Runner {
+    project: Project,
+    settings: ExecSettings,
+    warm: Option<Warm>,
+    /// No session could be opened: nothing will run in this process.
+    no_session: bool,
+}
+
+impl Runner {
+    pub fn new(file: &Path, settings: &ExecSettings) -> anyhow::Result<Runner> {
+        let project = Project::load(file)?;
+        super::driver_library_loads()?;
+        Ok(Runner {
+            project,
+            settings: settings.clone(),
+            warm: None,
+            no_session: false,
+        })
+    }
+
+    /// `repro exec`: load `req.target`, check it against the reference on `req`'s case,
+    /// time it unless `!req.timing`; the record `repro exec` prints.
+    pub fn run(&mut self, req: &ExecRequest) -> anyhow::Result<BenchResult> {
+        if self.settings.launches_per_sample.is_some() && req.method != Method::Graph {
+            bail!(
+                "--launches-per-sample applies to --method graph; the {} method times one launch per sample\nhelp: add `--method graph`, or drop --launches-per-sample",
+                req.method
+            );
+        }
+        let resolved = self.project.resolve(req, &self.settings)?;
+        let warm = match &mut self.warm {
+            Some(w) => w,
+            None => match Warm::open(self.settings.device) {
+                Ok(w) => self.warm.insert(w),
+                Err(e) => {
+                    self.no_session = true;
+                    return Err(e);
+                }
+            },
+        };
+        measure::measure(warm, &self.project, &resolved, req, &self.settings)
+    }
+
+    /// May this process take another run after one failed? Not when no session could be
+    /// opened, nor when a sticky CUDA error poisoned the context.
+    pub fn usable(&self) -> bool {
+        !self.no_session && self.warm.as_ref().is_none_or(Warm::usable)
+    }
+}
+
+/// One `repro exec` run in a process of its own.
+pub fn run_request(
+    file: &Path,
+    req: &ExecRequest,
+    settings: &ExecSettings,
+) -> anyhow::Result<BenchResult> {
+    Runner::new(file, settings)?.run(req)
+}

@@ -1,0 +1,167 @@
+//! The named fields of `artifacts/ncu/summary.json` and the raw Nsight Compute metrics they
+//! are read from, per GPU architecture. Names were checked against `ncu --query-metrics
+//! --chip {ga100,ad104,gh100}` of Nsight Compute 2025.3.1 (`tests/fixtures/ncu/`), but for
+//! the shared-memory bank conflicts, added later and read on a GPU by the GPU test only.
+//!
+//! Each field has an ordered list of aliases; the first one present with a number wins and
+//! its name is recorded. Details-page exports are read through the section/metric display
+//! names, which are the same on every architecture.
+
+mod aliases;
+mod stalls;
+mod summary;
+
+pub use aliases::{
+    aliases, details_alias, fallback_aliases, raw_aliases, SMEM_BANK_CONFLICT_PARTS,
+};
+pub use stalls::{stall_reasons, top_stalls};
+pub use summary::{summarize, TargetId};
+
+use super::parse::Launch;
+use stalls::{STALL_PCT_PREFIX, STALL_PCT_SUFFIX};
+
+/// A named field of [`NcuTarget`](repro_schema::NcuTarget).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Field {
+    SmUtil,
+    TensorCoreUtil,
+    AchievedOccupancy,
+    RegistersPerThread,
+    L2HitRate,
+    DramBwPctPeak,
+    KernelTimeUs,
+    SmemBankConflicts,
+}
+
+impl Field {
+    pub const ALL: [Field; 8] = [
+        Field::KernelTimeUs,
+        Field::SmUtil,
+        Field::TensorCoreUtil,
+        Field::AchievedOccupancy,
+        Field::RegistersPerThread,
+        Field::L2HitRate,
+        Field::DramBwPctPeak,
+        Field::SmemBankConflicts,
+    ];
+
+    /// The JSON key in `summary.json`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Field::SmUtil => "sm_util_pct",
+            Field::TensorCoreUtil => "tensor_core_util_pct",
+            Field::AchievedOccupancy => "achieved_occupancy_pct",
+            Field::RegistersPerThread => "registers_per_thread",
+            Field::L2HitRate => "l2_hit_rate_pct",
+            Field::DramBwPctPeak => "dram_bw_pct_peak",
+            Field::KernelTimeUs => "kernel_time_us",
+            Field::SmemBankConflicts => "smem_bank_conflicts",
+        }
+    }
+
+    /// The field whose JSON key is `key`.
+    pub fn from_key(key: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.key() == key)
+    }
+}
+
+/// GPU generations with their own metric names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    /// sm_80, sm_86, sm_87 (A100 = GA100).
+    Ampere,
+    /// sm_89 (L4 = AD104).
+    Ada,
+    /// sm_90 (H100, H200 = GH100).
+    Hopper,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 3] = [Arch::Hopper, Arch::Ada, Arch::Ampere];
+
+    /// From `sm_89`, `sm_90a`, ...; `None` for architectures without a table here.
+    pub fn from_sm(arch: &str) -> Option<Arch> {
+        let digits: String = arch
+            .trim_start_matches("sm_")
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        match digits.as_str() {
+            "80" | "86" | "87" => Some(Arch::Ampere),
+            "89" => Some(Arch::Ada),
+            "90" => Some(Arch::Hopper),
+            _ => None,
+        }
+    }
+
+    /// From ncu's `CC` column (`9.0`).
+    pub fn from_compute_capability(cc: &str) -> Option<Arch> {
+        Arch::from_sm(&format!("sm_{}", cc.replace('.', "")))
+    }
+
+    /// The `--chip` name of `ncu --query-metrics` the table was checked against.
+    pub fn chip(self) -> &'static str {
+        match self {
+            Arch::Ampere => "ga100",
+            Arch::Ada => "ad104",
+            Arch::Hopper => "gh100",
+        }
+    }
+}
+
+/// The `--metrics` list for `arch` (all architectures' names when unknown): every alias
+/// of every field, the warp-stall metrics, then `extra`, without duplicates.
+pub fn request_list(arch: Option<Arch>, extra: &[String]) -> Vec<String> {
+    let mut list: Vec<String> = Vec::new();
+    let mut push = |m: String| {
+        if !list.contains(&m) {
+            list.push(m);
+        }
+    };
+    let archs: Vec<Arch> = arch.map(|a| vec![a]).unwrap_or_else(|| Arch::ALL.to_vec());
+    for field in Field::ALL {
+        for a in &archs {
+            raw_aliases(field, *a)
+                .iter()
+                .for_each(|m| push(m.to_string()));
+        }
+    }
+    SMEM_BANK_CONFLICT_PARTS
+        .iter()
+        .for_each(|m| push(m.to_string()));
+    for a in &archs {
+        for r in stall_reasons(*a) {
+            push(format!("{STALL_PCT_PREFIX}{r}{STALL_PCT_SUFFIX}"));
+        }
+    }
+    extra.iter().for_each(|m| push(m.clone()));
+    list
+}
+
+/// A time in µs from a value in ncu's unit; `None` for units that are not times.
+fn to_microseconds(value: f64, unit: &str) -> Option<f64> {
+    let factor = match unit.trim() {
+        "ns" | "nsecond" => 1e-3,
+        "us" | "usecond" | "µs" => 1.0,
+        "ms" | "msecond" => 1e3,
+        "s" | "second" => 1e6,
+        _ => return None,
+    };
+    Some(value * factor)
+}
+
+/// Read `field` from `launch`: the value (normalised to the field's unit) and the metric.
+pub fn read(launch: &Launch, field: Field, arch: Option<Arch>) -> Option<(f64, &'static str)> {
+    aliases(field, arch).into_iter().find_map(|name| {
+        let metric = launch.get(name)?;
+        let v = metric.number()?;
+        let v = match field {
+            Field::KernelTimeUs => to_microseconds(v, &metric.unit)?,
+            _ => v,
+        };
+        Some((v, name))
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,248 @@
+//! Error statistics of one output against the reference (`crate::workload::compare`
+//! judges them against the output's gates).
+//!
+//! Besides the absolute errors, two normalized ones (`docs/guide/correctness.md` says why
+//! these and how their thresholds were derived): `rel_l2_err = ‖out − ref‖₂ / ‖ref‖₂` over
+//! the whole output, and `max_err_over_ref_std`, the largest |out − ref| over the spread of
+//! the reference where the element lies: the standard deviation of its group (the output's
+//! trailing `spread_dims` dimensions: for attention one (batch, head)), or of its channel
+//! within that group (over the rows) where that is wider. Per group because each may have
+//! its own scale (FP8 scales per head): one global spread would let a bug in a small-scale
+//! group hide behind a large-scale one. Per channel where wider because a kernel's error in
+//! a channel scales with that channel's spread: an outlier channel may err more in absolute
+//! terms.
+
+/// Errors of an output against its reference, elementwise `|out - ref|`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accuracy {
+    /// Over the finite outputs; NaN where a reference value is not finite (its error cannot
+    /// be measured).
+    pub max_abs_err: f64,
+    pub mean_abs_err: f64,
+    /// Percent of elements with `|err| > threshold` (non-finite outputs count as bad).
+    pub pct_bad: f64,
+    /// `‖out - ref‖₂ / ‖ref‖₂` over the finite outputs.
+    pub rel_l2_err: f64,
+    /// The largest `|err| / spread` over the finite outputs (see the module doc).
+    pub max_err_over_ref_std: f64,
+    pub nan_count: u64,
+    pub inf_count: u64,
+}
+
+impl Accuracy {
+    /// Compare `out` with `reference` (same length, `[groups, rows, channels]` row-major with
+    /// `(rows, channels)` = `(S, D)`); `threshold` is the gate's `max_abs_err`.
+    pub fn measure(
+        out: &[f64],
+        reference: &[f64],
+        threshold: f64,
+        (rows, channels): (usize, usize),
+    ) -> Accuracy {
+        let head_len = rows * channels;
+        assert_eq!(
+            out.len(),
+            reference.len(),
+            "output and reference differ in length"
+        );
+        assert!(
+            head_len > 0 && out.len().is_multiple_of(head_len),
+            "the output is not a whole number of groups of {rows}×{channels} elements"
+        );
+        let (mut max, mut sum, mut bad, mut nan, mut inf) = (0f64, 0f64, 0u64, 0u64, 0u64);
+        let (mut diff2, mut ref2, mut finite) = (0f64, 0f64, 0u64);
+        let mut worst = 0f64;
+        for (o_head, r_head) in out.chunks(head_len).zip(reference.chunks(head_len)) {
+            let spreads = Spreads::of(r_head, channels);
+            for (i, (&o, &r)) in o_head.iter().zip(r_head).enumerate() {
+                if o.is_nan() {
+                    nan += 1;
+                    bad += 1;
+                    continue;
+                }
+                if o.is_infinite() {
+                    inf += 1;
+                    bad += 1;
+                    continue;
+                }
+                let err = (o - r).abs();
+                max = larger(max, err);
+                worst = larger(worst, err / spreads.at(i % channels));
+                sum += err;
+                diff2 += err * err;
+                ref2 += r * r;
+                finite += 1;
+                if err > threshold {
+                    bad += 1;
+                }
+            }
+        }
+        let n = out.len().max(1) as f64;
+        Accuracy {
+            max_abs_err: max,
+            mean_abs_err: if finite > 0 { sum / finite as f64 } else { 0.0 },
+            pct_bad: 100.0 * bad as f64 / n,
+            rel_l2_err: if ref2 > 0.0 {
+                (diff2 / ref2).sqrt()
+            } else {
+                diff2.sqrt()
+            },
+            max_err_over_ref_std: worst,
+            nan_count: nan,
+            inf_count: inf,
+        }
+    }
+}
+
+/// The larger of two errors, NaN when either is: `f64::max` drops a NaN (an element whose
+/// reference is not finite), and the figure would pass for one that cannot be judged.
+pub fn larger(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+/// The spreads one group's errors are judged against: the group's standard deviation
+/// (population; its RMS when every element is equal; 1, i.e. absolute, when all are 0), and
+/// each channel's over the rows.
+struct Spreads {
+    head: f64,
+    channel: Vec<f64>,
+}
+
+impl Spreads {
+    fn of(head: &[f64], channels: usize) -> Spreads {
+        // Two passes (mean, then deviations): exact enough when the mean dwarfs the spread.
+        let std = |values: &[f64]| {
+            let n = values.len() as f64;
+            let mean = values.iter().sum::<f64>() / n;
+            let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+            (
+                var.sqrt(),
+                (values.iter().map(|v| v * v).sum::<f64>() / n).sqrt(),
+            )
+        };
+        let (sd, rms) = std(head);
+        let head_spread = if sd > 0.0 {
+            sd
+        } else if rms > 0.0 {
+            rms
+        } else {
+            1.0
+        };
+        let channel = (0..channels)
+            .map(|c| {
+                let column: Vec<f64> = head.iter().skip(c).step_by(channels).copied().collect();
+                std(&column).0
+            })
+            .collect();
+        Spreads {
+            head: head_spread,
+            channel,
+        }
+    }
+
+    fn at(&self, channel: usize) -> f64 {
+        self.head.max(self.channel[channel])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exact_output_has_no_error() {
+        let r = [0.5, -1.0, 2.0];
+        let a = Accuracy::measure(&r, &r, 0.06, (1, 3));
+        assert_eq!(a.max_abs_err, 0.0);
+        assert_eq!(a.pct_bad, 0.0);
+        assert_eq!(a.max_err_over_ref_std, 0.0);
+    }
+
+    #[test]
+    fn errors_are_measured() {
+        let r = [1.0, 1.0, 1.0, 1.0];
+        let o = [1.0, 1.1, 1.0, 0.98];
+        let a = Accuracy::measure(&o, &r, 0.06, (1, 4));
+        assert!((a.max_abs_err - 0.1).abs() < 1e-12);
+        assert!((a.mean_abs_err - 0.03).abs() < 1e-12);
+        assert_eq!(a.pct_bad, 25.0);
+        assert!((a.rel_l2_err - (0.01f64 + 0.0004).sqrt() / 2.0).abs() < 1e-12);
+        // A constant reference has no spread: its RMS (1) is the scale.
+        assert!((a.max_err_over_ref_std - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_normalized_error_is_per_group_against_that_groups_spread() {
+        // Two groups of 2 rows × 2 channels. Group 0: reference ±1 (std 1), error 0.01.
+        // Group 1: reference ±0.001 (std 0.001), error 0.0015 — small in absolute terms,
+        // 1.5 times the group's spread.
+        let r = [1.0, -1.0, 1.0, -1.0, 0.001, -0.001, 0.001, -0.001];
+        let mut o = r;
+        o[0] += 0.01;
+        o[5] -= 0.0015;
+        let a = Accuracy::measure(&o, &r, 0.06, (2, 2));
+        assert!((a.max_abs_err - 0.01).abs() < 1e-12);
+        // One global std (≈0.707) would have called it 0.014.
+        assert!((a.max_err_over_ref_std - 1.5).abs() < 1e-9, "{a:?}");
+        // The same group measured alone.
+        let alone = Accuracy::measure(&o[4..], &r[4..], 0.06, (2, 2));
+        assert!((alone.max_err_over_ref_std - 1.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_wide_channel_is_judged_against_its_own_spread() {
+        // 4 rows × 2 channels: channel 0 is ±10 (std 10), channel 1 ±0.1; group std √50.005.
+        let r = [10.0, 0.1, -10.0, -0.1, 10.0, 0.1, -10.0, -0.1];
+        let group = (50.005f64).sqrt();
+        let mut o = r;
+        o[2] += 0.5; // channel 0: against its own std, 10
+        let a = Accuracy::measure(&o, &r, 0.06, (4, 2));
+        assert!((a.max_err_over_ref_std - 0.05).abs() < 1e-12, "{a:?}");
+        let mut o = r;
+        o[3] += 0.5; // channel 1: narrower than the group, so against the group's std
+        let a = Accuracy::measure(&o, &r, 0.06, (4, 2));
+        assert!(
+            (a.max_err_over_ref_std - 0.5 / group).abs() < 1e-12,
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn a_zero_reference_judges_absolute_errors() {
+        let a = Accuracy::measure(&[0.0, 0.25], &[0.0, 0.0], 0.06, (1, 2));
+        assert_eq!(a.max_err_over_ref_std, 0.25);
+    }
+
+    #[test]
+    fn a_non_finite_reference_value_makes_the_errors_non_finite() {
+        let o = [1.0, 1.0];
+        let nan = Accuracy::measure(&o, &[f64::NAN, 1.0], 0.06, (1, 2));
+        assert!(
+            nan.max_abs_err.is_nan() && nan.max_err_over_ref_std.is_nan(),
+            "{nan:?}"
+        );
+        assert!(
+            nan.mean_abs_err.is_nan() && nan.rel_l2_err.is_nan(),
+            "{nan:?}"
+        );
+        let inf = Accuracy::measure(&o, &[1.0, f64::NEG_INFINITY], 0.06, (1, 2));
+        assert_eq!(
+            (inf.max_abs_err, inf.mean_abs_err),
+            (f64::INFINITY, f64::INFINITY)
+        );
+        assert_eq!(larger(0.5, 0.25), 0.5);
+        assert!(larger(f64::NAN, 0.25).is_nan() && larger(0.25, f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn non_finite_outputs_are_counted_bad_and_left_out_of_the_errors() {
+        let r = [1.0, 1.0];
+        let a = Accuracy::measure(&[f64::NAN, 1.0], &r, 0.06, (1, 2));
+        assert_eq!((a.nan_count, a.max_abs_err, a.pct_bad), (1, 0.0, 50.0));
+        let b = Accuracy::measure(&[f64::INFINITY, 1.0], &r, 0.06, (1, 2));
+        assert_eq!((b.inf_count, b.pct_bad), (1, 50.0));
+    }
+}

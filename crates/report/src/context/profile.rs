@@ -1,0 +1,151 @@
+//! The profile section: Nsight Compute's metrics per target.
+
+use super::agreement::gap;
+use super::*;
+
+impl Builder<'_> {
+    pub(super) fn profile_section(&self) -> Section<ProfileSection> {
+        let Some(ncu) = &self.artifacts.ncu else {
+            return Section::not_run(
+                self.not_run(BuiltinKind::Profile, "artifacts/ncu/summary.json"),
+            );
+        };
+        if let Some(why) = self.stage_skipped(BuiltinKind::Profile) {
+            return Section::not_run(why);
+        }
+        if let Some(reason) = self.all_skipped_reason(&ncu.targets) {
+            return Section::not_run(format!("not run: every target {reason}"));
+        }
+        let mut names: BTreeMap<String, String> = BTreeMap::new();
+        let targets = ncu
+            .targets
+            .iter()
+            .map(|t| {
+                for (k, v) in &t.metric_names {
+                    names.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+                let mut stalls = t.top_stalls.clone();
+                stalls.sort_by(|a, b| b.pct.total_cmp(&a.pct).then(a.reason.cmp(&b.reason)));
+                let top: Vec<String> = stalls
+                    .iter()
+                    .take(3)
+                    .map(|s| format!("{} {:.1}%", s.reason, s.pct))
+                    .collect();
+                ProfileRow {
+                    target: t.target.clone(),
+                    variant: t.variant.clone(),
+                    status: match &t.status {
+                        RunStatus::Ok => "✅ ok".into(),
+                        other => format!(
+                            "{} {}",
+                            if *other == RunStatus::Skipped {
+                                "⏭"
+                            } else {
+                                "❌"
+                            },
+                            self.status_because(other, t.reason.as_deref())
+                        ),
+                    },
+                    kernel_time: ncu_time(t),
+                    vs_harness: self
+                        .harness_p50_of(t)
+                        .zip(t.kernel_time_us)
+                        .map_or_else(|| NA.to_string(), |(h, n)| gap(h, n)),
+                    sm_util: num(t.sm_util_pct, 1),
+                    tc_util: num(t.tensor_core_util_pct, 1),
+                    occupancy: num(t.achieved_occupancy_pct, 1),
+                    registers: num(t.registers_per_thread, 0),
+                    l2_hit: num(t.l2_hit_rate_pct, 1),
+                    dram: num(t.dram_bw_pct_peak, 1),
+                    top_stalls: if top.is_empty() {
+                        NA.into()
+                    } else {
+                        top.join(", ")
+                    },
+                }
+            })
+            .collect();
+        Section::ran(ProfileSection {
+            clock_control: ncu.clock_control.clone(),
+            cache_control: ncu.cache_control.clone(),
+            targets,
+            metric_names: names
+                .into_iter()
+                .map(|(field, metric)| MetricName { field, metric })
+                .collect(),
+            l2_note: l2_note(&ncu.targets),
+        })
+    }
+
+    /// The `gates.profile` rules as the profile stage recorded them; `None` when the
+    /// pipeline declares none.
+    pub(super) fn profile_gates(
+        &self,
+        failed: &mut Vec<String>,
+    ) -> Option<Section<Vec<ProfileGateRow>>> {
+        if self.pipeline.gates.profile.is_empty() {
+            return None;
+        }
+        let Some(ncu) = &self.artifacts.ncu else {
+            return Some(Section::not_run(
+                self.not_run(BuiltinKind::Profile, "artifacts/ncu/summary.json"),
+            ));
+        };
+        if ncu.gates.is_empty() {
+            let why = self.stage_skipped(BuiltinKind::Profile).unwrap_or_else(|| {
+                "not checked: artifacts/ncu/summary.json records no profile gate; run the profile stage".into()
+            });
+            return Some(Section::not_run(why));
+        }
+        let rows = ncu
+            .gates
+            .iter()
+            .map(|g| {
+                let rule = g
+                    .gate
+                    .strip_prefix("profile.")
+                    .unwrap_or(&g.gate)
+                    .to_string();
+                let measured = g.detail.clone().unwrap_or_else(|| num(Some(g.measured), 2));
+                if !g.pass {
+                    failed.push(format!("profile {rule} ({}): {measured}", g.subject));
+                }
+                ProfileGateRow {
+                    rule,
+                    target: g.subject.clone(),
+                    measured,
+                    result: mark(g.pass).to_string(),
+                }
+            })
+            .collect();
+        Some(Section::ran(rows))
+    }
+
+    /// When every target failed or was skipped for one same reason: `<status>: <reason>`
+    /// (a skip's reason cited).
+    pub(super) fn all_skipped_reason(&self, targets: &[NcuTarget]) -> Option<String> {
+        let first = targets.first()?;
+        let same = targets
+            .iter()
+            .all(|t| !t.status.is_ok() && t.status == first.status && t.reason == first.reason);
+        same.then(|| self.status_because(&first.status, first.reason.as_deref()))
+    }
+}
+
+/// An L2 hit rate above 100 % is ncu's arithmetic, not a cache that hits more than it is
+/// asked: it divides hits by lookups counted in different replay passes, and for a kernel
+/// shorter than about 20 µs the passes do not see the same traffic (the L2 also serves
+/// other clients while it profiles). Said once, naming the targets.
+fn l2_note(targets: &[NcuTarget]) -> Option<String> {
+    let over: Vec<&str> = targets
+        .iter()
+        .filter(|t| t.l2_hit_rate_pct.is_some_and(|p| p > 100.0))
+        .map(|t| t.target.as_str())
+        .collect();
+    (!over.is_empty()).then(|| {
+        format!(
+            "L2 hit % above 100 ({}): ncu divides L2 hits by L2 lookups collected in different replay passes, and a kernel this short (well under 20 µs) does not give both passes the same traffic; read it as \"nearly every lookup hits\", not as a precise rate (docs/guide/report.md, \"Profile\").",
+            over.join(", ")
+        )
+    })
+}

@@ -1,0 +1,334 @@
+//! The `profile` stage kind: Nsight Compute on `repro exec` for each target (the control,
+//! named variants, the tune elite), `launches` warm launches of the kernel's entry (a
+//! baseline's calls as many times, after the same warm-up), `--csv --page raw` with an
+//! explicit metric list. Writes ncu's output as printed to `artifacts/ncu/<target>.csv`, and
+//! the medians of the named metrics and the `gates.profile` verdicts to
+//! `artifacts/ncu/summary.json`.
+//!
+//! Degrades honestly: no ncu → `skipped` with the install hint; `ERR_NVGPUCTRPERM` →
+//! `skipped` with the fix; a target whose program crashes or times out is `failed` with
+//! ncu's last lines, and the others still run.
+
+mod calls;
+pub mod gates;
+mod ncu_call;
+pub use repro_ncu::options;
+mod reuse;
+mod run;
+mod targets;
+#[cfg(test)]
+mod tests;
+
+pub use gates::ProfileRule;
+pub use ncu_call::NcuCall;
+pub use options::ProfileOptions;
+pub use targets::needed_tunes;
+pub use targets::resolve_targets;
+pub use targets::Program;
+pub use targets::Target;
+
+use crate::reuse::describe_run;
+use crate::reuse::Committed;
+use crate::reuse::ThisRun;
+use anyhow::Context;
+use ncu_call::detected_arch;
+use ncu_call::request_metrics;
+use repro_executor::ExitKind;
+use repro_ncu as ncu_mod;
+use repro_ncu::NCU_NOT_FOUND;
+use repro_pipeline::kind::Config;
+use repro_pipeline::kind::Configs;
+use repro_pipeline::kind::Configured;
+use repro_pipeline::kind::OptionError;
+use repro_pipeline::kind::Outputs;
+use repro_pipeline::kind::Overrides;
+use repro_pipeline::kind::RunCtx;
+use repro_pipeline::kind::SettingProblem;
+use repro_pipeline::kind::StageInputs;
+use repro_pipeline::kind::StageKind;
+use repro_pipeline::kind::StageOutcome;
+use repro_pipeline::Pipeline;
+use repro_pipeline::StageSpec;
+use repro_schema::NcuSummary;
+use repro_schema::NcuTarget;
+use repro_schema::RunStatus;
+use run::finish;
+use run::keep_report;
+use run::profile_job;
+use run::read_unit;
+use run::Reading;
+use std::path::Path;
+use std::path::PathBuf;
+use targets::skipped_target;
+
+/// Where the stage writes; the folder is its one declared output.
+const OUT_DIR: &str = "artifacts/ncu";
+
+pub struct Profile;
+
+/// How one unit's ncu run ended.
+pub(super) enum RunResult {
+    /// Each target's record and the CSV to write as `<label>.csv`.
+    Done(Vec<(NcuTarget, String)>),
+    /// ncu was refused the performance counters: the whole stage is skipped.
+    NoPermission(String),
+}
+
+impl StageKind for Profile {
+    fn kind(&self) -> &'static str {
+        super::BuiltinKind::Profile.as_str()
+    }
+
+    /// The metric names follow the architecture of the GPU present.
+    fn machine_params(&self) -> &'static [&'static str] {
+        &["metrics"]
+    }
+
+    /// `gates.profile:`: each rule's shape, and the metrics, variants and targets it names.
+    fn pipeline_problems(&self, pipeline: &Pipeline, configs: &Configs) -> Vec<SettingProblem> {
+        gates::problems(pipeline, configs)
+            .into_iter()
+            .map(|(rule, (path, message, help))| {
+                let mut at = vec!["gates".to_string(), "profile".to_string(), rule];
+                at.extend(path);
+                (at, message, help)
+            })
+            .collect()
+    }
+
+    /// `timeout:` limits each ncu run (default 10 minutes).
+    fn configure(
+        &self,
+        _name: &str,
+        spec: &StageSpec,
+        pipeline: &Pipeline,
+    ) -> Result<Config, OptionError> {
+        ProfileOptions::from_spec(spec, pipeline).map(Config::new)
+    }
+
+    fn outputs(&self, _stage: &Configured, _pipeline: &Pipeline) -> Outputs {
+        vec![PathBuf::from(OUT_DIR)]
+    }
+
+    fn inputs(
+        &self,
+        stage: &Configured,
+        pipeline: &Pipeline,
+        root: &Path,
+        _overrides: &Overrides,
+    ) -> anyhow::Result<StageInputs> {
+        let opts: &ProfileOptions = stage.config.of();
+        let mut inputs = StageInputs::default();
+        let p = &mut inputs.params;
+        p.insert("targets".into(), opts.targets.join(","));
+        p.insert(
+            "metrics".into(),
+            request_metrics(root, &opts.metrics).join(","),
+        );
+        p.insert("keep_report".into(), opts.keep_report.to_string());
+        p.insert("warmup".into(), opts.warmup.to_string());
+        p.insert("iters".into(), opts.iters.to_string());
+        p.insert("launch_skip".into(), opts.launch_skip().to_string());
+        p.insert("launches".into(), opts.launches.to_string());
+        p.insert("clock_control".into(), opts.clock_control.clone());
+        p.insert("cache_control".into(), opts.cache_control.clone());
+        if !pipeline.gates.profile.is_empty() {
+            p.insert(
+                "gates".into(),
+                serde_json::to_string(&pipeline.gates.profile)?,
+            );
+        }
+        if !opts.baselines.is_empty() {
+            p.insert("baselines".into(), serde_json::to_string(&opts.baselines)?);
+            // The scripts a baseline's command names are inputs too.
+            inputs.files.extend(
+                opts.baselines
+                    .values()
+                    .flat_map(|b| &b.run)
+                    .map(PathBuf::from)
+                    .filter(|f| f.is_relative() && root.join(f).is_file()),
+            );
+        }
+        // Each target runs its workload's primary shape: the declarations are inputs.
+        let workloads = repro_pipeline::workload::Workloads::of(pipeline);
+        let declared: std::collections::BTreeMap<&str, &repro_pipeline::workload::Declaration> =
+            workloads.iter().collect();
+        p.insert("workloads".into(), serde_json::to_string(&declared)?);
+        let ncu_version = ncu_mod::find_ncu()
+            .and_then(|n| ncu_mod::version(root, &n))
+            .unwrap_or_else(|| NCU_NOT_FOUND.into());
+        inputs.tools.insert("ncu".into(), ncu_version);
+        // Under Slurm the request (partition, gres): this machine may not be a GPU node.
+        inputs.hardware = crate::gpu_nodes::slurm_request(pipeline, stage.spec).or_else(|| {
+            let gpus = repro_gpu::probe_cached(root).ok()?;
+            let first = gpus.first()?;
+            Some(repro_gpu::gpu_identity(std::slice::from_ref(first)))
+        });
+        Ok(inputs)
+    }
+
+    fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
+        let opts: &ProfileOptions = ctx.config.of();
+        let out_dir = ctx.staging.join(OUT_DIR);
+        std::fs::create_dir_all(&out_dir)
+            .with_context(|| format!("cannot create {}", out_dir.display()))?;
+        let tunes = needed_tunes(ctx.spec, ctx.peers);
+        let (targets, skipped) = resolve_targets(opts, &tunes, ctx.pipeline, ctx.root);
+        let mut summary = NcuSummary {
+            ncu_version: None,
+            clock_control: opts.clock_control.clone(),
+            cache_control: opts.cache_control.clone(),
+            targets: Vec::new(),
+            gates: Vec::new(),
+        };
+        let skip_all = |summary: &mut NcuSummary, reason: &str, fix: &str| {
+            summary.targets = targets
+                .iter()
+                .map(|t| NcuTarget {
+                    shape: Some(t.shape.clone()),
+                    ..skipped_target(&t.label, &t.variant, &t.entry, reason.to_string())
+                })
+                .collect();
+            StageOutcome::Skipped {
+                reason: reason.to_string(),
+                fix: fix.to_string(),
+            }
+        };
+
+        let Some(ncu) = ncu_mod::find_ncu() else {
+            let outcome = skip_all(
+                &mut summary,
+                "Nsight Compute (ncu) was not found on PATH, in $NCU, /usr/local/cuda/bin or /opt/nvidia/nsight-compute",
+                ncu_mod::INSTALL_HINT,
+            );
+            return finish(&out_dir, summary, skipped, outcome);
+        };
+        summary.ncu_version = ncu_mod::version(ctx.root, &ncu);
+        let metric_list = request_metrics(ctx.root, &opts.metrics);
+        let pipeline_file = ctx.pipeline_file.to_path_buf();
+        let call = NcuCall {
+            ncu: &ncu,
+            repro_exe: ctx.repro_exe,
+            pipeline_file: &pipeline_file,
+            metrics: &metric_list,
+            opts,
+        };
+        let timeout = opts.timeout;
+        let arch = detected_arch(ctx.root);
+        // A target whose key is unchanged keeps its committed profile (stages::reuse).
+        let common = reuse::Common::new(ctx, &call, summary.ncu_version.as_deref());
+        let committed = Committed::of(ctx);
+        let this_run = ThisRun::now(ctx.root);
+        let mut done = 0;
+        for unit in calls::units(&targets) {
+            let keys: Vec<_> = unit
+                .iter()
+                .map(|t| common.as_ref().and_then(|c| c.key(ctx, t)))
+                .collect();
+            // One process profiles the unit: it runs again unless every target keeps its profile.
+            let kept: Option<Vec<_>> = unit
+                .iter()
+                .zip(&keys)
+                .map(|(t, k)| {
+                    reuse::committed_target(&committed, ctx.root, t, k.as_ref()?, opts.keep_report)
+                })
+                .collect();
+            if let Some(kept) = kept {
+                for (target, (record, csv)) in unit.iter().zip(kept) {
+                    done += 1;
+                    let from = describe_run(record.measured.as_ref().expect("a reused record"));
+                    (ctx.progress)(&format!(
+                        "ncu {} ({done}/{}): reused the profile of {from}",
+                        target.label,
+                        targets.len()
+                    ));
+                    let path = out_dir.join(format!("{}.csv", target.label));
+                    std::fs::write(&path, csv)
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                    summary.targets.push(record);
+                }
+                continue;
+            }
+            let labels: Vec<&str> = unit.iter().map(|t| t.label.as_str()).collect();
+            (ctx.progress)(&format!(
+                "ncu {} ({}/{})",
+                labels.join(", "),
+                done + unit.len(),
+                targets.len()
+            ));
+            done += unit.len();
+            let job = profile_job(ctx, &call, &unit, timeout, &["--csv", "--page", "raw"]);
+            let outcome = ctx.executor.run(&job, ctx.cancel)?;
+            if outcome.exit == ExitKind::Cancelled {
+                anyhow::bail!("interrupted while profiling {}", labels.join(", "));
+            }
+            let stdout = String::from_utf8_lossy(&outcome.stdout).into_owned();
+            let reading = Reading {
+                arch,
+                extra: &opts.metrics,
+                launches: opts.launches,
+            };
+            let records = match read_unit(&unit, &outcome, &stdout, &reading) {
+                RunResult::NoPermission(line) => {
+                    let reason = format!("ncu may not read the GPU performance counters: {line}");
+                    let outcome = skip_all(&mut summary, &reason, ncu_mod::PERMISSION_FIX);
+                    return finish(&out_dir, summary, skipped, outcome);
+                }
+                RunResult::Done(records) => records,
+            };
+            let report = (opts.keep_report && records.iter().any(|(r, _)| r.status.is_ok()))
+                .then(|| keep_report(ctx, &call, &unit, timeout));
+            for ((target, key), (mut record, csv)) in unit.iter().zip(keys).zip(records) {
+                record.shape = Some(target.shape.clone());
+                if record.status.is_ok() {
+                    record.measured = key.map(|k| this_run.measured(k));
+                    if let Some(Err(why)) = &report {
+                        record.reason = Some(format!("report not kept: {why}"));
+                    }
+                }
+                let path = out_dir.join(format!("{}.csv", target.label));
+                std::fs::write(&path, csv)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                summary.targets.push(record);
+            }
+        }
+        summary.gates = judge_gates(ctx.pipeline, &targets, &summary.targets);
+        let failed: Vec<String> = summary
+            .targets
+            .iter()
+            .filter(|t| t.status == RunStatus::Failed)
+            .map(|t| t.target.clone())
+            .collect();
+        let outcome = if failed.is_empty() {
+            StageOutcome::Passed
+        } else {
+            StageOutcome::GateFailed(format!("ncu failed for {}", failed.join(", ")))
+        };
+        finish(&out_dir, summary, skipped, outcome)
+    }
+}
+
+/// `gates.profile` on the variants and tune elites profiled on their primary shape: a
+/// failed rule is a ❌ in the record, not a failed stage (as the bench stage's gates).
+fn judge_gates(
+    pipeline: &Pipeline,
+    targets: &[Target],
+    records: &[NcuTarget],
+) -> Vec<repro_schema::GateResult> {
+    let workloads = repro_pipeline::workload::Workloads::of(pipeline);
+    let subjects: Vec<gates::Subject> = targets
+        .iter()
+        .filter(|t| !matches!(t.program, Program::Script(_)) && !t.label.contains('@'))
+        .filter_map(|t| {
+            let record = records
+                .iter()
+                .find(|r| r.target == t.label && r.status.is_ok())?;
+            Some(gates::Subject {
+                record,
+                workload: &t.workload,
+                control: workloads.control_of(pipeline, &t.workload),
+            })
+        })
+        .collect();
+    gates::evaluate(&pipeline.gates.profile, &subjects)
+}

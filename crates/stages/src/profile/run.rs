@@ -1,0 +1,243 @@
+//! One unit's ncu run (a kernel target, or the baseline calls of one command): the job, the
+//! full report kept on request, the records read from ncu's output, and the summary written
+//! at the end.
+
+use super::calls::read_calls;
+use super::ncu_call::NcuCall;
+use super::targets::status_target;
+use super::targets::Program;
+use super::targets::Target;
+use super::RunResult;
+use anyhow::Context as _;
+use repro_executor::ExitKind;
+use repro_executor::Job;
+use repro_ncu as ncu_mod;
+use repro_ncu::launches::summarize_launches;
+use repro_ncu::metrics;
+use repro_ncu::metrics::Arch;
+use repro_ncu::parse;
+use repro_ncu::parse::Launch;
+use repro_pipeline::kind::RunCtx;
+use repro_pipeline::kind::StageOutcome;
+use repro_schema::to_json_pretty;
+use repro_schema::NcuSummary;
+use repro_schema::NcuTarget;
+use repro_schema::RunStatus;
+use std::path::Path;
+use std::time::Duration;
+
+/// The ncu job for one unit (a kernel target, or the baseline calls of one command);
+/// `page` are the flags that choose the output.
+pub(super) fn profile_job(
+    ctx: &RunCtx,
+    call: &NcuCall,
+    unit: &[&Target],
+    timeout: Duration,
+    page: &[&str],
+) -> Job {
+    let extra: Vec<String> = page.iter().map(|s| s.to_string()).collect();
+    let labels: Vec<&str> = unit.iter().map(|t| t.label.as_str()).collect();
+    let mut job = Job::new(
+        format!("profile:{}", labels.join("+")),
+        call.argv(unit, &extra),
+        ctx.root,
+    );
+    job.timeout = Some(timeout);
+    job.log = Some(ctx.log.to_path_buf());
+    job.capture_stdout = true;
+    job.gpu = Some(0);
+    job.env = ctx.spec.env.clone().into_iter().collect();
+    if matches!(unit[0].program, Program::Script(_)) {
+        // As the cmd stage gives its scripts: this repro, to dump the workload's inputs.
+        job.env
+            .insert("REPRO_BIN".into(), ctx.repro_exe.display().to_string());
+        job.env
+            .insert("REPRO_ROOT".into(), ctx.root.display().to_string());
+    }
+    job
+}
+
+/// Save a full-set report to `.repro/ncu/<target>.ncu-rep` (outside the staged outputs); the
+/// baseline calls of one process share its report, copied under each label.
+pub(super) fn keep_report(
+    ctx: &RunCtx,
+    call: &NcuCall,
+    unit: &[&Target],
+    timeout: Duration,
+) -> Result<(), String> {
+    let dir = ctx.root.join(".repro/ncu");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let report = dir.join(&unit[0].label);
+    let flags = ["--set", "full", "-f", "-o", &report.to_string_lossy()].map(str::to_string);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let job = profile_job(ctx, call, unit, timeout, &flags);
+    let outcome = ctx
+        .executor
+        .run(&job, ctx.cancel)
+        .map_err(|e| e.to_string())?;
+    if !outcome.success() {
+        return Err(format!(
+            "ncu ended with {:?}: {}",
+            outcome.exit,
+            last_lines(&outcome.tail, 5)
+        ));
+    }
+    let saved = dir.join(format!("{}.ncu-rep", unit[0].label));
+    for t in &unit[1..] {
+        let copy = dir.join(format!("{}.ncu-rep", t.label));
+        std::fs::copy(&saved, &copy)
+            .map_err(|e| format!("cannot copy {} to {}: {e}", saved.display(), copy.display()))?;
+    }
+    Ok(())
+}
+
+/// How a unit's output is read: the GPU's architecture, the user's extra metrics, and how
+/// many launches (a baseline's: calls) each target had profiled.
+pub(super) struct Reading<'a> {
+    pub arch: Option<Arch>,
+    pub extra: &'a [String],
+    pub launches: u32,
+}
+
+/// Turn one unit's ncu run into its targets' records, each with the CSV to write.
+pub(super) fn read_unit(
+    unit: &[&Target],
+    outcome: &repro_executor::JobOutcome,
+    stdout: &str,
+    reading: &Reading,
+) -> RunResult {
+    let everything = format!("{stdout}\n{}", outcome.tail);
+    if ncu_mod::is_permission_error(&everything) {
+        let line = everything
+            .lines()
+            .find(|l| l.contains("ERR_NVGPUCTRPERM"))
+            .unwrap_or("ERR_NVGPUCTRPERM")
+            .trim()
+            .to_string();
+        return RunResult::NoPermission(line);
+    }
+    let context = failure_context(stdout, &outcome.tail);
+    let ended = match &outcome.exit {
+        ExitKind::Code(0) => None,
+        ExitKind::TimedOut => Some(format!("ncu timed out; last output:\n{context}")),
+        other => Some(format!("ncu ended with {other:?}:\n{context}")),
+    };
+    if let Some(reason) = ended {
+        let failed = |t: &&Target| {
+            let record = status_target(
+                &t.label,
+                &t.variant,
+                &t.entry,
+                RunStatus::Failed,
+                reason.clone(),
+            );
+            (record, stdout.to_string())
+        };
+        return RunResult::Done(unit.iter().map(failed).collect());
+    }
+    let records = match unit {
+        [target] if !matches!(target.program, Program::Script(_)) => {
+            vec![(
+                read_kernel(target, stdout, reading, &context),
+                stdout.to_string(),
+            )]
+        }
+        calls => read_calls(calls, stdout, &everything, reading),
+    };
+    RunResult::Done(records)
+}
+
+/// A kernel target's record from its ncu run, which ended well.
+fn read_kernel(target: &Target, stdout: &str, reading: &Reading, context: &str) -> NcuTarget {
+    let expected = reading.launches;
+    let failed = |reason: String| {
+        status_target(
+            &target.label,
+            &target.variant,
+            &target.entry,
+            RunStatus::Failed,
+            reason,
+        )
+    };
+    let export = match parse::parse(stdout) {
+        Ok(e) => e,
+        Err(e) => return failed(format!("cannot read ncu's CSV: {e}")),
+    };
+    let launches = entry_launches(&export.launches, &target.entry);
+    if launches.len() < expected as usize {
+        return failed(format!(
+            "ncu profiled {} launch(es) of `{}` where the stage asks for `launches: {expected}`: \
+             the program made fewer after the skipped ones (raise the stage's `iters`, or lower \
+             `launches`):\n{context}",
+            launches.len(),
+            target.entry
+        ));
+    }
+    let record = summarize_launches(
+        &launches,
+        reading.arch,
+        reading.extra,
+        metrics::TargetId {
+            target: &target.label,
+            variant: &target.variant,
+            kernel: &target.entry,
+        },
+    );
+    if record.kernel_time_us.is_none() {
+        let ids: Vec<&str> = launches.iter().map(|l| l.id.as_str()).collect();
+        return failed(format!(
+            "ncu listed launches {} of {} but measured no time for some (did the kernel fail?):\n{context}",
+            ids.join(", "),
+            launches[0].kernel
+        ));
+    }
+    record
+}
+
+/// The profiled launches of `entry` (ncu's `-k` chose only its), or every launch when none
+/// carries its name.
+fn entry_launches<'a>(launches: &'a [Launch], entry: &str) -> Vec<&'a Launch> {
+    let named: Vec<&Launch> = launches
+        .iter()
+        .filter(|l| l.function_name() == entry)
+        .collect();
+    if named.is_empty() {
+        launches.iter().collect()
+    } else {
+        named
+    }
+}
+
+/// What to show when a target fails: ncu's messages and the program's own lines (its
+/// stderr included, from the job's tail), without the CSV records, the last 15, each cut
+/// to 300 characters.
+pub(super) fn failure_context(stdout: &str, tail: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for line in stdout.lines().chain(tail.lines()) {
+        let line = line.trim_end();
+        if line.is_empty() || line.starts_with('"') || lines.iter().any(|l| l == line) {
+            continue;
+        }
+        lines.push(line.chars().take(300).collect());
+    }
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+pub(super) fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Write `summary.json` (targets in the order they were profiled, then the skipped ones).
+pub(super) fn finish(
+    out_dir: &Path,
+    mut summary: NcuSummary,
+    skipped: Vec<NcuTarget>,
+    outcome: StageOutcome,
+) -> anyhow::Result<StageOutcome> {
+    summary.targets.extend(skipped);
+    let path = out_dir.join("summary.json");
+    std::fs::write(&path, to_json_pretty(&summary))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(outcome)
+}

@@ -1,0 +1,151 @@
+//! Which targets a stage profiles: the variants, the tune's elite, the baselines.
+
+use super::*;
+
+#[test]
+fn topk_without_tune_results_is_skipped_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline("{uses: profile, needs: [tune], targets: [control, topk]}");
+    let opts = ProfileOptions::from_spec(&p.stages["prof"], &p).unwrap();
+    let spec = &p.stages["prof"];
+    let (run, skipped) = resolve(&opts, spec, &p, dir.path());
+    assert_eq!(run.len(), 1);
+    assert_eq!(run[0].variant, "base");
+    assert_eq!(run[0].entry, "k_fwd");
+    assert_eq!(
+        (run[0].workload.as_str(), run[0].shape.as_str()),
+        ("tiny", "mission")
+    );
+    assert_eq!(skipped[0].status, RunStatus::Skipped);
+    assert!(skipped[0]
+        .reason
+        .as_ref()
+        .unwrap()
+        .contains("run the tune stage"));
+
+    std::fs::create_dir_all(dir.path().join("artifacts/tune")).unwrap();
+    std::fs::create_dir_all(dir.path().join(".repro/cubins")).unwrap();
+    std::fs::write(
+        dir.path().join("artifacts/tune/topk.json"),
+        r#"[{"rank": 1, "config": {"X": 2}}, {"rank": 2}]"#,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join(".repro/cubins/tune-top1.cubin"), "").unwrap();
+    let (run, skipped) = resolve(&opts, spec, &p, dir.path());
+    assert_eq!(
+        run.iter().map(|t| t.label.as_str()).collect::<Vec<_>>(),
+        ["control", "top1"]
+    );
+    assert_eq!(skipped[0].target, "top2");
+    assert!(skipped[0]
+        .reason
+        .as_ref()
+        .unwrap()
+        .contains("tune-top2.cubin is missing"));
+    // The elite's launch reads the defines it was tuned with.
+    assert_eq!(
+        run[1].program,
+        Program::Cubin {
+            path: dir.path().join(".repro/cubins/tune-top1.cubin"),
+            defines: [("X".to_string(), 2)].into(),
+        }
+    );
+    // A profile stage that needs no tune stage has no elite to profile.
+    let p = pipeline("{uses: profile, targets: [topk]}");
+    let opts = ProfileOptions::from_spec(&p.stages["prof"], &p).unwrap();
+    let (run, skipped) = resolve(&opts, &p.stages["prof"], &p, dir.path());
+    assert!(run.is_empty());
+    assert!(skipped[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("needs no tune stage"));
+}
+#[test]
+fn bad_baselines_name_their_key() {
+    let e = options(&with_baseline("[mission, long]")).unwrap_err();
+    assert_eq!(e.path, ["baselines", "torch", "shapes", "1"]);
+    assert!(
+        e.message
+            .contains("unknown shape `long` of workload `tiny`")
+            && e.message.contains("small, mission"),
+        "{}",
+        e.message
+    );
+    let e = options(&with_baseline("[]")).unwrap_err();
+    assert_eq!(e.path, ["baselines", "torch", "shapes"]);
+    let e = options(
+        "{uses: profile, baselines: {torch: {run: [], workload: tiny, shapes: [mission]}}}",
+    )
+    .unwrap_err();
+    assert_eq!(e.path, ["baselines", "torch", "run"]);
+    let e = options(
+        "{uses: profile, baselines: {torch: {run: [x], workload: nope, shapes: [mission]}}}",
+    )
+    .unwrap_err();
+    assert_eq!(e.path, ["baselines", "torch", "workload"]);
+    assert!(e.message.contains("expected one of: tiny"), "{}", e.message);
+    let e =
+        options("{uses: profile, baselines: {a@b: {run: [x], workload: tiny, shapes: [mission]}}}")
+            .unwrap_err();
+    assert_eq!(e.path, ["baselines", "a@b"]);
+    let e = options("{uses: profile, baselines: {torch: {run: [x], workload: tiny, shapes: [mission], shape: x}}}")
+        .unwrap_err();
+    assert_eq!(e.path, ["baselines"]);
+    assert!(e.message.contains("unknown field `shape`"), "{}", e.message);
+}
+
+#[test]
+fn baselines_and_the_best_variant_off_the_primary_become_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&with_baseline("[mission, small]"));
+    let opts = ProfileOptions::from_spec(&p.stages["prof"], &p).unwrap();
+    // No bench records yet: the best variant's side is skipped with the fix.
+    let (run, skipped) = resolve(&opts, &p.stages["prof"], &p, dir.path());
+    let labels: Vec<&str> = run.iter().map(|t| t.label.as_str()).collect();
+    assert_eq!(labels, ["control", "torch@mission", "torch@small"]);
+    assert_eq!(
+        run[2].program,
+        Program::Script(vec!["python3".into(), "b.py".into(), "--profile".into()])
+    );
+    assert_eq!(
+        (run[2].variant.as_str(), run[2].shape.as_str()),
+        ("torch", "small")
+    );
+    assert_eq!(skipped[0].target, "best@small");
+    assert_eq!(skipped[0].shape.as_deref(), Some("small"));
+    assert!(skipped[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("run the bench stage"));
+
+    // `ws` is the faster correct variant on the primary: it is profiled on `small` too.
+    let bench = dir.path().join("artifacts/bench");
+    std::fs::create_dir_all(&bench).unwrap();
+    for (name, p50) in [("base", 20.0), ("ws", 10.0)] {
+        let mut r = repro_schema::BenchResult::blank(
+            "mission",
+            Default::default(),
+            0,
+            (1, 1),
+            RunStatus::Ok,
+        );
+        r.p50_us = Some(p50);
+        r.correctness_pass = Some(true);
+        let file = serde_json::json!({
+            "name": name, "kind": "variant", "status": "ok", "defines": {},
+            "results": [r], "gates": []
+        });
+        std::fs::write(bench.join(format!("{name}.json")), file.to_string()).unwrap();
+    }
+    let (run, skipped) = resolve(&opts, &p.stages["prof"], &p, dir.path());
+    assert!(skipped.is_empty());
+    let best = run.last().unwrap();
+    assert_eq!(best.label, "ws@small");
+    assert_eq!(best.program, Program::Variant("ws".into()));
+    assert_eq!(
+        (best.entry.as_str(), best.shape.as_str()),
+        ("k_fwd", "small")
+    );
+}

@@ -1,0 +1,82 @@
+//! The shipped pipeline: every shipped variant profiled, every tail of every tuned config reached.
+
+use super::*;
+use repro::stages::BuiltinKind;
+use repro::tune::options::TuneOptions;
+use std::collections::BTreeSet;
+
+/// The shipped pipeline profiles what it ships: the profile stage's targets, resolved as the
+/// stage resolves them (`control` to the control variant), cover every variant, so the report
+/// never shows a shipped variant without its Nsight Compute row.
+#[test]
+fn the_shipped_profile_stage_covers_every_shipped_variant() {
+    use repro::stages::profile::{needed_tunes, resolve_targets, ProfileOptions};
+    let root = source_root();
+    let project = repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
+    let pipeline = &project.pipeline;
+    let profiles: Vec<_> = project
+        .stages
+        .iter()
+        .filter(|s| s.config.get::<ProfileOptions>().is_some())
+        .collect();
+    assert_eq!(profiles.len(), 1, "one profile stage in pipeline.yaml");
+    let opts: &ProfileOptions = profiles[0].config.of();
+    let tunes = needed_tunes(&profiles[0].spec, &project.configs);
+    let (run, _) = resolve_targets(opts, &tunes, pipeline, &root);
+    let targets: BTreeSet<&str> = run.iter().map(|t| t.variant.as_str()).collect();
+    let missing: Vec<&str> = pipeline
+        .variants
+        .keys()
+        .map(String::as_str)
+        .filter(|v| !targets.contains(v))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "pipeline.yaml: shipped variants the profile stage does not profile: {missing:?}"
+    );
+}
+
+/// The shipped shapes reach every tail path (`kernels.<name>.tails`) of every configuration
+/// a shipped tune stage may try — each valid point of its space over its base's defines —
+/// not only of the shipped variants, so a tuned kernel's confirmation on every declared
+/// shape runs its partial tiles and scalar tails too.
+#[test]
+fn the_shipped_shapes_reach_every_tail_of_every_tunable_configuration() {
+    use repro::pipeline::VariantSpec;
+    use repro::workload::tails::of_variant;
+    let mut p = pipeline_of(&source_root());
+    let tunes: Vec<TuneOptions> = p
+        .stages
+        .values()
+        .filter(|s| s.is(BuiltinKind::Tune))
+        .map(|s| TuneOptions::parse(s, &p).unwrap())
+        .collect();
+    assert_eq!(tunes.len(), 2, "pipeline.yaml tunes both kernels");
+    let mut checked = 0;
+    for o in &tunes {
+        for config in o.space.valid() {
+            let mut defines: repro::pipeline::Defines = o
+                .base_defines
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_yaml::from_str(v).unwrap()))
+                .collect();
+            defines.extend(config.iter().map(|(k, v)| (k.clone(), (*v).into())));
+            let trial = VariantSpec {
+                kernel: o.kernel.clone(),
+                defines,
+                precision: None,
+            };
+            p.variants.insert("trial".into(), trial);
+            let reach = of_variant(&p, "trial").unwrap();
+            assert!(!reach.is_empty(), "kernel `{}` declares no tails", o.kernel);
+            if let Some(r) = reach.iter().find(|r| r.unreached()) {
+                panic!(
+                    "{} with {config:?}: no shipped shape reaches `{}` ({})",
+                    o.kernel, r.tail, r.condition
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 1000, "{checked} configurations");
+}
