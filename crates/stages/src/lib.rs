@@ -48,11 +48,6 @@ pub fn load(file: &Path) -> Result<Project, LoadError> {
     repro_pipeline::load(file, &kinds())
 }
 
-/// Look a kind up by its `uses:` name.
-pub fn find(kind: &str) -> Option<Box<dyn StageKind>> {
-    registry().into_iter().find(|k| k.kind() == kind)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
