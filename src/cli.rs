@@ -381,7 +381,8 @@ pub struct ExecArgs {
     /// Launches before timing.
     #[arg(long, default_value_t = 20)]
     pub warmup: u32,
-    /// Timing samples (the minimum; more are taken while the CV is above --max-cv).
+    /// Timing samples (the minimum; more are taken while the CV is above --max-cv and the
+    /// median's 95% confidence interval is wider than --max-cv of it).
     #[arg(long, default_value_t = 100)]
     pub iters: u32,
     /// Device index (among the visible ones).
@@ -393,7 +394,14 @@ pub struct ExecArgs {
     /// Check correctness only.
     #[arg(long)]
     pub no_timing: bool,
-    /// Keep sampling while the coefficient of variation is above this...
+    /// Instead of timing: after the check and --warmup launches, launch the kernel N times
+    /// between cuProfilerStart and cuProfilerStop, each waited for. Under `ncu
+    /// --profile-from-start off` exactly those N launches are profiled (the profile stage's
+    /// way; docs/guide/ncu.md).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub profile_launches: Option<u32>,
+    /// Keep sampling while the coefficient of variation is above this and the median is not
+    /// known to within this fraction (its 95% confidence interval)...
     #[arg(long, default_value_t = 0.01)]
     pub max_cv: f64,
     /// ...for at most this many seconds.

@@ -214,6 +214,7 @@ fn a_fault_in_the_middle_of_a_batch_fails_that_run_and_a_fresh_worker_takes_the_
             l2: "warm".into(),
             method: "isolated".into(),
             timing: true,
+            profile: None,
         };
         workers.run(0, &req, &small, Duration::from_secs(10))
     };

@@ -207,6 +207,37 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A stand-in `ncu` for kernel targets, as the stage runs it: a wrapper around
+/// `repro exec --worker` (which it plays too). Each request line is appended to `requests`
+/// and answered; on stdin's end (or at a `bad` variant's request, when `crash`), it writes
+/// `stage_mode_launches.csv` to its `--log-file` with that capture's five launches once for
+/// each answered request (IDs renumbered), as ncu writes the windows' launches in order.
+fn kernel_ncu(calls: &Path, requests: &Path, crash: bool) -> String {
+    let crash = if crash {
+        "*'\"variant\":\"bad\"'*) emit; echo 'error: running the kernel: CUDA_ERROR_LAUNCH_FAILED' >&2; exit 9;;"
+    } else {
+        ""
+    };
+    format!(
+        "case \"$*\" in *--version*) echo 'Version 2025.3.1.0'; exit 0;; esac\n\
+         echo \"$*\" >> '{calls}'\n\
+         log=$(printf '%s\\n' \"$@\" | sed -n '/^--log-file$/{{n;p;}}')\n\
+         n=0\n\
+         emit() {{ awk -v n=$n '/^\"[0-9]/ {{ rows[++r] = $0; next }} {{ print }} END {{ for (k = 0; k < n; k++) for (i = 1; i <= r; i++) {{ l = rows[i]; sub(/^\"[0-9]+\"/, \"\\\"\" (k * r + i - 1) \"\\\"\", l); print l }} }}' '{fixture}' > \"$log\"; }}\n\
+         while read -r line; do\n\
+           echo \"$line\" >> '{requests}'\n\
+           id=$(printf '%s' \"$line\" | sed 's/.*\"id\":\\([0-9]*\\).*/\\1/')\n\
+           case \"$line\" in {crash} esac\n\
+           n=$((n + 1))\n\
+           printf '{{\"id\":%s,\"result\":{{\"shape\":\"mission\",\"dims\":{{}},\"seed\":0,\"warmup\":5,\"iters\":1,\"status\":\"ok\",\"correctness_pass\":true}}}}\\n' \"$id\"\n\
+         done\n\
+         emit",
+        calls = calls.display(),
+        requests = requests.display(),
+        fixture = fixture("stage_mode_launches.csv").display(),
+    )
+}
+
 #[test]
 fn profile_stage_skips_and_fails_honestly() {
     let project = Project::new();
@@ -260,9 +291,10 @@ fn profile_stage_skips_and_fails_honestly() {
     // 2. ncu refused the counters: the whole stage is skipped with NVIDIA's fix, no CSV kept.
     let ncu = project.fake_ncu(
         "case \"$1\" in --version) echo 'Version 2025.3.1.0 (build 36398880) (public-release)'; exit 0;; esac\n\
-         echo '==PROF== Connected to process 9012 (/nonexistent/repro)'\n\
+         log=$(printf '%s\\n' \"$@\" | sed -n '/^--log-file$/{n;p;}')\n\
+         { echo '==PROF== Connected to process 9012 (/nonexistent/repro)'\n\
          echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters on the target device 0. For instructions on enabling permissions and to get more information see https://developer.nvidia.com/ERR_NVGPUCTRPERM'\n\
-         echo '==PROF== Disconnected from process 9012'\nexit 0",
+         echo '==PROF== Disconnected from process 9012'; } > \"${log:-/dev/stdout}\"\nexit 0",
     );
     std::env::set_var("NCU", &ncu);
     let (outcome, staging) = project.run();
@@ -291,15 +323,11 @@ fn profile_stage_skips_and_fails_honestly() {
     );
     assert!(s.targets.iter().all(|t| t.status == RunStatus::Skipped));
 
-    // 3. One target's program crashes: that target fails with ncu's lines, the other is
-    //    read from real captured output, and the stage reports the failure.
-    project.fake_ncu(&format!(
-        "case \"$*\" in *--version*) echo 'Version 2025.3.1.0'; exit 0;; \
-         *'--variant bad'*) cat '{}'; exit 9;; \
-         *) cat '{}';; esac",
-        fixture("app_crash.txt").display(),
-        fixture("stage_mode_launches.csv").display()
-    ));
+    // 3. One target's program crashes: that target fails with its lines, the one before it
+    //    is read from real captured output, and the stage reports the failure.
+    let calls_file = project.root().join("ncu-calls.txt");
+    let requests = project.root().join("ncu-requests.txt");
+    project.fake_ncu(&kernel_ncu(&calls_file, &requests, true));
     let (outcome, staging) = project.run();
     assert_eq!(
         outcome,
@@ -309,7 +337,9 @@ fn profile_stage_skips_and_fails_honestly() {
     let control = &s.targets[0];
     assert_eq!(
         (control.target.as_str(), &control.status),
-        ("control", &RunStatus::Ok)
+        ("control", &RunStatus::Ok),
+        "{:?}",
+        control.reason
     );
     assert_eq!(control.variant, "good");
     assert_eq!(control.kernel, "scale_add");
@@ -332,7 +362,7 @@ fn profile_stage_skips_and_fails_honestly() {
     assert_eq!(bad.status, RunStatus::Failed);
     let why = bad.reason.as_ref().unwrap();
     assert!(
-        why.contains("Code(9)") && why.contains("LaunchFailed"),
+        why.contains("exited with code 9") && why.contains("CUDA_ERROR_LAUNCH_FAILED"),
         "{why}"
     );
     assert_eq!(s.targets[2].status, RunStatus::Skipped);
@@ -345,13 +375,8 @@ fn profile_stage_skips_and_fails_honestly() {
     assert!(staging.join("artifacts/ncu/bad.csv").exists());
 
     // 4. A target whose cubin, GPU, driver, ncu and options are unchanged keeps its committed
-    //    profile: only the rebuilt one is profiled again.
-    project.fake_ncu(&format!(
-        "case \"$*\" in *--version*) echo 'Version 2025.3.1.0'; exit 0;; esac\n\
-         echo \"$*\" >> '{}'\ncat '{}'",
-        project.root().join("ncu-calls.txt").display(),
-        fixture("stage_mode_launches.csv").display()
-    ));
+    //    profile: only the rebuilt one is profiled again. Both run in one ncu process.
+    project.fake_ncu(&kernel_ncu(&calls_file, &requests, false));
     let repro = project.script("fake-repro", FAKE_REPRO);
     std::fs::create_dir_all(project.root().join(".repro/cubins")).unwrap();
     for cubin in ["good", "bad", "reference"] {
@@ -361,12 +386,13 @@ fn profile_stage_skips_and_fails_honestly() {
         std::fs::write(path, cubin).unwrap();
     }
     let elsewhere = ChildProcesses { elsewhere: true };
-    let profiled = |run: &dyn Fn() -> PathBuf| -> (usize, PathBuf) {
-        let calls = project.root().join("ncu-calls.txt");
-        let _ = std::fs::remove_file(&calls);
+    // ncu processes started, and the targets (requests) they ran.
+    let profiled = |run: &dyn Fn() -> PathBuf| -> (usize, String, PathBuf) {
+        let _ = std::fs::remove_file(&calls_file);
+        let _ = std::fs::remove_file(&requests);
         let staging = run();
-        let n = std::fs::read_to_string(&calls).map_or(0, |c| c.lines().count());
-        (n, staging)
+        let n = std::fs::read_to_string(&calls_file).map_or(0, |c| c.lines().count());
+        (n, std::fs::read_to_string(&requests).unwrap_or_default(), staging)
     };
     let run = || {
         let (outcome, staging) = project.run_with(&elsewhere, &repro);
@@ -374,12 +400,17 @@ fn profile_stage_skips_and_fails_honestly() {
         project.commit(&staging);
         staging
     };
-    let (n, staging) = profiled(&run);
-    assert_eq!(n, 2, "control and bad are profiled");
-    let argv = std::fs::read_to_string(project.root().join("ncu-calls.txt")).unwrap();
+    let (n, ran, staging) = profiled(&run);
+    assert_eq!(n, 1, "control and bad are profiled in one process");
+    assert_eq!(ran.lines().count(), 2, "{ran}");
+    let argv = std::fs::read_to_string(&calls_file).unwrap();
     assert!(
-        argv.contains("--launch-skip 6 --launch-count 5"),
-        "the checked launch and 5 warm-up launches skipped, 5 profiled:\n{argv}"
+        argv.contains("--profile-from-start off") && argv.ends_with("exec --worker\n"),
+        "a worker under ncu, which profiles only the windows:\n{argv}"
+    );
+    assert!(
+        ran.contains("\"warmup\":5") && ran.contains("\"profile\":5") && ran.contains("\"timing\":false"),
+        "after the check and 5 warm-up launches, 5 launches in the window, none timed:\n{ran}"
     );
     // The profile gate failed on both: recorded ❌, and the stage still passed.
     let gates = summary(&staging).gates;
@@ -401,7 +432,7 @@ fn profile_stage_skips_and_fails_honestly() {
     let first = summary(&staging).targets[0].measured.clone().unwrap();
     assert!(!first.reused);
     assert_eq!(first.key["ncu"], "Version 2025.3.1.0");
-    let (n, staging) = profiled(&run);
+    let (n, _, staging) = profiled(&run);
     assert_eq!(n, 0, "nothing changed");
     let s = summary(&staging);
     assert!(s.targets[..2]
@@ -419,8 +450,12 @@ fn profile_stage_skips_and_fails_honestly() {
         "rebuilt",
     )
     .unwrap();
-    let (n, staging) = profiled(&run);
-    assert_eq!(n, 1, "only the rebuilt target");
+    let (n, ran, staging) = profiled(&run);
+    assert_eq!(n, 1);
+    assert!(
+        ran.lines().count() == 1 && ran.contains("\"variant\":\"bad\""),
+        "only the rebuilt target:\n{ran}"
+    );
     let s = summary(&staging);
     assert!(s.targets[0].measured.as_ref().unwrap().reused);
     assert!(!s.targets[1].measured.as_ref().unwrap().reused);
@@ -437,14 +472,14 @@ fn profile_stage_skips_and_fails_honestly() {
          gone: {run: [sh, gone.sh], workload: sdpa_fp8, shapes: [mission]}}}",
     ));
     project.script("b.sh", "#!/bin/sh\n");
+    let calls_file = project.root().join("ncu-calls.txt");
     let ncu = project.fake_ncu(&format!(
-        "case \"$*\" in *--version*) echo 'Version 2025.3.1.0'; exit 0;; esac\n\
-         echo \"$*\" >> '{}'\n\
-         case \"$*\" in *gone.sh*) echo 'repro-profile: skipped: PyTorch is not installed'; exit 0;; \
-         *b.sh*) cat '{}';; *) cat '{}';; esac",
-        project.root().join("ncu-calls.txt").display(),
+        "case \"$*\" in *--version*) echo 'Version 2025.3.1.0'; exit 0;; \
+         *gone.sh*) echo \"$*\" >> '{calls}'; echo 'repro-profile: skipped: PyTorch is not installed'; exit 0;; \
+         *b.sh*) echo \"$*\" >> '{calls}'; cat '{}'; exit 0;; esac\n{}",
         fixture("baseline_calls_launches.csv").display(),
-        fixture("stage_mode_launches.csv").display()
+        kernel_ncu(&calls_file, &project.root().join("ncu-requests.txt"), false),
+        calls = calls_file.display(),
     ));
     std::env::set_var("NCU", &ncu);
     let repro = project.script("fake-repro", FAKE_REPRO);

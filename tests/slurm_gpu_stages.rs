@@ -104,6 +104,7 @@ fn measure(executor: &dyn Executor, root: &Path, exe: &Path, seeds: u64) -> Vec<
                 l2: "warm".into(),
                 method: "graph".into(),
                 timing: true,
+                profile: None,
             };
             workers.run(slot, &req, &small(), Duration::from_secs(60))
         },

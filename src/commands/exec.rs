@@ -42,6 +42,7 @@ fn request(args: &ExecArgs) -> anyhow::Result<ExecRequest> {
         l2: args.l2,
         method: args.method,
         timing: !args.no_timing,
+        profile: args.profile_launches,
     })
 }
 
@@ -184,6 +185,7 @@ mod tests {
             l2: L2Mode::Warm,
             method: Method::Isolated,
             timing: true,
+            profile: None,
         };
         let cubin = ExecRequest {
             target: ExecTarget::Cubin {
@@ -201,6 +203,7 @@ mod tests {
             l2: L2Mode::Flush,
             method: Method::Graph,
             timing: false,
+            profile: Some(5),
         };
         for req in [base, cubin] {
             assert_eq!(parsed(&req), req, "argv {:?}", req.argv());

@@ -41,6 +41,9 @@ pub enum Received {
 pub enum Ending {
     /// Close the job's stdin and give it a short grace to exit by itself (then kill it).
     Finish,
+    /// Close the job's stdin and give it this long to exit by itself (then kill it): for a
+    /// job with work left once its input ends, such as a profiler writing its report.
+    FinishWithin(Duration),
     /// Kill it now; the outcome's exit says why (`TimedOut`, `Cancelled`).
     Kill(ExitKind),
 }
@@ -292,6 +295,7 @@ impl Conversation for Local {
         drop(self.stdin.take());
         let status = match &how {
             Ending::Finish => self.wait_exit(GRACE),
+            Ending::FinishWithin(grace) => self.wait_exit(*grace),
             Ending::Kill(_) => None,
         };
         let status = match status {
@@ -310,15 +314,16 @@ impl Conversation for Local {
         let _ = self.stderr_done.recv_timeout(GRACE);
         let exit = match (how, status) {
             (Ending::Kill(why), _) => why,
-            (Ending::Finish, Some(Ok(s))) => match (s.code(), s.signal()) {
+            (Ending::Finish | Ending::FinishWithin(_), Some(Ok(s))) => match (s.code(), s.signal())
+            {
                 (Some(code), _) => ExitKind::Code(code),
                 (None, Some(sig)) => ExitKind::Signal(sig),
                 (None, None) => ExitKind::Code(-1),
             },
-            (Ending::Finish, Some(Err(e))) => {
+            (Ending::Finish | Ending::FinishWithin(_), Some(Err(e))) => {
                 anyhow::bail!("cannot wait for job `{}`: {e}", self.name)
             }
-            (Ending::Finish, None) => ExitKind::Signal(libc::SIGKILL),
+            (Ending::Finish | Ending::FinishWithin(_), None) => ExitKind::Signal(libc::SIGKILL),
         };
         Ok(JobOutcome {
             exit,
@@ -364,6 +369,19 @@ mod tests {
         assert_eq!(out.tail, "note a\nnote b");
         let log = std::fs::read_to_string(dir.path().join("logs/w.log")).unwrap();
         assert!(log.contains("got a\n") && log.contains("note b\n"), "{log}");
+    }
+
+    #[test]
+    fn a_job_with_work_after_its_input_ends_gets_the_grace_it_is_given() {
+        // As ncu does: once the program's stdin ends, it still writes its report.
+        let script = "while read l; do :; done; sleep 3; echo written >&2; exit 0";
+        let out = start(&sh(script))
+            .end(Ending::FinishWithin(Duration::from_secs(20)))
+            .unwrap();
+        assert_eq!(out.exit, ExitKind::Code(0));
+        assert_eq!(out.tail, "written");
+        let out = start(&sh(script)).end(Ending::Finish).unwrap();
+        assert_ne!(out.exit, ExitKind::Code(0), "the short grace ends it first");
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct ExecRequest {
     pub method: Method,
     /// `false`: check correctness only (`--no-timing`).
     pub timing: bool,
+    /// Launches of the entry inside a profiler window after the warm-up, instead of timing
+    /// (`--profile-launches`): what `ncu --profile-from-start off` profiles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<u32>,
 }
 
 impl ExecRequest {
@@ -104,6 +108,9 @@ impl ExecRequest {
         }
         if !self.timing {
             argv.push("--no-timing".into());
+        }
+        if let Some(n) = self.profile {
+            argv.extend(["--profile-launches".into(), n.to_string()]);
         }
         argv
     }
@@ -231,6 +238,7 @@ mod tests {
             l2: L2Mode::Warm,
             method: Method::Isolated,
             timing: true,
+            profile: None,
         }
     }
 

@@ -101,6 +101,7 @@ pub fn compare(file: &Path, args: &CompareRequest) -> anyhow::Result<Comparison>
         l2: args.l2,
         method: Method::Isolated,
         timing: true,
+        profile: None,
     };
     let usage = |e: anyhow::Error| anyhow::Error::from(UsageError(format!("{e:#}")));
     let shape = match &args.shape {

@@ -444,6 +444,26 @@ impl Drop for Event {
     }
 }
 
+/// The stretch of this context's work a profiler that starts with profiling off
+/// (`ncu --profile-from-start off`) profiles: from `open` (`cuProfilerStart`) until the
+/// window drops (`cuProfilerStop`). Without a profiler both calls do nothing.
+pub struct ProfilerWindow(());
+
+impl ProfilerWindow {
+    pub fn open() -> Result<ProfilerWindow, CudaError> {
+        // SAFETY: no arguments; it applies to this thread's current context.
+        check("cuProfilerStart", unsafe { sys::cuProfilerStart() })?;
+        Ok(ProfilerWindow(()))
+    }
+}
+
+impl Drop for ProfilerWindow {
+    fn drop(&mut self) {
+        // SAFETY: no arguments; it closes the window `open` started on this thread's context.
+        let _ = unsafe { sys::cuProfilerStop() };
+    }
+}
+
 /// A loaded cubin.
 pub struct Module(sys::CUmodule);
 

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 /// Bump when a change here changes what a run measures (the timing method, the correctness
 /// check): records measured before are then not reused (`stages::reuse`).
-pub const HARNESS_REVISION: u32 = 2;
+pub const HARNESS_REVISION: u32 = 3;
 
 /// What `repro exec` takes beyond the [`ExecRequest`] the stages send: the GPU, when to
 /// stop sampling, the graph method's batch, another reference kernel.

@@ -3,7 +3,7 @@
 //! read back after), and timing. What the arguments are and how a launch is shaped come
 //! from the workload's declaration ([`super::launch`]).
 
-use super::driver::{Context, Function, LaunchDims, Module, Stream};
+use super::driver::{Context, Function, LaunchDims, Module, ProfilerWindow, Stream};
 use super::launch::{DeviceCase, Params};
 use super::timing::{self, PairTiming, Timing, TimingConfig};
 use anyhow::{bail, Context as _};
@@ -173,6 +173,22 @@ impl Session {
         self.allow_smem(l)?;
         let launch = |s: &Stream| l.enqueue(s);
         timing::time_kernel(&self.stream, &launch, cfg, self.l2_bytes).context("timing the kernel")
+    }
+
+    /// Launch `l` `warmup` times, then `launches` times inside a [`ProfilerWindow`], each
+    /// waited for: what a profiler started with profiling off profiles, and nothing else.
+    pub fn profile(&self, l: &Launch, warmup: u32, launches: u32) -> anyhow::Result<()> {
+        self.allow_smem(l)?;
+        for _ in 0..warmup {
+            l.enqueue(&self.stream).context("launching the kernel")?;
+        }
+        self.stream.synchronize().context("running the kernel")?;
+        let _window = ProfilerWindow::open()?;
+        for _ in 0..launches {
+            l.enqueue(&self.stream).context("launching the kernel")?;
+            self.stream.synchronize().context("running the kernel")?;
+        }
+        Ok(())
     }
 
     /// Time `a` and `b`, interleaved ([`timing::time_interleaved`]).

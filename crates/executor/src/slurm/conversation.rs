@@ -109,8 +109,12 @@ impl Conversation for Step<'_> {
                     .stop(&mut self.child, &self.job, &self.state)?;
                 Ended::Killed(why)
             }
-            Ending::Finish => {
-                let deadline = Instant::now() + super::SRUN_EXIT_GRACE;
+            Ending::Finish | Ending::FinishWithin(_) => {
+                let grace = match how {
+                    Ending::FinishWithin(d) => d.max(super::SRUN_EXIT_GRACE),
+                    _ => super::SRUN_EXIT_GRACE,
+                };
+                let deadline = Instant::now() + grace;
                 loop {
                     if let Some(status) = self.child.try_wait()? {
                         break Ended::Exited(status);

@@ -70,6 +70,7 @@ pub fn dump_inputs(file: &Path, req: &DumpRequest) -> anyhow::Result<usize> {
         l2: L2Mode::Warm,
         method: Method::Isolated,
         timing: false,
+        profile: None,
     };
     let (name, decl) = project.workload_of(&exec)?;
     let c = Compiled::new(name, decl, &[]).map_err(|p| {

@@ -13,7 +13,8 @@ use repro_pipeline::workload::compare::OutputCheck;
 use repro_schema::{BenchResult, OutputAccuracy, RunStatus, TimingMode};
 use std::time::Duration;
 
-/// Check `r` on its case, then time it unless `!req.timing`: the record `repro exec` prints.
+/// Check `r` on its case, then launch it in a profiler window (`req.profile`) or time it
+/// (unless `!req.timing`): the record `repro exec` prints.
 pub(super) fn measure(
     warm: &mut Warm,
     project: &Project,
@@ -39,7 +40,9 @@ pub(super) fn measure(
         out.correctness_pass = Some(false);
         out.error = Some(checked.never_written.join("\n"));
     }
-    if req.timing {
+    if let Some(launches) = req.profile {
+        session.profile(&ready.launch(), req.warmup, launches)?;
+    } else if req.timing {
         let cfg = TimingConfig {
             method: req.method,
             warmup: req.warmup,

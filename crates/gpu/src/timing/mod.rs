@@ -11,8 +11,12 @@
 //!   than an isolated one for the shipped kernels on the mission shape on an H100.
 //!
 //! Both warm up, optionally flush L2 before each sample (outside the timed region), and are
-//! adaptive like nvbench's noise criterion: after `iters` samples, while the CV exceeds
-//! `max_cv` and the time limit allows, take `iters` more (at most [`MAX_ROUNDS`] rounds).
+//! adaptive: after `iters` samples, while the samples are noisy (CV above `max_cv`) *and*
+//! the median they give is still uncertain (its 95% confidence interval wider than `max_cv`
+//! of it), take `iters` more, while the time limit allows (at most [`MAX_ROUNDS`] rounds).
+//! More samples narrow the median's interval, not the CV: a kernel whose spread is the
+//! timer's own resolution (a few µs kernel) keeps its CV however long it is sampled, but its
+//! median is settled once the interval is.
 //!
 //! [`time_interleaved`] times two kernels the isolated way, sample by sample in turn, for
 //! `repro compare`.
@@ -98,7 +102,8 @@ pub struct TimingConfig {
     /// Samples per round (the minimum taken).
     pub iters: u32,
     pub l2: L2Mode,
-    /// Keep sampling while the CV is above this.
+    /// Keep sampling while the CV is above this and the median's 95% confidence interval
+    /// is wider than this fraction of it.
     pub max_cv: f64,
     /// Stop adding rounds after this much wall time.
     pub time_limit: Duration,
@@ -200,9 +205,9 @@ impl L2Flush {
     }
 }
 
-/// Call `take_round(state, round)` (which takes `cfg.iters` samples into `state`) until the
-/// CV of `samples(state)` is at most `cfg.max_cv`, the time limit has passed, or
-/// [`MAX_ROUNDS`] rounds are done.
+/// Call `take_round(state, round)` (which takes `cfg.iters` samples into `state`) until
+/// `samples(state)` are [`settled`], the time limit has passed, or [`MAX_ROUNDS`] rounds
+/// are done.
 fn sample_adaptively<S>(
     cfg: &TimingConfig,
     state: &mut S,
@@ -212,17 +217,42 @@ fn sample_adaptively<S>(
     let began = Instant::now();
     for round in 0..MAX_ROUNDS {
         take_round(state, round)?;
-        let cv = repro_base::stats::summarize(&samples(state)).map_or(0.0, |s| s.cv);
-        if cv <= cfg.max_cv || began.elapsed() >= cfg.time_limit {
+        if settled(&samples(state), cfg.max_cv) || began.elapsed() >= cfg.time_limit {
             break;
         }
     }
     Ok(())
 }
 
+/// Do more samples stop mattering? Yes once their CV is at most `max_cv`, or the 95%
+/// confidence interval of their median is within `max_cv` of it (half-width over median).
+/// Samples that cannot be summarized are settled: more of them would not help.
+fn settled(samples: &[f64], max_cv: f64) -> bool {
+    repro_base::stats::summarize(samples)
+        .is_none_or(|s| s.cv <= max_cv || s.ci95_half_width() <= max_cv * s.p50.abs())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sampling_stops_once_the_median_is_settled_not_only_the_cv() {
+        // A 3.3 µs kernel read by a timer of 32 ns steps: CV near 2% for good.
+        let quantized: Vec<f64> = (0..100)
+            .map(|i| [3.264, 3.296, 3.296, 3.328, 3.392][i % 5])
+            .collect();
+        let s = repro_base::stats::summarize(&quantized).unwrap();
+        assert!(s.cv > 0.01, "{}", s.cv);
+        assert!(
+            settled(&quantized, 0.01),
+            "its median is known to well within 1%"
+        );
+        // Wide, few samples: the median is not settled yet.
+        let wide = [1.0, 9.0, 2.0, 8.0, 3.0, 7.0, 4.0, 6.0, 5.0, 10.0];
+        assert!(!settled(&wide, 0.01));
+        assert!(settled(&[5.0; 10], 0.01), "no spread");
+    }
 
     #[test]
     fn l2_modes_and_methods_round_trip() {
@@ -250,15 +280,14 @@ mod tests {
         }
     }
 
-    /// Rounds of recorded samples: the first noisy, later ones steady.
-    fn run(cfg: &TimingConfig) -> Vec<f64> {
-        let rounds = [[10.0, 14.0, 9.0, 13.0], [11.0, 11.0, 11.0, 11.0]];
+    /// Rounds of recorded samples: `first`, then `later` again and again.
+    fn run(cfg: &TimingConfig, first: [f64; 4], later: [f64; 4]) -> Vec<f64> {
         let mut taken = Vec::new();
         sample_adaptively(
             cfg,
             &mut taken,
             |t, round| {
-                t.extend(rounds[(round as usize).min(1)]);
+                t.extend(if round == 0 { first } else { later });
                 Ok(())
             },
             |t| t.clone(),
@@ -268,21 +297,22 @@ mod tests {
     }
 
     #[test]
-    fn sampling_goes_on_while_noisy_and_stops_at_the_limits() {
-        // A noisy first round (CV 0.2): more rounds until the CV is below 0.1.
-        let taken = run(&cfg(0.1, Duration::from_secs(60)));
-        let cv = repro_base::stats::summarize(&taken).unwrap().cv;
+    fn sampling_goes_on_while_unsettled_and_stops_at_the_limits() {
+        let noisy = [10.0, 14.0, 9.0, 13.0];
+        // A noisy first round: more rounds until the median is settled.
+        let taken = run(&cfg(0.1, Duration::from_secs(60)), noisy, [11.0; 4]);
         assert!(
-            taken.len() > 4 && taken.len() < 4 * MAX_ROUNDS as usize && cv <= 0.1,
-            "{} samples, cv {cv}",
-            taken.len()
+            taken.len() > 4 && taken.len() < 4 * MAX_ROUNDS as usize && settled(&taken, 0.1),
+            "{taken:?}"
         );
-        // A CV that can never be met stops after MAX_ROUNDS rounds...
+        // Samples that stay spread out, under a limit they never meet, stop after
+        // MAX_ROUNDS rounds...
+        let spread = [1.0, 100.0, 2.0, 90.0];
         assert_eq!(
-            run(&cfg(0.0, Duration::from_secs(60))).len(),
+            run(&cfg(0.0, Duration::from_secs(60)), noisy, spread).len(),
             4 * MAX_ROUNDS as usize
         );
         // ...and a spent time limit after the first.
-        assert_eq!(run(&cfg(0.0, Duration::ZERO)).len(), 4);
+        assert_eq!(run(&cfg(0.0, Duration::ZERO), noisy, spread).len(), 4);
     }
 }

@@ -73,6 +73,7 @@ pub(crate) mod tests {
             l2: L2Mode::Warm,
             method: Method::Isolated,
             timing: true,
+            profile: None,
         }
     }
 
@@ -96,6 +97,7 @@ pub(crate) mod tests {
                 l2: L2Mode::Flush,
                 method: Method::Graph,
                 timing: false,
+                profile: None,
             },
         };
         let line = serde_json::to_string(&req).unwrap();

@@ -19,15 +19,16 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The `repro exec --worker` job for GPU slot `gpu` (the executor makes it the only GPU
-/// the worker sees).
-pub fn worker_job(jobs: &StageJobs, gpu: u32) -> Job {
-    let argv = vec![
+/// the worker sees), run under `wrapper` (a profiler's command line) when one is given.
+pub fn worker_job(jobs: &StageJobs, gpu: u32, wrapper: &[String]) -> Job {
+    let mut argv = wrapper.to_vec();
+    argv.extend([
         jobs.repro_exe.display().to_string(),
         "-f".into(),
         jobs.pipeline_file.display().to_string(),
         "exec".into(),
         "--worker".into(),
-    ];
+    ]);
     let mut job = Job::new(format!("exec-worker:gpu{gpu}"), argv, jobs.root);
     job.gpu = Some(gpu);
     // The GPU's number on this machine, for the records (locally; a scheduler's node
@@ -48,6 +49,8 @@ struct Live<'a> {
 pub struct Workers<'a> {
     jobs: StageJobs<'a>,
     slots: Vec<Mutex<Option<Live<'a>>>>,
+    /// The command each worker runs under (empty: none).
+    wrapper: Vec<String>,
 }
 
 /// How one exchange with a worker ended.
@@ -67,10 +70,27 @@ enum Exchange {
 
 impl<'a> Workers<'a> {
     pub fn new(jobs: StageJobs<'a>, slots: u32) -> Workers<'a> {
+        Workers::wrapped(jobs, slots, Vec::new())
+    }
+
+    /// Workers that each run under `wrapper`, e.g. `ncu <flags>`: the profiler sees every
+    /// run the worker makes.
+    pub fn wrapped(jobs: StageJobs<'a>, slots: u32, wrapper: Vec<String>) -> Workers<'a> {
         Workers {
             jobs,
             slots: (0..slots.max(1)).map(|_| Mutex::new(None)).collect(),
+            wrapper,
         }
+    }
+
+    /// End every live worker, each given `grace` to exit by itself once its stdin closes
+    /// (a profiler writes its report then): how each ended.
+    pub fn close(self, grace: Duration) -> Vec<anyhow::Result<JobOutcome>> {
+        self.slots
+            .iter()
+            .filter_map(|slot| slot.lock().unwrap_or_else(|e| e.into_inner()).take())
+            .map(|live| live.talk.end(Ending::FinishWithin(grace)))
+            .collect()
     }
 
     /// Run `req` (of dimensions `shape`) on slot `slot`'s worker, waiting at most `timeout`
@@ -86,7 +106,7 @@ impl<'a> Workers<'a> {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         if worker.is_none() {
-            let job = worker_job(&self.jobs, slot);
+            let job = worker_job(&self.jobs, slot, &self.wrapper);
             match self.jobs.executor.converse(&job, self.jobs.cancel) {
                 Ok(talk) => *worker = Some(Live { talk, next_id: 0 }),
                 Err(e) => {

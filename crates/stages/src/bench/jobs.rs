@@ -92,6 +92,7 @@ pub(super) fn run_jobs(
                 l2: o.l2,
                 method: o.method,
                 timing: job.timed,
+                profile: None,
             };
             workers.run(gpu, &req, &job.dims, o.timeout)
         },

@@ -11,6 +11,7 @@
 
 mod calls;
 pub mod gates;
+mod kernels;
 mod ncu_call;
 pub use repro_ncu::options;
 mod reuse;
@@ -33,7 +34,6 @@ use crate::reuse::ThisRun;
 use anyhow::Context;
 use ncu_call::detected_arch;
 use ncu_call::request_metrics;
-use repro_executor::ExitKind;
 use repro_ncu as ncu_mod;
 use repro_ncu::NCU_NOT_FOUND;
 use repro_pipeline::kind::Config;
@@ -54,8 +54,7 @@ use repro_schema::NcuTarget;
 use repro_schema::RunStatus;
 use run::finish;
 use run::keep_report;
-use run::profile_job;
-use run::read_unit;
+use run::profile_scripts;
 use run::Reading;
 use std::path::Path;
 use std::path::PathBuf;
@@ -65,14 +64,6 @@ use targets::skipped_target;
 const OUT_DIR: &str = "artifacts/ncu";
 
 pub struct Profile;
-
-/// How one unit's ncu run ended.
-pub(super) enum RunResult {
-    /// Each target's record and the CSV to write as `<label>.csv`.
-    Done(Vec<(NcuTarget, String)>),
-    /// ncu was refused the performance counters: the whole stage is skipped.
-    NoPermission(String),
-}
 
 impl StageKind for Profile {
     fn kind(&self) -> &'static str {
@@ -219,78 +210,109 @@ impl StageKind for Profile {
         let common = reuse::Common::new(ctx, &call, summary.ncu_version.as_deref());
         let committed = Committed::of(ctx);
         let this_run = ThisRun::now(ctx.root);
-        let mut done = 0;
-        for unit in calls::units(&targets) {
-            let keys: Vec<_> = unit
-                .iter()
-                .map(|t| common.as_ref().and_then(|c| c.key(ctx, t)))
-                .collect();
-            // One process profiles the unit: it runs again unless every target keeps its profile.
-            let kept: Option<Vec<_>> = unit
-                .iter()
-                .zip(&keys)
-                .map(|(t, k)| {
-                    reuse::committed_target(&committed, ctx.root, t, k.as_ref()?, opts.keep_report)
-                })
-                .collect();
-            if let Some(kept) = kept {
-                for (target, (record, csv)) in unit.iter().zip(kept) {
-                    done += 1;
-                    let from = describe_run(record.measured.as_ref().expect("a reused record"));
-                    (ctx.progress)(&format!(
-                        "ncu {} ({done}/{}): reused the profile of {from}",
-                        target.label,
-                        targets.len()
-                    ));
-                    let path = out_dir.join(format!("{}.csv", target.label));
-                    std::fs::write(&path, csv)
-                        .with_context(|| format!("cannot write {}", path.display()))?;
-                    summary.targets.push(record);
+        let reading = Reading {
+            arch,
+            extra: &opts.metrics,
+            launches: opts.launches,
+        };
+        let mut records: Vec<Option<(NcuTarget, String)>> = vec![None; targets.len()];
+        let keys: Vec<_> = targets
+            .iter()
+            .map(|t| common.as_ref().and_then(|c| c.key(ctx, t)))
+            .collect();
+        // One process profiles a unit (every kernel target; the calls of one baseline
+        // script): it runs again unless each of its targets keeps its profile.
+        let is_script = |t: &Target| matches!(t.program, Program::Script(_));
+        let kernels: Vec<usize> = (0..targets.len())
+            .filter(|&i| !is_script(&targets[i]))
+            .collect();
+        let mut units: Vec<Vec<usize>> = vec![kernels];
+        units.extend(
+            calls::units(&targets)
+                .into_iter()
+                .filter(|u| is_script(u[0]))
+                .map(|u| {
+                    u.iter()
+                        .map(|t| {
+                            targets
+                                .iter()
+                                .position(|x| std::ptr::eq(x, *t))
+                                .expect("a target")
+                        })
+                        .collect()
+                }),
+        );
+        for unit in units {
+            let mut fresh = Vec::new();
+            for i in unit {
+                let kept = keys[i].as_ref().and_then(|k| {
+                    reuse::committed_target(&committed, ctx.root, &targets[i], k, opts.keep_report)
+                });
+                match kept {
+                    // Kernel targets are profiled one by one: each keeps its own profile.
+                    Some((record, csv)) if !is_script(&targets[i]) => {
+                        let from = describe_run(record.measured.as_ref().expect("a reused record"));
+                        (ctx.progress)(&format!(
+                            "ncu {}: reused the profile of {from}",
+                            targets[i].label
+                        ));
+                        records[i] = Some((record, String::from_utf8_lossy(&csv).into_owned()));
+                    }
+                    kept => fresh.push((i, kept)),
+                }
+            }
+            let scripts = fresh.first().is_some_and(|(i, _)| is_script(&targets[*i]));
+            if scripts && fresh.iter().all(|(_, kept)| kept.is_some()) {
+                for (i, kept) in fresh {
+                    let (record, csv) = kept.expect("kept");
+                    (ctx.progress)(&format!("ncu {}: reused its profile", targets[i].label));
+                    records[i] = Some((record, String::from_utf8_lossy(&csv).into_owned()));
                 }
                 continue;
             }
-            let labels: Vec<&str> = unit.iter().map(|t| t.label.as_str()).collect();
-            (ctx.progress)(&format!(
-                "ncu {} ({}/{})",
-                labels.join(", "),
-                done + unit.len(),
-                targets.len()
-            ));
-            done += unit.len();
-            let job = profile_job(ctx, &call, &unit, timeout, &["--csv", "--page", "raw"]);
-            let outcome = ctx.executor.run(&job, ctx.cancel)?;
-            if outcome.exit == ExitKind::Cancelled {
-                anyhow::bail!("interrupted while profiling {}", labels.join(", "));
+            let unit: Vec<&Target> = fresh.iter().map(|(i, _)| &targets[*i]).collect();
+            if unit.is_empty() {
+                continue;
             }
-            let stdout = String::from_utf8_lossy(&outcome.stdout).into_owned();
-            let reading = Reading {
-                arch,
-                extra: &opts.metrics,
-                launches: opts.launches,
+            let profiled = if scripts {
+                profile_scripts(ctx, &call, &unit, &reading)?
+            } else {
+                kernels::profile_kernels(ctx, &call, &unit, &reading)
             };
-            let records = match read_unit(&unit, &outcome, &stdout, &reading) {
-                RunResult::NoPermission(line) => {
+            let profiled = match profiled {
+                Ok(records) => records,
+                Err(line) => {
                     let reason = format!("ncu may not read the GPU performance counters: {line}");
                     let outcome = skip_all(&mut summary, &reason, ncu_mod::PERMISSION_FIX);
                     return finish(&out_dir, summary, skipped, outcome);
                 }
-                RunResult::Done(records) => records,
             };
-            let report = (opts.keep_report && records.iter().any(|(r, _)| r.status.is_ok()))
-                .then(|| keep_report(ctx, &call, &unit, timeout));
-            for ((target, key), (mut record, csv)) in unit.iter().zip(keys).zip(records) {
-                record.shape = Some(target.shape.clone());
+            let report =
+                (opts.keep_report && profiled.iter().any(|(r, _)| r.status.is_ok())).then(|| {
+                    match scripts {
+                        true => keep_report(ctx, &call, &unit, timeout),
+                        false => kernels::keep_report(ctx, &call, &unit),
+                    }
+                });
+            for ((i, _), (mut record, csv)) in fresh.into_iter().zip(profiled) {
                 if record.status.is_ok() {
-                    record.measured = key.map(|k| this_run.measured(k));
+                    record.measured = keys[i].clone().map(|k| this_run.measured(k));
                     if let Some(Err(why)) = &report {
                         record.reason = Some(format!("report not kept: {why}"));
                     }
                 }
-                let path = out_dir.join(format!("{}.csv", target.label));
-                std::fs::write(&path, csv)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                summary.targets.push(record);
+                records[i] = Some((record, csv));
             }
+        }
+        let records = records
+            .into_iter()
+            .map(|r| r.expect("every target has its record"));
+        for (target, (mut record, csv)) in targets.iter().zip(records) {
+            record.shape = Some(target.shape.clone());
+            let path = out_dir.join(format!("{}.csv", target.label));
+            std::fs::write(&path, csv)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            summary.targets.push(record);
         }
         summary.gates = judge_gates(ctx.pipeline, &targets, &summary.targets);
         let failed: Vec<String> = summary

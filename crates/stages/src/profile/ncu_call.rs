@@ -27,58 +27,75 @@ impl NcuCall<'_> {
         ]
     }
 
-    /// `ncu <profiling flags> <extra> <repro> -f <pipeline> exec ...` for a kernel target
-    /// (`launches` launches after `launch_skip`), or for the calls of baseline scripts that
-    /// share one command (a [`unit`](super::calls::units)) `ncu <flags> <extra> <command>
-    /// --warmup <n> --profile <baseline> <shape> <range> ...` (each call `launches` times).
-    pub fn argv(&self, unit: &[&Target], extra: &[String]) -> Vec<String> {
+    /// `ncu <profiling flags> <extra> <command> --warmup <n> --profile <baseline> <shape>
+    /// <range> ...` for the calls of baseline scripts that share one command (a
+    /// [`unit`](super::calls::units)), each call `launches` times.
+    pub fn script_argv(&self, unit: &[&Target], extra: &[String]) -> Vec<String> {
         let s = |x: &str| x.to_string();
+        let Program::Script(run) = &unit[0].program else {
+            unreachable!("kernel targets run through the worker (super::kernels)")
+        };
         let mut argv = vec![self.ncu.to_string_lossy().into_owned()];
         argv.extend(extra.iter().cloned());
-        let target = unit[0];
-        if let Program::Script(run) = &target.program {
-            // Every kernel of each call inside its own range, in the script's own process
-            // (not the `repro exec --dump-inputs` it starts).
-            argv.extend([s("--metrics"), self.metrics.join(","), s("--nvtx")]);
-            for call in unit {
-                argv.extend([s("--nvtx-include"), format!("{}/", call.call_range())]);
-            }
-            argv.extend([s("--target-processes"), s("application-only")]);
-            argv.extend(self.control_flags());
-            argv.extend(run.iter().cloned());
-            argv.extend([s("--warmup"), self.opts.baseline_warmup().to_string()]);
-            // Each `--profile` is a trial call, the warm-up calls and one profiled call: as
-            // many of each call as the kernels have profiled launches, one after another.
-            for call in unit {
-                for _ in 0..self.opts.launches {
-                    argv.extend([
-                        s("--profile"),
-                        call.variant.clone(),
-                        call.shape.clone(),
-                        call.call_range(),
-                    ]);
-                }
-            }
-            return argv;
+        // Every kernel of each call inside its own range, in the script's own process
+        // (not the `repro exec --dump-inputs` it starts).
+        argv.extend([s("--metrics"), self.metrics.join(","), s("--nvtx")]);
+        for call in unit {
+            argv.extend([s("--nvtx-include"), format!("{}/", call.call_range())]);
         }
-        argv.extend([
-            s("--metrics"),
-            self.metrics.join(","),
-            s("-k"),
-            format!("regex:^{}$", regex_escape(&target.entry)),
-            s("--launch-skip"),
-            self.opts.launch_skip().to_string(),
-            s("--launch-count"),
-            self.opts.launches.to_string(),
-        ]);
+        argv.extend([s("--target-processes"), s("application-only")]);
         argv.extend(self.control_flags());
-        argv.extend([
-            self.repro_exe.to_string_lossy().into_owned(),
-            s("-f"),
-            self.pipeline_file.to_string_lossy().into_owned(),
-            s("exec"),
-        ]);
-        let request = ExecRequest {
+        argv.extend(run.iter().cloned());
+        argv.extend([s("--warmup"), self.opts.baseline_warmup().to_string()]);
+        // Each `--profile` is a trial call, the warm-up calls and one profiled call: as
+        // many of each call as the kernels have profiled launches, one after another.
+        for call in unit {
+            for _ in 0..self.opts.launches {
+                argv.extend([
+                    s("--profile"),
+                    call.variant.clone(),
+                    call.shape.clone(),
+                    call.call_range(),
+                ]);
+            }
+        }
+        argv
+    }
+
+    /// The command a GPU worker runs under to have ncu profile the kernel targets' windows
+    /// ([`Self::request`]) and nothing else, writing `page`.
+    pub fn wrapper(&self, page: &Page) -> Vec<String> {
+        let s = |x: &str| x.to_string();
+        let mut argv = vec![self.ncu.to_string_lossy().into_owned()];
+        match page {
+            Page::Csv(log) => argv.extend([
+                s("--csv"),
+                s("--page"),
+                s("raw"),
+                s("--metrics"),
+                self.metrics.join(","),
+                s("--log-file"),
+                log.display().to_string(),
+            ]),
+            Page::Report(path) => argv.extend([
+                s("--set"),
+                s("full"),
+                s("-f"),
+                s("-o"),
+                path.display().to_string(),
+            ]),
+        }
+        argv.extend([s("--profile-from-start"), s("off")]);
+        argv.extend([s("--target-processes"), s("application-only")]);
+        argv.extend(self.control_flags());
+        argv
+    }
+
+    /// A kernel target's run on the worker: checked, `launch_skip - 1` warm-up launches
+    /// (the check's launch is the first skipped), then `launches` launches in the profiler
+    /// window.
+    pub fn request(&self, target: &Target) -> ExecRequest {
+        ExecRequest {
             target: match &target.program {
                 Program::Variant(v) => ExecTarget::Variant(v.clone()),
                 Program::Cubin { path, defines } => ExecTarget::Cubin {
@@ -86,36 +103,28 @@ impl NcuCall<'_> {
                     entry: target.entry.clone(),
                     defines: defines.clone(),
                 },
-                Program::Script(_) => unreachable!("a baseline's command returned above"),
+                Program::Script(_) => unreachable!("a baseline runs its own command"),
             },
             workload: Some(target.workload.clone()),
             shape: target.shape.clone(),
             inputs: None,
             precision: None,
             seed: 0,
-            warmup: self.opts.warmup,
+            warmup: self.opts.baseline_warmup(),
             iters: self.opts.iters,
             l2: L2Mode::Warm,
-            // ncu serializes launches, so the isolated method's hold would wait for a
-            // release that comes only after it: launch plainly (ncu times each alone).
             method: Method::Graph,
-            timing: true,
-        };
-        argv.extend(request.argv());
-        argv
+            timing: false,
+            profile: Some(self.opts.launches),
+        }
     }
 }
 
-pub(super) fn regex_escape(name: &str) -> String {
-    name.chars()
-        .flat_map(|c| {
-            let special = "\\.+*?()|[]{}^$".contains(c);
-            special
-                .then_some('\\')
-                .into_iter()
-                .chain(std::iter::once(c))
-        })
-        .collect()
+/// What ncu writes for the kernel targets: the raw page as CSV into a log file (the
+/// worker's stdout stays its answers), or a full report.
+pub enum Page<'a> {
+    Csv(&'a Path),
+    Report(&'a Path),
 }
 
 /// The metric list for the GPU this machine has (every architecture's names when unknown).

@@ -1,22 +1,17 @@
-//! One unit's ncu run (a kernel target, or the baseline calls of one command): the job, the
-//! full report kept on request, the records read from ncu's output, and the summary written
-//! at the end.
+//! The ncu run of the baseline calls of one command: the job, the full report kept on
+//! request, the records read from ncu's output; and the summary written at the end.
 
 use super::calls::read_calls;
+use super::kernels::Profiled;
 use super::ncu_call::NcuCall;
 use super::targets::status_target;
 use super::targets::Program;
 use super::targets::Target;
-use super::RunResult;
 use anyhow::Context as _;
 use repro_executor::ExitKind;
 use repro_executor::Job;
 use repro_ncu as ncu_mod;
-use repro_ncu::launches::summarize_launches;
-use repro_ncu::metrics;
 use repro_ncu::metrics::Arch;
-use repro_ncu::parse;
-use repro_ncu::parse::Launch;
 use repro_pipeline::kind::RunCtx;
 use repro_pipeline::kind::StageOutcome;
 use repro_schema::to_json_pretty;
@@ -39,7 +34,7 @@ pub(super) fn profile_job(
     let labels: Vec<&str> = unit.iter().map(|t| t.label.as_str()).collect();
     let mut job = Job::new(
         format!("profile:{}", labels.join("+")),
-        call.argv(unit, &extra),
+        call.script_argv(unit, &extra),
         ctx.root,
     );
     job.timeout = Some(timeout);
@@ -99,13 +94,36 @@ pub(super) struct Reading<'a> {
     pub launches: u32,
 }
 
-/// Turn one unit's ncu run into its targets' records, each with the CSV to write.
+/// Profile the calls of baseline scripts that share one command in one ncu process.
+pub(super) fn profile_scripts(
+    ctx: &RunCtx,
+    call: &NcuCall,
+    unit: &[&Target],
+    reading: &Reading,
+) -> anyhow::Result<Profiled> {
+    let job = profile_job(
+        ctx,
+        call,
+        unit,
+        call.opts.timeout,
+        &["--csv", "--page", "raw"],
+    );
+    let outcome = ctx.executor.run(&job, ctx.cancel)?;
+    if outcome.exit == ExitKind::Cancelled {
+        let labels: Vec<&str> = unit.iter().map(|t| t.label.as_str()).collect();
+        anyhow::bail!("interrupted while profiling {}", labels.join(", "));
+    }
+    let stdout = String::from_utf8_lossy(&outcome.stdout).into_owned();
+    Ok(read_unit(unit, &outcome, &stdout, reading))
+}
+
+/// Turn one script unit's ncu run into its calls' records, each with the CSV to write.
 pub(super) fn read_unit(
     unit: &[&Target],
     outcome: &repro_executor::JobOutcome,
     stdout: &str,
     reading: &Reading,
-) -> RunResult {
+) -> Profiled {
     let everything = format!("{stdout}\n{}", outcome.tail);
     if ncu_mod::is_permission_error(&everything) {
         let line = everything
@@ -114,7 +132,7 @@ pub(super) fn read_unit(
             .unwrap_or("ERR_NVGPUCTRPERM")
             .trim()
             .to_string();
-        return RunResult::NoPermission(line);
+        return Err(line);
     }
     let context = failure_context(stdout, &outcome.tail);
     let ended = match &outcome.exit {
@@ -133,79 +151,9 @@ pub(super) fn read_unit(
             );
             (record, stdout.to_string())
         };
-        return RunResult::Done(unit.iter().map(failed).collect());
+        return Ok(unit.iter().map(failed).collect());
     }
-    let records = match unit {
-        [target] if !matches!(target.program, Program::Script(_)) => {
-            vec![(
-                read_kernel(target, stdout, reading, &context),
-                stdout.to_string(),
-            )]
-        }
-        calls => read_calls(calls, stdout, &everything, reading),
-    };
-    RunResult::Done(records)
-}
-
-/// A kernel target's record from its ncu run, which ended well.
-fn read_kernel(target: &Target, stdout: &str, reading: &Reading, context: &str) -> NcuTarget {
-    let expected = reading.launches;
-    let failed = |reason: String| {
-        status_target(
-            &target.label,
-            &target.variant,
-            &target.entry,
-            RunStatus::Failed,
-            reason,
-        )
-    };
-    let export = match parse::parse(stdout) {
-        Ok(e) => e,
-        Err(e) => return failed(format!("cannot read ncu's CSV: {e}")),
-    };
-    let launches = entry_launches(&export.launches, &target.entry);
-    if launches.len() < expected as usize {
-        return failed(format!(
-            "ncu profiled {} launch(es) of `{}` where the stage asks for `launches: {expected}`: \
-             the program made fewer after the skipped ones (raise the stage's `iters`, or lower \
-             `launches`):\n{context}",
-            launches.len(),
-            target.entry
-        ));
-    }
-    let record = summarize_launches(
-        &launches,
-        reading.arch,
-        reading.extra,
-        metrics::TargetId {
-            target: &target.label,
-            variant: &target.variant,
-            kernel: &target.entry,
-        },
-    );
-    if record.kernel_time_us.is_none() {
-        let ids: Vec<&str> = launches.iter().map(|l| l.id.as_str()).collect();
-        return failed(format!(
-            "ncu listed launches {} of {} but measured no time for some (did the kernel fail?):\n{context}",
-            ids.join(", "),
-            launches[0].kernel
-        ));
-    }
-    record
-}
-
-/// The profiled launches of `entry` (ncu's `-k` chose only its), or every launch when none
-/// carries its name.
-fn entry_launches<'a>(launches: &'a [Launch], entry: &str) -> Vec<&'a Launch> {
-    let named: Vec<&Launch> = launches
-        .iter()
-        .filter(|l| l.function_name() == entry)
-        .collect();
-    if named.is_empty() {
-        launches.iter().collect()
-    } else {
-        named
-    }
+    Ok(read_calls(unit, stdout, &everything, reading))
 }
 
 /// What to show when a target fails: ncu's messages and the program's own lines (its

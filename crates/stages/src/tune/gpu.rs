@@ -183,6 +183,7 @@ impl GpuBackend<'_> {
             l2: self.l2,
             method: self.method,
             timing,
+            profile: None,
         };
         let dims: Bindings = self.decl.shapes[shape]
             .iter()

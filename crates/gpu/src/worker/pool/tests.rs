@@ -206,7 +206,7 @@ fn a_worker_that_cannot_start_fails_the_run_not_the_stage() {
 #[test]
 fn the_job_names_the_worker_its_gpu_and_the_pipeline() {
     let f = Fixture::new(FAKE_WORKER);
-    let job = worker_job(&f.jobs(), 3);
+    let job = worker_job(&f.jobs(), 3, &[]);
     assert_eq!(
         job.argv[1..],
         ["-f", "pipeline.yaml", "exec", "--worker"].map(String::from)
@@ -215,4 +215,31 @@ fn the_job_names_the_worker_its_gpu_and_the_pipeline() {
     let physical = repro_executor::local::visible_gpu(3);
     assert_eq!(job.env.get(GPU_INDEX_ENV), Some(&physical));
     assert_eq!(job.timeout, None, "each answer is timed instead");
+}
+
+/// A profiler's stand-in: runs the worker, then takes three seconds to write its report.
+const FAKE_PROFILER: &str = r#"#!/bin/sh
+report=$1; shift
+"$@"
+sleep 3
+echo "profiled" > "$report"
+"#;
+
+#[test]
+fn wrapped_workers_run_under_the_wrapper_and_close_waits_for_its_report() {
+    let f = Fixture::new(FAKE_WORKER);
+    let profiler = f.dir.path().join("fake-profiler");
+    std::fs::write(&profiler, FAKE_PROFILER).unwrap();
+    std::fs::set_permissions(&profiler, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let report = f.dir.path().join("report.txt");
+    let wrapper = [&profiler, &report]
+        .map(|p| p.display().to_string())
+        .to_vec();
+    let workers = Workers::wrapped(f.jobs(), 1, wrapper);
+    let got = batch(&workers, &[0, 1], Duration::from_secs(20));
+    assert!(got.iter().all(|r| r.status == RunStatus::Ok), "{got:?}");
+    let ended = workers.close(Duration::from_secs(20));
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0].as_ref().unwrap().exit, ExitKind::Code(0));
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "profiled\n");
 }

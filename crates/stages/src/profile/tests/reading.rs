@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::profile::run::failure_context;
-use std::time::Duration;
 
 #[test]
 fn failure_context_keeps_messages_and_program_lines_not_csv() {
@@ -13,38 +12,22 @@ fn failure_context_keeps_messages_and_program_lines_not_csv() {
         "app: start\n==ERROR== LaunchFailed\nerror: CUDA_ERROR_ILLEGAL_ADDRESS in k_fwd"
     );
 }
-/// A job that ended well with `stdout`.
-fn ended_well(stdout: &str) -> repro_executor::JobOutcome {
-    repro_executor::JobOutcome {
-        exit: repro_executor::ExitKind::Code(0),
-        stdout: stdout.as_bytes().to_vec(),
-        tail: String::new(),
-        node: None,
-        elapsed: Duration::ZERO,
-    }
-}
-
-fn records(result: RunResult) -> Vec<(NcuTarget, String)> {
-    match result {
-        RunResult::Done(records) => records,
-        RunResult::NoPermission(line) => panic!("no permission: {line}"),
-    }
-}
-
 #[test]
-fn a_kernel_target_is_the_median_of_its_profiled_launches() {
+fn kernel_targets_take_their_launches_in_request_order() {
     let text = fixture("stage_mode_launches.csv");
-    let target = Target {
-        label: "control".into(),
+    let target = |label: &str, entry: &str| Target {
+        label: label.into(),
         variant: "base".into(),
-        entry: "scale_add".into(),
+        entry: entry.into(),
         program: Program::Variant("base".into()),
         workload: "tiny".into(),
         shape: "mission".into(),
     };
-    let outcome = ended_well(&text);
-    let read = run::read_unit(&[&target], &outcome, &text, &reading(5));
-    let (record, csv) = &records(read)[0];
+    let (control, other) = (target("control", "scale_add"), target("other", "scale_add"));
+    let mut records = vec![None, None];
+    let unread = kernels::assign(&[&control, &other], &[0], &text, &reading(5), &mut records);
+    assert!(unread.is_empty());
+    let (record, csv) = records[0].as_ref().unwrap();
     assert_eq!(record.status, RunStatus::Ok, "{:?}", record.reason);
     assert_eq!(
         (
@@ -55,18 +38,16 @@ fn a_kernel_target_is_the_median_of_its_profiled_launches() {
         ),
         (Some(16.576), Some(16.48), Some(19.104), Some(5))
     );
-    assert_eq!(csv, &text);
-    // Fewer launches than asked for: failed, saying how many and what to change.
-    let read = run::read_unit(&[&target], &outcome, &text, &reading(6));
-    let (record, _) = &records(read)[0];
-    assert_eq!(record.status, RunStatus::Failed);
-    let why = record.reason.as_deref().unwrap();
-    assert!(
-        why.contains("ncu profiled 5 launch(es) of `scale_add`")
-            && why.contains("`launches: 6`")
-            && why.contains("raise the stage's `iters`"),
-        "{why}"
-    );
+    assert_eq!(csv, &text, "all of ncu's output is this target's");
+    assert!(records[1].is_none(), "not answered: nothing read for it");
+    // Two answered but five launches: the second's are missing, it comes back.
+    let mut records = vec![None, None];
+    let unread = kernels::assign(&[&control, &other], &[0, 1], &text, &reading(5), &mut records);
+    assert_eq!(unread, [1]);
+    // Launches of another entry are not this target's.
+    let wrong = target("wrong", "softmax");
+    let mut records = vec![None];
+    assert_eq!(kernels::assign(&[&wrong], &[0], &text, &reading(5), &mut records), [0]);
 }
 
 #[test]
