@@ -392,7 +392,11 @@ fn profile_stage_skips_and_fails_honestly() {
         let _ = std::fs::remove_file(&requests);
         let staging = run();
         let n = std::fs::read_to_string(&calls_file).map_or(0, |c| c.lines().count());
-        (n, std::fs::read_to_string(&requests).unwrap_or_default(), staging)
+        (
+            n,
+            std::fs::read_to_string(&requests).unwrap_or_default(),
+            staging,
+        )
     };
     let run = || {
         let (outcome, staging) = project.run_with(&elsewhere, &repro);
@@ -409,7 +413,9 @@ fn profile_stage_skips_and_fails_honestly() {
         "a worker under ncu, which profiles only the windows:\n{argv}"
     );
     assert!(
-        ran.contains("\"warmup\":5") && ran.contains("\"profile\":5") && ran.contains("\"timing\":false"),
+        ran.contains("\"warmup\":5")
+            && ran.contains("\"profile\":5")
+            && ran.contains("\"timing\":false"),
         "after the check and 5 warm-up launches, 5 launches in the window, none timed:\n{ran}"
     );
     // The profile gate failed on both: recorded ❌, and the stage still passed.

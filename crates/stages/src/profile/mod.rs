@@ -1,9 +1,9 @@
-//! The `profile` stage kind: Nsight Compute on `repro exec` for each target (the control,
-//! named variants, the tune elite), `launches` warm launches of the kernel's entry (a
-//! baseline's calls as many times, after the same warm-up), `--csv --page raw` with an
-//! explicit metric list. Writes ncu's output as printed to `artifacts/ncu/<target>.csv`, and
-//! the medians of the named metrics and the `gates.profile` verdicts to
-//! `artifacts/ncu/summary.json`.
+//! The `profile` stage kind: Nsight Compute on `launches` warm launches of each target's
+//! kernel (the control, named variants, the tune elite), every kernel target in one ncu
+//! process ([`kernels`]); a baseline's calls as many times, after the same warm-up, one
+//! process per script ([`run`]); `--csv --page raw` with an explicit metric list. Writes each
+//! target's part of ncu's output to `artifacts/ncu/<target>.csv`, and the medians of the
+//! named metrics and the `gates.profile` verdicts to `artifacts/ncu/summary.json`.
 //!
 //! Degrades honestly: no ncu → `skipped` with the install hint; `ERR_NVGPUCTRPERM` →
 //! `skipped` with the fix; a target whose program crashes or times out is `failed` with
@@ -274,11 +274,25 @@ impl StageKind for Profile {
             if unit.is_empty() {
                 continue;
             }
+            let began = std::time::Instant::now();
             let profiled = if scripts {
                 profile_scripts(ctx, &call, &unit, &reading)?
             } else {
                 kernels::profile_kernels(ctx, &call, &unit, &reading)
             };
+            repro_base::fsio::append_line(
+                ctx.log,
+                &format!(
+                    "ncu: {} {} profiled in {:.1} s",
+                    unit.len(),
+                    if scripts {
+                        "baseline calls"
+                    } else {
+                        "kernel targets"
+                    },
+                    began.elapsed().as_secs_f64()
+                ),
+            );
             let profiled = match profiled {
                 Ok(records) => records,
                 Err(line) => {

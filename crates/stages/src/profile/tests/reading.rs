@@ -42,12 +42,21 @@ fn kernel_targets_take_their_launches_in_request_order() {
     assert!(records[1].is_none(), "not answered: nothing read for it");
     // Two answered but five launches: the second's are missing, it comes back.
     let mut records = vec![None, None];
-    let unread = kernels::assign(&[&control, &other], &[0, 1], &text, &reading(5), &mut records);
+    let unread = kernels::assign(
+        &[&control, &other],
+        &[0, 1],
+        &text,
+        &reading(5),
+        &mut records,
+    );
     assert_eq!(unread, [1]);
     // Launches of another entry are not this target's.
     let wrong = target("wrong", "softmax");
     let mut records = vec![None];
-    assert_eq!(kernels::assign(&[&wrong], &[0], &text, &reading(5), &mut records), [0]);
+    assert_eq!(
+        kernels::assign(&[&wrong], &[0], &text, &reading(5), &mut records),
+        [0]
+    );
 }
 
 #[test]
