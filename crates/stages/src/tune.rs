@@ -198,6 +198,7 @@ impl StageKind for TuneStage {
     }
 
     fn run(&self, ctx: &RunCtx) -> anyhow::Result<StageOutcome> {
+        let began = std::time::Instant::now();
         let o: &TuneOptions = ctx.config.of();
         let budget = budget(o, &ctx.overrides.tune);
         let gpus = gpu_nodes::stage_gpus(ctx);
@@ -308,11 +309,12 @@ impl StageKind for TuneStage {
             .with_context(|| format!("cannot open {}", ctx.log.display()))?;
         writeln!(
             log,
-            "tune: {} valid configurations ({} ruled out by constraints), budget {budget}, {slots} GPU slot(s), {jobs} compile jobs, memo {} ({} trials)",
+            "tune: {} valid configurations ({} ruled out by constraints), budget {budget}, {slots} GPU slot(s), {jobs} compile jobs, memo {} ({} trials); ready after {:.1} s",
             o.space.valid().len(),
             o.space.rejected(),
             memo.path().map(|p| p.display().to_string()).unwrap_or_default(),
-            memo.len()
+            memo.len(),
+            began.elapsed().as_secs_f64()
         )?;
         let settings = Settings {
             budget,

@@ -277,10 +277,22 @@ impl StageKind for BenchStage {
                 to_measure.len()
             ));
         }
+        let began = std::time::Instant::now();
         checks.extend(driver_checks(ctx, gpus[0].index, &arch, &to_measure));
+        let checked = began.elapsed();
         let jobs = plan(&workloads, ctx.pipeline, &to_measure, o);
         let slots = gpu_nodes::gpu_slots(ctx.executor, &gpus);
         let results = run_jobs(ctx, o, &jobs, slots)?;
+        repro_base::fsio::append_line(
+            ctx.log,
+            &format!(
+                "bench: the driver's attributes of {} variant(s) in {:.1} s, {} run(s) in {:.1} s",
+                to_measure.len(),
+                checked.as_secs_f64(),
+                jobs.len(),
+                (began.elapsed() - checked).as_secs_f64()
+            ),
+        );
         OneGpuModel::new(o.allow_mixed_gpus)
             .admit(&results)
             .map_err(anyhow::Error::msg)?;
