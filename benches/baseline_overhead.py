@@ -5,8 +5,8 @@ For each shape (B, H, S, D = 2, 8, 512, 64 'mission' and 1, 8, 2048, 64 'long'; 
 from N(0, 1)) and each native SDPA backend that runs (cuDNN, flash, efficient), one call of
 F.scaled_dot_product_attention is measured four ways:
 
-  isolated   kernels/baselines/torch_sdpa.py's isolated method (what the bench stage records),
-             with the call as the baseline script makes it (inside `sdpa_kernel([backend])`)
+  isolated   the baselines' isolated method (kernels/baselines/baselines_common.py: what the bench
+             stage records), with the call as torch_sdpa.py makes it (inside `sdpa_kernel([backend])`)
   bare       the same method with the backend chosen once, outside the timed call
   graph      a CUDA-graph replay of 100 calls, per call
   kernels    the CUDA kernels one call launches, from the PyTorch profiler (CUPTI): their
@@ -23,7 +23,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "baselines"))
-import torch_sdpa  # noqa: E402
+import baselines_common  # noqa: E402
 
 SHAPES = {"mission": (2, 8, 512, 64), "long": (1, 8, 2048, 64)}
 
@@ -100,13 +100,13 @@ def main():
                     ctx = sdpa_kernel([backend])
                     ctx.__enter__()
                     fn = lambda: F.scaled_dot_product_attention(q, k, v)
-                samples, mode = torch_sdpa.time_fn(torch, fn, "isolated", 20, 100, "warm", 0.01, 5.0)
-                row[f"{label}_p50_us"] = round(torch_sdpa.summarize(samples)["p50_us"], 3)
+                samples, mode = baselines_common.time_fn(torch, fn, "isolated", 20, 100, "warm", 0.01, 5.0)
+                row[f"{label}_p50_us"] = round(baselines_common.summarize(samples)["p50_us"], 3)
                 row[f"{label}_host_late_retakes"] = mode["host_late_retakes"]
                 row["timer_overhead_us"] = mode["timer_overhead_us"]
                 if label == "bare":
-                    samples, mode = torch_sdpa.time_fn(torch, fn, "graph", 20, 100, "warm", 0.01, 5.0)
-                    row["graph_p50_us"] = round(torch_sdpa.summarize(samples)["p50_us"], 3)
+                    samples, mode = baselines_common.time_fn(torch, fn, "graph", 20, 100, "warm", 0.01, 5.0)
+                    row["graph_p50_us"] = round(baselines_common.summarize(samples)["p50_us"], 3)
                     row["graph_method"] = mode["method"]
                     row.update(kernels_of_one_call(torch, fn))
                     ctx.__exit__(None, None, None)

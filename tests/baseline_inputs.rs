@@ -1,10 +1,11 @@
 //! The PyTorch baselines see exactly the kernels' inputs and judge them by the same
-//! metrics. `kernels/baselines/torch_sdpa.py` and `torch_rmsnorm.py` never draw inputs: they
-//! read the files `repro exec --dump-inputs` writes. Checked here without a GPU or torch (python3 with
+//! metrics. `kernels/baselines/torch_sdpa.py` and `torch_rmsnorm.py` (the workloads'
+//! modules `torch_baselines.py` runs) never draw inputs: they read the files
+//! `repro exec --dump-inputs` writes. Checked here without a GPU or torch (python3 with
 //! numpy): for every input recipe, the arrays the script's own loader returns hash equal
 //! to the ones the workload's `Case::generate` makes in process, the dequantized K/V files
 //! equal an independent numpy decoding of the E4M3 codes times the scales, and the script's
-//! `accuracy()` gives the numbers `gpu::check::Accuracy` gives.
+//! `accuracy()` (`baselines_common.py`) gives the numbers `workload::accuracy::Accuracy` gives.
 
 mod common;
 
@@ -49,7 +50,8 @@ fn sha(bytes: impl IntoIterator<Item = u8>) -> String {
     repro::tools::hex(&Sha256::digest(&v))
 }
 
-/// Run `code` with the baseline script importable as `torch_sdpa`; its stdout as JSON.
+/// Run `code` with the baselines' modules importable (`torch_sdpa`, `baselines_common`, ...);
+/// its stdout as JSON.
 fn python(code: &str, args: &[&Path]) -> serde_json::Value {
     let script_dir = common::source_root().join("kernels/baselines");
     common::stdout_json(
@@ -143,13 +145,13 @@ fn the_baseline_loads_exactly_the_inputs_repro_generates_for_every_recipe() {
 const ACCURACY: &str = r#"
 import json
 import numpy as np
-import torch_sdpa
+import baselines_common
 shape = tuple(json.loads(sys.argv[3]))
 out = np.fromfile(sys.argv[1], dtype="<f8").reshape(shape)
 ref = np.fromfile(sys.argv[2], dtype="<f8").reshape(shape)
 gates = {"max_abs_err": 0.06, "mean_abs_err": 0.02, "max_pct_bad": 1.0,
          "max_err_over_ref_std": 0.02, "max_rel_l2_err": 0.002}
-print(json.dumps(torch_sdpa.accuracy(np, out, ref, gates)))
+print(json.dumps(baselines_common.accuracy(np, out, ref, gates)))
 "#;
 
 #[test]
@@ -258,6 +260,8 @@ fn the_rmsnorm_baseline_loads_exactly_the_inputs_repro_generates() {
     let decl = &p.workloads["rmsnorm"];
     let c = Compiled::new("rmsnorm", decl, &[]).unwrap();
     let recipes = decl.recipes_of("ragged");
+    let dims = &decl.shapes["ragged"];
+    let (rows, hidden) = (dims["rows"], dims["hidden"]);
     assert_eq!(seen.as_object().unwrap().len(), recipes.len());
     for (i, recipe) in recipes.into_iter().enumerate() {
         let key = format!("ragged-{recipe}-seed1");
@@ -269,7 +273,7 @@ fn the_rmsnorm_baseline_loads_exactly_the_inputs_repro_generates() {
         };
         assert_eq!(entry["inputs"], recipe, "{key}");
         assert_eq!(entry["timed"], i == 0, "{key}");
-        assert_eq!(entry["shape"], serde_json::json!([33, 1000]), "{key}");
+        assert_eq!(entry["shape"], serde_json::json!([rows, hidden]), "{key}");
         assert_eq!(entry["x"], bytes(0), "{key}: x");
         assert_eq!(entry["weight"], bytes(1), "{key}: weight");
         assert!(

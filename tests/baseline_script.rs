@@ -1,21 +1,37 @@
-//! The PyTorch baseline scripts without PyTorch: each baseline is written as `skipped` with
-//! the reason (in repro's BenchFile schema), and the script exits 0.
+//! The PyTorch baselines' one entry, `kernels/baselines/torch_baselines.py`. Without PyTorch
+//! every baseline of every workload is written as `skipped` with the reason (in repro's
+//! BenchFile schema) and the script exits 0; its profiling mode says it skipped every call.
+//! With stand-ins for torch and for each workload's module (python3 alone), one process
+//! serves every workload: torch is imported once, each profiling call goes to the workload
+//! that owns its baseline, and a workload that cannot run leaves the others running.
+//! `kernels/baselines/torch_version.py`, the stage's `torch` tool, reads the version without
+//! running torch's `__init__.py`.
 
 mod common;
 
 use repro::schema::{BenchFile, RunStatus};
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 
-/// Run `kernels/baselines/<script>` with `--out baselines` in a scratch folder, on a machine
-/// with python3 and without torch (else say the test is skipped and return `None`).
-fn run_without_torch(script: &str) -> Option<tempfile::TempDir> {
-    let has_python = Command::new("python3")
+fn has_python() -> bool {
+    let ok = Command::new("python3")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !has_python {
+    if !ok {
         common::say_skipped("python3 is not installed");
-        return None;
+    }
+    ok
+}
+
+fn scripts() -> std::path::PathBuf {
+    common::source_root().join("kernels/baselines")
+}
+
+/// Whether this machine has python3 and no torch (else say the test is skipped).
+fn python_without_torch() -> bool {
+    if !has_python() {
+        return false;
     }
     let has_torch = Command::new("python3")
         .args(["-c", "import torch"])
@@ -23,14 +39,17 @@ fn run_without_torch(script: &str) -> Option<tempfile::TempDir> {
         .is_ok_and(|o| o.status.success());
     if has_torch {
         common::say_skipped("PyTorch is installed here, so the no-torch path cannot be shown");
-        return None;
+        return false;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let script = common::source_root().join("kernels/baselines").join(script);
+    true
+}
+
+/// `python3 kernels/baselines/torch_baselines.py ARGS` in `dir`; it must exit 0.
+fn baselines(dir: &Path, args: &[&str]) -> Output {
     let out = Command::new("python3")
-        .arg(script)
-        .args(["--out", "baselines"])
-        .current_dir(dir.path())
+        .arg(scripts().join("torch_baselines.py"))
+        .args(args)
+        .current_dir(dir)
         .output()
         .unwrap();
     assert!(
@@ -38,34 +57,335 @@ fn run_without_torch(script: &str) -> Option<tempfile::TempDir> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Some(dir)
+    out
 }
 
-fn assert_skipped(dir: &std::path::Path, name: &str) {
+fn assert_skipped(dir: &Path, name: &str, workload: &str) {
     let text = std::fs::read(dir.join(format!("baselines/{name}.json"))).unwrap();
     let file: BenchFile = serde_json::from_slice(&text).unwrap();
     assert_eq!(
         (file.name.as_str(), file.kind.as_str(), file.status),
         (name, "baseline", RunStatus::Skipped)
     );
+    assert_eq!(file.workload.as_deref(), Some(workload), "{name}");
     assert!(file.reason.unwrap().contains("PyTorch is not installed"));
     assert!(file.results.is_empty());
 }
 
-#[test]
-fn without_torch_both_baselines_are_skipped_with_the_reason() {
-    let Some(dir) = run_without_torch("torch_sdpa.py") else {
-        return;
-    };
-    for name in ["torch-sdpa-default", "torch-sdpa-best"] {
-        assert_skipped(dir.path(), name);
-    }
+fn written(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("baselines"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
 }
 
 #[test]
-fn without_torch_the_rmsnorm_baseline_is_skipped_with_the_reason() {
-    let Some(dir) = run_without_torch("torch_rmsnorm.py") else {
+fn without_torch_every_baseline_of_every_workload_is_skipped_with_the_reason() {
+    if !python_without_torch() {
         return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    baselines(dir.path(), &["--out", "baselines"]);
+    for (name, workload) in [
+        ("torch-sdpa-default", "sdpa_fp8"),
+        ("torch-sdpa-best", "sdpa_fp8"),
+        ("torch-rmsnorm", "rmsnorm"),
+    ] {
+        assert_skipped(dir.path(), name, workload);
+    }
+    assert_eq!(
+        written(dir.path()),
+        [
+            "torch-rmsnorm.json",
+            "torch-sdpa-best.json",
+            "torch-sdpa-default.json"
+        ]
+    );
+}
+
+#[test]
+fn without_torch_workload_picks_the_baselines_written() {
+    if !python_without_torch() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    baselines(dir.path(), &["--out", "baselines", "--workload", "rmsnorm"]);
+    assert_skipped(dir.path(), "torch-rmsnorm", "rmsnorm");
+    assert_eq!(written(dir.path()), ["torch-rmsnorm.json"]);
+}
+
+#[test]
+fn without_torch_the_profiling_mode_skips_every_call_and_writes_nothing() {
+    if !python_without_torch() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = baselines(
+        dir.path(),
+        &[
+            "--out",
+            "baselines",
+            "--profile",
+            "torch-sdpa-best",
+            "mission",
+            "r1",
+            "--profile",
+            "torch-rmsnorm",
+            "mission",
+            "r2",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("repro-profile: skipped: PyTorch is not installed")),
+        "{stdout}"
+    );
+    assert!(written(dir.path()).is_empty());
+}
+
+/// Stand-ins: `import_torch` counts its calls and gives a torch whose CUDA calls and NVTX
+/// ranges are logged; each workload module's `profiler`/`run`/`unavailable` log what they
+/// were asked. Then `torch_baselines.main()` with the arguments after the code.
+const STAND_INS: &str = r#"
+import json, sys, types
+sys.dont_write_bytecode = True
+import torch_baselines, torch_rmsnorm, torch_sdpa
+from baselines_common import Torch
+
+log = []
+def nvtx(kind):
+    return lambda name=None: log.append([kind, name])
+fake = types.SimpleNamespace(cuda=types.SimpleNamespace(
+    synchronize=lambda: None,
+    nvtx=types.SimpleNamespace(range_push=nvtx("push"), range_pop=nvtx("pop"))))
+imports = []
+def import_torch():
+    imports.append(1)
+    return Torch("np", fake, "F"), None
+torch_baselines.import_torch = import_torch
+
+def stand_in(module, unavailable=None, fails=False):
+    name = module.WORKLOAD
+    module.unavailable = lambda t: unavailable
+    def profiler(t, args):
+        assert t.torch is fake
+        log.append(["profiler", name])
+        def prepare(baseline, shape):
+            assert baseline in module.BASELINES, baseline
+            return lambda: log.append(["call", name, baseline, shape])
+        return prepare
+    def run(t, args):
+        assert t.torch is fake
+        log.append(["run", name, args.out])
+        if fails:
+            raise RuntimeError(f"{name} broke")
+        return 0
+    module.profiler, module.run = profiler, run
+
+scenario = json.loads(sys.argv[1])
+stand_in(torch_sdpa, fails=scenario.get("sdpa_fails", False))
+stand_in(torch_rmsnorm, unavailable=scenario.get("rmsnorm_unavailable"))
+sys.argv = ["torch_baselines.py"] + sys.argv[2:]
+import contextlib, io
+stdout = io.StringIO()
+with contextlib.redirect_stdout(stdout):
+    code = torch_baselines.main()
+print(json.dumps({"code": code, "imports": len(imports), "log": log,
+                  "stdout": stdout.getvalue().splitlines()}))
+"#;
+
+/// [`STAND_INS`] in `dir` with `scenario` (JSON) and the script's arguments.
+fn with_stand_ins(dir: &Path, scenario: &str, args: &[&str]) -> serde_json::Value {
+    common::stdout_json(
+        Command::new("python3")
+            .arg("-c")
+            .arg(format!(
+                "import sys; sys.path.insert(0, {:?})\n{STAND_INS}",
+                scripts().display().to_string()
+            ))
+            .arg(scenario)
+            .args(args)
+            .current_dir(dir),
+    )
+}
+
+fn words(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap_or("null").to_string())
+        .collect()
+}
+
+#[test]
+fn one_process_serves_every_baseline_call_each_by_its_workload() {
+    if !has_python() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["--warmup", "2"];
+    for call in [
+        ["torch-sdpa-best", "mission", "r.best.mission"],
+        ["torch-rmsnorm", "mission", "r.rms.mission"],
+        ["torch-sdpa-default", "long", "r.default.long"],
+        ["torch-naive", "mission", "r.naive.mission"],
+    ] {
+        args.push("--profile");
+        args.extend(call);
+    }
+    let seen = with_stand_ins(dir.path(), "{}", &args);
+    assert_eq!(seen["code"], 0, "{seen}");
+    assert_eq!(seen["imports"], 1, "torch imported once: {seen}");
+    let log: Vec<Vec<String>> = seen["log"].as_array().unwrap().iter().map(words).collect();
+    // Each workload's profiler is made once, when its first call comes; each call is a
+    // trial, two warm-up calls, then one call inside its own range.
+    let call = |w: &str, b: &str, s: &str| vec!["call".to_string(), w.into(), b.into(), s.into()];
+    let mut want: Vec<Vec<String>> = vec![vec!["profiler".into(), "sdpa_fp8".into()]];
+    let profiled = |want: &mut Vec<Vec<String>>, c: Vec<String>, range: &str| {
+        want.extend(std::iter::repeat_n(c.clone(), 3));
+        want.push(vec!["push".into(), range.into()]);
+        want.push(c);
+        want.push(vec!["pop".into(), "null".into()]);
     };
-    assert_skipped(dir.path(), "torch-rmsnorm");
+    profiled(
+        &mut want,
+        call("sdpa_fp8", "torch-sdpa-best", "mission"),
+        "r.best.mission",
+    );
+    want.push(vec!["profiler".into(), "rmsnorm".into()]);
+    profiled(
+        &mut want,
+        call("rmsnorm", "torch-rmsnorm", "mission"),
+        "r.rms.mission",
+    );
+    profiled(
+        &mut want,
+        call("sdpa_fp8", "torch-sdpa-default", "long"),
+        "r.default.long",
+    );
+    assert_eq!(log, want, "{seen}");
+    // A baseline no workload owns is one skipped call, named by its range.
+    let stdout = words(&seen["stdout"]);
+    assert_eq!(stdout.len(), 1, "{stdout:?}");
+    assert!(
+        stdout[0].starts_with("repro-profile: call r.naive.mission skipped: `torch-naive` is not a baseline of this script (torch-sdpa-default, torch-sdpa-best, torch-rmsnorm)"),
+        "{stdout:?}"
+    );
+}
+
+#[test]
+fn a_workload_that_cannot_run_skips_only_its_own_baselines() {
+    if !has_python() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = r#"{"rmsnorm_unavailable": "torch 2.3.0 has no torch.nn.functional.rms_norm (2.4 or later)"}"#;
+    // Measuring: attention runs, RMSNorm's file says why it did not.
+    let seen = with_stand_ins(dir.path(), scenario, &["--out", "baselines"]);
+    assert_eq!(seen["code"], 0, "{seen}");
+    assert_eq!(seen["imports"], 1, "{seen}");
+    let log: Vec<Vec<String>> = seen["log"].as_array().unwrap().iter().map(words).collect();
+    assert_eq!(log, [["run", "sdpa_fp8", "baselines"]], "{seen}");
+    assert_eq!(written(dir.path()), ["torch-rmsnorm.json"]);
+    let file: BenchFile = serde_json::from_slice(
+        &std::fs::read(dir.path().join("baselines/torch-rmsnorm.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(file.status, RunStatus::Skipped);
+    assert_eq!(file.workload.as_deref(), Some("rmsnorm"));
+    assert!(file
+        .reason
+        .unwrap()
+        .contains("no torch.nn.functional.rms_norm"));
+    // Profiling: its calls are skipped with the reason, attention's still run.
+    let seen = with_stand_ins(
+        dir.path(),
+        scenario,
+        &[
+            "--warmup",
+            "0",
+            "--profile",
+            "torch-rmsnorm",
+            "mission",
+            "r.rms",
+            "--profile",
+            "torch-sdpa-best",
+            "mission",
+            "r.best",
+        ],
+    );
+    let stdout = words(&seen["stdout"]);
+    assert_eq!(
+        stdout,
+        ["repro-profile: call r.rms skipped: torch 2.3.0 has no torch.nn.functional.rms_norm (2.4 or later)"],
+        "{seen}"
+    );
+    let pushed: Vec<String> = seen["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e[0] == "push")
+        .map(|e| e[1].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(pushed, ["r.best"], "{seen}");
+}
+
+#[test]
+fn a_workload_that_fails_leaves_the_others_measured_and_the_exit_nonzero() {
+    if !has_python() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let seen = with_stand_ins(dir.path(), r#"{"sdpa_fails": true}"#, &["--out", "o"]);
+    assert_eq!(seen["code"], 1, "{seen}");
+    let log: Vec<Vec<String>> = seen["log"].as_array().unwrap().iter().map(words).collect();
+    assert_eq!(
+        log,
+        [["run", "sdpa_fp8", "o"], ["run", "rmsnorm", "o"]],
+        "{seen}"
+    );
+}
+
+/// The `torch` tool of the baselines stage: torch's version without running its
+/// `__init__.py` (a stand-in package whose `__init__.py` exits 3 if run), from the literal
+/// its version.py assigns; no torch at all is a failure, as `import torch` is.
+#[test]
+fn the_torch_tool_reads_the_version_without_importing_torch() {
+    if !has_python() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let torch = dir.path().join("site/torch");
+    std::fs::create_dir_all(&torch).unwrap();
+    std::fs::write(torch.join("__init__.py"), "raise SystemExit(3)\n").unwrap();
+    let version_py = "from typing import Optional\n\n__all__ = ['__version__', 'cuda']\n\
+                      __version__ = '2.11.0+cu130'\ndebug = False\n\
+                      cuda: Optional[str] = '13.0'\ngit_version = 'abc'\n";
+    std::fs::write(torch.join("version.py"), version_py).unwrap();
+    let tool = |python_args: &[&str], pythonpath: &Path| {
+        Command::new("python3")
+            .args(python_args)
+            .arg(scripts().join("torch_version.py"))
+            .env("PYTHONPATH", pythonpath)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .output()
+            .unwrap()
+    };
+    let out = tool(&[], &dir.path().join("site"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "2.11.0+cu130\n");
+    // No torch: `-S` leaves site-packages off the path, and PYTHONPATH names none.
+    let out = tool(&["-S"], &dir.path().join("empty"));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no module named 'torch'"));
 }

@@ -1,5 +1,5 @@
-//! The baselines' isolated method never times the host. `kernels/baselines/torch_sdpa.py`
-//! queues each call behind a GPU sleep; a sample counts only if the GPU was still asleep
+//! The baselines' isolated method never times the host. `kernels/baselines/baselines_common.py`
+//! (the PyTorch baselines' timing) queues each call behind a GPU sleep; a sample counts only if the GPU was still asleep
 //! when the host had queued the region's end event, else it is retaken behind a longer
 //! sleep (`host_late_retakes`). A host-side call that is slower than the sleep is the case
 //! that used to leak host time into a sample.
@@ -34,7 +34,7 @@ fn has_python(module: &str) -> bool {
 /// timed call itself `SLOW_HOST_US` of host time before its kernel is queued.
 const SIMULATION: &str = r#"
 import json, types
-import torch_sdpa
+import baselines_common
 
 KERNEL_US, HOST_CALL_US = 7.0, 1.0
 
@@ -82,8 +82,8 @@ for name, boost, slow in (("quick host", 1.0, 0.0), ("slow host", 1.0, 400.0),
                           ("slow host, boosted GPU", 3.0, 400.0)):
     sim = Sim(boost, slow)
     torch = fake_torch(sim)
-    samples, mode = torch_sdpa.time_isolated(torch, timed_call(sim), 20, None, 1.0, 0.0)
-    out[name] = {"p50": torch_sdpa.summarize(samples)["p50_us"], "mode": mode}
+    samples, mode = baselines_common.time_isolated(torch, timed_call(sim), 20, None, 1.0, 0.0)
+    out[name] = {"p50": baselines_common.summarize(samples)["p50_us"], "mode": mode}
 print(json.dumps(out))
 "#;
 
@@ -116,7 +116,7 @@ fn a_host_slower_than_the_hold_is_retaken_not_timed() {
 const ON_THE_GPU: &str = r#"
 import json, time
 import torch
-import torch_sdpa
+import baselines_common
 
 x = torch.zeros(1024, device="cuda")
 def quick():
@@ -128,8 +128,8 @@ for name, fn in (("quick", quick), ("slow host", slow_host)):
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
-    samples, mode = torch_sdpa.time_isolated(torch, fn, 50, None, 1.0, 2.0)
-    out[name] = {"p50": torch_sdpa.summarize(samples)["p50_us"], "mode": mode}
+    samples, mode = baselines_common.time_isolated(torch, fn, 50, None, 1.0, 2.0)
+    out[name] = {"p50": baselines_common.summarize(samples)["p50_us"], "mode": mode}
 print(json.dumps(out))
 "#;
 

@@ -29,7 +29,7 @@ stages:
   build: {uses: build}
   baselines:
     uses: cmd
-    run: [python3, kernels/baselines/torch_sdpa.py, --out, artifacts/bench/baselines, --max-time, "1"]
+    run: [python3, kernels/baselines/torch_baselines.py, --workload, sdpa_fp8, --out, artifacts/bench/baselines, --max-time, "1"]
     outs: [artifacts/bench/baselines/torch-sdpa-default.json, artifacts/bench/baselines/torch-sdpa-best.json]
     gpu: true
   bench: {uses: bench, needs: [build, baselines], warmup: 5, iters: 20}
@@ -39,8 +39,8 @@ stages:
     targets: [control]
     clock_control: none
     baselines:
-      torch-sdpa-best:    {run: [python3, kernels/baselines/torch_sdpa.py], workload: sdpa_fp8, shapes: [small, mission]}
-      torch-sdpa-default: {run: [python3, kernels/baselines/torch_sdpa.py], workload: sdpa_fp8, shapes: [mission]}
+      torch-sdpa-best:    {run: [python3, kernels/baselines/torch_baselines.py], workload: sdpa_fp8, shapes: [small, mission]}
+      torch-sdpa-default: {run: [python3, kernels/baselines/torch_baselines.py], workload: sdpa_fp8, shapes: [mission]}
   summarize: {uses: summarize, needs: [bench, ncu-profile]}
 "#;
 
@@ -56,7 +56,10 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
         &[
             "kernels/sdpa_fp8.cu",
             "kernels/reference.cu",
+            "kernels/baselines/torch_baselines.py",
+            "kernels/baselines/baselines_common.py",
             "kernels/baselines/torch_sdpa.py",
+            "kernels/baselines/torch_rmsnorm.py",
         ],
         PIPELINE,
     );

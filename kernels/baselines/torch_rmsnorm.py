@@ -1,36 +1,32 @@
-#!/usr/bin/env python3
-"""PyTorch RMSNorm baseline for the rmsnorm workload, in repro's BenchFile schema.
+"""PyTorch RMSNorm baseline of the rmsnorm workload (torch_baselines.py runs it).
 
 torch-rmsnorm: torch.nn.functional.rms_norm(x, (hidden,), weight, eps) on the fp16 inputs
 repro draws for every shape, recipe and seed of the workload. The inputs come from
 `repro exec --dump-inputs FOLDER --workload rmsnorm` (FOLDER/index.json lists the cases, each
-a folder in the layout of src/workload/case.rs), so they are byte-identical to what the
-kernels see. Timing, statistics and the accuracy metrics are torch_sdpa.py's (the same
-definitions as repro exec and src/gpu/check.rs); only each shape's first recipe is timed.
-Results carry the workload's dimensions as `dims`.
-
-No python3/torch/CUDA: the file is written with status `skipped` and the reason; exit 0.
-
-Profiling mode (the profile stage's `baselines:`): `--profile torch-rmsnorm SHAPE RANGE`,
-repeated, runs each shape's timed case (first recipe, seed 0), warm-up calls, then exactly one
-call inside the NVTX range RANGE, and writes no file (torch_sdpa.py's `profile_calls`);
-`repro-profile: skipped: <reason>` when it cannot.
+a folder in the layout of crates/pipeline/src/workload/case.rs), so they are byte-identical to
+what the kernels see. Timing, statistics and the accuracy metrics are baselines_common's (the
+same definitions as repro exec and its correctness check); only each shape's first recipe is
+timed. Results carry the workload's dimensions as `dims`. Profiling runs the shape's timed
+case (first recipe, seed 0).
 """
 
-import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 
-sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_sdpa import (CallSkipped, ShapeInputs, accuracy, dump_cases, output_gates,  # noqa: E402
-                        profile_calls, profile_skip, rounded, summarize, time_fn, write_file)
+from baselines_common import (ShapeInputs, accuracy, first_line, load_cases, output_gates,
+                              rounded, summarize, time_fn, write_file)
 
-NAME = "torch-rmsnorm"
 WORKLOAD = "rmsnorm"
+NAME = "torch-rmsnorm"
+BASELINES = (NAME,)
+
+
+def unavailable(t):
+    """Why this torch cannot run this baseline, or None."""
+    if not hasattr(t.F, "rms_norm"):
+        return f"torch {t.torch.__version__} has no torch.nn.functional.rms_norm (2.4 or later)"
+    return None
 
 
 def case_inputs(np, case_dir):
@@ -46,76 +42,32 @@ def case_inputs(np, case_dir):
     return case, load("x"), load("weight"), args["eps"]["value"]
 
 
-def import_torch():
-    """(numpy, torch, torch.nn.functional) and None, or (None, None, None) and why they
-    cannot run this baseline."""
-    try:
-        import numpy as np
-        import torch
-        import torch.nn.functional as F
-    except ImportError as err:
-        return (None, None, None), f"PyTorch is not installed ({err}); install torch with CUDA to get baselines"
-    if not torch.cuda.is_available():
-        return (None, None, None), "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)"
-    if not hasattr(F, "rms_norm"):
-        return (None, None, None), f"torch {torch.__version__} has no torch.nn.functional.rms_norm (2.4 or later)"
-    return (np, torch, F), None
-
-
-def profile_main(args):
-    """Profiling mode: the calls `args.profile` lists."""
-    (np, torch, F), why = import_torch()
-    if why:
-        return profile_skip(why)
+def profiler(t, args):
+    """prepare(baseline, shape) for the profiling mode: the call."""
+    torch, F = t.torch, t.F
 
     def load(folder, entry):
-        _, x, w, eps = case_inputs(np, os.path.join(folder, entry["dir"]))
+        _, x, w, eps = case_inputs(t.np, os.path.join(folder, entry["dir"]))
         return torch.from_numpy(x.copy()).cuda(), torch.from_numpy(w.copy()).cuda(), eps
 
     inputs = ShapeInputs(args.pipeline, WORKLOAD, load)
 
     def prepare(baseline, shape):
-        if baseline != NAME:
-            raise CallSkipped(f"`{baseline}` is not this script's baseline ({NAME})")
         x, w, eps = inputs(shape)
         return lambda: F.rms_norm(x, (x.shape[-1],), w, eps)
 
-    return profile_calls(torch, args.profile, prepare, args.warmup)
+    return prepare
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="artifacts/bench/baselines")
-    ap.add_argument("--pipeline", "-f", default="pipeline.yaml")
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--iters", type=int, default=100)
-    ap.add_argument("--l2", choices=("warm", "flush"), default="warm")
-    ap.add_argument("--method", choices=("isolated", "graph"), default="isolated")
-    ap.add_argument("--max-cv", type=float, default=0.01)
-    ap.add_argument("--max-time", type=float, default=5.0)
-    ap.add_argument("--profile", nargs=3, action="append", metavar=("BASELINE", "SHAPE", "RANGE"),
-                    help="profiling mode (repeatable): one call of BASELINE on SHAPE inside the NVTX range RANGE")
-    args = ap.parse_args()
-    if args.profile:
-        return profile_main(args)
-
-    def skip(reason):
-        write_file(args.out, NAME, "skipped", reason, workload=WORKLOAD)
-        print(f"baseline skipped: {reason}", file=sys.stderr)
-        return 0
-
-    (np, torch, F), why = import_torch()
-    if why:
-        return skip(why)
-
-    folder = tempfile.mkdtemp(prefix="repro-rmsnorm-inputs-")
-    try:
-        index = dump_cases(args.pipeline, WORKLOAD, folder)
-        if index is None:
-            return 2
-        cases = [(e, case_inputs(np, os.path.join(folder, e["dir"]))) for e in index["entries"]]
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+def run(t, args):
+    """Measure the baseline on every case and write its file; 2 when repro cannot be found,
+    else 0."""
+    np, torch, F = t.np, t.torch, t.F
+    dumped = load_cases(args.pipeline, WORKLOAD,
+                        lambda folder, e: case_inputs(np, os.path.join(folder, e["dir"])))
+    if dumped is None:
+        return 2
+    index, cases = dumped
     gates = output_gates(index, "y")
     device = torch.cuda.get_device_name(0)
 
@@ -148,14 +100,10 @@ def main():
             record.update(acc)
         except Exception as err:  # one case failing is recorded, the others still run
             record["status"] = "failed"
-            record["error"] = str(err).splitlines()[0] if str(err) else type(err).__name__
+            record["error"] = first_line(err)
         results.append(rounded(record))
     status = "failed" if any(r["status"] == "failed" for r in results) else "ok"
     write_file(args.out, NAME, status, results=results, defines={"torch": torch.__version__},
                workload=WORKLOAD)
     print(f"{NAME}: {len(results)} results -> {args.out}/{NAME}.json", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

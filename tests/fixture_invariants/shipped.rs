@@ -80,3 +80,61 @@ fn the_shipped_shapes_reach_every_tail_of_every_tunable_configuration() {
     }
     assert!(checked > 1000, "{checked} configurations");
 }
+
+/// The shipped PyTorch baselines run in one Python process, torch imported once: one `cmd`
+/// stage runs every baseline the profile stage names (its `outs` are their files), the
+/// profile stage's `baselines:` share one command (so one ncu process), and that command is
+/// the stage's own script. No tool the stages fingerprint imports torch: the probes run
+/// before any stage, and an import takes seconds.
+#[test]
+fn the_shipped_baselines_run_in_one_process_and_no_probe_imports_torch() {
+    use repro::pipeline::Command;
+    use repro::stages::profile::ProfileOptions;
+    let root = source_root();
+    let project = repro::pipeline::load(&root.join("pipeline.yaml")).unwrap();
+    let profile = project
+        .stages
+        .iter()
+        .find(|s| s.config.get::<ProfileOptions>().is_some())
+        .unwrap();
+    let opts: &ProfileOptions = profile.config.of();
+    let runs: BTreeSet<&Vec<String>> = opts.baselines.values().map(|b| &b.run).collect();
+    assert_eq!(runs.len(), 1, "one command for every baseline: {runs:?}");
+    let script = runs.first().unwrap()[1].clone();
+    let cmds: Vec<_> = project
+        .stages
+        .iter()
+        .filter(|s| s.spec.uses == "cmd")
+        .collect();
+    let runners: Vec<&str> = cmds
+        .iter()
+        .filter(|s| matches!(&s.spec.run, Some(Command::Argv(a)) if a.contains(&script)))
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(runners, ["baselines"], "one stage runs {script}");
+    let stage = cmds.iter().find(|s| s.name == "baselines").unwrap();
+    let outs: BTreeSet<String> = stage
+        .spec
+        .outs
+        .iter()
+        .map(|o| o.rsplit('/').next().unwrap().to_string())
+        .collect();
+    let names: BTreeSet<String> = opts.baselines.keys().map(|b| format!("{b}.json")).collect();
+    assert_eq!(
+        outs, names,
+        "the baselines stage writes every profiled baseline"
+    );
+    for s in &cmds {
+        let tools = serde_yaml::to_string(&s.spec.options.get("tools")).unwrap();
+        assert!(
+            !tools.contains("import torch"),
+            "stage `{}`: a tool imports torch: {tools}",
+            s.name
+        );
+    }
+    // Every module the script imports is a dep of the stage.
+    for module in ["baselines_common.py", "torch_sdpa.py", "torch_rmsnorm.py"] {
+        let path = format!("kernels/baselines/{module}");
+        assert!(stage.spec.deps.contains(&path), "{path} is no dep");
+    }
+}
