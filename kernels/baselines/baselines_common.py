@@ -228,13 +228,20 @@ def l2_flusher(torch, l2):
     return lambda: buf.fill_(next(count))
 
 
+def settled(stats, max_cv):
+    """repro exec's rule: more samples stop mattering once their CV is at most max_cv, or
+    the 95% confidence interval of their median is within max_cv of it (a kernel whose
+    spread is the timer's resolution keeps its CV however long it is sampled)."""
+    return stats["cv"] <= max_cv or stats["ci95_us"] <= max_cv * abs(stats["p50_us"])
+
+
 def sample_adaptively(iters, max_cv, max_time, take_round, samples):
-    """take_round() adds `iters` samples; stop once their CV <= max_cv, after max_time s,
+    """take_round() adds `iters` samples; stop once they are settled, after max_time s,
     or after 10 rounds."""
     began = time.monotonic()
     for _ in range(10):
         take_round()
-        if summarize(samples())["cv"] <= max_cv or time.monotonic() - began >= max_time:
+        if settled(summarize(samples()), max_cv) or time.monotonic() - began >= max_time:
             break
 
 

@@ -208,7 +208,7 @@ fn check_baselines(
         if b.run.first().is_none_or(|c| c.trim().is_empty()) {
             return Err(err(
                 &["run"],
-                "name the command, e.g. [python3, kernels/baselines/torch_sdpa.py]".into(),
+                "name the command, e.g. [python3, kernels/baselines/torch_baselines.py]".into(),
             ));
         }
         let Some(decl) = workloads.get(&b.workload) else {

@@ -7,7 +7,7 @@
 //!
 //! A `cmd` stage may say what of the machine its results depend on: `gpu: true` puts this
 //! machine's GPUs (model, arch, driver) into its fingerprint, and `tools: {name: [argv]}`
-//! the version each command prints (`torch: [python3, -c, "import torch; print(torch.__version__)"]`).
+//! the version each command prints (`torch: [python3, kernels/baselines/torch_version.py]`, which reads the version without importing torch).
 //! Without a GPU, or with a tool missing, the stage cannot measure here: it is skipped
 //! before its command starts, and results it measured elsewhere are kept.
 
@@ -50,7 +50,7 @@ fn machine_needs(spec: &StageSpec) -> Result<MachineNeeds, OptionError> {
     let needs: MachineNeeds = decode("cmd", spec).map_err(|e| {
         let message = match e.path.first().map(String::as_str) {
             Some(GPU) => "`gpu` must be true or false\nhelp: `gpu: true` when the command measures on this machine's GPU",
-            Some(TOOLS) => "`tools` must map a name to the command that prints its version\nhelp: e.g. `tools: {torch: [python3, -c, \"import torch; print(torch.__version__)\"]}`",
+            Some(TOOLS) => "`tools` must map a name to the command that prints its version\nhelp: e.g. `tools: {python: [python3, --version]}`",
             _ => return e,
         };
         OptionError {

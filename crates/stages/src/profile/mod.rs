@@ -131,14 +131,10 @@ impl StageKind for Profile {
         }
         if !opts.baselines.is_empty() {
             p.insert("baselines".into(), serde_json::to_string(&opts.baselines)?);
-            // The scripts a baseline's command names are inputs too.
-            inputs.files.extend(
-                opts.baselines
-                    .values()
-                    .flat_map(|b| &b.run)
-                    .map(PathBuf::from)
-                    .filter(|f| f.is_relative() && root.join(f).is_file()),
-            );
+            // The scripts a baseline's command runs are inputs too, with their modules.
+            for b in opts.baselines.values() {
+                inputs.files.extend(reuse::script_files(root, &b.run));
+            }
         }
         // Each target runs its workload's primary shape: the declarations are inputs.
         let workloads = repro_pipeline::workload::Workloads::of(pipeline);

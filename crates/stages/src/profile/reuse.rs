@@ -9,7 +9,7 @@ use repro_pipeline::kind::RunCtx;
 use repro_pipeline::workload::Workloads;
 use repro_schema::{NcuSummary, NcuTarget};
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What every target's key shares: the GPU, ncu and the ncu options.
 pub(super) struct Common {
@@ -92,10 +92,9 @@ impl Common {
     /// names (the script), its shape's dimensions, and the `defines` of the baseline's bench
     /// record (the backend it chose, the torch version).
     fn script_key(&self, ctx: &RunCtx, target: &Target, run: &[String]) -> Option<Key> {
-        let files: Vec<(String, String)> = run
+        let files: Vec<(String, String)> = script_files(ctx.root, run)
             .iter()
-            .filter(|a| ctx.root.join(a).is_file())
-            .map(|a| Some((a.clone(), file_digest(&ctx.root.join(a))?)))
+            .map(|f| Some((f.display().to_string(), file_digest(&ctx.root.join(f))?)))
             .collect::<Option<_>>()?;
         let record = ctx.root.join(format!(
             "{}/{}.json",
@@ -147,4 +146,26 @@ pub(super) fn committed_target(
         return None;
     }
     Some((record, csv))
+}
+
+/// The files a baseline's command runs: each file its `run` names (relative to the project
+/// root) and every file beside it, the modules a script imports. Sorted, without repeats.
+pub(super) fn script_files(root: &Path, run: &[String]) -> Vec<PathBuf> {
+    let mut files = std::collections::BTreeSet::new();
+    for named in run.iter().map(Path::new).filter(|a| a.is_relative()) {
+        if !root.join(named).is_file() {
+            continue;
+        }
+        let dir = named.parent().unwrap_or(Path::new(""));
+        let beside = std::fs::read_dir(root.join(dir))
+            .into_iter()
+            .flatten()
+            .flatten();
+        files.extend(
+            beside
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .map(|e| dir.join(e.file_name())),
+        );
+    }
+    files.into_iter().collect()
 }

@@ -235,3 +235,28 @@ fn a_script_that_cannot_run_its_calls_says_why() {
     );
     assert_eq!(calls::script_skipped("==PROF== Connected\n"), None);
 }
+
+#[test]
+fn a_baseline_scripts_files_are_those_its_command_names_and_their_modules() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in [
+        "scripts/entry.py",
+        "scripts/module.py",
+        "other/unrelated.py",
+    ] {
+        let path = dir.path().join(f);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "").unwrap();
+    }
+    std::fs::create_dir_all(dir.path().join("scripts/sub")).unwrap();
+    let run = ["python3", "scripts/entry.py", "--out", "x"].map(String::from);
+    let files = crate::profile::reuse::script_files(dir.path(), &run);
+    assert_eq!(
+        files,
+        [
+            Path::new("scripts/entry.py"),
+            Path::new("scripts/module.py")
+        ],
+        "an edit to a module the entry imports must profile the baselines again"
+    );
+}
