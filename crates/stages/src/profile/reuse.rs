@@ -149,7 +149,8 @@ pub(super) fn committed_target(
 }
 
 /// The files a baseline's command runs: each file its `run` names (relative to the project
-/// root) and every file beside it, the modules a script imports. Sorted, without repeats.
+/// root) and every file beside it with the same extension, the modules a script imports.
+/// Sorted, without repeats.
 pub(super) fn script_files(root: &Path, run: &[String]) -> Vec<PathBuf> {
     let mut files = std::collections::BTreeSet::new();
     for named in run.iter().map(Path::new).filter(|a| a.is_relative()) {
@@ -164,7 +165,8 @@ pub(super) fn script_files(root: &Path, run: &[String]) -> Vec<PathBuf> {
         files.extend(
             beside
                 .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-                .map(|e| dir.join(e.file_name())),
+                .map(|e| dir.join(e.file_name()))
+                .filter(|f| f.extension() == named.extension()),
         );
     }
     files.into_iter().collect()
