@@ -55,6 +55,24 @@ pub struct Report {
     pub charts: Vec<(String, String)>,
 }
 
+impl Report {
+    /// What the summarize stage writes besides the manifest, as `(path relative to the
+    /// project root, text)`: the report, its charts and the dispatch table.
+    pub fn files(&self) -> Vec<(String, String)> {
+        let mut out = vec![(SUMMARY.to_string(), self.markdown.clone())];
+        out.extend(
+            self.charts
+                .iter()
+                .map(|(file, svg)| (format!("reports/{file}"), svg.clone())),
+        );
+        out.push((
+            dispatch::DISPATCH.to_string(),
+            repro_schema::to_json_pretty(&self.context.dispatch),
+        ));
+        out
+    }
+}
+
 /// Everything the report is made from.
 pub struct Inputs<'a> {
     pub pipeline: &'a Pipeline,
