@@ -14,23 +14,23 @@ impl Builder<'_> {
         else {
             return Section::not_run("not run: the pipeline declares no workload".into());
         };
-        let Some(gpu) = &table.gpu else {
-            return Section::not_run(self.bench_all_skipped().unwrap_or_else(|| {
+        match view(table) {
+            Some(view) => Section::ran(view),
+            None => Section::not_run(self.bench_all_skipped().unwrap_or_else(|| {
                 "not run: no kernel of this workload was timed on a GPU".into()
-            }));
-        };
-        Section::ran(DispatchView {
-            gpu: gpu.clone(),
-            rows: rows(table),
-            ineligible: excluded(table, |s| &s.ineligible),
-            not_counted: excluded(table, |s| &s.not_counted),
-        })
+            })),
+        }
     }
 }
 
-/// `table`'s rows as the report shows them, one per shape.
-pub fn rows(table: &DispatchTable) -> Vec<DispatchRow> {
-    table.shapes.iter().map(row).collect()
+/// `table` as the report shows it; `None` when nothing was timed (it names no GPU).
+pub fn view(table: &DispatchTable) -> Option<DispatchView> {
+    Some(DispatchView {
+        gpu: table.gpu.clone()?,
+        rows: table.shapes.iter().map(row).collect(),
+        ineligible: excluded(table, |s| &s.ineligible),
+        not_counted: excluded(table, |s| &s.not_counted),
+    })
 }
 
 fn row(s: &ShapeDispatch) -> DispatchRow {

@@ -43,7 +43,7 @@ mod stages;
 mod tests;
 mod tune;
 
-pub use dispatch::rows as dispatch_rows;
+pub use dispatch::view as dispatch_view;
 pub use format::num;
 use format::*;
 pub(crate) use lineage::diff_files;
