@@ -96,6 +96,28 @@ fn a_results_file_is_inlined_once_committed() {
     );
 }
 
+/// The fixture's tune elite is the fastest correct kernel on every shape, by the harness;
+/// ncu's profiles there record no GPU, so none counts.
+#[test]
+fn the_dispatch_table_ranks_each_shape_of_the_committed_records() {
+    let dir = project("<!-- repro:table dispatch -->\n<!-- /repro:table -->\n");
+    docs(dir.path(), false).success();
+    let after = std::fs::read_to_string(dir.path().join("docs/results.md")).unwrap();
+    assert!(
+        after.contains("`sdpa_fp8`, on NVIDIA H100 80GB HBM3:"),
+        "{after}"
+    );
+    assert!(
+        after.contains("| mission | `tune-top1` 30.90 (30.65–31.15, n=3) | n/a: no profile counts (listed below) | n/a | +1.9% (`tune-top2`) |"),
+        "{after}"
+    );
+    assert!(
+        after.contains("ncu profiles not counted:\n\n- `stage2-baseline` on `mission`: its ncu profile does not record the GPU\n"),
+        "{after}"
+    );
+    docs(dir.path(), true).success();
+}
+
 #[test]
 fn a_malformed_marker_names_file_and_line() {
     let dir = project("x\n<!-- repro:table nope -->\n<!-- /repro:table -->\n");

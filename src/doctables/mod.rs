@@ -7,6 +7,7 @@
 //! was not regenerated after new results were committed.
 
 pub mod crates;
+pub mod dispatch;
 pub mod tables;
 
 use anyhow::Context;

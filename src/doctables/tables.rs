@@ -33,6 +33,7 @@ pub const NAMES: &[&str] = &[
     "tune",
     "exec-example",
     "crates",
+    "dispatch",
 ];
 
 /// Render table `name`; `Err` names what is wrong with the marker.
@@ -51,6 +52,7 @@ pub fn render(name: &str, s: &Sources) -> Result<String, String> {
         "tune" => tune(s.artifacts, s.primary),
         "exec-example" => exec_example(s),
         "crates" => super::crates::render(s.root)?,
+        "dispatch" => super::dispatch::render(s),
         _ => {
             return Err(format!(
             "unknown table {name:?}: expected one of {}, results/FILE or report:SECTION;SECTION",

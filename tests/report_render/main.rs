@@ -4,6 +4,7 @@
 
 mod charts;
 mod committed;
+mod dispatch;
 mod provenance;
 mod scenarios;
 mod tables;
@@ -85,10 +86,10 @@ fn render_fixture(name: &str, env: &Environment) -> Rendered {
     dump(name, &report);
     // Lay the report out as the stage would stage it, so the manifest lists it.
     let staging = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(staging.path().join("reports")).unwrap();
-    std::fs::write(staging.path().join(report::SUMMARY), &report.markdown).unwrap();
-    for (file, svg) in &report.charts {
-        std::fs::write(staging.path().join("reports").join(file), svg).unwrap();
+    for (rel, text) in report.files() {
+        let path = staging.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
     }
     let listed = manifest::list_artifacts(&root, Some(staging.path())).unwrap();
     let not_measured = report.context.not_measured.clone();

@@ -28,9 +28,14 @@ pub fn best_variant<'f>(files: &'f [BenchFile], primary: &str) -> Option<&'f str
 
 /// Median of the per-seed p50s of the `ok` results for `shape`.
 pub fn shape_p50(results: &[BenchResult], shape: &str) -> Option<f64> {
+    median_p50(results.iter().filter(|r| r.shape == shape))
+}
+
+/// Median of the finite p50s of the `ok` results among `results`.
+pub fn median_p50<'r>(results: impl IntoIterator<Item = &'r BenchResult>) -> Option<f64> {
     let mut v: Vec<f64> = results
-        .iter()
-        .filter(|r| r.shape == shape && r.status.is_ok())
+        .into_iter()
+        .filter(|r| r.status.is_ok())
         .filter_map(|r| r.p50_us)
         .filter(|x| x.is_finite())
         .collect();

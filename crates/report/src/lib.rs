@@ -3,8 +3,8 @@
 //!
 //! [`artifacts`] loads what the stages wrote, [`state`] what the engine recorded,
 //! [`context`] turns both into the report's template context (each skip reason stated once
-//! by [`notes`]), [`render`] runs minijinja, [`charts`] draws the SVGs, [`manifest`] lists
-//! every artifact; [`diff`], [`commit`] and [`verify`] implement the pull-request
+//! by [`notes`]), [`render`] runs minijinja, [`charts`] draws the SVGs, [`dispatch`] ranks
+//! the kernels per shape (`artifacts/dispatch.json`), [`manifest`] lists every artifact; [`diff`], [`commit`] and [`verify`] implement the pull-request
 //! subcommands ([`git_cli`] makes `repro commit`'s commit with the `git` command line).
 //!
 //! It reads records (`repro-schema`) and the engine's lock, never a stage's internals: it
@@ -17,6 +17,7 @@ pub mod charts;
 pub mod commit;
 pub mod context;
 pub mod diff;
+pub mod dispatch;
 pub mod git_cli;
 pub mod machines;
 pub mod manifest;
@@ -52,6 +53,24 @@ pub struct Report {
     pub markdown: String,
     /// `(file name under reports/, SVG)`, in a fixed order.
     pub charts: Vec<(String, String)>,
+}
+
+impl Report {
+    /// What the summarize stage writes besides the manifest, as `(path relative to the
+    /// project root, text)`: the report, its charts and the dispatch table.
+    pub fn files(&self) -> Vec<(String, String)> {
+        let mut out = vec![(SUMMARY.to_string(), self.markdown.clone())];
+        out.extend(
+            self.charts
+                .iter()
+                .map(|(file, svg)| (format!("reports/{file}"), svg.clone())),
+        );
+        out.push((
+            dispatch::DISPATCH.to_string(),
+            repro_schema::to_json_pretty(&self.context.dispatch),
+        ));
+        out
+    }
 }
 
 /// Everything the report is made from.

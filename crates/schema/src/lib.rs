@@ -8,11 +8,16 @@
 
 mod bench;
 mod build;
+mod dispatch;
 mod ncu;
 mod tune;
 
 pub use bench::{BenchFile, BenchResult, DriverCheck, OutputAccuracy, TimingMode};
 pub use build::{ArchBuild, BuildRecord, EntryResources};
+pub use dispatch::{
+    CandidateKind, DispatchFile, DispatchTable, Excluded, Figure, KernelCall, LaunchRule, Ranking,
+    ShapeDispatch, TuneOrigin,
+};
 pub use ncu::{NcuKernel, NcuSummary, NcuTarget, StallReason};
 pub use tune::{EliteEntry, LineageStep, TuneTrial};
 

@@ -1,5 +1,6 @@
-//! The `summarize` stage kind: renders `reports/summary.md` (+ SVG charts) and
-//! `artifacts/manifest.yaml` from what the other stages wrote. Options:
+//! The `summarize` stage kind: renders `reports/summary.md` (+ SVG charts), the dispatch
+//! table `artifacts/dispatch.json` and `artifacts/manifest.yaml` from what the other stages
+//! wrote. Options:
 //!
 //! ```yaml
 //! summarize:
@@ -90,6 +91,7 @@ impl StageKind for Summarize {
                 .into_iter()
                 .map(|f| PathBuf::from("reports").join(f)),
         );
+        out.push(PathBuf::from(report::dispatch::DISPATCH));
         out.push(PathBuf::from(manifest::MANIFEST));
         out
     }
@@ -150,9 +152,8 @@ impl StageKind for Summarize {
         };
         let rendered =
             report::render_report(&inputs, &report::load_template(ctx.root, summary_tpl)?)?;
-        write(ctx.staging, report::SUMMARY, &rendered.markdown)?;
-        for (file, svg) in &rendered.charts {
-            write(ctx.staging, &format!("reports/{file}"), svg)?;
+        for (rel, text) in rendered.files() {
+            write(ctx.staging, &rel, &text)?;
         }
         (ctx.progress)("writing the manifest");
         let listed = manifest::list_artifacts(ctx.root, Some(ctx.staging))?;

@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 
 mod agreement;
 mod baselines;
+mod dispatch;
 mod env;
 mod format;
 mod gates;
@@ -42,6 +43,7 @@ mod stages;
 mod tests;
 mod tune;
 
+pub use dispatch::view as dispatch_view;
 pub use format::num;
 use format::*;
 pub(crate) use lineage::diff_files;
@@ -185,6 +187,7 @@ impl Builder<'_> {
         let ptxas = self.ptxas_gates(&mut failed_gates);
         let profile_gates = self.profile_gates(&mut failed_gates);
         let parts = scopes(self.pipeline, self.configs, self.artifacts);
+        let dispatch = crate::dispatch::table(self.pipeline, self.configs, self.artifacts);
         let several = parts.len() > 1;
         let mut unchecked_gates = Vec::new();
         if let Some(note) = &ptxas.note {
@@ -197,7 +200,7 @@ impl Builder<'_> {
             .iter()
             .map(|scoped| {
                 let mut failed = Vec::new();
-                let part = self.scoped(scoped).workload_report(&mut failed);
+                let part = self.scoped(scoped).workload_report(&mut failed, &dispatch);
                 failed_gates.extend(failed.into_iter().map(|g| match several {
                     true => format!("`{}`: {g}", part.name),
                     false => g,
@@ -234,6 +237,7 @@ impl Builder<'_> {
             failed_gates,
             unchecked_gates,
             not_measured: self.not_measured(),
+            dispatch,
         }
     }
 
@@ -251,8 +255,13 @@ impl Builder<'_> {
         self.artifacts.builds.as_deref().unwrap_or_default()
     }
 
-    /// This builder's workload part: headline, correctness, performance and tune.
-    fn workload_report(&self, failed_gates: &mut Vec<String>) -> WorkloadReport {
+    /// This builder's workload part: headline, correctness, performance, tune, and its
+    /// table of `dispatch`.
+    fn workload_report(
+        &self,
+        failed_gates: &mut Vec<String>,
+        dispatch: &repro_schema::DispatchFile,
+    ) -> WorkloadReport {
         let primary = self.primary_shape();
         let best = self.best_variant(&primary);
         let correctness = self.correctness_gates(failed_gates);
@@ -309,6 +318,7 @@ impl Builder<'_> {
             baseline,
             baseline_ratios,
             tunes,
+            dispatch: self.dispatch_section(dispatch),
         }
     }
 

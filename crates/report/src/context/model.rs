@@ -25,6 +25,10 @@ pub struct ReportContext {
     /// Results kept from another build of their variant ([`crate::measured`]): the
     /// report then never reads "all gates passed".
     pub not_measured: Vec<crate::measured::NotMeasured>,
+    /// Every workload's dispatch table ([`crate::dispatch`]), for the summarize stage to
+    /// write; the template reads each workload's `dispatch` section instead.
+    #[serde(skip)]
+    pub dispatch: repro_schema::DispatchFile,
 }
 
 /// A section that either ran (`data`) or says why not (`note`, "not run: …").
@@ -100,6 +104,35 @@ pub struct WorkloadReport {
     pub tunes: Vec<TuneReport>,
     /// Its p50 chart under `reports/`, when it shows a measurement.
     pub p50_chart: Option<String>,
+    /// Which kernel to call for each of its shapes.
+    pub dispatch: Section<DispatchView>,
+}
+
+/// A workload's dispatch table as the report shows it (`artifacts/dispatch.json` has the
+/// figures and what a caller needs to call each kernel).
+#[derive(Debug, Clone, Serialize)]
+pub struct DispatchView {
+    /// The GPU model every figure was measured on.
+    pub gpu: String,
+    pub rows: Vec<DispatchRow>,
+    /// `` `name` on `shape`: why ``, for each kernel a shape rules out.
+    pub ineligible: Vec<String>,
+    /// The same for each profile that ncu's ranking leaves out.
+    pub not_counted: Vec<String>,
+}
+
+/// One shape of a dispatch table.
+#[derive(Debug, Clone, Serialize)]
+pub struct DispatchRow {
+    pub shape: String,
+    /// `` `ws-c2-pp` 25.41 (25.30–25.52, n=3) ``, or `n/a: why`.
+    pub harness: String,
+    pub ncu: String,
+    /// `✅ yes`, `❌ no`, or `n/a` (with why, when both measures ranked).
+    pub agree: String,
+    /// How much slower the runner-up is (`+3.2% (`x`)`; `≈` when the spreads overlap), by
+    /// the harness, then by ncu when it ranked two.
+    pub margin: String,
 }
 
 /// One baseline on one shape: the best variant's speedup over it (baseline ÷ best) by the
