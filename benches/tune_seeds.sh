@@ -1,55 +1,73 @@
 #!/usr/bin/env bash
-# The tuner against the exhaustive sweep of the shipped tune space, over several search
-# seeds (issue 28): how many trials each seeded search takes to reach a configuration
-# within 3 % of the exhaustive best.
+# The tuner against the exhaustive sweep of a shipped tune space, over several search seeds
+# (issue 28): how many trials each seeded search takes to reach a configuration within 3 % of
+# the exhaustive best.
 #
-#   bash benches/tune_seeds.sh REPRO_BINARY TREE OUT_DIR [SEEDS] [BUDGET]
+#   bash benches/tune_seeds.sh REPRO_BINARY TREE OUT_DIR [SEEDS] [BUDGET] [STAGE]
 #
-# TREE: a checkout (or unpacked `git archive`) of the commit REPRO_BINARY was built from; its
-# pipeline.yaml's `uses: tune` stage is the one measured. SEEDS: default "0 1 2 3 4 5".
-# BUDGET: each search's trial budget, default 20 % of the valid space (so a search that needs
-# more than the target of 10 % still shows how many it needed).
+# TREE: a checkout (or unpacked `git archive`) of the commit REPRO_BINARY was built from.
+# STAGE: the tune stage of its pipeline.yaml to measure, default `evo-tune` (the ws family,
+# which tunes on sm_90a only: run it on an H100/H200; `evo-tune-mma` tunes on sm_89 only).
+# SEEDS: default "0 1 2 3 4 5". BUDGET: each search's trial budget, default 20 % of the valid
+# space (so a search that needs more than the target of 10 % still shows how many it needed);
+# pass "" to keep the default and name a STAGE.
 #
-# In a copy of TREE: build, `repro tune --exhaustive` (every valid configuration measured
-# once, into the tune memo), then per seed the pipeline's `seed:` set and `repro tune
-# --budget BUDGET`: the search's trials come from the memo, so every seed searches the same
-# measured landscape. A trial counts whatever its status (failed gates too). Writes OUT_DIR/
-# exhaustive.csv, seed-N.csv, *.log and benches/results/tune_seeds.md (the header naming
-# the command, device, date and commit, then the table). Exits non-zero if any step fails.
+# In a copy of TREE: the stage's `proposer:` removed (the sweep measures the define space
+# only, and a proposed source is no configuration of it), build, `repro tune STAGE
+# --exhaustive` (every valid configuration measured once, into the tune memo), then per seed
+# the stage's `seed:` set and `repro tune STAGE --budget BUDGET`: the search's trials come
+# from the memo, so every seed searches the same measured landscape. A trial counts whatever
+# its status (failed gates too). Writes OUT_DIR/exhaustive.csv, seed-N.csv, *.log and
+# benches/results/tune_seeds_STAGE.md (the header naming the command, device, date and
+# commit, then the table). Exits non-zero if any step fails.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/results_header.sh"
 repro=$(realpath "$1"); tree=$(realpath "$2"); out=$(realpath -m "$3")
-seeds=${4:-0 1 2 3 4 5}; budget=${5:-}
+seeds=${4:-0 1 2 3 4 5}; budget=${5:-}; stage=${6:-evo-tune}
 mkdir -p "$out"
-header=$(cd "$here/.." && results_header "bash benches/tune_seeds.sh REPRO_BINARY TREE OUT_DIR \"$seeds\" ${budget}")
+header=$(cd "$here/.." && results_header "bash benches/tune_seeds.sh REPRO_BINARY TREE OUT_DIR \"$seeds\" \"${budget}\" $stage")
 proj=$(mktemp -d /tmp/tune-seeds.XXXXXX)
 cp -a "$tree/." "$proj/"
 cd "$proj"
-rm -rf .repro artifacts/tune
+
+# edit_stage [SEED]: without SEED, drop the stage's `proposer:` block and print its `dir:`;
+# with SEED, set its `seed:`.
+edit_stage() {
+  python3 - "$stage" "$@" <<'PY'
+import re, sys
+stage, seed = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else None)
+text = open("pipeline.yaml").read()
+m = re.search(rf"^  {re.escape(stage)}:[^\n]*\n(?:    [^\n]*\n|[ \t]*\n)*", text, re.M)
+assert m and re.search(r"^    uses: tune\b", m.group(0), re.M), f"no tune stage `{stage}` in pipeline.yaml"
+block = m.group(0)
+if seed is None:
+    block = re.sub(r"^    proposer:[^\n]*\n(?:      [^\n]*\n)*", "", block, flags=re.M)
+    d = re.search(r"^    dir: (\S+)", block, re.M)
+    print(d.group(1) if d else "artifacts/tune")
+else:
+    block, n = re.subn(r"^    seed: \d+", f"    seed: {seed}", block, count=1, flags=re.M)
+    assert n == 1, f"the stage `{stage}` has no `seed:` line"
+open("pipeline.yaml", "w").write(text[:m.start()] + block + text[m.end():])
+PY
+}
+dir=$(edit_stage)
+rm -rf .repro "$dir"
 
 "$repro" --quiet stage build > "$out/build.log" 2>&1
 t0=$SECONDS
-"$repro" tune --exhaustive > "$out/exhaustive.log" 2>&1
+"$repro" tune "$stage" --exhaustive > "$out/exhaustive.log" 2>&1
 echo "exhaustive: $((SECONDS - t0)) s" | tee "$out/wall.txt"
-cp artifacts/tune/exhaustive.csv "$out/exhaustive.csv"
+cp "$dir/exhaustive.csv" "$out/exhaustive.csv"
 valid=$(python3 -c 'import csv,sys; print(sum(1 for _ in csv.DictReader(open(sys.argv[1]))))' "$out/exhaustive.csv")
 [ -n "$budget" ] || budget=$(( (valid + 4) / 5 ))
 
 for seed in $seeds; do
-  python3 - "$seed" <<'PY'
-import re, sys
-text = open("pipeline.yaml").read()
-stage = re.search(r"^  [\w-]+:\n    uses: tune\n(?:    .*\n|\s*\n)*", text, re.M)
-assert stage, "no `uses: tune` stage in pipeline.yaml"
-block, n = re.subn(r"^    seed: \d+", f"    seed: {sys.argv[1]}", stage.group(0), count=1, flags=re.M)
-assert n == 1, "the tune stage has no `seed:` line"
-open("pipeline.yaml", "w").write(text[:stage.start()] + block + text[stage.end():])
-PY
+  edit_stage "$seed"
   t0=$SECONDS
-  "$repro" tune --budget "$budget" > "$out/seed-$seed.log" 2>&1
+  "$repro" tune "$stage" --budget "$budget" > "$out/seed-$seed.log" 2>&1
   echo "seed $seed: $((SECONDS - t0)) s" | tee -a "$out/wall.txt"
-  cp artifacts/tune/tune_log.csv "$out/seed-$seed.csv"
+  cp "$dir/tune_log.csv" "$out/seed-$seed.csv"
 done
 
 python3 - "$out" "$budget" "$seeds" > "$out/table.md" <<'PY'
@@ -82,5 +100,6 @@ for s, n, hit, found in per_seed:
 print()
 print(f"Median trials to within 3 %: {median:g} = {median / valid * 100:.1f} % of the space (target ≤ 10 %).")
 PY
-{ echo "$header"; cat "$out/wall.txt" | sed 's/^/- wall: /'; echo; cat "$out/table.md"; } > "$here/results/tune_seeds.md"
-cat "$here/results/tune_seeds.md"
+result="$here/results/tune_seeds_$stage.md"
+{ echo "$header"; cat "$out/wall.txt" | sed 's/^/- wall: /'; echo; cat "$out/table.md"; } > "$result"
+cat "$result"

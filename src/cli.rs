@@ -53,7 +53,8 @@ pub enum Command {
     Dag(DagArgs),
     /// Compile the variants (the build stage), or list their resource usage.
     Build(BuildArgs),
-    /// Run the autotuner (the tune stage); `--exhaustive` evaluates the whole space.
+    /// Run the autotuner (the tune stages, or those named); `--exhaustive` evaluates the
+    /// whole space.
     Tune(TuneArgs),
     /// Turn a tune trial into a shipped variant: a proposed source becomes a file under
     /// kernels/ with a `kernels:` entry, and the trial's defines a `variants:` entry
@@ -240,6 +241,8 @@ fn positive_budget(text: &str) -> Result<std::num::NonZeroU32, String> {
 
 #[derive(Debug, Args)]
 pub struct TuneArgs {
+    /// The tune stages to run, with what they need (default: every tune stage).
+    pub stages: Vec<String>,
     /// Evaluate every configuration of the space, for comparison with the search.
     #[arg(long)]
     pub exhaustive: bool,

@@ -1,5 +1,6 @@
-//! `repro propose patches` over the shipped kernels/proposals (each applies to
-//! kernels/sdpa_fp8_mma.cu, alone and stacked), and `repro promote` on a project whose tune
+//! `repro propose patches` over the shipped patch folders (kernels/proposals for
+//! kernels/sdpa_fp8_mma.cu, kernels/proposals/ws for kernels/sdpa_fp8_ws.cu: each patch
+//! applies to its kernel, alone and stacked), and `repro promote` on a project whose tune
 //! artifacts name a proposed source: the source under kernels/, the entries appended with
 //! pipeline.yaml's comments kept, and refusals that change nothing.
 
@@ -19,12 +20,19 @@ fn trial(n: u32, patch: Option<&str>, status: &str) -> serde_json::Value {
         "patch": patch, "note": "", "status": status, "p50_us": null, "reason": ""})
 }
 
-/// The shipped patches, in name order (the order `repro propose patches` reads them).
-fn shipped_patches(repo: &Path) -> Vec<String> {
-    let mut paths: Vec<_> = std::fs::read_dir(repo.join("kernels/proposals"))
+/// Each shipped patch folder and the kernel its patches are written against.
+const PATCH_FOLDERS: [(&str, &str); 2] = [
+    ("kernels/proposals", "kernels/sdpa_fp8_mma.cu"),
+    ("kernels/proposals/ws", "kernels/sdpa_fp8_ws.cu"),
+];
+
+/// The shipped patches of `folder`, in name order (the order `repro propose patches` reads
+/// them).
+fn shipped_patches(repo: &Path, folder: &str) -> Vec<String> {
+    let mut paths: Vec<_> = std::fs::read_dir(repo.join(folder))
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "patch"))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "patch"))
         .collect();
     paths.sort();
     paths
@@ -33,7 +41,7 @@ fn shipped_patches(repo: &Path) -> Vec<String> {
         .collect()
 }
 
-fn brief(lineage_patch: Option<&str>, proposals: Vec<serde_json::Value>) -> String {
+fn brief(kernel: &str, lineage_patch: Option<&str>, proposals: Vec<serde_json::Value>) -> String {
     let mut best = trial(3, None, "ok");
     best["rank"] = 1.into();
     best["p50_us_by_shape"] = serde_json::json!({});
@@ -43,7 +51,7 @@ fn brief(lineage_patch: Option<&str>, proposals: Vec<serde_json::Value>) -> Stri
     best["diff"] = serde_json::Value::Null;
     best["ncu"] = serde_json::Value::Null;
     serde_json::json!({"repro_brief": 1, "generation": 2, "max_candidates": 8,
-        "kernel": {"name": "k", "path": "kernels/sdpa_fp8_mma.cu", "entry": "f", "base_defines": {}, "source": ""},
+        "kernel": {"name": "k", "path": kernel, "entry": "f", "base_defines": {}, "source": ""},
         "space": {}, "objective": "", "elite": [best], "recent_failures": [], "proposals": proposals})
     .to_string()
 }
@@ -55,26 +63,33 @@ fn candidates(stdout: &[u8]) -> Vec<CandidateAnswer> {
 
 #[test]
 fn the_shipped_patches_apply_and_are_proposed_then_stacked() {
+    for (folder, kernel) in PATCH_FOLDERS {
+        proposed_then_stacked(folder, kernel);
+    }
+}
+
+fn proposed_then_stacked(folder: &str, kernel_path: &str) {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let kernel = std::fs::read_to_string(repo.join("kernels/sdpa_fp8_mma.cu")).unwrap();
+    let kernel = std::fs::read_to_string(repo.join(kernel_path)).unwrap();
     let out = repro(repo)
-        .args(["propose", "patches", "--dir", "kernels/proposals"])
-        .write_stdin(brief(None, vec![]))
+        .args(["propose", "patches", "--dir", folder])
+        .write_stdin(brief(kernel_path, None, vec![]))
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "{}",
+        "{folder}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let fresh = candidates(&out.stdout);
-    assert_eq!(fresh.len(), shipped_patches(repo).len());
+    assert_eq!(fresh.len(), shipped_patches(repo, folder).len(), "{folder}");
+    assert!(fresh.len() >= 2, "{folder}: at least two patches");
     let mut stacked = kernel.clone();
     for c in &fresh {
         assert_eq!(c.parent, Some(3));
         assert!(!c.note.as_deref().unwrap().is_empty());
         let patch = c.patch.as_deref().unwrap();
-        assert_ne!(apply(&kernel, patch).unwrap(), kernel);
+        assert_ne!(apply(&kernel, patch).unwrap(), kernel, "{folder}");
         stacked = apply(&stacked, patch).unwrap();
     }
     let d: Vec<String> = fresh
@@ -91,15 +106,15 @@ fn the_shipped_patches_apply_and_are_proposed_then_stacked() {
             .map(|(p, n)| trial(n, Some(p), "incorrect")),
     );
     let out = repro(repo)
-        .args(["propose", "patches", "--dir", "kernels/proposals"])
-        .write_stdin(brief(Some(&d[0]), tried))
+        .args(["propose", "patches", "--dir", folder])
+        .write_stdin(brief(kernel_path, Some(&d[0]), tried))
         .output()
         .unwrap();
     let stack = candidates(&out.stdout);
     assert_eq!(
         stack.len(),
         1,
-        "only the second patch passed and is not in the best's lineage"
+        "{folder}: only the second patch passed and is not in the best's lineage"
     );
     assert_eq!(short(&digest(stack[0].patch.as_deref().unwrap())), d[1]);
 }
@@ -109,14 +124,43 @@ fn every_shipped_patch_applies_on_top_of_every_other() {
     // The proposer stacks any passed patch on any best trial's source, so each pair must apply
     // in both orders (hunks that touch the same lines would fail as proposal errors on a GPU).
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let kernel = std::fs::read_to_string(repo.join("kernels/sdpa_fp8_mma.cu")).unwrap();
-    let patches = shipped_patches(repo);
-    for (i, first) in patches.iter().enumerate() {
-        let base = apply(&kernel, first).unwrap();
-        for (j, second) in patches.iter().enumerate().filter(|(j, _)| *j != i) {
-            let both = apply(&base, second)
-                .unwrap_or_else(|e| panic!("patch {j} does not apply on top of patch {i}: {e}"));
-            assert_ne!(both, base, "patch {j} changed nothing on top of patch {i}");
+    for (folder, kernel) in PATCH_FOLDERS {
+        let kernel = std::fs::read_to_string(repo.join(kernel)).unwrap();
+        let patches = shipped_patches(repo, folder);
+        for (i, first) in patches.iter().enumerate() {
+            let base = apply(&kernel, first).unwrap();
+            for (j, second) in patches.iter().enumerate().filter(|(j, _)| *j != i) {
+                let both = apply(&base, second).unwrap_or_else(|e| {
+                    panic!("{folder}: patch {j} does not apply on top of patch {i}: {e}")
+                });
+                assert_ne!(
+                    both, base,
+                    "{folder}: patch {j} changed nothing on top of patch {i}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn no_shipped_patch_touches_its_kernels_error_rules() {
+    // The tune's constraints are written from the kernel's `#error` rules: a patch that
+    // changed one would let its trials hit a compile error the space no longer rules out.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (folder, _) in PATCH_FOLDERS {
+        for patch in shipped_patches(repo, folder) {
+            let touched = patch
+                .lines()
+                .filter(|l| {
+                    l.starts_with(['-', '+']) && !l.starts_with("---") && !l.starts_with("+++")
+                })
+                .find(|l| l.contains("#error"));
+            assert_eq!(
+                touched,
+                None,
+                "{folder}: {}",
+                patch.lines().next().unwrap_or_default()
+            );
         }
     }
 }

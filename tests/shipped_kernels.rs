@@ -1,7 +1,8 @@
 //! The shipped pipeline's variants compile for every architecture the kernels promise
 //! (sm_80, sm_89 for the L4, sm_90 and sm_90a for H100/H200) and pass the PTXAS gates there,
 //! through the real `repro build` on a copy of the project; a variant that does not compile
-//! fails alone. Needs nvcc (CI installs it); no GPU.
+//! fails alone; the corners of the shipped ws tune's space and every ws patch compile within
+//! the ws kernel's gates. Needs nvcc (CI installs it); no GPU.
 
 use assert_cmd::Command;
 use repro::schema::{BuildRecord, BuildStatus};
@@ -263,4 +264,175 @@ fn ptxas_report_of_the_shipped_kernel_with_module_globals_and_named_barriers() {
             ..Default::default()
         }]
     );
+}
+
+/// `source` (relative to `dir`) compiled to a cubin for `arch` with `defines`: nvcc's
+/// ptxas report of it, or nvcc's error.
+fn compile(
+    nvcc: &std::path::Path,
+    dir: &std::path::Path,
+    source: &str,
+    arch: &str,
+    defines: &[String],
+) -> Result<repro::schema::EntryResources, String> {
+    let out = std::process::Command::new(nvcc)
+        .current_dir(dir)
+        .args([
+            "-cubin",
+            "-O3",
+            &format!("-arch={arch}"),
+            "-Xptxas",
+            "-v",
+            "-o",
+        ])
+        .arg(dir.join(format!("{}.cubin", defines.join("_").replace('=', ""))))
+        .args(defines.iter().map(|d| format!("-D{d}")))
+        .arg(source)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        return Err(text);
+    }
+    let entries = repro::stages::build::ptxas::parse(&text);
+    entries.into_iter().next().ok_or(text)
+}
+
+/// Compile each job (`(arch, defines)`) of `source` in `dir` on every core; the gates of the
+/// ws kernel (its own ptxas limits over `gates.ptxas`) must pass for each.
+fn compiles_within_the_ws_gates(
+    nvcc: &std::path::Path,
+    dir: &std::path::Path,
+    what: &str,
+    jobs: &[(&str, Vec<String>)],
+) {
+    let p = repro::pipeline::load(&dir.join("pipeline.yaml"))
+        .unwrap()
+        .pipeline;
+    let gates = p.ptxas_gates_for("sdpa_fp8_ws").unwrap();
+    let (max_regs, max_spill) = (gates.max_registers.unwrap(), gates.max_spill_bytes.unwrap());
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let results: Vec<_> = std::thread::scope(|s| {
+        let chunks: Vec<_> = jobs.chunks(jobs.len().div_ceil(threads)).collect();
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| {
+                s.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|(arch, d)| compile(nvcc, dir, "kernels/sdpa_fp8_ws.cu", arch, d))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    for ((arch, defines), result) in jobs.iter().zip(results) {
+        let e = result.unwrap_or_else(|err| panic!("{what} {arch} {defines:?}: {err}"));
+        let spills = e.spill_store_bytes.unwrap_or(0) + e.spill_load_bytes.unwrap_or(0);
+        assert!(
+            e.registers.is_some_and(|r| r <= max_regs) && spills <= max_spill,
+            "{what} {arch} {defines:?}: {:?} registers, {spills} bytes of spills",
+            e.registers
+        );
+    }
+}
+
+/// The corners of the shipped ws tune's space compile for sm_90a and pass the kernel's gates
+/// (its `static_assert`s on registers and shared memory, and its ptxas limits, which the
+/// space's constraints are written from): per (consumers, blocks per SM, tile, ping-pong),
+/// the deepest rings with the fewest producer registers and the shallowest with the most.
+#[test]
+fn the_corners_of_the_ws_tune_space_compile_within_the_gates() {
+    let Some(toolchain) =
+        pinned_toolchain("the_corners_of_the_ws_tune_space_compile_within_the_gates")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    copy_project(dir.path());
+    let project = repro::pipeline::load(&dir.path().join("pipeline.yaml")).unwrap();
+    let o = project
+        .configs
+        .of::<repro::tune::options::TuneOptions>()
+        .map(|(_, o)| o)
+        .find(|o| o.kernel == "sdpa_fp8_ws")
+        .expect("a tune stage of sdpa_fp8_ws");
+    let group = |c: &repro::tune::space::Config| {
+        ["NUM_CONSUMERS", "CTAS_PER_SM", "TILE_N", "PINGPONG"].map(|k| c.get(k).copied())
+    };
+    let rings = |c: &repro::tune::space::Config| c["NUM_STAGES"] * 2 + c["RAW_STAGES"];
+    let mut corners = std::collections::BTreeMap::new();
+    for c in o.space.valid() {
+        let (deep, shallow) = corners.entry(group(c)).or_insert((c, c));
+        if (rings(c), -c["PRODUCER_REGS"]) > (rings(deep), -deep["PRODUCER_REGS"]) {
+            *deep = c;
+        }
+        if (rings(c), -c["PRODUCER_REGS"]) < (rings(shallow), -shallow["PRODUCER_REGS"]) {
+            *shallow = c;
+        }
+    }
+    assert_eq!(corners.len(), 6, "{corners:?}");
+    let jobs: Vec<(&str, Vec<String>)> = corners
+        .values()
+        .flat_map(|(a, b)| [a, b])
+        .map(|c| {
+            let mut defines = o.base_defines.clone();
+            defines.extend(c.iter().map(|(k, v)| (k.clone(), v.to_string())));
+            (
+                "sm_90a",
+                defines.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            )
+        })
+        .collect();
+    compiles_within_the_ws_gates(&toolchain.nvcc, dir.path(), "the ws tune space", &jobs);
+}
+
+/// Every patch of kernels/proposals/ws applies to the ws kernel and compiles for sm_90a (the
+/// `ws-c1-x2` and a ping-pong configuration) and sm_89 (the mma path), within the gates.
+#[test]
+fn every_ws_patch_compiles_for_sm90a_and_sm89_within_the_gates() {
+    let Some(toolchain) =
+        pinned_toolchain("every_ws_patch_compiles_for_sm90a_and_sm89_within_the_gates")
+    else {
+        return;
+    };
+    let configs = [
+        (
+            "sm_90a",
+            "NUM_CONSUMERS=1 CTAS_PER_SM=2 TILE_N=128 NUM_STAGES=2",
+        ),
+        (
+            "sm_90a",
+            "NUM_CONSUMERS=2 CTAS_PER_SM=1 TILE_N=128 NUM_STAGES=3 PINGPONG=1 PRODUCER_REGS=48",
+        ),
+        ("sm_89", "NUM_CONSUMERS=1 CTAS_PER_SM=2"),
+    ];
+    let jobs: Vec<(&str, Vec<String>)> = configs
+        .iter()
+        .map(|(arch, d)| (*arch, d.split(' ').map(String::from).collect()))
+        .collect();
+    let folder = std::path::Path::new(shipped::SOURCE_ROOT).join("kernels/proposals/ws");
+    let mut patches: Vec<_> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "patch"))
+        .collect();
+    patches.sort();
+    assert!(patches.len() >= 2, "{}", folder.display());
+    for patch in patches {
+        let dir = tempfile::tempdir().unwrap();
+        copy_project(dir.path());
+        let kernel = dir.path().join("kernels/sdpa_fp8_ws.cu");
+        let text = std::fs::read_to_string(&kernel).unwrap();
+        let diff = std::fs::read_to_string(&patch).unwrap();
+        let patched = repro::tune::proposer::store::apply(&text, &diff)
+            .unwrap_or_else(|e| panic!("{}: {e}", patch.display()));
+        std::fs::write(&kernel, patched).unwrap();
+        let name = patch.file_name().unwrap().to_string_lossy().into_owned();
+        compiles_within_the_ws_gates(&toolchain.nvcc, dir.path(), &name, &jobs);
+    }
 }

@@ -1,6 +1,7 @@
 //! `repro tune` through the real binary, without a GPU: a space with a mistake is refused
-//! with its position, a bad `--budget` is refused, and a GPU-less machine skips the stage
-//! with the reason while still writing its (empty) outputs.
+//! with its position, so are a bad `--budget` and `archs:` outside the pipeline's `arch:`,
+//! `repro tune STAGE` runs only the named tune stages, and a GPU-less machine skips the
+//! stage with the reason while still writing its (empty) outputs.
 
 #[path = "support/skip.rs"]
 mod skip;
@@ -145,4 +146,86 @@ fn quiet_hides_the_warning_and_the_table_marks_the_skip_with_its_own_glyph() {
             && l.contains("⏭ skipped: the tune stage times kernels on a GPU")),
         "{out}"
     );
+}
+
+/// [`PIPELINE`] with `arch: [sm_89, sm_90a]`, its tune stage given `archs: ARCHS`, and a
+/// second tune stage `evo-tune-b` of the same kernel into `artifacts/tune-b`.
+fn two_tunes(archs: &str) -> String {
+    PIPELINE
+        .replace("version: 1\n", "version: 1\narch: [sm_89, sm_90a]\n")
+        .replace(
+            "    base: base\n    budget: 10\n",
+            &format!("    archs: {archs}\n    base: base\n    budget: 10\n"),
+        )
+        + "  evo-tune-b:\n    uses: tune\n    base: base\n    archs: [sm_89]\n    dir: artifacts/tune-b\n    space: {TILE_M: [32, 64]}\n"
+}
+
+#[test]
+fn archs_outside_the_pipelines_arch_are_refused_at_their_line() {
+    let dir = project(&two_tunes("[sm_90]"));
+    repro(dir.path())
+        .arg("status")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "pipeline.yaml:16:13: error: `sm_90` is not in the pipeline's `arch:` (sm_89, sm_90a): no cubin is built for it, so no GPU stage runs it; did you mean `sm_90a`?",
+        ));
+    let dir = project(&two_tunes("[sm_90a, sm_90a]"));
+    repro(dir.path())
+        .arg("status")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "pipeline.yaml:16:21: error: `sm_90a` is listed twice",
+        ));
+}
+
+#[test]
+fn repro_tune_runs_the_named_tune_stages_only() {
+    let dir = project(&two_tunes("[sm_90a]"));
+    let plan = repro(dir.path())
+        .args(["tune", "evo-tune-b", "--dry-run"])
+        .assert()
+        .success();
+    let out = String::from_utf8_lossy(&plan.get_output().stdout).into_owned()
+        + &String::from_utf8_lossy(&plan.get_output().stderr);
+    assert!(out.contains("evo-tune-b"), "{out}");
+    assert!(
+        !out.lines()
+            .any(|l| l.split_whitespace().next() == Some("evo-tune")),
+        "only the named stage: {out}"
+    );
+    repro(dir.path())
+        .args(["tune", "evo-tune-c"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "error: `evo-tune-c` is not a tune stage of pipeline.yaml\n  help: did you mean `evo-tune-b`?",
+        ));
+}
+
+#[test]
+fn archs_are_part_of_the_stages_fingerprint() {
+    let dir = project(&two_tunes("[sm_90a]"));
+    if repro::gpu::probe_cached(dir.path()).is_ok_and(|g| !g.is_empty()) {
+        skip::say_skipped("a GPU is visible; this test records GPU-less skips");
+        return;
+    }
+    repro(dir.path()).args(["-q", "tune"]).assert().success();
+    repro(dir.path())
+        .args(["status", "--exit-code"])
+        .assert()
+        .success();
+    std::fs::write(
+        dir.path().join("pipeline.yaml"),
+        two_tunes("[sm_89, sm_90a]"),
+    )
+    .unwrap();
+    repro(dir.path())
+        .args(["status", "--exit-code"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "option `archs` changed: [\"sm_90a\"] → [\"sm_89\",\"sm_90a\"]",
+        ));
 }

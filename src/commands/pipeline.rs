@@ -7,6 +7,7 @@ use crate::{
     cli::BuildArgs, cli::DagArgs, cli::GlobalArgs, cli::RunArgs, cli::RunOpts, cli::StageArgs,
     cli::StatusArgs, cli::TuneArgs,
 };
+use repro_base::errors::UsageError;
 use repro_engine::display;
 use repro_engine::runner;
 use repro_engine::runner::Request;
@@ -15,6 +16,7 @@ use repro_engine::runner::Selection;
 use repro_engine::status;
 use repro_engine::Overrides;
 use repro_engine::TuneOverrides;
+use repro_pipeline::{diag::did_you_mean, diag::quoted_list};
 use repro_stages::BuiltinKind;
 use std::path::Path;
 
@@ -93,7 +95,8 @@ pub fn build(global: &GlobalArgs, args: &BuildArgs) -> anyhow::Result<i32> {
     )
 }
 
-/// `repro tune`: the `tune`-kind stage, with `--exhaustive` / `--budget`.
+/// `repro tune [STAGE…]`: the `tune`-kind stages (or the named ones, each a tune stage),
+/// with `--exhaustive` / `--budget`.
 pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
     let overrides = Overrides {
         tune: TuneOverrides {
@@ -102,14 +105,36 @@ pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
         },
         ..Overrides::default()
     };
+    let kind = BuiltinKind::Tune.as_str();
+    let selection = if args.stages.is_empty() {
+        Selection::Kind(kind.into())
+    } else {
+        let project = repro_stages::load(&global.file)?;
+        let tunes: Vec<&str> = project
+            .stages
+            .iter()
+            .filter(|s| s.kind.kind() == kind)
+            .map(|s| s.name.as_str())
+            .collect();
+        if let Some(other) = args.stages.iter().find(|n| !tunes.contains(&n.as_str())) {
+            let help = did_you_mean(other, tunes.iter().copied()).unwrap_or_else(|| {
+                format!("the tune stages are {}", quoted_list(tunes.iter().copied()))
+            });
+            return Err(UsageError(format!(
+                "`{other}` is not a tune stage of {}\n  help: {help}",
+                global.file.display()
+            ))
+            .into());
+        }
+        Selection::Named {
+            names: args.stages.clone(),
+            with_deps: true,
+            downstream: false,
+        }
+    };
     run_request(
         &global.file,
-        &request(
-            global,
-            &args.opts,
-            Selection::Kind(BuiltinKind::Tune.as_str().into()),
-            overrides,
-        ),
+        &request(global, &args.opts, selection, overrides),
     )
 }
 

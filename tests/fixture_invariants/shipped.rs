@@ -3,7 +3,7 @@
 use super::*;
 use repro::stages::BuiltinKind;
 use repro::tune::options::TuneOptions;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The shipped pipeline profiles what it ships: the profile stage's targets, resolved as the
 /// stage resolves them (`control` to the control variant), cover every variant, so the report
@@ -51,7 +51,11 @@ fn the_shipped_shapes_reach_every_tail_of_every_tunable_configuration() {
         .filter(|s| s.is(BuiltinKind::Tune))
         .map(|s| TuneOptions::parse(s, &p).unwrap())
         .collect();
-    assert_eq!(tunes.len(), 2, "pipeline.yaml tunes both kernels");
+    assert_eq!(
+        tunes.len(),
+        3,
+        "pipeline.yaml tunes both attention families and RMSNorm"
+    );
     let mut checked = 0;
     for o in &tunes {
         for config in o.space.valid() {
@@ -136,5 +140,91 @@ fn the_shipped_baselines_run_in_one_process_and_no_probe_imports_torch() {
     for module in ["baselines_common.py", "torch_sdpa.py", "torch_rmsnorm.py"] {
         let path = format!("kernels/baselines/{module}");
         assert!(stage.spec.deps.contains(&path), "{path} is no dep");
+    }
+}
+
+/// The `#error` rules of a kernel source: each `#if COND` whose next line is an `#error`, as
+/// a constraint expression, and the values its `#ifndef NAME` / `#define NAME VALUE` pairs
+/// give the defines a build leaves unset.
+fn error_rules(source: &str) -> (Vec<String>, BTreeMap<String, i64>) {
+    let lines: Vec<&str> = source.lines().map(str::trim).collect();
+    let mut rules = Vec::new();
+    let mut defaults = BTreeMap::new();
+    for pair in lines.windows(2) {
+        if let (Some(cond), true) = (pair[0].strip_prefix("#if "), pair[1].starts_with("#error")) {
+            rules.push(cond.to_string());
+        }
+        let (Some(name), Some(define)) = (
+            pair[0].strip_prefix("#ifndef "),
+            pair[1].strip_prefix("#define "),
+        ) else {
+            continue;
+        };
+        if let Some(value) = define
+            .strip_prefix(name)
+            .and_then(|v| v.trim().parse().ok())
+        {
+            defaults.insert(name.to_string(), value);
+        }
+    }
+    (rules, defaults)
+}
+
+/// Every configuration the shipped tune of `kernels/sdpa_fp8_ws.cu` may try — each valid
+/// point of its space over its base's defines and the file's defaults — passes the kernel's
+/// own `#error` rules, read from the source: no trial is spent on a compile error. (Its
+/// `static_assert`s and the ptxas gate are checked by compiling the space's corners,
+/// `tests/shipped_kernels.rs`.)
+#[test]
+fn every_configuration_of_the_shipped_ws_tune_passes_the_kernels_error_rules() {
+    use repro::expr::Expr;
+    let root = source_root();
+    let p = pipeline_of(&root);
+    let ws: Vec<(String, TuneOptions)> = p
+        .stages
+        .iter()
+        .filter(|(_, s)| s.is(BuiltinKind::Tune))
+        .map(|(n, s)| (n.clone(), TuneOptions::parse(s, &p).unwrap()))
+        .filter(|(_, o)| o.kernel == "sdpa_fp8_ws")
+        .collect();
+    let [(stage, o)] = ws.as_slice() else {
+        panic!(
+            "pipeline.yaml: one tune stage of sdpa_fp8_ws, not {}",
+            ws.len()
+        )
+    };
+    assert_eq!(
+        o.archs.as_deref(),
+        Some(&["sm_90a".to_string()][..]),
+        "{stage}: the ws family is tuned on sm_90a"
+    );
+    let source = std::fs::read_to_string(root.join(&p.kernels[&o.kernel].source)).unwrap();
+    let (rules, defaults) = error_rules(&source);
+    assert!(rules.len() >= 8, "the kernel's #error rules: {rules:?}");
+    let known: Vec<&str> = defaults.keys().map(String::as_str).collect();
+    let rules: Vec<Expr> = rules
+        .iter()
+        .map(|r| Expr::parse(r, &known).unwrap_or_else(|e| panic!("#if {r}: {}", e.render(r))))
+        .collect();
+    let valid = o.space.valid();
+    assert!(
+        (100..=400).contains(&valid.len()),
+        "{stage}: a few hundred configurations at most, not {}",
+        valid.len()
+    );
+    for config in valid {
+        let mut defines = defaults.clone();
+        defines.extend(
+            o.base_defines
+                .iter()
+                .map(|(k, v)| (k.clone(), v.parse().unwrap())),
+        );
+        defines.extend(config.clone());
+        for rule in &rules {
+            assert!(
+                !rule.holds(&defines).unwrap(),
+                "{stage}: {config:?} hits `#if {rule}`"
+            );
+        }
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! The kernel's workload (the one listing it) gives the shapes, recipes, reference and gates
 //! every trial is judged by; several tune stages tune several kernels, each into its own
-//! `dir`.
+//! `dir`. A stage with `archs:` tunes only on a GPU that runs one of them, and is skipped
+//! elsewhere, naming the stages that tune there ([`repro_tune::archs`]).
 //!
 //! Outputs, under its `dir` (default `artifacts/tune`): `tune_log.csv` (one row per trial),
 //! `topk.json` (the elite with their bench records and parents), the elite cubins
@@ -50,6 +51,9 @@ use outputs::write_skipped;
 /// The memo of finished trials.
 pub const MEMO_DIR: &str = ".repro/cache/tune";
 
+/// The input that says why the stage is skipped on this GPU's arch (absent where it tunes).
+const SKIPPED_HERE: &str = "skipped_here";
+
 /// The `tune` kind.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TuneStage;
@@ -73,9 +77,10 @@ impl StageKind for TuneStage {
         super::BuiltinKind::Tune.as_str()
     }
 
-    /// The arch is the declared one the GPU present runs.
+    /// The arch is the declared one the GPU present runs, and whether the stage tunes it
+    /// follows.
     fn machine_params(&self) -> &'static [&'static str] {
-        &["arch"]
+        &["arch", SKIPPED_HERE]
     }
 
     /// `timeout:` is refused: `trial_timeout:` limits each trial's runs, and
@@ -141,6 +146,12 @@ impl StageKind for TuneStage {
         };
         let run = decl.reference.run.iter().flatten();
         files.extend(run.filter(|w| root.join(w).is_file()).map(PathBuf::from));
+        // Off its `archs:` the stage is skipped, and the reason (naming the stages that tune
+        // there) is an input: the plan says so, and the recorded reason stays current.
+        let skip = arch
+            .as_ref()
+            .ok()
+            .and_then(|a| repro_tune::archs::skip(stage.name, o, a, stage.peers));
         let arch = arch.unwrap_or_else(|why| why);
         let params = BTreeMap::from([
             ("arch".to_string(), arch),
@@ -159,6 +170,9 @@ impl StageKind for TuneStage {
             ),
         ]);
         let mut params = params;
+        if let Some(skip) = skip {
+            params.insert(SKIPPED_HERE.to_string(), skip.reason);
+        }
         if o.proposer.is_some() {
             // The command is in the stage's spec; the model (never the key) is recorded here.
             let model = repro_tune::proposer::model_from_env();
@@ -218,6 +232,13 @@ impl StageKind for TuneStage {
         };
         let arch = arch::for_gpu(&gpu_list[0], &ctx.pipeline.arch)
             .map_err(|e| anyhow::anyhow!(e.at(ctx.pipeline_file)))?;
+        if let Some(skip) = repro_tune::archs::skip(ctx.name, o, &arch, ctx.peers) {
+            write_skipped(ctx.staging, &o.dir)?;
+            return Ok(StageOutcome::Skipped {
+                reason: skip.reason,
+                fix: skip.fix,
+            });
+        }
         let tc = repro_pipeline::toolchain::find(
             ctx.root,
             repro_pipeline::toolchain::pin(ctx.pipeline),
@@ -409,6 +430,8 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
     Sha256::digest(bytes).to_vec()
 }
 
+#[cfg(test)]
+mod arch_tests;
 #[cfg(test)]
 mod gpu_tests;
 #[cfg(test)]

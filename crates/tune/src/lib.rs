@@ -9,6 +9,7 @@
 //! `repro-expr` and `repro-base`; the stage that wires it to the compiler and the GPU is
 //! `repro_stages::tune`.
 
+pub mod archs;
 pub mod memo;
 pub mod options;
 pub mod promote;

@@ -4,6 +4,7 @@
 //! evo-tune:
 //!   uses: tune
 //!   needs: [build]
+//!   archs: [sm_90a]              # tuned only on a GPU that runs these (default: any; crate::archs)
 //!   base: stage2-baseline        # defines inherited from a variant; the space overrides them
 //!   space: {TILE_M: [32, 64, 128], NUM_WARPS: [2, 4, 8], ...}
 //!   constraints: ["TILE_M * TILE_N <= 8192"]
@@ -65,6 +66,7 @@ struct Keys {
     jobs: Option<usize>,
     allow_mixed_gpus: bool,
     proposer: Option<ProposerSpec>,
+    archs: Option<Vec<String>>,
 }
 
 impl Default for Keys {
@@ -89,6 +91,7 @@ impl Default for Keys {
             jobs: None,
             allow_mixed_gpus: false,
             proposer: None,
+            archs: None,
         }
     }
 }
@@ -132,6 +135,9 @@ pub struct TuneOptions {
     pub allow_mixed_gpus: bool,
     /// A command that proposes kernel sources between generations.
     pub proposer: Option<ProposerSpec>,
+    /// The build architectures it tunes (`archs:`, each in the pipeline's `arch:`); `None`:
+    /// any. On a GPU that runs another the stage is skipped ([`crate::archs`]).
+    pub archs: Option<Vec<String>>,
     /// The PTXAS gates every trial must pass: a trial is a build of `kernel`, so its gates
     /// ([`Pipeline::ptxas_gates_for`]).
     pub ptxas: Option<PtxasGates>,
@@ -176,6 +182,7 @@ impl TuneOptions {
             message: "a tune stage needs a `space:` (e.g. `space: {TILE_M: [32, 64]}`)".into(),
         })?;
         let space = Space::from_yaml(space, o.constraints.as_ref())?;
+        let archs = super::archs::parse(o.archs, &pipeline.arch)?;
 
         let base = match &o.base {
             None => None,
@@ -337,6 +344,7 @@ impl TuneOptions {
             jobs: o.jobs,
             allow_mixed_gpus: o.allow_mixed_gpus,
             proposer: o.proposer,
+            archs,
         })
     }
 }

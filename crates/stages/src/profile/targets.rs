@@ -58,12 +58,15 @@ pub(super) fn entry_of(pipeline: &Pipeline, variant: &str) -> Option<String> {
     Some(pipeline.kernels.get(&v.kernel)?.entry.clone())
 }
 
-/// The tune stages whose elite `topk` profiles (those the profile stage needs), with the
-/// options their kind decoded at load.
-pub fn needed_tunes<'a>(spec: &StageSpec, peers: &'a Configs) -> Vec<&'a TuneOptions> {
+/// The tune stages whose elite `topk` profiles (those the profile stage needs), by name,
+/// with the options their kind decoded at load.
+pub fn needed_tunes<'a>(
+    spec: &'a StageSpec,
+    peers: &'a Configs,
+) -> Vec<(&'a str, &'a TuneOptions)> {
     spec.needs
         .iter()
-        .filter_map(|n| peers.get(n)?.get::<TuneOptions>())
+        .filter_map(|n| Some((n.as_str(), peers.get(n)?.get::<TuneOptions>()?)))
         .collect()
 }
 
@@ -71,7 +74,7 @@ pub fn needed_tunes<'a>(spec: &StageSpec, peers: &'a Configs) -> Vec<&'a TuneOpt
 /// yet (no tune elite) come back as skipped records instead.
 pub fn resolve_targets(
     opts: &ProfileOptions,
-    tunes: &[&TuneOptions],
+    tunes: &[(&str, &TuneOptions)],
     pipeline: &Pipeline,
     root: &Path,
 ) -> (Vec<Target>, Vec<NcuTarget>) {
@@ -87,47 +90,14 @@ pub fn resolve_targets(
     let control = pipeline.control.clone().unwrap_or_default();
     for t in &opts.targets {
         if t == "topk" {
-            if tunes.is_empty() {
-                let reason =
-                    "no tune elite: the stage needs no tune stage (add one to its `needs`)";
-                skipped.push(skipped_target("topk", "", "", reason.into()));
-            }
-            for &tune in tunes {
-                let entry = pipeline.kernels[&tune.kernel].entry.clone();
-                match elite(root, tune) {
-                    Ok(entries) => {
-                        for e in entries {
-                            let name = tune.elite_name(e.rank);
-                            let label = name.strip_prefix("tune-").unwrap_or(&name).to_string();
-                            let cubin = root.join(tune.elite_cubin(e.rank));
-                            if cubin.is_file() {
-                                let mut defines: Bindings = tune
-                                    .base_defines
-                                    .iter()
-                                    .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
-                                    .collect();
-                                defines.extend(e.config.clone());
-                                run.push(Target {
-                                    variant: name,
-                                    label,
-                                    entry: entry.clone(),
-                                    program: Program::Cubin {
-                                        path: cubin,
-                                        defines,
-                                    },
-                                    shape: primary(&tune.workload),
-                                    workload: tune.workload.clone(),
-                                });
-                            } else {
-                                let reason =
-                                    format!("{} is missing; run the tune stage", cubin.display());
-                                skipped.push(skipped_target(&label, &name, &entry, reason));
-                            }
-                        }
-                    }
-                    Err(reason) => skipped.push(skipped_target("topk", "", &entry, reason)),
-                }
-            }
+            let arch = gpu_arch(pipeline, root);
+            elite_targets(
+                tunes,
+                arch.as_deref(),
+                pipeline,
+                root,
+                (&mut run, &mut skipped),
+            );
             continue;
         }
         let variant = if t == "control" {
@@ -150,6 +120,79 @@ pub fn resolve_targets(
     }
     baseline_targets(opts, pipeline, root, &mut run, &mut skipped);
     (run, skipped)
+}
+
+/// The declared arch whose cubins this machine's first GPU runs, when there is one.
+fn gpu_arch(pipeline: &Pipeline, root: &Path) -> Option<String> {
+    let gpus = repro_gpu::probe_cached(root).ok()?;
+    crate::build::arch::for_gpu(gpus.first()?, &pipeline.arch).ok()
+}
+
+/// `topk`: each tune's elite members with a cubin, on a GPU that runs `arch` cubins (when
+/// known); a tune without an elite, or whose `archs:` leave `arch` out (its elite was
+/// tuned for another GPU), gives a skipped record saying why.
+pub(super) fn elite_targets(
+    tunes: &[(&str, &TuneOptions)],
+    arch: Option<&str>,
+    pipeline: &Pipeline,
+    root: &Path,
+    (run, skipped): (&mut Vec<Target>, &mut Vec<NcuTarget>),
+) {
+    if tunes.is_empty() {
+        let reason = "no tune elite: the stage needs no tune stage (add one to its `needs`)";
+        skipped.push(skipped_target("topk", "", "", reason.into()));
+    }
+    let workloads = Workloads::of(pipeline);
+    for &(stage, tune) in tunes {
+        let entry = pipeline.kernels[&tune.kernel].entry.clone();
+        // `top<k>` of the default folder, `<folder>-top<k>` of another without its `tune-`.
+        let label = |rank: &str| {
+            let name = format!("{}{rank}", tune.elite_prefix());
+            name.strip_prefix("tune-").unwrap_or(&name).to_string()
+        };
+        if let Some(why) = arch.and_then(|a| repro_tune::archs::not_tuned(stage, tune, a)) {
+            let reason = format!("{why}: its elite is not profiled here");
+            skipped.push(skipped_target(&label("k"), "", &entry, reason));
+            continue;
+        }
+        let entries = match elite(root, tune) {
+            Ok(entries) => entries,
+            Err(reason) => {
+                skipped.push(skipped_target(&label("k"), "", &entry, reason));
+                continue;
+            }
+        };
+        for e in entries {
+            let name = tune.elite_name(e.rank);
+            let label = label(&e.rank.to_string());
+            let cubin = root.join(tune.elite_cubin(e.rank));
+            if !cubin.is_file() {
+                let reason = format!("{} is missing; run the tune stage", cubin.display());
+                skipped.push(skipped_target(&label, &name, &entry, reason));
+                continue;
+            }
+            let mut defines: Bindings = tune
+                .base_defines
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
+                .collect();
+            defines.extend(e.config.clone());
+            run.push(Target {
+                variant: name,
+                label,
+                entry: entry.clone(),
+                program: Program::Cubin {
+                    path: cubin,
+                    defines,
+                },
+                shape: workloads
+                    .get(&tune.workload)
+                    .map(|d| d.primary.clone())
+                    .unwrap_or_default(),
+                workload: tune.workload.clone(),
+            });
+        }
+    }
 }
 
 /// The baselines' calls on each of their shapes, then each such workload's best variant on

@@ -83,10 +83,11 @@ fn resolve(
     p: &Pipeline,
     root: &Path,
 ) -> (Vec<Target>, Vec<NcuTarget>) {
-    let tunes: Vec<TuneOptions> = spec
+    let tunes: Vec<(&str, TuneOptions)> = spec
         .needs
         .iter()
-        .filter_map(|n| TuneOptions::parse(p.stages.get(n)?, p).ok())
+        .filter_map(|n| Some((n.as_str(), TuneOptions::parse(p.stages.get(n)?, p).ok()?)))
         .collect();
-    resolve_targets(opts, &tunes.iter().collect::<Vec<_>>(), p, root)
+    let named: Vec<(&str, &TuneOptions)> = tunes.iter().map(|(n, o)| (*n, o)).collect();
+    resolve_targets(opts, &named, p, root)
 }

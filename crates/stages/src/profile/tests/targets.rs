@@ -1,6 +1,7 @@
 //! Which targets a stage profiles: the variants, the tune's elite, the baselines.
 
 use super::*;
+use crate::profile::targets::elite_targets;
 
 #[test]
 fn topk_without_tune_results_is_skipped_with_the_reason() {
@@ -148,4 +149,60 @@ fn baselines_and_the_best_variant_off_the_primary_become_targets() {
         (best.entry.as_str(), best.shape.as_str()),
         ("k_fwd", "small")
     );
+}
+
+#[test]
+fn the_elite_of_a_tune_off_its_archs_is_skipped_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = repro_pipeline::workload::testing::tiny_pipeline(
+        "arch: [sm_89, sm_90a]\nkernels:\n  k: {source: kernels/k.cu, entry: k_fwd}\nvariants:\n  base: {kernel: k}\nstages:\n  ws-tune: {uses: tune, base: base, archs: [sm_90a], space: {X: [1, 2]}}\n  mma-tune: {uses: tune, base: base, archs: [sm_89], dir: artifacts/tune-mma, space: {X: [1, 2]}}\n",
+        &["k"],
+    );
+    let ws = TuneOptions::parse(&p.stages["ws-tune"], &p).unwrap();
+    let mma = TuneOptions::parse(&p.stages["mma-tune"], &p).unwrap();
+    // The ws tune ran on an sm_90a GPU; the mma tune was skipped there (an empty elite).
+    for folder in ["artifacts/tune", "artifacts/tune-mma", ".repro/cubins"] {
+        std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("artifacts/tune/topk.json"),
+        "[{\"rank\": 1}]",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("artifacts/tune-mma/topk.json"), "[]").unwrap();
+    std::fs::write(dir.path().join(".repro/cubins/tune-top1.cubin"), "").unwrap();
+    let tunes = [("ws-tune", &ws), ("mma-tune", &mma)];
+    let resolve_on = |arch: Option<&str>| {
+        let (mut run, mut skipped) = (Vec::new(), Vec::new());
+        elite_targets(&tunes, arch, &p, dir.path(), (&mut run, &mut skipped));
+        let run: Vec<String> = run.into_iter().map(|t| t.label).collect();
+        let skipped: Vec<(String, String)> = skipped
+            .into_iter()
+            .map(|t| (t.target, t.reason.unwrap_or_default()))
+            .collect();
+        (run, skipped)
+    };
+    let (run, skipped) = resolve_on(Some("sm_90a"));
+    assert_eq!(run, ["top1"]);
+    assert_eq!(
+        skipped,
+        [(
+            "mma-topk".to_string(),
+            "`mma-tune` tunes kernel `k` on sm_89 only (its `archs:`), and this GPU runs sm_90a cubins: its elite is not profiled here".to_string()
+        )]
+    );
+    // On an sm_89 GPU the committed sm_90a elite is not profiled; nothing fails.
+    let (run, skipped) = resolve_on(Some("sm_89"));
+    assert!(run.is_empty(), "{run:?}");
+    assert_eq!(skipped[0].0, "topk");
+    assert!(skipped[0].1.contains("on sm_90a only"), "{}", skipped[0].1);
+    assert!(
+        skipped[1].1.contains("tune-mma/topk.json lists no elite"),
+        "{}",
+        skipped[1].1
+    );
+    // Where the GPU is unknown, each elite is read as it is.
+    let (run, skipped) = resolve_on(None);
+    assert_eq!(run, ["top1"]);
+    assert!(skipped[0].1.contains("lists no elite"), "{skipped:?}");
 }
