@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The kernel engineer's loop, timed on a GPU machine (issue 28): `repro run` from nothing
-# (a fresh clone, with torch and nvcc already installed), then after a one-line edit to
-# kernels/sdpa_fp8_mma.cu, then after one to kernels/sdpa_fp8.cu.
+# The kernel engineer's loop, timed on a GPU machine (issues 28, 41): `repro run --force` in a
+# fresh clone (every stage measures again: what an L4 user's first run does, no committed
+# result being of their GPU), `repro run` from nothing, and `repro run` after a one-line edit
+# to one kernel (torch and nvcc already installed).
 #
 #   bash benches/run_times.sh run REPRO_BINARY TREE LABEL OUTDIR [STEP...]
 #   bash benches/run_times.sh table OUTDIR BEFORE_LABEL AFTER_LABEL > benches/results/FILE.md
@@ -9,9 +10,10 @@
 #
 # `run` works in a copy of TREE (a checkout, or an unpacked `git archive`, of the commit
 # REPRO_BINARY was built from), made a git repository of one commit as a clone is. STEPs
-# (default all, in this order): `fresh` (rm -rf .repro artifacts reports; repro run),
-# `edit-mma` and `edit-fp8` (append `__device__ int repro_edit_probe_N = 1;` to the kernel
-# file: every cubin of that kernel changes, its behaviour does not; then repro run). Each
+# (default all, in this order): `force` (repro run --force, the committed results in place),
+# `fresh` (rm -rf .repro artifacts reports; repro run), `edit-ws`, `edit-mma` and `edit-fp8`
+# (append `__device__ int repro_edit_probe_N = 1;` to that kernel's file: every cubin of the
+# kernel changes, its behaviour does not; then repro run). Each
 # step's wall time, exit status, the bench variants measured and reused and the profile
 # targets reused go to OUTDIR/LABEL.tsv; repro's output (its stage table) to
 # OUTDIR/LABEL-STEP.txt. A run may end 1 (a failed gate), never 2 or more.
@@ -45,7 +47,7 @@ run() {
   local repro tree label out
   repro=$(realpath "$1"); tree=$(realpath "$2"); label=$3; out=$(realpath "$4"); shift 4
   local steps=("$@")
-  [ ${#steps[@]} -gt 0 ] || steps=(fresh edit-mma edit-fp8)
+  [ ${#steps[@]} -gt 0 ] || steps=(force fresh edit-ws edit-mma edit-fp8)
   mkdir -p "$out"
   local work
   work=$(mktemp -d "/tmp/run-times-$label.XXXXXX")
@@ -54,21 +56,24 @@ run() {
   if [ ! -d .git ] && command -v git >/dev/null; then
     git init -q && git add -A && git -c user.name=bench -c user.email=bench@localhost commit -qm "$label"
   fi
-  local n=0 step file t0 rc secs counts
+  local n=0 step file t0 rc secs counts flags
   for step in "${steps[@]}"; do
     n=$((n + 1))
+    flags=()
     case "$step" in
+      force) flags=(--force) ;;
       fresh) rm -rf .repro artifacts reports ;;
+      edit-ws) file=kernels/sdpa_fp8_ws.cu ;;
       edit-mma) file=kernels/sdpa_fp8_mma.cu ;;
       edit-fp8) file=kernels/sdpa_fp8.cu ;;
       *) echo "unknown step $step" >&2; exit 2 ;;
     esac
-    if [ "$step" != fresh ]; then
+    if [ "${step#edit-}" != "$step" ]; then
       printf '\n__device__ int repro_edit_probe_%s = 1;\n' "$n" >> "$file"
     fi
     t0=$(date +%s%N)
     rc=0
-    "$repro" run -q > "$out/$label-$step.txt" 2>&1 || rc=$?
+    "$repro" run -q "${flags[@]}" > "$out/$label-$step.txt" 2>&1 || rc=$?
     secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN {printf "%.1f", (b - a) / 1e9}')
     counts=$(count_reuse)
     printf '%s\t%s\t%s\t%s\n' "$step" "$secs" "$rc" "$counts" >> "$out/$label.tsv"
@@ -98,14 +103,14 @@ table() {
       results_header "bash benches/run_times.sh run REPRO TREE $after OUTDIR; bash benches/run_times.sh table OUTDIR $after"
     fi
   fi
-  echo "Wall time of \`repro run -q\` in a clean copy of each commit's tree${RUN_TIMES_NOTE:+ ($RUN_TIMES_NOTE)}. \`fresh\`: from nothing (\`rm -rf .repro artifacts reports\`); \`edit-mma\`, \`edit-fp8\`: then a one-line edit to that kernel (a new \`__device__ int\`: every cubin of the kernel changes, its behaviour does not) and \`repro run\` again. Bench measured / reused: variants whose results the bench stage measured, or copied from the run before (key unchanged). One run of each."
+  echo "Wall time of \`repro run -q\` in a clean copy of each commit's tree${RUN_TIMES_NOTE:+ ($RUN_TIMES_NOTE)}. \`force\`: \`repro run --force\` with the committed results in place (everything measured again); \`fresh\`: from nothing (\`rm -rf .repro artifacts reports\`); \`edit-ws\`, \`edit-mma\`, \`edit-fp8\`: then a one-line edit to that kernel (a new \`__device__ int\`: every cubin of the kernel changes, its behaviour does not) and \`repro run\` again. Bench measured / reused: variants whose results the bench stage measured, or copied from the run before (key unchanged). One run of each."
   echo
   local head="| step |" rule="|---|"
   [ -z "$before" ] || { head="$head $before: s (exit) |"; rule="$rule---:|"; }
   echo "$head $after: s (exit) | $after: bench variants measured / reused | $after: profile targets reused |"
   echo "$rule---:|---:|---:|"
   local step
-  for step in fresh edit-mma edit-fp8; do
+  for step in force fresh edit-ws edit-mma edit-fp8; do
     local b a
     b=$(awk -F'\t' -v s="$step" '$1 == s {printf "%s (%s)", $2, $3}' "$out/$before.tsv" 2>/dev/null || true)
     a=$(awk -F'\t' -v s="$step" '$1 == s {printf "%s (%s)\t%s / %s\t%s", $2, $3, $4, $5, $6}' "$out/$after.tsv" 2>/dev/null || true)
@@ -118,7 +123,7 @@ table() {
     fi
   done
   for label in $before $after; do
-    for step in fresh edit-mma edit-fp8; do
+    for step in force fresh edit-ws edit-mma edit-fp8; do
       [ -f "$out/$label-$step.txt" ] || continue
       echo
       echo "Stage times, $label, $step (repro's table):"

@@ -204,3 +204,16 @@ mod tests {
         assert!(err.contains(&format!("`{}`", b.display())), "{err}");
     }
 }
+
+/// Append one line to a stage's log. A log that cannot be written loses only the line,
+/// never the work it describes.
+pub fn append_line(log: &Path, line: &str) {
+    use std::io::Write as _;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}

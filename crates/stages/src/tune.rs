@@ -327,7 +327,7 @@ impl StageKind for TuneStage {
         };
         let say = |line: &str| {
             (ctx.progress)(line);
-            append_line(ctx.log, line);
+            repro_base::fsio::append_line(ctx.log, line);
         };
         let store = SourceStore::open(ctx.root, Path::new(&backend.kernel.source))?;
         let mut proposer = o
@@ -385,17 +385,6 @@ fn objective(o: &TuneOptions) -> String {
         serde_json::to_string(&o.ptxas).unwrap_or_default(),
         o.check_shapes.join(", ")
     )
-}
-
-/// Append one line to the stage's log (a log that cannot be written loses only the line).
-fn append_line(log: &Path, line: &str) {
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(log)
-    {
-        let _ = writeln!(f, "{line}");
-    }
 }
 
 /// SHA-256 of the kernel source and every local header it includes.

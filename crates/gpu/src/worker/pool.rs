@@ -13,7 +13,6 @@ use repro_executor::{Conversation, Ending, ExitKind, Job, JobOutcome, Received};
 use repro_pipeline::workload::exprs::Bindings;
 use repro_schema::BenchResult;
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -95,7 +94,15 @@ impl<'a> Workers<'a> {
                 }
             }
         }
-        match exchange(&mut worker, req, timeout) {
+        let began = Instant::now();
+        let exchanged = exchange(&mut worker, req, timeout);
+        // What each run took, for finding where a stage's time goes.
+        self.note(&format!(
+            "{} answered in {} ms",
+            req.label(),
+            began.elapsed().as_millis()
+        ));
+        match exchanged {
             Exchange::Record(mut r, node) => {
                 r.node = node;
                 *r
@@ -124,17 +131,15 @@ impl<'a> Workers<'a> {
             Ok(o) => format!("{:?}", o.exit),
             Err(e) => format!("{e:#}"),
         };
-        let Some(log) = self.jobs.log else { return };
-        // A log that cannot be written loses the note, never the run.
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-        {
-            let _ = writeln!(
-                f,
-                "repro exec --worker on GPU slot {slot} ended ({how}): {why}; a fresh worker takes the slot's next run"
-            );
+        self.note(&format!(
+            "repro exec --worker on GPU slot {slot} ended ({how}): {why}; a fresh worker takes the slot's next run"
+        ));
+    }
+
+    /// Append `line` to the stage's log.
+    fn note(&self, line: &str) {
+        if let Some(log) = self.jobs.log {
+            repro_base::fsio::append_line(log, line);
         }
     }
 }

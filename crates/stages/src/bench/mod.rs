@@ -45,6 +45,7 @@ use options::Options;
 use records::append_to_log;
 use records::read_baseline;
 use records::write;
+use repro_gpu::discover::StageJobs;
 use repro_pipeline::defines_as_written;
 use repro_pipeline::kind::Config;
 use repro_pipeline::kind::Configured;
@@ -277,10 +278,22 @@ impl StageKind for BenchStage {
                 to_measure.len()
             ));
         }
+        let began = std::time::Instant::now();
         checks.extend(driver_checks(ctx, gpus[0].index, &arch, &to_measure));
+        let checked = began.elapsed();
         let jobs = plan(&workloads, ctx.pipeline, &to_measure, o);
         let slots = gpu_nodes::gpu_slots(ctx.executor, &gpus);
         let results = run_jobs(ctx, o, &jobs, slots)?;
+        repro_base::fsio::append_line(
+            ctx.log,
+            &format!(
+                "bench: the driver's attributes of {} variant(s) in {:.1} s, {} run(s) in {:.1} s",
+                to_measure.len(),
+                checked.as_secs_f64(),
+                jobs.len(),
+                (began.elapsed() - checked).as_secs_f64()
+            ),
+        );
         OneGpuModel::new(o.allow_mixed_gpus)
             .admit(&results)
             .map_err(anyhow::Error::msg)?;
@@ -418,6 +431,10 @@ fn read_baselines(
     Ok(out)
 }
 
+/// Driver checks run at once: each is a process that opens a CUDA context, most of its
+/// time; they run before anything is timed.
+const DRIVER_CHECKS_AT_ONCE: usize = 4;
+
 /// The driver's figures for each built variant's entry on GPU `gpu`, checked against its
 /// build record's ptxas figures for `arch`; a check that cannot run says why.
 fn driver_checks(
@@ -426,6 +443,28 @@ fn driver_checks(
     arch: &str,
     built: &[&String],
 ) -> BTreeMap<String, DriverCheck> {
+    let share = built.len().div_ceil(DRIVER_CHECKS_AT_ONCE).max(1);
+    let jobs = gpu_nodes::stage_jobs(ctx);
+    let jobs = &jobs;
+    std::thread::scope(|s| {
+        let threads: Vec<_> = built
+            .chunks(share)
+            .map(|names| s.spawn(move || driver_checks_in_turn(jobs, gpu, arch, names)))
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|t| t.join().expect("a driver check thread panicked"))
+            .collect()
+    })
+}
+
+/// [`driver_checks`] of `built`, one after the other.
+fn driver_checks_in_turn(
+    ctx: &StageJobs,
+    gpu: u32,
+    arch: &str,
+    built: &[&String],
+) -> Vec<(String, DriverCheck)> {
     built
         .iter()
         .map(|&name| {

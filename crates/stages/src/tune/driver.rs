@@ -118,7 +118,13 @@ pub fn tune_and_write(
         return Err(e).context("cannot write the stage log");
     }
     let mut outcome = outcome;
+    let confirming = Instant::now();
     outcome.elite = confirmed_elite(&mut outcome.trials, outcome.elite.len(), backend)?;
+    writeln!(
+        log,
+        "tune: the elite confirmed on every check shape in {:.1} s",
+        confirming.elapsed().as_secs_f64()
+    )?;
     write_trials(&out.join("tune_log.csv"), &outcome.trials)?;
 
     let elite: Vec<&Trial> = outcome.elite.iter().map(|&i| &outcome.trials[i]).collect();
