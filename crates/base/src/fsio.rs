@@ -154,6 +154,19 @@ pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
+/// Append one line to a stage's log. A log that cannot be written loses only the line,
+/// never the work it describes.
+pub fn append_line(log: &Path, line: &str) {
+    use std::io::Write as _;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,18 +215,5 @@ mod tests {
         let err = rename(&a, &b).unwrap_err().to_string();
         assert!(err.contains(&format!("`{}`", a.display())), "{err}");
         assert!(err.contains(&format!("`{}`", b.display())), "{err}");
-    }
-}
-
-/// Append one line to a stage's log. A log that cannot be written loses only the line,
-/// never the work it describes.
-pub fn append_line(log: &Path, line: &str) {
-    use std::io::Write as _;
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(log)
-    {
-        let _ = writeln!(f, "{line}");
     }
 }
