@@ -284,7 +284,7 @@ impl StageKind for BenchStage {
         let jobs = plan(&workloads, ctx.pipeline, &to_measure, o);
         let slots = gpu_nodes::gpu_slots(ctx.executor, &gpus);
         let results = run_jobs(ctx, o, &jobs, slots)?;
-        repro_base::fsio::append_line(
+        append_to_log(
             ctx.log,
             &format!(
                 "bench: the driver's attributes of {} variant(s) in {:.1} s, {} run(s) in {:.1} s",
@@ -293,7 +293,7 @@ impl StageKind for BenchStage {
                 jobs.len(),
                 (began.elapsed() - checked).as_secs_f64()
             ),
-        );
+        )?;
         OneGpuModel::new(o.allow_mixed_gpus)
             .admit(&results)
             .map_err(anyhow::Error::msg)?;
