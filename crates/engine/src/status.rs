@@ -291,16 +291,18 @@ fn evaluate_read(
 
 /// Every stage's status, indexed like `project.stages`.
 pub fn evaluate_all(project: &Project, ctx: &mut EvalCtx) -> anyhow::Result<Vec<StageStatus>> {
-    let mut files = read::read_all(project, ctx.lock, &mut ctx.cache);
+    let lock = ctx.lock;
     let mut done: Vec<Option<StageStatus>> = vec![None; project.stages.len()];
-    let mut recorded = RecordedUpstream::new(ctx.lock, project.stages.len());
-    for &i in project.dag.topo_order() {
+    let mut recorded = RecordedUpstream::new(lock, project.stages.len());
+    let (evaluated, fork) = read::read_ahead(project, lock, ctx.cache.fork(), |i, files| {
         let upstream = upstream_fingerprints(project, i, &mut recorded, |j| {
             done[j].as_ref().map(StageStatus::current)
         });
-        let read = files[i].take().expect("each stage is evaluated once");
-        done[i] = Some(decide(project, i, upstream, read, ctx)?);
-    }
+        done[i] = Some(decide(project, i, upstream, files, ctx)?);
+        anyhow::Ok(())
+    });
+    ctx.cache.merge(fork);
+    evaluated?;
     Ok(done
         .into_iter()
         .map(|s| s.expect("topological order covers every stage"))

@@ -1,7 +1,7 @@
 //! What evaluating a stage reads of its files before its kind and the stages it needs are
-//! consulted, read for every stage of a pipeline at once, on two threads: at thousands of
-//! stages, digesting deps and outputs (a `stat` each, and the digest cache) is most of an
-//! evaluation, and needs nothing from any other stage.
+//! consulted, read ahead on a second thread while the stages before it are evaluated: at
+//! thousands of stages, digesting deps and outputs (a `stat` each, and the digest cache)
+//! is half of an evaluation, and needs nothing from any other stage.
 
 use super::change::outputs_on_disk;
 use crate::fingerprint::Declared;
@@ -9,7 +9,6 @@ use crate::lockfile::LockFile;
 use crate::statcache::StatCache;
 use repro_pipeline::Project;
 use std::collections::BTreeMap;
-use std::ops::Range;
 
 /// What evaluating one stage reads of its files.
 pub(super) struct StageFiles {
@@ -40,30 +39,49 @@ impl StageFiles {
 /// Below this many stages a second thread costs more than it saves.
 const PARALLEL_FROM: usize = 64;
 
-/// [`StageFiles::read`] of every stage, indexed like `project.stages` (each to be taken
-/// once). The second half of the stages is read on another thread, with its own copy of the
-/// digest cache, which `cache` takes back after. Nothing is written while they are read, so
-/// the order in which they are read changes nothing.
-pub(super) fn read_all(
+/// Stages read per message: the evaluation waits for a batch rather than for each stage.
+const BATCH: usize = 32;
+
+/// Hand each stage's [`StageFiles`] to `each`, in topological order, and then `fork` back
+/// (a [`StatCache::fork`] they were read with, for the caller to merge). In a large
+/// pipeline they are read ahead on another thread while `each` evaluates the stages
+/// before: the reads need no other stage, and nothing is written while they are read. An
+/// error from `each` ends both.
+pub(super) fn read_ahead<E>(
     project: &Project,
     lock: &LockFile,
-    cache: &mut StatCache,
-) -> Vec<Option<StageFiles>> {
-    let n = project.stages.len();
-    let read = |stages: Range<usize>, cache: &mut StatCache| -> Vec<Option<StageFiles>> {
-        stages
-            .map(|i| Some(StageFiles::read(project, i, lock, cache)))
-            .collect()
-    };
-    if n < PARALLEL_FROM {
-        return read(0..n, cache);
+    mut fork: StatCache,
+    mut each: impl FnMut(usize, StageFiles) -> Result<(), E>,
+) -> (Result<(), E>, StatCache) {
+    let order = project.dag.topo_order();
+    if order.len() < PARALLEL_FROM {
+        let result = order
+            .iter()
+            .try_for_each(|&i| each(i, StageFiles::read(project, i, lock, &mut fork)));
+        return (result, fork);
     }
-    let mut fork = cache.fork();
-    let (mut files, rest) = std::thread::scope(|s| {
-        let rest = s.spawn(|| read(n / 2..n, &mut fork));
-        (read(0..n / 2, cache), rest.join())
-    });
-    files.extend(rest.unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
-    cache.merge(fork);
-    files
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<(usize, StageFiles)>>();
+    std::thread::scope(|s| {
+        let reader = s.spawn(move || {
+            for batch in order.chunks(BATCH) {
+                let read = batch
+                    .iter()
+                    .map(|&i| (i, StageFiles::read(project, i, lock, &mut fork)))
+                    .collect();
+                if tx.send(read).is_err() {
+                    break; // the evaluation stopped at an error
+                }
+            }
+            fork
+        });
+        let result = rx
+            .iter()
+            .flatten()
+            .try_for_each(|(i, files)| each(i, files));
+        drop(rx);
+        let fork = reader
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (result, fork)
+    })
 }
