@@ -140,8 +140,7 @@ pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
 
 /// `repro status [--json] [--exit-code]`.
 pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
-    let project = repro_stages::load(&global.file)?;
-    let statuses = status::evaluate_project(&project)?;
+    let (project, statuses) = status::load_and_evaluate(&global.file, repro_stages::load)?;
     if args.json {
         display::out(&status::render_json(&project, &statuses))?;
     } else {

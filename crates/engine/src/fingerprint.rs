@@ -52,7 +52,9 @@ pub struct Inputs {
 impl Inputs {
     /// The fingerprint: sha256 of the canonical JSON of all parts.
     pub fn fingerprint(&self) -> String {
-        let bytes = serde_json::to_vec(self).expect("maps of strings serialize");
+        // Sized for a stage with a few dozen deps, so the text is rarely copied as it grows.
+        let mut bytes = Vec::with_capacity(4096);
+        serde_json::to_writer(&mut bytes, self).expect("maps of strings serialize");
         hex(&Sha256::digest(&bytes))
     }
 }
@@ -66,74 +68,111 @@ pub fn compute(
     overrides: &Overrides,
     cache: &mut StatCache,
 ) -> anyhow::Result<Inputs> {
-    let spec = &stage.spec;
-    let extra = stage
-        .kind
-        .inputs(
-            &stage.configured(&project.configs),
-            &project.pipeline,
-            &project.root,
-            overrides,
-        )
-        .with_context(|| format!("cannot gather the inputs of stage `{}`", stage.name))?;
-    let command = serde_json::json!({
-        "run": spec.run,
-        "shell": spec.shell,
-        "outs": stage.outputs,
-    });
-    let mut deps = BTreeMap::new();
-    let files = spec
-        .deps
-        .iter()
-        .map(Path::new)
-        .chain(extra.files.iter().map(|p| p.as_path()));
-    for file in files {
-        digest_dep(&project.root, file, cache, &mut deps).with_context(|| {
-            format!(
-                "cannot read dep `{}` of stage `{}`",
-                file.display(),
-                stage.name
+    let declared = Declared::read(project, stage, cache);
+    declared.complete(project, stage, upstream, overrides, cache)
+}
+
+/// The parts of a stage's inputs that its declaration alone gives: the digest of its
+/// command and those of its declared deps. They need neither its kind nor the stages it
+/// needs, so evaluating a whole pipeline reads them for many stages at once
+/// ([`crate::status::evaluate_all`]).
+pub struct Declared {
+    command: String,
+    /// Dep → digest, or why a dep cannot be read.
+    deps: anyhow::Result<BTreeMap<String, String>>,
+}
+
+impl Declared {
+    pub fn read(project: &Project, stage: &Stage, cache: &mut StatCache) -> Declared {
+        let spec = &stage.spec;
+        let command = serde_json::json!({
+            "run": spec.run,
+            "shell": spec.shell,
+            "outs": stage.outputs,
+        });
+        let mut deps = BTreeMap::new();
+        let read = spec.deps.iter().map(Path::new).try_for_each(|file| {
+            digest_dep(&project.root, file, cache, &mut deps)
+                .with_context(|| cannot_read_dep(file, stage))
+        });
+        Declared {
+            command: hex(&Sha256::digest(canonical_json(&command).as_bytes()))[..16].to_string(),
+            deps: read.map(|()| deps),
+        }
+    }
+
+    /// The inputs of `stage`: these parts, and those its kind adds. `upstream` holds the
+    /// current fingerprints of the stages it needs.
+    pub fn complete(
+        self,
+        project: &Project,
+        stage: &Stage,
+        upstream: BTreeMap<String, String>,
+        overrides: &Overrides,
+        cache: &mut StatCache,
+    ) -> anyhow::Result<Inputs> {
+        let spec = &stage.spec;
+        let extra = stage
+            .kind
+            .inputs(
+                &stage.configured(&project.configs),
+                &project.pipeline,
+                &project.root,
+                overrides,
             )
-        })?;
-    }
-    for file in &extra.code {
-        let digest = match std::fs::read(project.root.join(file)) {
-            Ok(bytes) => super::code_digest::code_digest(&bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => MISSING.to_string(),
-            Err(e) => {
-                return Err(e).with_context(|| {
-                    format!(
-                        "cannot read source `{}` of stage `{}`",
-                        file.display(),
-                        stage.name
-                    )
-                })
-            }
-        };
-        deps.insert(super::statcache::path_key(file), digest);
-    }
-    let mut params: BTreeMap<String, String> = spec
-        .params
-        .iter()
-        .map(|(k, v)| (k.clone(), canonical(v)))
-        .collect();
-    params.extend(extra.params);
-    Ok(Inputs {
-        kind: stage.kind.kind().to_string(),
-        command: hex(&Sha256::digest(canonical_json(&command).as_bytes()))[..16].to_string(),
-        options: spec
-            .options
+            .with_context(|| format!("cannot gather the inputs of stage `{}`", stage.name))?;
+        let mut deps = self.deps?;
+        for file in &extra.files {
+            digest_dep(&project.root, file, cache, &mut deps)
+                .with_context(|| cannot_read_dep(file, stage))?;
+        }
+        for file in &extra.code {
+            let digest = match std::fs::read(project.root.join(file)) {
+                Ok(bytes) => super::code_digest::code_digest(&bytes),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => MISSING.to_string(),
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!(
+                            "cannot read source `{}` of stage `{}`",
+                            file.display(),
+                            stage.name
+                        )
+                    })
+                }
+            };
+            deps.insert(super::statcache::path_key(file), digest);
+        }
+        let mut params: BTreeMap<String, String> = spec
+            .params
             .iter()
-            .map(|(k, v)| (canonical(k), canonical(v)))
-            .collect(),
-        deps,
-        params,
-        env: spec.env.clone(),
-        tools: extra.tools,
-        hardware: extra.hardware,
-        overrides: extra.overrides,
-        upstream,
-    })
+            .map(|(k, v)| (k.clone(), canonical(v)))
+            .collect();
+        params.extend(extra.params);
+        Ok(Inputs {
+            kind: stage.kind.kind().to_string(),
+            command: self.command,
+            options: spec
+                .options
+                .iter()
+                .map(|(k, v)| (canonical(k), canonical(v)))
+                .collect(),
+            deps,
+            params,
+            env: spec.env.clone(),
+            tools: extra.tools,
+            hardware: extra.hardware,
+            overrides: extra.overrides,
+            upstream,
+        })
+    }
+}
+
+fn cannot_read_dep(file: &Path, stage: &Stage) -> String {
+    format!(
+        "cannot read dep `{}` of stage `{}`",
+        file.display(),
+        stage.name
+    )
 }
 
 fn digest_dep(
@@ -142,8 +181,8 @@ fn digest_dep(
     cache: &mut StatCache,
     out: &mut BTreeMap<String, String>,
 ) -> anyhow::Result<()> {
-    match cache.digest_tree(root, rel) {
-        Ok(tree) => out.extend(tree),
+    match cache.digest_tree_into(root, rel, out) {
+        Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             out.insert(super::statcache::path_key(rel), MISSING.to_string());
         }

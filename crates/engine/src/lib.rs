@@ -7,6 +7,7 @@
 
 pub mod code_digest;
 pub mod display;
+pub mod early;
 pub mod fingerprint;
 pub mod lockfile;
 pub mod progress;

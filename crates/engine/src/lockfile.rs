@@ -9,6 +9,7 @@
 //! that leaves the journal: every reader of the lock ([`LockFile::load`]) applies it, and
 //! the next run writes it into the lock.
 
+use super::early::Snapshot;
 use super::fingerprint::Inputs;
 use anyhow::Context;
 use repro_pipeline::paths::LOCK_FILE;
@@ -67,7 +68,14 @@ impl LockFile {
     /// The project's lock, with the stages a run recorded since it was written; empty when
     /// there is none yet.
     pub fn load(root: &Path) -> anyhow::Result<LockFile> {
+        Ok(LockFile::read(root)?.finish(root))
+    }
+
+    /// [`LockFile::load`] without writing anything: a lock read from its YAML leaves its
+    /// JSON mirror to [`ReadLock::finish`].
+    pub fn read(root: &Path) -> anyhow::Result<ReadLock> {
         let path = root.join(LOCK_FILE);
+        let mut mirror = None;
         let mut lock = match std::fs::metadata(&path) {
             Ok(meta) => match mirror::read(root, &meta) {
                 Some(lock) => lock,
@@ -75,7 +83,7 @@ impl LockFile {
                     let text = std::fs::read_to_string(&path)
                         .with_context(|| format!("cannot read {}", path.display()))?;
                     let lock = parse(&path, &text)?;
-                    mirror::write(root, &meta, &lock);
+                    mirror = Some(mirror::text(&meta, &lock));
                     lock
                 }
             },
@@ -91,7 +99,7 @@ impl LockFile {
                 lock.stages.insert(j.stage, j.entry);
             }
         }
-        Ok(lock)
+        Ok(ReadLock { lock, mirror })
     }
 
     /// Whether stages were recorded that the lock file does not hold yet.
@@ -125,7 +133,7 @@ impl LockFile {
         repro_base::fsio::write_atomic(&path, self.render().as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
         if let Ok(meta) = std::fs::metadata(&path) {
-            mirror::write(root, &meta, self);
+            mirror::write(root, &mirror::text(&meta, self));
         }
         match std::fs::remove_file(root.join(JOURNAL)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -134,6 +142,47 @@ impl LockFile {
             _ => Ok(()),
         }
     }
+}
+
+/// A lock [`LockFile::read`] read, and the JSON mirror it is still to write (the lock
+/// file's own records, without the journal's).
+pub struct ReadLock {
+    lock: LockFile,
+    mirror: Option<String>,
+}
+
+impl ReadLock {
+    /// The lock, its mirror written first where it was missing or out of date.
+    pub fn finish(self, root: &Path) -> LockFile {
+        if let Some(text) = &self.mirror {
+            mirror::write(root, text);
+        }
+        self.lock
+    }
+}
+
+impl LockFile {
+    /// The lock read before the project lock is held ([`crate::early`]); `None` when it
+    /// cannot be read or changed while it was.
+    pub fn read_early(root: &Path) -> Option<Snapshot<ReadLock>> {
+        Snapshot::take(&files(root), || LockFile::read(root).ok())
+    }
+
+    /// [`LockFile::load`], taking the `early` read while its files are unchanged.
+    pub fn load_or_early(
+        root: &Path,
+        early: Option<Snapshot<ReadLock>>,
+    ) -> anyhow::Result<LockFile> {
+        match early.and_then(|early| early.still(&files(root))) {
+            Some(read) => Ok(read.finish(root)),
+            None => LockFile::load(root),
+        }
+    }
+}
+
+/// The files the lock is read from: the lock and its journal.
+fn files(root: &Path) -> [std::path::PathBuf; 2] {
+    [root.join(LOCK_FILE), root.join(JOURNAL)]
 }
 
 /// The lock version this repro writes and reads.
@@ -203,10 +252,14 @@ mod mirror {
         (first == identity(lock)).then(|| serde_json::from_str(json).ok())?
     }
 
-    /// Best effort: without a mirror the lock is read from its YAML.
-    pub(super) fn write(root: &Path, lock_meta: &std::fs::Metadata, lock: &LockFile) {
+    /// The mirror of `lock`, read from the lock file whose metadata is `lock_meta`.
+    pub(super) fn text(lock_meta: &std::fs::Metadata, lock: &LockFile) -> String {
         let json = serde_json::to_string(lock).expect("the lock serializes");
-        let text = format!("{}\n{json}", identity(lock_meta));
+        format!("{}\n{json}", identity(lock_meta))
+    }
+
+    /// Best effort: without a mirror the lock is read from its YAML.
+    pub(super) fn write(root: &Path, text: &str) {
         let _ = repro_base::fsio::write_atomic(&root.join(FILE), text.as_bytes());
     }
 }
@@ -306,6 +359,34 @@ mod tests {
             .set_modified(before)
             .unwrap();
         assert_eq!(LockFile::load(root).unwrap().stages["a"].fingerprint, "f2");
+    }
+
+    #[test]
+    fn a_lock_read_early_is_used_only_while_its_files_are_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let entry = |fp: &str| LockEntry {
+            fingerprint: fp.into(),
+            gate_failed: None,
+            skipped: None,
+            inputs: Inputs::default(),
+            outputs: BTreeMap::new(),
+        };
+        let mut lock = LockFile::default();
+        lock.stages.insert("a".into(), entry("a0"));
+        lock.save(root).unwrap();
+        let early = Some(LockFile::read_early(root).unwrap());
+        assert_eq!(LockFile::load_or_early(root, early).unwrap(), lock);
+        // A run recorded a stage after the early read: its journal is read.
+        let early = Some(LockFile::read_early(root).unwrap());
+        lock.record(root, "b", entry("b1")).unwrap();
+        let loaded = LockFile::load_or_early(root, early).unwrap();
+        assert_eq!(loaded.stages["b"].fingerprint, "b1");
+        // And the lock written again.
+        let early = Some(LockFile::read_early(root).unwrap());
+        lock.stages.insert("a".into(), entry("a1"));
+        lock.save(root).unwrap();
+        assert_eq!(LockFile::load_or_early(root, early).unwrap(), lock);
     }
 
     #[test]

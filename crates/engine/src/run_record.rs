@@ -9,6 +9,7 @@
 //! stage's record that an older version wrote (`.repro/state/<stage>.json`) is still read
 //! for a stage the new file does not have.
 
+use super::early::Snapshot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -138,11 +139,11 @@ fn read_legacy<'a>(
     }
 }
 
-/// Every stage's last record, and how many lines the file has.
-fn read_all(root: &Path) -> (BTreeMap<String, Record>, usize) {
+/// Every stage's last record, how many lines the file has, and its length in bytes.
+fn read_all(root: &Path) -> (BTreeMap<String, Record>, usize, u64) {
     let mut out = BTreeMap::new();
     let Ok(text) = std::fs::read_to_string(root.join(FILE)) else {
-        return (out, 0);
+        return (out, 0, 0);
     };
     let mut lines = 0;
     // A line cut short by a kill (or edited by hand) is skipped.
@@ -156,7 +157,13 @@ fn read_all(root: &Path) -> (BTreeMap<String, Record>, usize) {
             None => out.remove(&line.stage),
         };
     }
-    (out, lines)
+    (out, lines, text.len() as u64)
+}
+
+/// Whether a file of `lines` lines holding the records of `stages` stages is to be
+/// rewritten: when it has grown past twice what it holds.
+fn due(lines: usize, stages: usize) -> bool {
+    lines > 2 * stages + 16
 }
 
 /// Records of the given stages (those without one are left out: the record is a
@@ -165,18 +172,73 @@ pub fn load<'a>(
     root: &Path,
     stages: impl IntoIterator<Item = &'a str>,
 ) -> BTreeMap<String, Record> {
-    let stages: Vec<&str> = stages.into_iter().collect();
-    let (mut all, _) = read_all(root);
-    let mut out: BTreeMap<String, Record> =
-        stages.iter().filter_map(|s| all.remove_entry(*s)).collect();
-    read_legacy(root, stages, &mut out);
-    out
+    read(root).of(root, stages).0
 }
 
-/// Rewrite the file with one line per stage when it has grown past twice that.
-pub fn compact(root: &Path) -> std::io::Result<()> {
-    let (all, lines) = read_all(root);
-    if lines <= 2 * all.len() + 16 {
+/// The file read before the stages whose records are wanted are known (`repro status`
+/// reads it while the pipeline loads).
+pub fn read(root: &Path) -> RecordsFile {
+    let (all, lines, len) = read_all(root);
+    let loaded = Loaded {
+        len,
+        due: due(lines, all.len()),
+    };
+    RecordsFile { all, loaded }
+}
+
+/// [`read`] before the project lock is held ([`crate::early`]).
+pub fn read_early(root: &Path) -> Option<Snapshot<RecordsFile>> {
+    Snapshot::take(&[root.join(FILE)], || Some(read(root)))
+}
+
+/// The `early` read while the file is unchanged, else [`read`].
+pub fn read_or_early(root: &Path, early: Option<Snapshot<RecordsFile>>) -> RecordsFile {
+    early
+        .and_then(|early| early.still(&[root.join(FILE)]))
+        .unwrap_or_else(|| read(root))
+}
+
+/// Every record in the file, and how the file stood.
+pub struct RecordsFile {
+    all: BTreeMap<String, Record>,
+    loaded: Loaded,
+}
+
+impl RecordsFile {
+    /// [`load`]'s records of `stages`, and how the file stood for [`compact`].
+    pub fn of<'a>(
+        mut self,
+        root: &Path,
+        stages: impl IntoIterator<Item = &'a str>,
+    ) -> (BTreeMap<String, Record>, Loaded) {
+        let stages: Vec<&str> = stages.into_iter().collect();
+        let mut out: BTreeMap<String, Record> = stages
+            .iter()
+            .filter_map(|s| self.all.remove_entry(*s))
+            .collect();
+        read_legacy(root, stages, &mut out);
+        (out, self.loaded)
+    }
+}
+
+/// The file as [`read`] found it, so that [`compact`] at the end of a run reads it again
+/// only when it has to.
+pub struct Loaded {
+    /// Its length then, in bytes: records are only ever appended while a run holds the
+    /// project lock, so the same length is the same file.
+    len: u64,
+    due: bool,
+}
+
+/// Rewrite the file with one line per stage when it has grown past twice that. The file
+/// is read again only if it was already due when `loaded`, or records were added since.
+pub fn compact(root: &Path, loaded: &Loaded) -> std::io::Result<()> {
+    let len = std::fs::metadata(root.join(FILE)).map_or(0, |m| m.len());
+    if !loaded.due && len == loaded.len {
+        return Ok(());
+    }
+    let (all, lines, _) = read_all(root);
+    if !due(lines, all.len()) {
         return Ok(());
     }
     let mut text = String::new();
@@ -243,14 +305,35 @@ mod tests {
         let loaded = load(root, ["x", "y"]);
         assert_eq!(loaded.keys().collect::<Vec<_>>(), ["x"]);
         assert_eq!(loaded["x"].fingerprint, "x39");
-        compact(root).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(root.join(FILE))
-                .unwrap()
-                .lines()
-                .count(),
-            1
-        );
+        // Due when loaded, and unchanged since: compacted.
+        let (_, unchanged) = read(root).of(root, ["x"]);
+        assert!(unchanged.due);
+        compact(root, &unchanged).unwrap();
+        let text = std::fs::read_to_string(root.join(FILE)).unwrap();
+        assert_eq!(text.lines().count(), 1);
         assert_eq!(load(root, ["x"])["x"].fingerprint, "x39");
+    }
+
+    #[test]
+    fn compact_reads_the_file_again_only_when_it_grew_or_was_due() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let rec = Record {
+            fingerprint: "f".into(),
+            outcome: Outcome::Passed,
+            elapsed_s: 0.5,
+            message: None,
+        };
+        record(root, "x", &rec).unwrap();
+        let (_, small) = read(root).of(root, ["x"]);
+        assert!(!small.due);
+        // Grown past due after the load: compacted, though the load found nothing due.
+        for _ in 0..20 {
+            record(root, "x", &rec).unwrap();
+        }
+        compact(root, &small).unwrap();
+        let text = std::fs::read_to_string(root.join(FILE)).unwrap();
+        assert_eq!(text.lines().count(), 1);
+        assert_eq!(load(root, ["x"])["x"], rec);
     }
 }

@@ -107,6 +107,36 @@ impl StatCache {
         }
     }
 
+    /// A copy to digest with on another thread: the same entries, nothing looked up yet.
+    /// [`StatCache::merge`] takes back what it looked up.
+    pub fn fork(&self) -> StatCache {
+        StatCache {
+            file: self.file.clone(),
+            entries: self.entries.clone(),
+            ..StatCache::default()
+        }
+    }
+
+    /// Take back what `fork` ([`StatCache::fork`]) looked up: its entries for those paths
+    /// (rehashed ones included) and the paths it digested.
+    pub fn merge(&mut self, fork: StatCache) {
+        let StatCache {
+            mut entries,
+            used,
+            dirty,
+            seen,
+            ..
+        } = fork;
+        for key in used {
+            if let Some(entry) = entries.remove(&key) {
+                self.entries.insert(key.clone(), entry);
+            }
+            self.used.insert(key);
+        }
+        self.dirty |= dirty;
+        self.seen.extend(seen);
+    }
+
     /// Write the cache back if anything was hashed or some entry was not used.
     pub fn save(&self) -> std::io::Result<()> {
         if !self.dirty && self.used.len() == self.entries.len() {
@@ -170,15 +200,31 @@ impl StatCache {
         root: &Path,
         rel: &Path,
     ) -> std::io::Result<BTreeMap<String, String>> {
-        if let Some(known) = self.seen.get(rel) {
-            return Ok(known.clone());
-        }
         let mut out = BTreeMap::new();
+        self.digest_tree_into(root, rel, &mut out)?;
+        Ok(out)
+    }
+
+    /// The digests of [`StatCache::digest_tree`] added to `out`, which an error leaves as
+    /// it was.
+    pub fn digest_tree_into(
+        &mut self,
+        root: &Path,
+        rel: &Path,
+        out: &mut BTreeMap<String, String>,
+    ) -> std::io::Result<()> {
+        let copy = |(k, v): (&String, &String)| (k.clone(), v.clone());
+        if let Some(known) = self.seen.get(rel) {
+            out.extend(known.iter().map(copy));
+            return Ok(());
+        }
+        let mut tree = BTreeMap::new();
         // The path named by the user is followed if it is a link; missing is an error.
         let meta = std::fs::metadata(root.join(rel))?;
-        self.walk(root, rel, meta, &mut Vec::new(), &mut out)?;
-        self.seen.insert(rel.to_path_buf(), out.clone());
-        Ok(out)
+        self.walk(root, rel, meta, &mut Vec::new(), &mut tree)?;
+        out.extend(tree.iter().map(copy));
+        self.seen.insert(rel.to_path_buf(), tree);
+        Ok(())
     }
 
     /// Something may have been written since the paths seen were digested: look at them
@@ -383,6 +429,39 @@ mod tests {
         let tree = cache.digest_tree(root, Path::new("d")).unwrap();
         assert_eq!(tree["d/empty"], EMPTY_FOLDER);
         assert_eq!(tree.len(), 2);
+    }
+
+    #[test]
+    fn a_fork_digests_with_the_same_entries_and_hands_back_what_it_looked_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for f in ["a", "b", "c"] {
+            std::fs::write(root.join(f), f).unwrap();
+        }
+        let mut cache = StatCache::load(root);
+        let b = cache.digest_file(root, Path::new("b")).unwrap();
+        cache.save().unwrap();
+        // Poisoned in the file: a fork that returns it used the entries, not the bytes.
+        let text = std::fs::read_to_string(root.join(CACHE_FILE)).unwrap();
+        std::fs::write(root.join(CACHE_FILE), text.replace(&b, "cafe")).unwrap();
+        let mut cache = StatCache::load(root);
+        let mut fork = cache.fork();
+        assert_eq!(fork.digest_file(root, Path::new("b")).unwrap(), "cafe");
+        let c = fork.digest_tree(root, Path::new("c")).unwrap();
+        cache.digest_file(root, Path::new("a")).unwrap();
+        cache.merge(fork);
+        cache.save().unwrap();
+        let text = std::fs::read_to_string(root.join(CACHE_FILE)).unwrap();
+        let paths: Vec<&str> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.rsplit(' ').next().unwrap())
+            .collect();
+        assert_eq!(paths, ["a", "b", "c"]);
+        assert!(text.contains(&format!("{} ", c["c"])));
+        // What the fork digested is remembered: a change now is seen after `forget_seen`.
+        std::fs::write(root.join("c"), "changed").unwrap();
+        assert_eq!(cache.digest_tree(root, Path::new("c")).unwrap(), c);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod change;
 mod kept;
+mod read;
 mod render;
 mod upstream;
 
@@ -11,13 +12,15 @@ pub use kept::kept_from;
 pub use render::{render_json, render_text, run_in_progress};
 pub use upstream::{recorded_upstream, upstream_fingerprints, RecordedUpstream};
 
-use super::fingerprint::{self, Inputs};
-use super::lockfile::{LockEntry, LockFile};
-use super::run_record::Record;
+use super::fingerprint::Inputs;
+use super::lockfile::{LockEntry, LockFile, ReadLock};
+use super::run_record::{Record, RecordsFile};
 use super::statcache::StatCache;
-use change::{compare_unlisted_local_deps, input_changes, output_changes};
-use repro_pipeline::{kind::Overrides, Project};
+use change::{compare_unlisted_local_deps, input_changes, output_changes, outputs_on_disk};
+use read::StageFiles;
+use repro_pipeline::{kind::Overrides, LoadError, Project};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// A stage's state.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,11 +94,8 @@ pub struct StageStatus {
 
 impl StageStatus {
     /// Its fingerprint now, and whether the outputs in place are kept earlier results.
-    pub fn current(&self) -> (String, bool) {
-        (
-            self.fingerprint.clone(),
-            matches!(self.state, State::Kept { .. }),
-        )
+    pub fn current(&self) -> (&str, bool) {
+        (&self.fingerprint, matches!(self.state, State::Kept { .. }))
     }
 }
 
@@ -106,21 +106,39 @@ pub fn evaluate_one(
     upstream: BTreeMap<String, String>,
     ctx: &mut EvalCtx,
 ) -> anyhow::Result<StageStatus> {
+    let files = StageFiles::read(project, index, ctx.lock, &mut ctx.cache);
+    decide(project, index, upstream, files, ctx)
+}
+
+/// [`evaluate_one`], with what it reads of the stage's files already read.
+fn decide(
+    project: &Project,
+    index: usize,
+    upstream: BTreeMap<String, String>,
+    files: StageFiles,
+    ctx: &mut EvalCtx,
+) -> anyhow::Result<StageStatus> {
     let stage = &project.stages[index];
-    let inputs = fingerprint::compute(project, stage, upstream, ctx.overrides, &mut ctx.cache)?;
+    let inputs =
+        files
+            .declared
+            .complete(project, stage, upstream, ctx.overrides, &mut ctx.cache)?;
     let fp = inputs.fingerprint();
     let entry = ctx.lock.stages.get(&stage.name);
     let record = ctx.records.get(&stage.name);
     let (mut gate_failed, mut skipped) = (None, None);
     let state = match entry {
         Some(e) => {
+            let on_disk = files
+                .outputs
+                .unwrap_or_else(|| outputs_on_disk(project, stage, &mut ctx.cache));
             let changed = if e.fingerprint == fp {
                 // Only outputs can differ.
-                output_changes(project, stage, e, &mut ctx.cache)
+                output_changes(e, &on_disk)
             } else {
                 let mut c = input_changes(&e.inputs, &inputs);
                 compare_unlisted_local_deps(&project.root, &mut c, &mut ctx.cache);
-                c.extend(output_changes(project, stage, e, &mut ctx.cache));
+                c.extend(output_changes(e, &on_disk));
                 if c.is_empty() {
                     c.push(Change {
                         what: "command",
@@ -187,9 +205,70 @@ pub struct EvalCtx<'a> {
 /// Every stage's status as `repro status` shows it: the lock, the last-run records and the
 /// digest cache read from under `project.root` (the cache is saved for next time).
 pub fn evaluate_project(project: &Project) -> anyhow::Result<Vec<StageStatus>> {
-    super::project_lock::check_state_dirs(&project.root)?;
-    let lock = LockFile::load(&project.root)?;
-    let records = super::run_record::load(
+    Ok(evaluate_read(project, read_state(&project.root)?)?.0)
+}
+
+/// [`evaluate_project`] of the pipeline at `file`, loaded by `load`. The lock, the run
+/// records and the digest cache need only the project's folder: in a large project they
+/// are read on a second thread while the pipeline loads (at thousands of stages each is a
+/// large part of `repro status`), and nothing is written unless the pipeline loads.
+pub fn load_and_evaluate(
+    file: &Path,
+    load: impl FnOnce(&Path) -> Result<Project, LoadError>,
+) -> anyhow::Result<(Project, Vec<StageStatus>)> {
+    let (project, state) = std::thread::scope(|s| {
+        let state = repro_pipeline::load::project_root(file)
+            .ok()
+            .filter(|root| crate::early::worth_a_thread(root))
+            .map(|root| s.spawn(move || read_state(&root)));
+        (load(file), state.map(|reading| reading.join()))
+    });
+    let project = project?;
+    let state = match state {
+        Some(Ok(state)) => state?,
+        Some(Err(panic)) => std::panic::resume_unwind(panic),
+        None => read_state(&project.root)?,
+    };
+    let (statuses, read) = evaluate_read(&project, state)?;
+    // `repro status` ends after this.
+    std::mem::forget(read);
+    Ok((project, statuses))
+}
+
+/// What evaluating reads of a project's state before it knows the pipeline: the lock, the
+/// run records and the digest cache, read without writing anything.
+struct ProjectState {
+    lock: ReadLock,
+    records: RecordsFile,
+    cache: StatCache,
+}
+
+/// The [`ProjectState`] of the project at `root`, once its state folders are checked.
+fn read_state(root: &Path) -> anyhow::Result<ProjectState> {
+    super::project_lock::check_state_dirs(root)?;
+    Ok(ProjectState {
+        lock: LockFile::read(root)?,
+        records: super::run_record::read(root),
+        cache: StatCache::load(root),
+    })
+}
+
+/// What an evaluation read, handed back to be dropped by the caller, or left to the
+/// operating system by a command about to end (at thousands of stages, freeing it piece by
+/// piece takes milliseconds).
+struct Read {
+    _lock: LockFile,
+    _records: BTreeMap<String, Record>,
+    _cache: StatCache,
+}
+
+/// [`evaluate_project`] with the state already read.
+fn evaluate_read(
+    project: &Project,
+    state: ProjectState,
+) -> anyhow::Result<(Vec<StageStatus>, Read)> {
+    let lock = state.lock.finish(&project.root);
+    let (records, _) = state.records.of(
         &project.root,
         project.stages.iter().map(|s| s.name.as_str()),
     );
@@ -198,23 +277,32 @@ pub fn evaluate_project(project: &Project) -> anyhow::Result<Vec<StageStatus>> {
         lock: &lock,
         records: &records,
         overrides: &overrides,
-        cache: StatCache::load(&project.root),
+        cache: state.cache,
     };
     let statuses = evaluate_all(project, &mut ctx)?;
     let _ = ctx.cache.save();
-    Ok(statuses)
+    let read = Read {
+        _cache: ctx.cache,
+        _lock: lock,
+        _records: records,
+    };
+    Ok((statuses, read))
 }
 
 /// Every stage's status, indexed like `project.stages`.
 pub fn evaluate_all(project: &Project, ctx: &mut EvalCtx) -> anyhow::Result<Vec<StageStatus>> {
+    let lock = ctx.lock;
     let mut done: Vec<Option<StageStatus>> = vec![None; project.stages.len()];
-    let mut recorded = RecordedUpstream::default();
-    for &i in project.dag.topo_order() {
-        let upstream = upstream_fingerprints(project, i, ctx.lock, &mut recorded, |j| {
+    let mut recorded = RecordedUpstream::new(lock, project.stages.len());
+    let (evaluated, fork) = read::read_ahead(project, lock, ctx.cache.fork(), |i, files| {
+        let upstream = upstream_fingerprints(project, i, &mut recorded, |j| {
             done[j].as_ref().map(StageStatus::current)
         });
-        done[i] = Some(evaluate_one(project, i, upstream, ctx)?);
-    }
+        done[i] = Some(decide(project, i, upstream, files, ctx)?);
+        anyhow::Ok(())
+    });
+    ctx.cache.merge(fork);
+    evaluated?;
     Ok(done
         .into_iter()
         .map(|s| s.expect("topological order covers every stage"))

@@ -92,12 +92,17 @@ fn read(file: &Path) -> Result<(String, PathBuf), LoadError> {
     };
     let bytes = read_regular(file).map_err(read_error)?;
     let text = decode(&bytes, file).map_err(|d| PipelineError(vec![d]))?;
+    let root = project_root(file).map_err(read_error)?;
+    Ok((text.to_string(), root))
+}
+
+/// The root of the project whose pipeline file is `file`: the file's folder, absolute.
+pub fn project_root(file: &Path) -> std::io::Result<PathBuf> {
     let root = file
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let root = std::path::absolute(root).map_err(read_error)?;
-    Ok((text.to_string(), root))
+    std::path::absolute(root)
 }
 
 /// The bytes of `file`, which must be a regular file (never a FIFO or `/dev/zero`).

@@ -123,33 +123,42 @@ pub fn canonical(v: &serde_yaml::Value) -> String {
 
 /// Compact JSON with object keys sorted at every level.
 pub fn canonical_json(v: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical_json(v, &mut out);
+    out
+}
+
+/// [`canonical_json`] of `v` written at the end of `out` (one buffer for the whole value).
+fn write_canonical_json(v: &serde_json::Value, out: &mut String) {
+    use std::fmt::Write;
     match v {
         serde_json::Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            let body: Vec<String> = keys
-                .into_iter()
-                .map(|k| {
-                    format!(
-                        "{}:{}",
-                        serde_json::Value::String(k.clone()),
-                        canonical_json(&map[k])
-                    )
-                })
-                .collect();
-            format!("{{{}}}", body.join(","))
+            out.push('{');
+            for (n, k) in keys.into_iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::to_string(k).expect("a string serializes"));
+                out.push(':');
+                write_canonical_json(&map[k], out);
+            }
+            out.push('}');
         }
         serde_json::Value::Array(items) => {
-            format!(
-                "[{}]",
-                items
-                    .iter()
-                    .map(canonical_json)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            )
+            out.push('[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                write_canonical_json(item, out);
+            }
+            out.push(']');
         }
-        other => other.to_string(),
+        other => {
+            let _ = write!(out, "{other}");
+        }
     }
 }
 
@@ -159,6 +168,15 @@ mod tests {
 
     fn read(yaml: &str) -> BTreeMap<String, Value> {
         exact_params(serde_yaml::Deserializer::from_str(yaml)).unwrap()
+    }
+
+    #[test]
+    fn canonical_json_is_compact_with_keys_sorted_and_strings_escaped() {
+        let v = serde_json::json!({"z": [], "a\"b": {"y": {}, "x": [1, 2.5, null, true, "t\n"]}});
+        assert_eq!(
+            canonical_json(&v),
+            r#"{"a\"b":{"x":[1,2.5,null,true,"t\n"],"y":{}},"z":[]}"#
+        );
     }
 
     #[test]

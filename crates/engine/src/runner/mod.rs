@@ -17,8 +17,10 @@ mod tests;
 use schedule::Run;
 use select::{check_upstream, select};
 
-use super::lockfile::LockFile;
+use super::early::{self, Snapshot};
+use super::lockfile::{LockFile, ReadLock};
 use super::progress::Progress;
+use super::run_record::RecordsFile;
 use super::statcache::StatCache;
 use super::status::{self, EvalCtx};
 use super::{project_lock, run_record, staging};
@@ -103,8 +105,24 @@ fn install_signal_handlers(
 
 /// Load the pipeline at `file` with the stage `kinds` and carry out `req`.
 pub fn run(file: &Path, kinds: &Kinds, req: &Request) -> anyhow::Result<RunOutcome> {
-    let project = repro_pipeline::load(file, kinds)?;
-    let outcome = run_project(&project, req);
+    // In a large project the lock and the run records are read while the pipeline loads,
+    // and used if they are unchanged once the project lock is held: at thousands of stages
+    // each read takes milliseconds.
+    let (project, early) = std::thread::scope(|s| {
+        let early = repro_pipeline::load::project_root(file)
+            .ok()
+            .filter(|root| early::worth_a_thread(root))
+            .map(|root| {
+                s.spawn(move || Early {
+                    lock: LockFile::read_early(&root),
+                    records: run_record::read_early(&root),
+                })
+            });
+        let project = repro_pipeline::load(file, kinds);
+        (project, early.and_then(|reading| reading.join().ok()))
+    });
+    let project = project?;
+    let outcome = run_loaded(&project, req, early);
     // The command ends here: a large pipeline's tens of thousands of small allocations
     // are left to the operating system rather than freed one by one (docs/PERFORMANCE.md).
     std::mem::forget(project);
@@ -113,6 +131,21 @@ pub fn run(file: &Path, kinds: &Kinds, req: &Request) -> anyhow::Result<RunOutco
 
 /// Carry out `req` on a loaded project.
 pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcome> {
+    run_loaded(project, req, None)
+}
+
+/// The lock and the run records as read before the project lock was held.
+struct Early {
+    lock: Option<Snapshot<ReadLock>>,
+    records: Option<Snapshot<RecordsFile>>,
+}
+
+/// [`run_project`] with what was read `early`, if anything was.
+fn run_loaded(
+    project: &Project,
+    req: &Request,
+    early: Option<Early>,
+) -> anyhow::Result<RunOutcome> {
     let (selected, forced) = select(project, &req.selection, req.force)?;
     let progress = Progress::new(req.quiet);
     let cancel: CancelFlag = Arc::new(AtomicBool::new(false));
@@ -154,16 +187,37 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcom
     if !req.dry_run {
         prepare(project, &selected, &progress);
     }
-    let mut lock = LockFile::load(&project.root)?;
-    let records = run_record::load(
-        &project.root,
-        project.stages.iter().map(|s| s.name.as_str()),
-    );
+    // The lock and the run records are read (or the early reads checked) while the digest
+    // cache is, on a second thread in a large project.
+    let threaded = early.is_some() || early::worth_a_thread(&project.root);
+    let (early_lock, early_records) = early.map_or((None, None), |e| (e.lock, e.records));
+    let read = || {
+        let lock = LockFile::load_or_early(&project.root, early_lock);
+        let records = run_record::read_or_early(&project.root, early_records).of(
+            &project.root,
+            project.stages.iter().map(|s| s.name.as_str()),
+        );
+        (lock, records)
+    };
+    let ((lock, (records, records_file)), cache) = if threaded {
+        std::thread::scope(|s| {
+            let read = s.spawn(read);
+            let cache = StatCache::load(&project.root);
+            let read = read.join();
+            (
+                read.unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                cache,
+            )
+        })
+    } else {
+        (read(), StatCache::load(&project.root))
+    };
+    let mut lock = lock?;
     let mut eval = EvalCtx {
         lock: &lock,
         records: &records,
         overrides: &req.overrides,
-        cache: StatCache::load(&project.root),
+        cache,
     };
     let statuses = status::evaluate_all(project, &mut eval)?;
     let mut cache = eval.cache;
@@ -191,7 +245,7 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcom
     let scheduled = run.schedule(&selected, &mut lock, &mut cache);
     if !req.dry_run {
         let _ = cache.save();
-        let _ = run_record::compact(&project.root);
+        let _ = run_record::compact(&project.root, &records_file);
         // Once per run: what each stage recorded in the journal goes into the lock. The
         // records of stages this pipeline file does not declare stay: another pipeline
         // file (`-f`) may share the lock.
@@ -201,9 +255,11 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcom
     }
     scheduled?;
     let outcome = run.report(&selected)?;
-    // As in `run`: the statuses and the lock are left to the operating system.
+    // As in `run`: the statuses, the lock and the digest cache are left to the operating
+    // system.
     std::mem::forget(run);
     std::mem::forget(lock);
+    std::mem::forget(cache);
     Ok(outcome)
 }
 

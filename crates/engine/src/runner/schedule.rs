@@ -195,8 +195,8 @@ impl<'a> Run<'a> {
         lock: &LockFile,
         cache: &mut StatCache,
     ) -> anyhow::Result<()> {
-        let mut recorded = status::RecordedUpstream::default();
-        let upstream = status::upstream_fingerprints(self.project, i, lock, &mut recorded, |j| {
+        let mut recorded = status::RecordedUpstream::new(lock, self.project.dag.needs(i).len());
+        let upstream = status::upstream_fingerprints(self.project, i, &mut recorded, |j| {
             Some(self.statuses[j].current())
         });
         let mut eval = EvalCtx {

@@ -168,22 +168,25 @@ pub(super) fn input_changes(was: &Inputs, now: &Inputs) -> Vec<Change> {
     out
 }
 
-/// Everything on disk under the stage's declared outputs, against what its run recorded:
-/// a file changed or gone, a file added to an output folder, an empty one deleted.
-pub(super) fn output_changes(
+/// Everything on disk under the stage's declared outputs, digested (an output that cannot
+/// be read is left out: it reads as missing).
+pub(super) fn outputs_on_disk(
     project: &Project,
     stage: &repro_pipeline::Stage,
-    entry: &LockEntry,
     cache: &mut StatCache,
-) -> Vec<Change> {
+) -> BTreeMap<String, String> {
     let mut on_disk = BTreeMap::new();
     for out in &stage.outputs {
-        if let Ok(tree) = cache.digest_tree(&project.root, out) {
-            on_disk.extend(tree);
-        }
+        let _ = cache.digest_tree_into(&project.root, out, &mut on_disk);
     }
+    on_disk
+}
+
+/// The outputs [`outputs_on_disk`] against what the stage's run recorded: a file changed or
+/// gone, a file added to an output folder, an empty one deleted.
+pub(super) fn output_changes(entry: &LockEntry, on_disk: &BTreeMap<String, String>) -> Vec<Change> {
     let mut out = Vec::new();
-    diff_maps(&mut out, "output", &entry.outputs, &on_disk);
+    diff_maps(&mut out, "output", &entry.outputs, on_disk);
     for change in &mut out {
         change.to.get_or_insert_with(|| MISSING.to_string());
     }

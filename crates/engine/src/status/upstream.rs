@@ -3,7 +3,7 @@
 use crate::{lockfile::LockEntry, lockfile::LockFile};
 use repro_pipeline::Project;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Needed stage name → what stage `i` depends on of it. When the lock holds the outputs
 /// that are in place for that stage (a run with its current fingerprint, or earlier results
@@ -15,13 +15,13 @@ use std::collections::BTreeMap;
 /// When the lock holds no such run, the stage is about to run, and its fingerprint stands
 /// in for outputs not yet written.
 ///
-/// `current(j)` gives stage `j`'s fingerprint now and whether it kept earlier results.
-pub fn upstream_fingerprints(
+/// `current(j)` gives stage `j`'s fingerprint now and whether it kept earlier results;
+/// `recorded` holds the lock the runs are read from.
+pub fn upstream_fingerprints<'s>(
     project: &Project,
     i: usize,
-    lock: &LockFile,
     recorded: &mut RecordedUpstream,
-    current: impl Fn(usize) -> Option<(String, bool)>,
+    current: impl Fn(usize) -> Option<(&'s str, bool)>,
 ) -> BTreeMap<String, String> {
     let early_cutoff = project.stages[i].kind.early_cutoff();
     project
@@ -29,32 +29,59 @@ pub fn upstream_fingerprints(
         .needs(i)
         .iter()
         .map(|&j| {
-            let name = &project.stages[j].name;
             let (fingerprint, kept) = current(j).unwrap_or_default();
-            let value = match lock.stages.get(name) {
-                Some(run) if run.fingerprint == fingerprint => recorded.get(j, run, early_cutoff),
-                // Kept results are the recorded run's, in place and unchanged: what needs
-                // them sees that run, so a machine that cannot re-measure reruns nothing
-                // downstream (the report says where each result was measured, from the lock).
-                Some(run) if kept => recorded.get(j, run, early_cutoff),
-                _ => fingerprint,
-            };
-            (name.clone(), value)
+            let value = recorded
+                .seen(project, j, early_cutoff, |run| {
+                    // Kept results are the recorded run's, in place and unchanged: what
+                    // needs them sees that run, so a machine that cannot re-measure reruns
+                    // nothing downstream (the report says where each result was measured,
+                    // from the lock).
+                    run.fingerprint == fingerprint || kept
+                })
+                .unwrap_or_else(|| fingerprint.to_string());
+            (project.stages[j].name.clone(), value)
         })
         .collect()
 }
 
-/// [`recorded_upstream`] of each stage, computed once however many stages need it, for
-/// one lock as it stands (a new one after a stage records a run).
-#[derive(Default)]
-pub struct RecordedUpstream(std::collections::HashMap<(usize, bool), String>);
+/// The lock's run of each stage and [`recorded_upstream`] of it, each looked up or
+/// computed once however many stages need that stage, for one lock as it stands (a new one
+/// after a stage records a run).
+pub struct RecordedUpstream<'l> {
+    lock: &'l LockFile,
+    /// Stage → its run in the lock, and what stages with and without early cutoff see of it.
+    runs: HashMap<usize, (Option<&'l LockEntry>, [Option<String>; 2])>,
+}
 
-impl RecordedUpstream {
-    fn get(&mut self, stage: usize, run: &LockEntry, early_cutoff: bool) -> String {
-        self.0
-            .entry((stage, early_cutoff))
-            .or_insert_with(|| recorded_upstream(run, early_cutoff))
-            .clone()
+impl<'l> RecordedUpstream<'l> {
+    /// For evaluations that need at most `stages` stages.
+    pub fn new(lock: &'l LockFile, stages: usize) -> RecordedUpstream<'l> {
+        RecordedUpstream {
+            lock,
+            runs: HashMap::with_capacity(stages),
+        }
+    }
+
+    /// What a stage needing stage `stage` sees of its recorded run, when there is one and
+    /// `in_place` says its outputs are in place.
+    fn seen(
+        &mut self,
+        project: &Project,
+        stage: usize,
+        early_cutoff: bool,
+        in_place: impl Fn(&LockEntry) -> bool,
+    ) -> Option<String> {
+        let lock = self.lock;
+        let (run, seen) = self
+            .runs
+            .entry(stage)
+            .or_insert_with(|| (lock.stages.get(&project.stages[stage].name), [None, None]));
+        let run = run.filter(|run| in_place(run))?;
+        Some(
+            seen[usize::from(early_cutoff)]
+                .get_or_insert_with(|| recorded_upstream(run, early_cutoff))
+                .clone(),
+        )
     }
 }
 

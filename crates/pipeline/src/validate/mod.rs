@@ -173,11 +173,10 @@ pub fn validate(
                 .filter_map(|o| output_path(&mut resolver, &o.to_string_lossy(), None).ok())
                 .collect();
             for (i, out) in kind.outputs(&stage, p).iter().enumerate() {
-                let idx = i.to_string();
                 match output_path(&mut resolver, &out.to_string_lossy(), pipeline_file) {
                     Ok(clean) => outputs.push(clean),
                     Err(problem) => r.at(
-                        &["stages", name, "outs", &idx],
+                        &["stages", name, "outs", &i.to_string()],
                         format!(
                             "output `{}` of stage `{name}` {problem}",
                             out.to_string_lossy().escape_debug()
@@ -189,26 +188,26 @@ pub fn validate(
         }
         let mut up = Vec::new();
         for (i, need) in spec.needs.iter().enumerate() {
-            let idx = i.to_string();
-            let path = ["stages", name, "needs", idx.as_str()];
-            match p.stages.get_index_of(need.as_str()) {
-                Some(_) if need == name => r.at(
-                    &path,
+            let (message, help) = match p.stages.get_index_of(need.as_str()) {
+                Some(_) if need == name => (
                     format!("stage `{name}` needs itself"),
-                    "remove it from `needs`",
+                    "remove it from `needs`".to_string(),
                 ),
-                Some(j) => up.push(j),
+                Some(j) => {
+                    up.push(j);
+                    continue;
+                }
                 None => {
                     let others = names.iter().copied().filter(|n| *n != name);
                     let help = did_you_mean(need, others.clone())
                         .unwrap_or_else(|| format!("the stages are {}", quoted_list(others)));
-                    r.at(
-                        &path,
+                    (
                         format!("stage `{name}` needs `{need}`, which is not a stage"),
                         help,
-                    );
+                    )
                 }
-            }
+            };
+            r.at(&["stages", name, "needs", &i.to_string()], message, help);
         }
         if let Some(ex) = &spec.executor {
             check_executor(&mut r, &["stages", name, "executor", "kind"], &ex.kind);

@@ -33,15 +33,16 @@ impl Run<'_> {
             self.end(i, ended);
             return;
         }
-        let mut text = format!(
-            "· {} up-to-date (fingerprint {} unchanged)",
-            self.project.stages[i].name,
-            &status.fingerprint[..12]
-        );
-        if let Some(g) = &status.gate_failed {
-            text.push_str(&format!("; gate failed: {g}"));
-        }
-        if !self.req.dry_run {
+        // Not even formatted when nothing would show it (`-q`: thousands of stages).
+        if !self.req.dry_run && !self.progress.is_quiet() {
+            let mut text = format!(
+                "· {} up-to-date (fingerprint {} unchanged)",
+                self.project.stages[i].name,
+                &status.fingerprint[..12]
+            );
+            if let Some(g) = &status.gate_failed {
+                text.push_str(&format!("; gate failed: {g}"));
+            }
             self.progress.info(&text);
         }
         let ended = match &status.gate_failed {
