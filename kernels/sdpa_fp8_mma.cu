@@ -385,6 +385,11 @@ extern "C" __global__ void MMA_BOUNDS
     const uint8_t* Kbh = K + base;
     const uint8_t* Vbh = V + base;
     const int ntiles = (S + KT - 1) / KT;
+    // The per-head scales are read first: their global-load latency then hides under the
+    // prologue's copies instead of stalling the first softmax step (k_scale, read after the Q
+    // barrier) and the epilogue (v_scale, read after the merge, right before the stores).
+    const float c = fmaxf(k_scale[bh] * (softmax_scale * LOG2E * DQ_SCALE), 1e-30f);
+    const float vsc = v_scale[bh] * (PV_FP8 ? 1.f : DQ_SCALE);  // PV_FP8: V never leaves e4m3
     const uint32_t smem_s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
 #if KV_VIA_REGS
@@ -469,8 +474,8 @@ extern "C" __global__ void MMA_BOUNDS
     for (int kb = 0; kb < KBD; ++kb) ldmatrix_x4(qaddr ^ (kb << 5), qf[kb][0], qf[kb][1], qf[kb][2], qf[kb][3]);
 #endif
 
-    // Raw score -> log2 units.  Clamped away from 0 so a masked score (-inf) never meets 0 * inf.
-    const float c = fmaxf(k_scale[bh] * (softmax_scale * LOG2E * DQ_SCALE), 1e-30f);
+    // Raw score -> log2 units: c (read at the start).  Clamped away from 0 so a masked score
+    // (-inf) never meets 0 * inf.
     float m_run[MT][2];     // running max, log2 units: row r0 + 16 mt + 8 hr
     float l_acc[MT][4];     // row sums: [mt][0] row r0 + 16 mt, [mt][2] row r0 + 16 mt + 8
     float o[MT][NTD][4];
@@ -777,7 +782,7 @@ extern "C" __global__ void MMA_BOUNDS
 #endif
 
     // ---- epilogue: O * v_scale / l -> fp16; thread t holds columns 8n + 2t + {0,1} ----
-    const float vsc = v_scale[bh] * (PV_FP8 ? 1.f : DQ_SCALE);  // PV_FP8: V never leaves e4m3
+    // (vsc = v_scale * DQ_SCALE, read at the start)
     __half* Obh = O + base;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)

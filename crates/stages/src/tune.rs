@@ -30,6 +30,7 @@ use repro_pipeline::{
 use repro_pipeline::{KernelSpec, Pipeline, StageSpec};
 use repro_tune::memo::Memo;
 use repro_tune::options::TuneOptions;
+use repro_tune::proposer::brief::earlier_profiles;
 use repro_tune::proposer::brief::KernelBrief;
 use repro_tune::proposer::store::SourceStore;
 use repro_tune::proposer::ProposerSpec;
@@ -397,7 +398,16 @@ fn command_proposer<'a>(
         base_defines: o.base_defines.clone(),
         source: store.base().to_string(),
     };
-    CommandProposer::new(spec, o.population, host, store.clone(), brief, objective(o))
+    let profiles = earlier_profiles(ctx.root, &o.dir, &o.elite_prefix());
+    CommandProposer::new(
+        spec,
+        o.population,
+        host,
+        profiles,
+        store.clone(),
+        brief,
+        objective(o),
+    )
 }
 
 /// What the proposer's brief says a candidate must do, with the gates it is judged by.

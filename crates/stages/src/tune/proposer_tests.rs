@@ -99,6 +99,7 @@ impl Project {
             &spec,
             o.population,
             host,
+            Default::default(),
             store.clone(),
             kernel,
             "lower is better".into(),

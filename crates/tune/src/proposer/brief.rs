@@ -188,13 +188,14 @@ pub fn build(view: &View, setting: &Setting) -> anyhow::Result<Brief> {
     })
 }
 
-/// The profiles an earlier run made of its elite (`artifacts/tune/topk.json` and the
-/// `tune-top<k>` targets of `artifacts/ncu/summary.json`), without the raw metrics. Empty
-/// when either file is missing or unreadable: a brief without profiles is still a brief.
-pub fn earlier_profiles(root: &std::path::Path) -> Profiles {
+/// The profiles an earlier run made of a tune's elite (`<dir>/topk.json`, `artifacts/tune`
+/// by default, and the `<prefix><k>` targets of `artifacts/ncu/summary.json`, `tune-top<k>`),
+/// without the raw metrics. Empty when either file is missing or unreadable: a brief without
+/// profiles is still a brief.
+pub fn earlier_profiles(root: &std::path::Path, dir: &str, elite_prefix: &str) -> Profiles {
     use repro_schema::{EliteEntry, NcuSummary};
     let read = |p: &str| std::fs::read_to_string(root.join(p)).ok();
-    let elite: Vec<EliteEntry> = read("artifacts/tune/topk.json")
+    let elite: Vec<EliteEntry> = read(&format!("{dir}/topk.json"))
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
     let Some(ncu) = read("artifacts/ncu/summary.json")
@@ -204,7 +205,7 @@ pub fn earlier_profiles(root: &std::path::Path) -> Profiles {
     };
     let mut out = Profiles::new();
     for e in elite {
-        let variant = format!("tune-top{}", e.rank);
+        let variant = format!("{elite_prefix}{}", e.rank);
         if let Some(t) = ncu
             .targets
             .iter()
@@ -245,4 +246,40 @@ pub fn read() -> anyhow::Result<Brief> {
             super::BRIEF_ENV
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::earlier_profiles;
+    use std::path::Path;
+
+    /// The committed elite and profiles, moved to another tune's folder and names.
+    fn project_as(dir: &str, prefix: &str) -> tempfile::TempDir {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let tmp = tempfile::tempdir().unwrap();
+        let read = |p: &str| std::fs::read_to_string(repo.join(p)).unwrap();
+        std::fs::create_dir_all(tmp.path().join(dir)).unwrap();
+        std::fs::create_dir_all(tmp.path().join("artifacts/ncu")).unwrap();
+        let topk = read("artifacts/tune/topk.json");
+        std::fs::write(tmp.path().join(dir).join("topk.json"), topk).unwrap();
+        let ncu = read("artifacts/ncu/summary.json").replace("\"tune-top", &format!("\"{prefix}"));
+        std::fs::write(tmp.path().join("artifacts/ncu/summary.json"), ncu).unwrap();
+        tmp
+    }
+
+    #[test]
+    fn a_tunes_elite_profiles_are_read_from_its_own_folder_and_names() {
+        let tmp = project_as("artifacts/tune-mma", "tune-mma-top");
+        let found = earlier_profiles(tmp.path(), "artifacts/tune-mma", "tune-mma-top");
+        assert!(
+            !found.is_empty(),
+            "the elite's profiles under tune-mma-top<k>"
+        );
+        for v in found.values() {
+            assert!(v["variant"].as_str().unwrap().starts_with("tune-mma-top"));
+            assert!(v.get("tensor_core_util_pct").is_some());
+        }
+        let other = earlier_profiles(tmp.path(), "artifacts/tune", "tune-top");
+        assert!(other.is_empty(), "another tune's folder has no elite here");
+    }
 }

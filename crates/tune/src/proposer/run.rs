@@ -14,7 +14,6 @@
 use super::answer::Answer;
 use super::answer::CandidateAnswer;
 use super::brief;
-use super::brief::earlier_profiles;
 use super::brief::KernelBrief;
 use super::brief::Profiles;
 use super::brief::Setting;
@@ -90,12 +89,13 @@ pub struct Host<'a> {
 
 impl<'a> CommandProposer<'a> {
     /// The proposer `spec` of a tune of `population` candidates per generation: the model
-    /// and the secrets to strip from the environment, an earlier run's profiles of its
-    /// elite from `artifacts/`.
+    /// and the secrets to strip from the environment; `profiles`, an earlier run's profiles
+    /// of its elite ([`brief::earlier_profiles`]).
     pub fn new(
         spec: &ProposerSpec,
         population: u32,
         host: Host<'a>,
+        profiles: Profiles,
         store: SourceStore,
         kernel: KernelBrief,
         objective: String,
@@ -112,7 +112,7 @@ impl<'a> CommandProposer<'a> {
             store,
             kernel,
             objective,
-            profiles: earlier_profiles(host.root),
+            profiles,
             secrets: secrets_from_env(),
             say: host.say,
             stats: Stats::default(),
