@@ -243,6 +243,7 @@ fn the_openai_proposer_against_a_stub_never_leaks_the_key() {
         &spec,
         o.population,
         host,
+        Default::default(),
         store.clone(),
         kernel,
         "lower is better".into(),
