@@ -1,4 +1,5 @@
-//! The tune log and its elite: no configuration twice, an elite of valid trials, gates as judged.
+//! The tune log and its elite: no configuration twice on one source, an elite of valid
+//! trials, gates as judged.
 
 use super::*;
 use repro::pipeline::PtxasGates;
@@ -33,9 +34,10 @@ pub(super) fn check_tune(
     let mut seen = BTreeMap::new();
     for tr in &t.trials {
         let at = format!("{where_} trial {}", tr.trial);
-        if let Some(first) = seen.insert(tr.config.clone(), tr.trial) {
+        // A proposed source is another program: the same config on it is another trial.
+        if let Some(first) = seen.insert((tr.source.clone(), tr.config.clone()), tr.trial) {
             problems.push(format!(
-                "{at}: same config as trial {first} (the tuner never evaluates a config twice)"
+                "{at}: same config and source as trial {first} (the tuner never evaluates a config twice on one source)"
             ));
         }
         if config_map(&tr.config).is_none() {
@@ -166,6 +168,21 @@ fn a_duplicate_trial_and_an_elite_that_failed_are_caught() {
     let mut problems = Vec::new();
     check_tune("ok", &t, gates.as_ref(), &mut problems);
     assert!(problems.is_empty(), "{problems:?}");
+    // The elite's config on a proposed source is another trial.
+    let mut proposed = t
+        .trials
+        .iter()
+        .find(|tr| tr.trial == t.elite[0].trial)
+        .unwrap()
+        .clone();
+    proposed.trial = 998;
+    proposed.source = "0123456789abcdef".into();
+    proposed.p50_us = Some(1e6); // slower than the elite: it stays out of it
+
+    let mut other = t.clone();
+    other.trials.push(proposed);
+    check_tune("proposed", &other, gates.as_ref(), &mut problems);
+    assert!(problems.is_empty(), "{problems:?}");
     // The elite's config evaluated again, failing the register gate.
     let mut dup = t.trials[0].clone();
     dup.trial = 999;
@@ -178,7 +195,9 @@ fn a_duplicate_trial_and_an_elite_that_failed_are_caught() {
     t.trials.push(dup);
     check_tune("bad", &t, gates.as_ref(), &mut problems);
     assert!(
-        problems.iter().any(|p| p.contains("same config as trial"))
+        problems
+            .iter()
+            .any(|p| p.contains("same config and source as trial"))
             && problems
                 .iter()
                 .any(|p| p.contains("failed in another trial")),

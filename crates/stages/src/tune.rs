@@ -279,7 +279,9 @@ impl StageKind for TuneStage {
                 "shapes": o.shapes,
                 "check_shapes": o.check_shapes,
                 "workload": {"args": decl.args, "launch": decl.launch, "shapes": decl.shapes,
-                             "recipes": decl.recipes, "inputs": decl.inputs},
+                             "recipes": decl.recipes, "inputs": decl.inputs,
+                             // every seed: an elite member's confirmation runs each one
+                             "seeds": decl.seeds},
                 "precision": precision,
             },
             "gates": {"ptxas": o.ptxas, "correctness": decl.gates},

@@ -7,6 +7,10 @@
 //! fsynced, so a kill loses at most the trial that was running; a torn last line is cut
 //! off when the file is opened again. A trial is keyed by its configuration and, for a
 //! source a proposer wrote (`source` on its line), that source's digest.
+//!
+//! An elite member's confirmation (its untimed correctness runs on every shape, recipe and
+//! seed) is kept the same way, on a line marked `"confirmation": true`: a rerun whose elite
+//! is the same, in the same context, confirms nothing again.
 
 use super::space::show;
 use super::space::Config;
@@ -106,6 +110,9 @@ struct Line {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     source: Option<String>,
     config: Config,
+    /// A confirmation (its runs in `evaluation.bench`), not a trial.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    confirmation: bool,
     /// When the trial finished (RFC 3339, UTC).
     finished: String,
     evaluation: Evaluation,
@@ -128,6 +135,12 @@ type Key = (Option<String>, Config);
 pub struct Memo {
     file: Option<(PathBuf, File)>,
     entries: HashMap<Key, Entry>,
+    confirmations: HashMap<Key, Entry>,
+}
+
+/// Now, as the memo records when something finished (RFC 3339, UTC, whole seconds).
+pub fn timestamp() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 impl Memo {
@@ -145,6 +158,7 @@ impl Memo {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the tune memo folder {}", dir.display()))?;
         let mut entries = HashMap::new();
+        let mut confirmations = HashMap::new();
         let existing = match std::fs::read_to_string(&path) {
             Ok(text) => Some(text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -171,7 +185,11 @@ impl Memo {
                     evaluation: parsed.evaluation,
                     finished: parsed.finished,
                 };
-                entries.insert((parsed.source, parsed.config), entry);
+                let kind = match parsed.confirmation {
+                    true => &mut confirmations,
+                    false => &mut entries,
+                };
+                kind.insert((parsed.source, parsed.config), entry);
             }
         }
         let mut file = OpenOptions::new()
@@ -191,6 +209,7 @@ impl Memo {
         Ok(Memo {
             file: Some((path, file)),
             entries,
+            confirmations,
         })
     }
 
@@ -232,22 +251,64 @@ impl Memo {
                     .unwrap_or_default()
             );
         }
-        if let Some((path, file)) = &mut self.file {
-            let line = serde_json::to_string(&Line {
-                source: key.0.clone(),
-                config: config.clone(),
-                finished: finished.to_string(),
-                evaluation: evaluation.clone(),
-            })?;
-            file.write_all(format!("{line}\n").as_bytes())
-                .and_then(|_| file.sync_data())
-                .with_context(|| format!("cannot append to {}", path.display()))?;
-        }
+        self.append(&Line {
+            source: key.0.clone(),
+            config: config.clone(),
+            confirmation: false,
+            finished: finished.to_string(),
+            evaluation: evaluation.clone(),
+        })?;
         let entry = Entry {
             evaluation: evaluation.clone(),
             finished: finished.to_string(),
         };
         self.entries.insert(key, entry);
+        Ok(())
+    }
+
+    /// The confirmation runs recorded for `config` on `source` (`None`: the kernel's own).
+    pub fn confirmation(&self, source: Option<&str>, config: &Config) -> Option<&[BenchResult]> {
+        self.confirmations
+            .get(&(source.map(str::to_string), config.clone()))
+            .map(|e| e.evaluation.bench.as_slice())
+    }
+
+    /// Record the confirmation `runs` of `config` on `source`, finished at `finished`.
+    pub fn record_confirmation(
+        &mut self,
+        source: Option<&str>,
+        config: &Config,
+        runs: &[BenchResult],
+        finished: &str,
+    ) -> anyhow::Result<()> {
+        let evaluation = Evaluation {
+            bench: runs.to_vec(),
+            ..Evaluation::rejected(TrialStatus::Ok, "confirmation")
+        };
+        self.append(&Line {
+            source: source.map(str::to_string),
+            config: config.clone(),
+            confirmation: true,
+            finished: finished.to_string(),
+            evaluation: evaluation.clone(),
+        })?;
+        let entry = Entry {
+            evaluation,
+            finished: finished.to_string(),
+        };
+        self.confirmations
+            .insert((source.map(str::to_string), config.clone()), entry);
+        Ok(())
+    }
+
+    /// Append `line` to the file behind the memo (if any), synced before returning.
+    fn append(&mut self, line: &Line) -> anyhow::Result<()> {
+        if let Some((path, file)) = &mut self.file {
+            let text = serde_json::to_string(line)?;
+            file.write_all(format!("{text}\n").as_bytes())
+                .and_then(|_| file.sync_data())
+                .with_context(|| format!("cannot append to {}", path.display()))?;
+        }
         Ok(())
     }
 }
@@ -259,6 +320,35 @@ mod tests {
 
     fn cfg(m: i64) -> Config {
         [("TILE_M".to_string(), m)].into_iter().collect()
+    }
+
+    #[test]
+    fn confirmations_are_kept_apart_from_trials_and_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = json!({"kernel": "abc"});
+        let mut run = BenchResult::blank(
+            "mission",
+            Default::default(),
+            1,
+            (0, 0),
+            repro_schema::RunStatus::Ok,
+        );
+        run.max_abs_err = Some(0.125);
+        {
+            let mut memo = Memo::open(dir.path(), &key).unwrap();
+            memo.record(None, &cfg(32), &Evaluation::ok(1.0), "t1")
+                .unwrap();
+            memo.record_confirmation(None, &cfg(32), std::slice::from_ref(&run), "t2")
+                .unwrap();
+            memo.record_confirmation(Some("d1"), &cfg(64), &[], "t3")
+                .unwrap();
+        }
+        let memo = Memo::open(dir.path(), &key).unwrap();
+        assert_eq!(memo.len(), 1, "a confirmation is not a trial");
+        assert_eq!(memo.confirmation(None, &cfg(32)), Some(&[run][..]));
+        assert_eq!(memo.confirmation(Some("d1"), &cfg(64)), Some(&[][..]));
+        assert_eq!(memo.confirmation(None, &cfg(64)), None);
+        assert!(memo.get(Some("d1"), &cfg(64)).is_none());
     }
 
     #[test]

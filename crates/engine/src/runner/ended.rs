@@ -8,11 +8,13 @@ pub(super) enum Ended {
     Passed,
     GateFailed(String),
     Skipped(String),
-    /// Could not run here; the earlier results (measured on the machine named) stay.
+    /// Could not run here; the earlier results (measured, or a skip, on the machine named)
+    /// stay.
     Kept {
         reason: String,
-        /// The GPU the results were measured on, when the stage records its hardware.
-        measured_on: Option<String>,
+        /// Where they came from, `measured on <GPU>` or `skipped on <GPU>`, when the stage
+        /// records its hardware.
+        origin: Option<String>,
         /// What changed in the sources since they were measured (the first change, and how
         /// many more); `None` when only the machine differs and they are current.
         not_current: Option<String>,
@@ -46,12 +48,12 @@ impl Ended {
             // The reason this machine cannot re-run it is said once, by the run's warning;
             // the label says where the results came from and whether they are current.
             Ended::Kept {
-                measured_on,
+                origin,
                 not_current,
                 ..
             } => {
-                let from = match measured_on {
-                    Some(machine) => format!("kept: measured on {machine}"),
+                let from = match origin {
+                    Some(origin) => format!("kept: {origin}"),
                     None => "kept: earlier results".to_string(),
                 };
                 match not_current {

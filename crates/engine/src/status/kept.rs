@@ -30,15 +30,19 @@ fn committed_manifest(root: &std::path::Path) -> Option<String> {
     at_head().or_else(|| std::fs::read_to_string(root.join(file)).ok())
 }
 
-/// `kept: measured on <GPU> on <date> at <commit>`: where a kept stage's results came from,
-/// from its lock entry and the manifest of the run that made them.
+/// `kept: measured on <GPU> on <date> at <commit>` (`skipped on`, for a recorded skip):
+/// where a kept stage's results came from, from its lock entry and the manifest of the run
+/// that made them.
 pub fn kept_from(project: &Project, i: usize) -> String {
     let lock = LockFile::load(&project.root).unwrap_or_default();
-    let machine = lock
-        .stages
-        .get(&project.stages[i].name)
+    let entry = lock.stages.get(&project.stages[i].name);
+    let machine = entry
         .and_then(|e| e.inputs.hardware.clone())
         .unwrap_or_else(|| "another machine".into());
+    let what = match entry.and_then(|e| e.skipped.as_ref()) {
+        Some(_) => "skipped",
+        None => "measured",
+    };
     let manifest: Option<serde_yaml::Value> =
         committed_manifest(&project.root).and_then(|t| serde_yaml::from_str(&t).ok());
     let when = manifest.as_ref().and_then(|m| {
@@ -51,7 +55,7 @@ pub fn kept_from(project: &Project, i: usize) -> String {
             .as_str()
             .map(|c| c.get(..10).unwrap_or(c).to_string())
     });
-    let mut text = format!("kept: measured on {machine}");
+    let mut text = format!("kept: {what} on {machine}");
     if let Some(d) = when {
         text.push_str(&format!(" on {d}"));
     }

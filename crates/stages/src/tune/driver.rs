@@ -13,6 +13,7 @@ use repro_schema::BenchResult;
 use repro_schema::EliteEntry;
 use repro_schema::LineageStep;
 use repro_schema::TrialStatus;
+use repro_tune::memo::timestamp;
 use repro_tune::memo::Memo;
 use repro_tune::options::TuneOptions;
 use repro_tune::proposer::lineage::lineage;
@@ -119,10 +120,12 @@ pub fn tune_and_write(
     }
     let mut outcome = outcome;
     let confirming = Instant::now();
-    outcome.elite = confirmed_elite(&mut outcome.trials, outcome.elite.len(), backend)?;
+    let (elite, remembered) =
+        confirmed_elite(&mut outcome.trials, outcome.elite.len(), backend, memo)?;
+    outcome.elite = elite;
     writeln!(
         log,
-        "tune: the elite confirmed on every check shape in {:.1} s",
+        "tune: the elite confirmed on every check shape in {:.1} s ({remembered} confirmation(s) from the memo)",
         confirming.elapsed().as_secs_f64()
     )?;
     write_trials(&out.join("tune_log.csv"), &outcome.trials)?;
@@ -189,24 +192,40 @@ pub fn tune_and_write(
 }
 
 /// The elite after confirmation: the passing trials, best first, each confirmed
-/// ([`Backend::confirm`]) until `k` pass. A confirmed trial keeps its runs in its `bench`; one
-/// that fails a run becomes that run's verdict (`incorrect` or `failed`, the note naming the
-/// shape, recipe and seed), so `tune_log.csv` and `topk.json` never call it passing.
+/// ([`Backend::confirm`], or the runs `memo` kept of an earlier confirmation in the same
+/// context) until `k` pass. A confirmed trial keeps its runs in its `bench`; one that fails a
+/// run becomes that run's verdict (`incorrect` or `failed`, the note naming the shape, recipe
+/// and seed), so `tune_log.csv` and `topk.json` never call it passing. Also says how many
+/// confirmations came from the memo.
 fn confirmed_elite(
     trials: &mut [Trial],
     k: usize,
     backend: &mut dyn Backend,
-) -> anyhow::Result<Vec<usize>> {
+    memo: &mut Memo,
+) -> anyhow::Result<(Vec<usize>, usize)> {
     let mut ranked: Vec<usize> = (0..trials.len())
         .filter(|&i| trials[i].evaluation.score.is_some())
         .collect();
     ranked.sort_by(|&a, &b| search::ranking(&trials[a], &trials[b]));
     let mut elite = Vec::new();
+    let mut remembered = 0;
     for i in ranked {
         if elite.len() == k {
             break;
         }
-        let runs = backend.confirm(&trials[i].candidate)?;
+        let c = &trials[i].candidate;
+        let source = c.source.as_ref().map(|s| s.digest.as_str());
+        let runs = match memo.confirmation(source, &c.config) {
+            Some(runs) => {
+                remembered += 1;
+                runs.to_vec()
+            }
+            None => {
+                let runs = backend.confirm(c)?;
+                memo.record_confirmation(source, &c.config, &runs, &timestamp())?;
+                runs
+            }
+        };
         let e = &mut trials[i].evaluation;
         let failed = runs.iter().find_map(|r| match judge(r, false) {
             Verdict::Reject(status, note) => Some((status, r, note)),
@@ -226,7 +245,7 @@ fn confirmed_elite(
         e.bench.extend(runs);
         elite.push(i);
     }
-    Ok(elite)
+    Ok((elite, remembered))
 }
 
 /// One trial of an elite member's lineage, as `topk.json` records it.

@@ -469,3 +469,80 @@ fn a_trial_that_fails_its_confirmation_leaves_the_elite_and_is_logged_incorrect(
             .last()
             .is_some_and(|r| r.shape == "ragged" && r.seed == 2)));
 }
+
+/// [`Fake`] whose every confirmation passes, counted.
+struct Confirming {
+    fake: Fake,
+    confirmed: u32,
+}
+
+impl Objective for Confirming {
+    fn evaluate(
+        &mut self,
+        batch: &[Candidate],
+        done: &mut dyn FnMut(usize, Evaluation),
+    ) -> anyhow::Result<()> {
+        self.fake.evaluate(batch, done)
+    }
+}
+
+impl Backend for Confirming {
+    fn cubins(&mut self, elite: &[Candidate]) -> anyhow::Result<Vec<PathBuf>> {
+        self.fake.cubins(elite)
+    }
+
+    fn confirm(&mut self, trial: &Candidate) -> anyhow::Result<Vec<BenchResult>> {
+        self.confirmed += 1;
+        let mut r = BenchResult::blank("ragged", mission(), 2, (0, 0), RunStatus::Ok);
+        r.correctness_pass = Some(true);
+        r.error = Some(format!("confirmed trial {}", trial.trial));
+        Ok(vec![r])
+    }
+}
+
+/// A rerun in the same memo context confirms nothing again: each elite member's runs come
+/// from the memo, and the elite it writes is the same, byte for byte.
+#[test]
+fn a_rerun_takes_the_elites_confirmations_from_the_memo() {
+    let (_, o) = options();
+    let dir = tempfile::tempdir().unwrap();
+    let key = serde_json::json!({"test": "confirmations"});
+    let mut backend = Confirming {
+        fake: Fake {
+            dir: dir.path().to_path_buf(),
+            evaluated: 0,
+            all_fail: false,
+        },
+        confirmed: 0,
+    };
+    let mut topk = Vec::new();
+    let mut logs = Vec::new();
+    for run_no in 0..2 {
+        let staging = dir.path().join(format!("staging{run_no}"));
+        let mut memo = Memo::open(&dir.path().join("memo"), &key).unwrap();
+        let (outcome, _, log) = run(&o, false, &mut backend, &mut memo, &staging);
+        assert_eq!(outcome, StageOutcome::Passed);
+        topk.push(std::fs::read(staging.join("artifacts/tune/topk.json")).unwrap());
+        logs.push(log);
+    }
+    assert_eq!(
+        backend.confirmed, 3,
+        "the first run confirms the elite of 3, the rerun none"
+    );
+    assert_eq!(topk[0], topk[1]);
+    assert!(
+        logs[0].contains("(0 confirmation(s) from the memo)"),
+        "{}",
+        logs[0]
+    );
+    assert!(
+        logs[1].contains("(3 confirmation(s) from the memo)"),
+        "{}",
+        logs[1]
+    );
+    let entries: Vec<EliteEntry> = serde_json::from_slice(&topk[1]).unwrap();
+    assert!(entries
+        .iter()
+        .all(|e| e.bench.last().and_then(|r| r.error.as_deref())
+            == Some(&format!("confirmed trial {}", e.trial)[..])));
+}

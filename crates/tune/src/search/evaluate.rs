@@ -2,7 +2,7 @@
 
 use super::population::{digest, State};
 use super::{better, Candidate, Objective, Progress, Trial};
-use crate::{memo::Evaluation, memo::Memo};
+use crate::{memo::timestamp, memo::Evaluation, memo::Memo};
 use anyhow::Context;
 
 /// Evaluate one generation: failed proposals and memo hits first (in order), the rest
@@ -60,7 +60,7 @@ pub(super) fn evaluate(
             if results[i].is_some() {
                 return;
             }
-            let at = now();
+            let at = timestamp();
             let c = &batch[i];
             if let Err(e) = memo.record(digest(&c.source), &c.config, &evaluation, &at) {
                 memo_error.get_or_insert(e);
@@ -84,8 +84,4 @@ pub(super) fn evaluate(
         });
     }
     Ok(())
-}
-
-fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }

@@ -20,7 +20,7 @@ impl Run<'_> {
         {
             let ended = Ended::Kept {
                 reason: reason.clone(),
-                measured_on: measured_on(lock, &self.project.stages[i].name),
+                origin: origin(lock, &self.project.stages[i].name),
                 not_current: not_current(sources),
             };
             if !self.req.dry_run {
@@ -91,7 +91,8 @@ impl Run<'_> {
             Err(e) => return rollback(Ended::Failed(format!("{e:#}"))),
         };
         if let StageOutcome::Skipped { reason, fix } = &outcome {
-            if let Some(measured_on) = kept_results(lock, &stage.name) {
+            let here = self.statuses[i].inputs.hardware.as_deref();
+            if let Some(origin) = kept_results(lock, &stage.name, here) {
                 // A stage that cannot run here never touches results measured elsewhere.
                 let changes = match &self.statuses[i].state {
                     State::Stale(c) => c.clone(),
@@ -101,7 +102,7 @@ impl Run<'_> {
                 let kept = State::kept(self.project, i, entry, reason.clone(), changes);
                 let ended = rollback(Ended::Kept {
                     reason: reason.clone(),
-                    measured_on,
+                    origin,
                     not_current: match &kept {
                         State::Kept { sources, .. } => not_current(sources),
                         _ => None,
@@ -208,18 +209,24 @@ fn not_current(sources: &[status::Change]) -> Option<String> {
     })
 }
 
-/// When a stage's recorded results are measurements worth keeping (not themselves a skip):
-/// the machine they were measured on, if the stage records it.
-fn kept_results(lock: &LockFile, stage: &str) -> Option<Option<String>> {
+/// When a stage's recorded results are worth keeping where it cannot run (`here`, this
+/// machine's hardware): measurements, or a skip decided on another machine (a tune stage
+/// skipped by its `archs:` on a GPU) that this one could not have judged. Gives where they
+/// came from, if the stage records it.
+fn kept_results(lock: &LockFile, stage: &str, here: Option<&str>) -> Option<Option<String>> {
     lock.stages
         .get(stage)
-        .filter(|entry| entry.skipped.is_none())
-        .map(|_| measured_on(lock, stage))
+        .filter(|entry| entry.skipped.is_none() || entry.inputs.hardware.as_deref() != here)
+        .map(|_| origin(lock, stage))
 }
 
-/// The GPU a stage's recorded results came from, as its lock entry names it.
-fn measured_on(lock: &LockFile, stage: &str) -> Option<String> {
-    lock.stages
-        .get(stage)
-        .and_then(|e| e.inputs.hardware.clone())
+/// `measured on <GPU>` (or `skipped on <GPU>`, for a recorded skip): where a stage's
+/// recorded results came from, as its lock entry names the machine.
+fn origin(lock: &LockFile, stage: &str) -> Option<String> {
+    let entry = lock.stages.get(stage)?;
+    let machine = entry.inputs.hardware.as_deref()?;
+    Some(match entry.skipped {
+        Some(_) => format!("skipped on {machine}"),
+        None => format!("measured on {machine}"),
+    })
 }
