@@ -274,6 +274,12 @@ pub enum ProposeCommand {
         /// The folder of `.patch` files (written against the tuned kernel's source).
         #[arg(long)]
         dir: PathBuf,
+        /// Ask the model instead (as `repro propose openai`) when one is configured: when
+        /// $REPRO_PROPOSER_URL, $REPRO_PROPOSER_MODEL or $REPRO_PROPOSER_KEY is set. The
+        /// shipped tune stages' proposer: scripted patches by default, the model when you
+        /// export its endpoint.
+        #[arg(long)]
+        model_if_configured: bool,
     },
     /// Ask a model through an OpenAI-compatible chat-completions endpoint:
     /// $REPRO_PROPOSER_URL (the API base), $REPRO_PROPOSER_MODEL and, if it needs one,

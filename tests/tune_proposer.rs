@@ -340,8 +340,40 @@ fn the_openai_proposer_against_a_stub_never_leaks_the_key() {
     let err = String::from_utf8_lossy(&denied.stderr);
     assert!(err.contains("401") && err.contains("Bearer ***"), "{err}");
 
+    // The shipped stages' proposer: the model once one is configured, else the patches.
+    std::fs::create_dir_all(root.join("kernels/no-patches")).unwrap();
+    let patches = ["propose", "patches", "--dir", "kernels/no-patches"];
+    let configured = repro(root, &format!("{}/deny", stub.url))
+        .args(patches)
+        .arg("--model-if-configured")
+        .env("REPRO_BRIEF", &brief)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&configured.stderr);
+    assert!(
+        configured.status.code() == Some(1) && err.contains("401"),
+        "a configured model is asked: {err}"
+    );
+    let scripted = repro(root, "")
+        .args(patches)
+        .arg("--model-if-configured")
+        .env("REPRO_BRIEF", &brief)
+        .env_remove("REPRO_PROPOSER_URL")
+        .env_remove("REPRO_PROPOSER_MODEL")
+        .env_remove("REPRO_PROPOSER_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(
+        scripted.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&scripted.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&scripted.stdout).unwrap();
+    assert!(answer["candidates"].is_array(), "{answer}");
+
     let mut printed_text = printed.lock().unwrap().join("\n");
-    for out in [&summarize, &status, &denied] {
+    for out in [&summarize, &status, &denied, &configured, &scripted] {
         printed_text += &String::from_utf8_lossy(&out.stdout);
         printed_text += &String::from_utf8_lossy(&out.stderr);
     }

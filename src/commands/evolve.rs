@@ -6,11 +6,18 @@ use crate::{cli::GlobalArgs, cli::PromoteArgs, cli::ProposeCommand};
 use repro_engine::display;
 use repro_tune::{proposer::brief, proposer::openai, proposer::patches};
 
-/// `repro propose patches --dir DIR` / `repro propose openai`: the answer on stdout.
+/// `repro propose patches --dir DIR [--model-if-configured]` / `repro propose openai`: the
+/// answer on stdout.
 pub fn propose(command: &ProposeCommand) -> anyhow::Result<i32> {
     let brief = brief::read()?;
     let answer = match command {
-        ProposeCommand::Patches { dir } => patches::propose(&brief, dir)?,
+        ProposeCommand::Patches {
+            model_if_configured: true,
+            ..
+        } if openai::Endpoint::configured() => {
+            openai::propose(&brief, &openai::Endpoint::from_env()?)?
+        }
+        ProposeCommand::Patches { dir, .. } => patches::propose(&brief, dir)?,
         ProposeCommand::Openai => openai::propose(&brief, &openai::Endpoint::from_env()?)?,
     };
     display::out_line(&serde_json::to_string_pretty(&answer)?)?;

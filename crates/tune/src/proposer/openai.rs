@@ -28,6 +28,14 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// Whether the environment names an endpoint at all (any of the three variables set):
+    /// then [`Endpoint::from_env`] is asked, and says what is missing.
+    pub fn configured() -> bool {
+        [URL_ENV, MODEL_ENV, KEY_ENV]
+            .iter()
+            .any(|name| std::env::var(name).is_ok_and(|v| !v.trim().is_empty()))
+    }
+
     pub fn from_env() -> anyhow::Result<Endpoint> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let Some(base) = var(URL_ENV) else {
