@@ -104,6 +104,7 @@ fn tune(executor: &dyn Executor, label: &str) -> (Vec<String>, Vec<u32>, Vec<Str
         elite: 2,
         seed: 7,
         exhaustive: false,
+        start: Vec::new(),
     };
     let mut memo = Memo::open(&dir.path().join("memo"), &serde_json::json!({"t": label})).unwrap();
     let mut objective = JobObjective {

@@ -260,6 +260,7 @@ fn the_openai_proposer_against_a_stub_never_leaks_the_key() {
         elite: o.elite,
         seed: o.seed,
         exhaustive: false,
+        start: Vec::new(),
     };
     let outcome = tune_and_write(
         &o,

@@ -228,3 +228,22 @@ fn every_configuration_of_the_shipped_ws_tune_passes_the_kernels_error_rules() {
         }
     }
 }
+
+/// Every shipped tune's first trial is its base variant: the base's defines, with the
+/// kernel's defaults for the rest, are a valid configuration of its space.
+#[test]
+fn every_shipped_tune_starts_from_its_base_variant() {
+    let root = source_root();
+    let p = pipeline_of(&root);
+    for (stage, spec) in p.stages.iter().filter(|(_, s)| s.is(BuiltinKind::Tune)) {
+        let o = TuneOptions::parse(spec, &p).unwrap();
+        let source = std::fs::read_to_string(root.join(&p.kernels[&o.kernel].source)).unwrap();
+        let start = repro::tune::start::base_config(&o.space, &o.base_defines, &source);
+        let start = start.unwrap_or_else(|| panic!("{stage}: its base is not in its space"));
+        for (name, value) in &o.base_defines {
+            if let Some(v) = start.get(name) {
+                assert_eq!(v.to_string(), *value, "{stage}: {name}");
+            }
+        }
+    }
+}

@@ -112,13 +112,14 @@ pub(super) fn check_tune(
         if i > 0 && t.elite[i - 1].p50_us > e.p50_us {
             problems.push(format!("{at}: faster than the rank above it"));
         }
-        if !elite_configs.insert(e.config.clone()) {
-            problems.push(format!("{at}: the same config as a higher rank"));
+        if !elite_configs.insert((e.source.clone(), e.config.clone())) {
+            problems.push(format!("{at}: the same config and source as a higher rank"));
         }
         let same_config: Vec<_> = t
             .trials
             .iter()
             .filter(|tr| config_map(&tr.config).as_ref() == Some(&e.config))
+            .filter(|tr| tr.source == e.source.clone().unwrap_or_default())
             .collect();
         match t.trials.iter().find(|tr| tr.trial == e.trial) {
             None => problems.push(format!("{at}: trial {} is not in the log", e.trial)),

@@ -200,3 +200,36 @@ fn exhaustive_evaluates_every_valid_config_in_order() {
     assert_eq!(outcome.best().unwrap().evaluation.score, Some(l.optimum()));
     assert_eq!(outcome.elite.len(), 3);
 }
+
+/// The start configurations are the first trials, in order (one tried already is not
+/// tried again), and the search's best is never worse than the best of them.
+#[test]
+fn the_start_configurations_are_tried_first() {
+    let l = bowl();
+    let valid = l.space.valid();
+    let (a, b) = (valid[valid.len() / 2].clone(), valid[1].clone());
+    for seed in 0..8 {
+        let mut objective = Synthetic::new(&l);
+        let started = Settings {
+            start: vec![a.clone(), b.clone(), a.clone()],
+            ..settings(12, seed)
+        };
+        let outcome = search::run(
+            &l.space,
+            &started,
+            &mut objective,
+            &mut Memo::in_memory(),
+            &mut |_| {},
+        )
+        .unwrap();
+        let configs: Vec<&Config> = outcome.trials.iter().map(|t| &t.candidate.config).collect();
+        assert_eq!(configs[..2], [&a, &b], "seed {seed}");
+        assert_eq!(configs.iter().filter(|c| ***c == a).count(), 1);
+        let start_best = [&a, &b]
+            .iter()
+            .filter_map(|c| (l.eval)(c).score)
+            .fold(f64::INFINITY, f64::min);
+        let best = outcome.best().and_then(|t| t.evaluation.score).unwrap();
+        assert!(best <= start_best, "seed {seed}: {best} > {start_best}");
+    }
+}

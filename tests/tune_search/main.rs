@@ -88,5 +88,6 @@ fn settings(budget: u32, seed: u64) -> Settings {
         elite: 3,
         seed,
         exhaustive: false,
+        start: Vec::new(),
     }
 }

@@ -35,6 +35,7 @@ use repro_tune::proposer::brief::KernelBrief;
 use repro_tune::proposer::store::SourceStore;
 use repro_tune::proposer::ProposerSpec;
 use repro_tune::search::Settings;
+use repro_tune::space::show;
 use repro_tune::{proposer::run::CommandProposer, proposer::run::Host};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -340,12 +341,21 @@ impl StageKind for TuneStage {
             memo.len(),
             began.elapsed().as_secs_f64()
         )?;
+        let start = start_config(ctx.root, &backend.kernel.source, o);
+        match &start {
+            Some(c) => writeln!(log, "tune: trial 1 is the base variant's configuration {}", show(c))?,
+            None => writeln!(
+                log,
+                "tune: the base variant's configuration is not one of the space's (a define with no value, or one the space leaves out): the search starts from random samples"
+            )?,
+        }
         let settings = Settings {
             budget,
             population: o.population,
             elite: o.elite,
             seed: o.seed,
             exhaustive: false,
+            start: start.into_iter().collect(),
         };
         let report = Reporter {
             progress: ctx.progress,
@@ -420,6 +430,13 @@ fn objective(o: &TuneOptions) -> String {
         serde_json::to_string(&o.ptxas).unwrap_or_default(),
         o.check_shapes.join(", ")
     )
+}
+
+/// The base variant's configuration in the tune's space, read with the kernel's source
+/// defaults ([`repro_tune::start::base_config`]); `None` when the source cannot be read.
+fn start_config(root: &Path, source: &str, o: &TuneOptions) -> Option<repro_tune::space::Config> {
+    let text = std::fs::read_to_string(root.join(source)).ok()?;
+    repro_tune::start::base_config(&o.space, &o.base_defines, &text)
 }
 
 /// SHA-256 of the kernel source and every local header it includes.

@@ -16,3 +16,4 @@ pub mod promote;
 pub mod proposer;
 pub mod search;
 pub mod space;
+pub mod start;

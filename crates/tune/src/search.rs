@@ -134,6 +134,10 @@ pub struct Settings {
     pub seed: u64,
     /// Evaluate every valid configuration, in enumeration order, ignoring `budget`.
     pub exhaustive: bool,
+    /// Configurations of the kernel's own source tried first, in this order, before any
+    /// random sample (the tune stage's: its base variant's), so the search never reports a
+    /// best slower than where it started.
+    pub start: Vec<Config>,
 }
 
 /// Evaluates candidates: synthetic landscapes in tests, compile + gates + GPU timing in

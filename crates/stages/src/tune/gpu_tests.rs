@@ -160,6 +160,7 @@ fn sweep(space: &str, budget: u32, elite: u32) -> (repro_tune::space::Space, Set
         elite,
         seed: 0,
         exhaustive: true,
+        start: Vec::new(),
     };
     (space, settings)
 }

@@ -50,6 +50,7 @@ pub(super) fn settings(o: &TuneOptions) -> Settings {
         elite: o.elite,
         seed: o.seed,
         exhaustive: false,
+        start: Vec::new(),
     }
 }
 

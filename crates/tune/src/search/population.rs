@@ -7,6 +7,7 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashSet;
+use std::collections::VecDeque;
 
 /// How long to look for an unseen child before falling back to a random unseen config.
 const CHILD_ATTEMPTS: usize = 64;
@@ -50,6 +51,8 @@ pub(super) struct State<'s> {
     k: usize,
     /// For exhaustive runs: the next position in the valid list.
     next_in_order: usize,
+    /// `Settings::start` not proposed yet.
+    start: VecDeque<Config>,
 }
 
 impl<'s> State<'s> {
@@ -63,6 +66,7 @@ impl<'s> State<'s> {
             elite: Vec::new(),
             k: settings.elite as usize,
             next_in_order: 0,
+            start: settings.start.iter().cloned().collect(),
         }
     }
 
@@ -150,15 +154,16 @@ impl<'s> State<'s> {
         out
     }
 
-    /// The next generation: random samples until something passes, then children of
-    /// the elite (falling back to random unseen samples when the neighbourhood is used up).
+    /// The next generation: the start configurations first, then random samples until
+    /// something passes, then children of the elite (falling back to random unseen samples
+    /// when the neighbourhood is used up).
     pub(super) fn propose(&mut self, n: usize) -> Vec<Planned> {
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
-            let child = if self.elite.is_empty() {
-                None
-            } else {
-                self.child()
+            let child = match self.start_unseen() {
+                Some(start) => Some(start),
+                None if self.elite.is_empty() => None,
+                None => self.child(),
             };
             let Some(planned) = child.or_else(|| self.random_unseen()) else {
                 break;
@@ -254,6 +259,16 @@ impl<'s> State<'s> {
         self.space.canonicalize(&mixed, |q| {
             *q.values.choose(rng).expect("values are non-empty")
         })
+    }
+
+    /// The next start configuration not tried yet.
+    fn start_unseen(&mut self) -> Option<Planned> {
+        while let Some(config) = self.start.pop_front() {
+            if !self.seen.contains(&(None, config.clone())) {
+                return Some(Planned::new(config, Vec::new(), None));
+            }
+        }
+        None
     }
 
     /// A configuration of the kernel's own source not tried yet.
