@@ -97,6 +97,22 @@ fn a_kernel_edit_on_a_machine_that_cannot_measure_reads_as_not_measured_everywhe
         "each kept stage says where once:\n{status}"
     );
 
+    // An elite cubin left by an older tune (a checkout that pulled newer results) is rebuilt
+    // from the committed record: the tune's results stay current.
+    std::fs::write(
+        root.join(".repro/cubins/tune-top1.cubin"),
+        b"an older tune's",
+    )
+    .unwrap();
+    let (code, _, err) = repro(root, &["run", "-q"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, status, _) = repro(root, &["status"]);
+    assert!(
+        row(&status, "evo-tune").contains("kept (current"),
+        "{status}"
+    );
+    assert_eq!(git(root, &["status", "--porcelain"]), "");
+
     // A one-line edit of the warp-specialized kernel.
     let kernel = root.join("kernels/sdpa_fp8_ws.cu");
     let text = std::fs::read_to_string(&kernel).unwrap();

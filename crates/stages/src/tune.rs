@@ -199,7 +199,7 @@ impl StageKind for TuneStage {
     }
 
     /// Install the pinned nvcc when this machine has none of that version, then rebuild the
-    /// elite cubins a fresh clone lacks from the committed elite ([`restore::elite_cubins`]).
+    /// elite cubins a fresh clone lacks, or holds from an older tune, from the committed elite ([`restore::elite_cubins`]).
     fn prepare(
         &self,
         stage: &Configured,

@@ -1,5 +1,5 @@
-//! The elite cubins a fresh clone lacks, rebuilt from the committed records instead of
-//! tuned again. `.repro/cubins/<dir>-top<k>.cubin` is not committed; `topk.json` is, and it
+//! The elite cubins a fresh clone lacks (or holds from an older tune: a checkout that
+//! pulled newer results), rebuilt from the committed records instead of tuned again. `.repro/cubins/<dir>-top<k>.cubin` is not committed; `topk.json` is, and it
 //! names each elite member's configuration and source (the kernel's own, or a proposed one
 //! whose diff sits beside it). Compiled again with the nvcc the lock records, a member gives
 //! the same bytes the tune wrote: when they match the lock's digest the cubin is put back and
@@ -8,7 +8,7 @@
 //! and the stage is stale, as it should be.
 
 use super::TuneOptions;
-use crate::reuse::digest;
+use crate::reuse::{digest, file_digest};
 use crate::{build::compile, build::compile::CompileRequest};
 use anyhow::Context;
 use repro_engine::{lockfile::LockEntry, lockfile::LockFile};
@@ -18,8 +18,8 @@ use repro_schema::EliteEntry;
 use repro_tune::{proposer::store, proposer::store::SourceStore};
 use std::path::{Path, PathBuf};
 
-/// Rebuild stage `name`'s missing elite cubins whose committed record allows it; `say`
-/// tells what was restored and what could not be.
+/// Rebuild stage `name`'s elite cubins that are missing or not the ones its lock records,
+/// where the committed record allows it; `say` tells what was restored and what could not be.
 pub(super) fn elite_cubins(
     name: &str,
     o: &TuneOptions,
@@ -31,14 +31,14 @@ pub(super) fn elite_cubins(
     let Some(entry) = lock.stages.get(name) else {
         return Ok(());
     };
-    let missing: Vec<(u32, PathBuf, &String)> = (1..=o.elite)
+    let stale: Vec<(u32, PathBuf, &String)> = (1..=o.elite)
         .filter_map(|rank| {
             let rel = o.elite_cubin(rank);
             let want = entry.outputs.get(rel.to_str()?)?;
-            (!root.join(&rel).exists()).then_some((rank, rel, want))
+            (file_digest(&root.join(&rel)).as_ref() != Some(want)).then_some((rank, rel, want))
         })
         .collect();
-    if missing.is_empty() {
+    if stale.is_empty() {
         return Ok(());
     }
     let Some(elite) = committed_elite(o, entry, root) else {
@@ -59,7 +59,7 @@ pub(super) fn elite_cubins(
     let kernel = &pipeline.kernels[&o.kernel];
     let mut wanted = Vec::new();
     let mut requests = Vec::new();
-    for (rank, rel, want) in missing {
+    for (rank, rel, want) in stale {
         let Some(member) = elite.iter().find(|e| e.rank == rank) else {
             continue;
         };
