@@ -7,9 +7,12 @@
 mod common;
 #[path = "support/git.rs"]
 mod git;
+#[path = "support/table.rs"]
+mod table;
 
 use common::*;
 use git::git;
+use table::stage_line;
 
 #[test]
 fn a_fresh_clone_on_the_gpu_the_results_came_from_changes_no_committed_byte() {
@@ -29,12 +32,8 @@ fn a_fresh_clone_on_the_gpu_the_results_came_from_changes_no_committed_byte() {
     assert!(status.success(), "{out}");
     let changed = git(&root, &["status", "--porcelain"]);
     assert_eq!(changed, "", "the run rewrote committed files:\n{out}");
-    let table: Vec<&str> = out.lines().collect();
     for stage in ["bench", "evo-tune", "evo-tune-rmsnorm", "ncu-profile"] {
-        let line = table
-            .iter()
-            .find(|l| l.split_whitespace().next() == Some(stage))
-            .unwrap_or_else(|| panic!("no {stage} in\n{out}"));
+        let line = stage_line(&out, stage);
         assert!(line.contains("up-to-date"), "{stage} ran again:\n{out}");
     }
     let (status, out) = run_repro(&root, &["status", "--exit-code"]);

@@ -3,9 +3,12 @@
 //! reruns nothing (the build records sources by their code) and leaves the lock as it was.
 
 mod common;
+#[path = "support/table.rs"]
+mod table;
 
 use common::*;
 use std::path::Path;
+use table::stage_line;
 
 /// The shipped kernel on one small shape, a tiny tune and a profile of the control: every
 /// GPU stage kind, in about half a minute on an H100.
@@ -52,13 +55,6 @@ fn run(root: &Path, args: &[&str]) -> String {
         "repro {args:?}:\n{text}"
     );
     text
-}
-
-fn stage_line<'a>(table: &'a str, stage: &str) -> &'a str {
-    table
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(stage))
-        .unwrap_or_else(|| panic!("no line for {stage}:\n{table}"))
 }
 
 #[test]

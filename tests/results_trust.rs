@@ -11,12 +11,15 @@ mod project;
 mod shipped;
 #[path = "support/skip.rs"]
 mod skip;
+#[path = "support/table.rs"]
+mod table;
 
 use assert_cmd::Command;
 use git2::{Repository, Signature};
 use project::Project;
 use std::path::Path;
 use std::time::Duration;
+use table::stage_line;
 
 /// A temporary project in a git repository.
 struct Repo {
@@ -347,15 +350,11 @@ fn a_comment_only_kernel_edit_reruns_nothing_and_leaves_the_lock_as_it_was() {
         lock,
         "the lock records the kernel by its code"
     );
-    let line = |stage: &str| {
-        table
-            .lines()
-            .find(|l| l.split_whitespace().next() == Some(stage))
-            .unwrap_or_else(|| panic!("no {stage} in\n{table}"))
-            .to_string()
-    };
     for stage in ["build", "bench", "evo-tune", "ncu-profile"] {
-        assert!(line(stage).contains("up-to-date"), "{stage}:\n{table}");
+        assert!(
+            stage_line(&table, stage).contains("up-to-date"),
+            "{stage}:\n{table}"
+        );
     }
 }
 

@@ -10,10 +10,13 @@ mod git;
 mod shipped;
 #[path = "support/skip.rs"]
 mod skip;
+#[path = "support/table.rs"]
+mod table;
 
 use git::git;
 use std::path::Path;
 use std::process::Command;
+use table::stage_line as row;
 
 /// `repro ARGS` in `root`: exit code, stdout, stderr.
 fn repro(root: &Path, args: &[&str]) -> (i32, String, String) {
@@ -27,14 +30,6 @@ fn repro(root: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// The line of `repro status` for `stage` (its name, then its state).
-fn row<'a>(status: &'a str, stage: &str) -> &'a str {
-    status
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(stage))
-        .unwrap_or_else(|| panic!("no row for `{stage}`:\n{status}"))
 }
 
 /// A fresh clone of the committed project (sources and results), or `None` after saying why

@@ -361,17 +361,21 @@ mod tests {
         assert_eq!(LockFile::load(root).unwrap().stages["a"].fingerprint, "f2");
     }
 
-    #[test]
-    fn a_lock_read_early_is_used_only_while_its_files_are_unchanged() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        let entry = |fp: &str| LockEntry {
+    /// A passing run's record with fingerprint `fp` and nothing else.
+    fn entry(fp: &str) -> LockEntry {
+        LockEntry {
             fingerprint: fp.into(),
             gate_failed: None,
             skipped: None,
             inputs: Inputs::default(),
             outputs: BTreeMap::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_lock_read_early_is_used_only_while_its_files_are_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
         let mut lock = LockFile::default();
         lock.stages.insert("a".into(), entry("a0"));
         lock.save(root).unwrap();
@@ -393,13 +397,6 @@ mod tests {
     fn a_journal_left_by_a_killed_run_is_read_and_its_torn_line_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let entry = |fp: &str| LockEntry {
-            fingerprint: fp.into(),
-            gate_failed: None,
-            skipped: None,
-            inputs: Inputs::default(),
-            outputs: BTreeMap::new(),
-        };
         let mut lock = LockFile::default();
         lock.stages.insert("a".into(), entry("a0"));
         lock.save(root).unwrap();

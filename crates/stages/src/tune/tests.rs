@@ -397,14 +397,30 @@ fn trials_are_judged_by_the_tuned_kernels_ptxas_gates() {
     assert!(objective(&o).contains(&format!("passes the ptxas gates {json}")));
 }
 
-/// [`Fake`], whose confirmation fails for the first trial it confirms (the search's best) on
-/// `ragged` seed 2, and passes for the others.
-struct Unconfirmed {
+/// [`Fake`] with a GPU side: each confirmation is one `ragged` seed-2 run, and the trials
+/// confirmed are counted in order. With `reject_first`, the first trial it confirms (the
+/// search's best) fails its run; a passing run names its trial in `error`.
+struct Confirming {
     fake: Fake,
-    rejected: Option<u32>,
+    confirmed: Vec<u32>,
+    reject_first: bool,
 }
 
-impl Objective for Unconfirmed {
+impl Confirming {
+    fn new(dir: &Path, reject_first: bool) -> Self {
+        Confirming {
+            fake: Fake {
+                dir: dir.to_path_buf(),
+                evaluated: 0,
+                all_fail: false,
+            },
+            confirmed: Vec::new(),
+            reject_first,
+        }
+    }
+}
+
+impl Objective for Confirming {
     fn evaluate(
         &mut self,
         batch: &[Candidate],
@@ -414,15 +430,19 @@ impl Objective for Unconfirmed {
     }
 }
 
-impl Backend for Unconfirmed {
+impl Backend for Confirming {
     fn cubins(&mut self, elite: &[Candidate]) -> anyhow::Result<Vec<PathBuf>> {
         self.fake.cubins(elite)
     }
 
     fn confirm(&mut self, trial: &Candidate) -> anyhow::Result<Vec<BenchResult>> {
+        self.confirmed.push(trial.trial);
+        let pass = !(self.reject_first && self.confirmed.len() == 1);
         let mut r = BenchResult::blank("ragged", mission(), 2, (0, 0), RunStatus::Ok);
-        r.correctness_pass = Some(self.rejected.is_some());
-        self.rejected.get_or_insert(trial.trial);
+        r.correctness_pass = Some(pass);
+        if pass {
+            r.error = Some(format!("confirmed trial {}", trial.trial));
+        }
         Ok(vec![r])
     }
 }
@@ -435,18 +455,12 @@ fn a_trial_that_fails_its_confirmation_leaves_the_elite_and_is_logged_incorrect(
     let (_, o) = options();
     let dir = tempfile::tempdir().unwrap();
     let staging = dir.path().join("staging");
-    let mut backend = Unconfirmed {
-        fake: Fake {
-            dir: dir.path().to_path_buf(),
-            evaluated: 0,
-            all_fail: false,
-        },
-        rejected: None,
-    };
+    let mut backend = Confirming::new(dir.path(), true);
     let (outcome, _, _) = run(&o, false, &mut backend, &mut Memo::in_memory(), &staging);
     assert_eq!(outcome, StageOutcome::Passed);
-    let rejected = backend
-        .rejected
+    let rejected = *backend
+        .confirmed
+        .first()
         .expect("the best trial was confirmed first");
     let rows = read_csv(&staging.join("artifacts/tune/tune_log.csv"));
     let row = rows.iter().find(|r| r.trial == rejected).unwrap();
@@ -471,36 +485,6 @@ fn a_trial_that_fails_its_confirmation_leaves_the_elite_and_is_logged_incorrect(
             .is_some_and(|r| r.shape == "ragged" && r.seed == 2)));
 }
 
-/// [`Fake`] whose every confirmation passes, counted.
-struct Confirming {
-    fake: Fake,
-    confirmed: u32,
-}
-
-impl Objective for Confirming {
-    fn evaluate(
-        &mut self,
-        batch: &[Candidate],
-        done: &mut dyn FnMut(usize, Evaluation),
-    ) -> anyhow::Result<()> {
-        self.fake.evaluate(batch, done)
-    }
-}
-
-impl Backend for Confirming {
-    fn cubins(&mut self, elite: &[Candidate]) -> anyhow::Result<Vec<PathBuf>> {
-        self.fake.cubins(elite)
-    }
-
-    fn confirm(&mut self, trial: &Candidate) -> anyhow::Result<Vec<BenchResult>> {
-        self.confirmed += 1;
-        let mut r = BenchResult::blank("ragged", mission(), 2, (0, 0), RunStatus::Ok);
-        r.correctness_pass = Some(true);
-        r.error = Some(format!("confirmed trial {}", trial.trial));
-        Ok(vec![r])
-    }
-}
-
 /// A rerun in the same memo context confirms nothing again: each elite member's runs come
 /// from the memo, and the elite it writes is the same, byte for byte.
 #[test]
@@ -508,14 +492,7 @@ fn a_rerun_takes_the_elites_confirmations_from_the_memo() {
     let (_, o) = options();
     let dir = tempfile::tempdir().unwrap();
     let key = serde_json::json!({"test": "confirmations"});
-    let mut backend = Confirming {
-        fake: Fake {
-            dir: dir.path().to_path_buf(),
-            evaluated: 0,
-            all_fail: false,
-        },
-        confirmed: 0,
-    };
+    let mut backend = Confirming::new(dir.path(), false);
     let mut topk = Vec::new();
     let mut logs = Vec::new();
     for run_no in 0..2 {
@@ -527,7 +504,8 @@ fn a_rerun_takes_the_elites_confirmations_from_the_memo() {
         logs.push(log);
     }
     assert_eq!(
-        backend.confirmed, 3,
+        backend.confirmed.len(),
+        3,
         "the first run confirms the elite of 3, the rerun none"
     );
     assert_eq!(topk[0], topk[1]);
