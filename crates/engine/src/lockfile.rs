@@ -54,6 +54,17 @@ pub struct LockEntry {
     pub outputs: BTreeMap<String, String>,
 }
 
+impl LockEntry {
+    /// `measured on <machine>`, or `skipped on <machine>` for a recorded skip: where the
+    /// results this entry records came from.
+    pub fn origin_on(&self, machine: &str) -> String {
+        match self.skipped {
+            Some(_) => format!("skipped on {machine}"),
+            None => format!("measured on {machine}"),
+        }
+    }
+}
+
 /// Where the stages recorded since the lock was last written wait (see the module doc).
 const JOURNAL: &str = ".repro/state/lock.journal";
 

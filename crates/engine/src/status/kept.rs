@@ -39,9 +39,9 @@ pub fn kept_from(project: &Project, i: usize) -> String {
     let machine = entry
         .and_then(|e| e.inputs.hardware.clone())
         .unwrap_or_else(|| "another machine".into());
-    let what = match entry.and_then(|e| e.skipped.as_ref()) {
-        Some(_) => "skipped",
-        None => "measured",
+    let origin = match entry {
+        Some(e) => e.origin_on(&machine),
+        None => format!("measured on {machine}"),
     };
     let manifest: Option<serde_yaml::Value> =
         committed_manifest(&project.root).and_then(|t| serde_yaml::from_str(&t).ok());
@@ -55,7 +55,7 @@ pub fn kept_from(project: &Project, i: usize) -> String {
             .as_str()
             .map(|c| c.get(..10).unwrap_or(c).to_string())
     });
-    let mut text = format!("kept: {what} on {machine}");
+    let mut text = format!("kept: {origin}");
     if let Some(d) = when {
         text.push_str(&format!(" on {d}"));
     }

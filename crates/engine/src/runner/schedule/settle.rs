@@ -224,9 +224,5 @@ fn kept_results(lock: &LockFile, stage: &str, here: Option<&str>) -> Option<Opti
 /// recorded results came from, as its lock entry names the machine.
 fn origin(lock: &LockFile, stage: &str) -> Option<String> {
     let entry = lock.stages.get(stage)?;
-    let machine = entry.inputs.hardware.as_deref()?;
-    Some(match entry.skipped {
-        Some(_) => format!("skipped on {machine}"),
-        None => format!("measured on {machine}"),
-    })
+    Some(entry.origin_on(entry.inputs.hardware.as_deref()?))
 }
