@@ -253,9 +253,9 @@ mod tests {
     use super::earlier_profiles;
     use std::path::Path;
 
-    /// The committed elite and profiles, moved to another tune's folder and names.
+    /// The report fixture's elite and profiles, moved to another tune's folder and names.
     fn project_as(dir: &str, prefix: &str) -> tempfile::TempDir {
-        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/report/green");
         let tmp = tempfile::tempdir().unwrap();
         let read = |p: &str| std::fs::read_to_string(repo.join(p)).unwrap();
         std::fs::create_dir_all(tmp.path().join(dir)).unwrap();
