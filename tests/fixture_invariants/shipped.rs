@@ -148,26 +148,13 @@ fn the_shipped_baselines_run_in_one_process_and_no_probe_imports_torch() {
 /// give the defines a build leaves unset.
 fn error_rules(source: &str) -> (Vec<String>, BTreeMap<String, i64>) {
     let lines: Vec<&str> = source.lines().map(str::trim).collect();
-    let mut rules = Vec::new();
-    let mut defaults = BTreeMap::new();
-    for pair in lines.windows(2) {
-        if let (Some(cond), true) = (pair[0].strip_prefix("#if "), pair[1].starts_with("#error")) {
-            rules.push(cond.to_string());
-        }
-        let (Some(name), Some(define)) = (
-            pair[0].strip_prefix("#ifndef "),
-            pair[1].strip_prefix("#define "),
-        ) else {
-            continue;
-        };
-        if let Some(value) = define
-            .strip_prefix(name)
-            .and_then(|v| v.trim().parse().ok())
-        {
-            defaults.insert(name.to_string(), value);
-        }
-    }
-    (rules, defaults)
+    let rules = lines
+        .windows(2)
+        .filter(|pair| pair[1].starts_with("#error"))
+        .filter_map(|pair| pair[0].strip_prefix("#if "))
+        .map(str::to_string)
+        .collect();
+    (rules, repro::tune::start::source_defaults(source))
 }
 
 /// Every configuration the shipped tune of `kernels/sdpa_fp8_ws.cu` may try — each valid
