@@ -479,13 +479,22 @@ fn profile_stage_skips_and_fails_honestly() {
     ));
     project.script("b.sh", "#!/bin/sh\n");
     let calls_file = project.root().join("ncu-calls.txt");
+    // b.sh's process starts beside the kernel targets' (whose stand-in waits for it, up to
+    // 5 s), says it waits at the gate, and waits there until theirs has ended.
+    let (started, done) = (project.root().join("started"), project.root().join("done"));
     let ncu = project.fake_ncu(&format!(
         "case \"$*\" in *--version*) echo 'Version 2025.3.1.0'; exit 0;; \
          *gone.sh*) echo \"$*\" >> '{calls}'; echo 'repro-profile: skipped: PyTorch is not installed'; exit 0;; \
-         *b.sh*) echo \"$*\" >> '{calls}'; cat '{}'; exit 0;; esac\n{}",
+         *b.sh*) touch '{started}' \"$REPRO_PROFILE_GATE.honoured\"; while [ -n \"$REPRO_PROFILE_GATE\" ] && [ ! -f \"$REPRO_PROFILE_GATE\" ]; do sleep 0.01; done; \
+         [ -f '{done}' ] && echo 'gate opened after the kernel targets' >> '{calls}'; \
+         echo \"$*\" >> '{calls}'; cat '{}'; exit 0;; esac\n\
+         for i in $(seq 500); do [ -f '{started}' ] && break; sleep 0.01; done\n\
+         [ -f '{started}' ] && echo 'kernel targets beside a waiting script' >> '{calls}'\n{}\ntouch '{done}'",
         fixture("baseline_calls_launches.csv").display(),
         kernel_ncu(&calls_file, &project.root().join("ncu-requests.txt"), false),
         calls = calls_file.display(),
+        started = started.display(),
+        done = done.display(),
     ));
     std::env::set_var("NCU", &ncu);
     let repro = project.script("fake-repro", FAKE_REPRO);
@@ -510,6 +519,11 @@ fn profile_stage_skips_and_fails_honestly() {
     };
     let s = run();
     let call = calls();
+    assert!(
+        call.contains("kernel targets beside a waiting script")
+            && call.contains("gate opened after the kernel targets"),
+        "{call}"
+    );
     let b_calls: Vec<&str> = call.lines().filter(|l| l.contains("b.sh")).collect();
     assert_eq!(
         b_calls.len(),

@@ -45,8 +45,8 @@ sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 
 import torch_rmsnorm  # noqa: E402
 import torch_sdpa  # noqa: E402
-from baselines_common import (CallSkipped, import_torch, profile_calls, profile_skip,  # noqa: E402
-                              write_file)
+from baselines_common import (CallSkipped, honour_gate, import_torch, profile_calls,  # noqa: E402
+                              profile_skip, write_file)
 
 WORKLOADS = {m.WORKLOAD: m for m in (torch_sdpa, torch_rmsnorm)}
 OWNERS = {name: m for m in WORKLOADS.values() for name in m.BASELINES}
@@ -87,6 +87,7 @@ def measure(args):
 
 def profile(args):
     """Profiling mode: the calls `args.profile` lists, each by its baseline's workload."""
+    honour_gate()
     t, why = import_torch()
     if why:
         return profile_skip(why)

@@ -12,6 +12,8 @@
 //! a channel scales with that channel's spread: an outlier channel may err more in absolute
 //! terms.
 
+use rayon::prelude::*;
+
 /// Errors of an output against its reference, elementwise `|out - ref|`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accuracy {
@@ -48,47 +50,112 @@ impl Accuracy {
             head_len > 0 && out.len().is_multiple_of(head_len),
             "the output is not a whole number of groups of {rows}×{channels} elements"
         );
-        let (mut max, mut sum, mut bad, mut nan, mut inf) = (0f64, 0f64, 0u64, 0u64, 0u64);
-        let (mut diff2, mut ref2, mut finite) = (0f64, 0f64, 0u64);
-        let mut worst = 0f64;
+        let mut total = Tally::default();
         for (o_head, r_head) in out.chunks(head_len).zip(reference.chunks(head_len)) {
-            let spreads = Spreads::of(r_head, channels);
-            for (i, (&o, &r)) in o_head.iter().zip(r_head).enumerate() {
-                if o.is_nan() {
-                    nan += 1;
-                    bad += 1;
-                    continue;
-                }
-                if o.is_infinite() {
-                    inf += 1;
-                    bad += 1;
-                    continue;
-                }
-                let err = (o - r).abs();
-                max = larger(max, err);
-                worst = larger(worst, err / spreads.at(i % channels));
-                sum += err;
-                diff2 += err * err;
-                ref2 += r * r;
-                finite += 1;
-                if err > threshold {
-                    bad += 1;
-                }
-            }
+            let spreads = Spreads::of(r_head, channels).per_channel();
+            let pieces: Vec<Tally> = pieces(o_head.len())
+                .map(|range| {
+                    let mut t = Tally::default();
+                    let mut c = range.start % channels;
+                    for (&o, &r) in o_head[range.clone()].iter().zip(&r_head[range]) {
+                        t.add(o, r, spreads[c], threshold);
+                        c = if c + 1 == channels { 0 } else { c + 1 };
+                    }
+                    t
+                })
+                .collect();
+            pieces.into_iter().for_each(|t| total.merge(t));
         }
-        let n = out.len().max(1) as f64;
-        Accuracy {
-            max_abs_err: max,
-            mean_abs_err: if finite > 0 { sum / finite as f64 } else { 0.0 },
-            pct_bad: 100.0 * bad as f64 / n,
-            rel_l2_err: if ref2 > 0.0 {
-                (diff2 / ref2).sqrt()
+        total.accuracy(out.len())
+    }
+}
+
+/// Elements per piece of a pass run in parallel. Pieces are cut at fixed places and their
+/// sums added in order, so every figure is the same whatever the number of threads.
+const PIECE: usize = 1 << 15;
+
+/// `0..len` cut into [`PIECE`]-long ranges, one per parallel task, in order.
+fn pieces(len: usize) -> impl IndexedParallelIterator<Item = std::ops::Range<usize>> {
+    pieces_of(len, PIECE)
+}
+
+/// `0..len` cut into `piece`-long ranges, in order.
+fn pieces_of(
+    len: usize,
+    piece: usize,
+) -> impl IndexedParallelIterator<Item = std::ops::Range<usize>> {
+    (0..len.div_ceil(piece))
+        .into_par_iter()
+        .map(move |k| k * piece..((k + 1) * piece).min(len))
+}
+
+/// The running sums behind [`Accuracy`], of one piece or of everything so far.
+#[derive(Default)]
+struct Tally {
+    max: f64,
+    sum: f64,
+    diff2: f64,
+    ref2: f64,
+    worst: f64,
+    finite: u64,
+    bad: u64,
+    nan: u64,
+    inf: u64,
+}
+
+impl Tally {
+    fn add(&mut self, o: f64, r: f64, spread: f64, threshold: f64) {
+        if o.is_nan() || o.is_infinite() {
+            if o.is_nan() {
+                self.nan += 1;
             } else {
-                diff2.sqrt()
+                self.inf += 1;
+            }
+            self.bad += 1;
+            return;
+        }
+        let err = (o - r).abs();
+        self.max = larger(self.max, err);
+        self.worst = larger(self.worst, err / spread);
+        self.sum += err;
+        self.diff2 += err * err;
+        self.ref2 += r * r;
+        self.finite += 1;
+        if err > threshold {
+            self.bad += 1;
+        }
+    }
+
+    fn merge(&mut self, t: Tally) {
+        self.max = larger(self.max, t.max);
+        self.worst = larger(self.worst, t.worst);
+        self.sum += t.sum;
+        self.diff2 += t.diff2;
+        self.ref2 += t.ref2;
+        self.finite += t.finite;
+        self.bad += t.bad;
+        self.nan += t.nan;
+        self.inf += t.inf;
+    }
+
+    fn accuracy(self, len: usize) -> Accuracy {
+        let n = len.max(1) as f64;
+        Accuracy {
+            max_abs_err: self.max,
+            mean_abs_err: if self.finite > 0 {
+                self.sum / self.finite as f64
+            } else {
+                0.0
             },
-            max_err_over_ref_std: worst,
-            nan_count: nan,
-            inf_count: inf,
+            pct_bad: 100.0 * self.bad as f64 / n,
+            rel_l2_err: if self.ref2 > 0.0 {
+                (self.diff2 / self.ref2).sqrt()
+            } else {
+                self.diff2.sqrt()
+            },
+            max_err_over_ref_std: self.worst,
+            nan_count: self.nan,
+            inf_count: self.inf,
         }
     }
 }
@@ -114,16 +181,10 @@ struct Spreads {
 impl Spreads {
     fn of(head: &[f64], channels: usize) -> Spreads {
         // Two passes (mean, then deviations): exact enough when the mean dwarfs the spread.
-        let std = |values: &[f64]| {
-            let n = values.len() as f64;
-            let mean = values.iter().sum::<f64>() / n;
-            let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-            (
-                var.sqrt(),
-                (values.iter().map(|v| v * v).sum::<f64>() / n).sqrt(),
-            )
-        };
-        let (sd, rms) = std(head);
+        let n = head.len() as f64;
+        let mean = sum_of(head, |v| v) / n;
+        let sd = (sum_of(head, |v| (v - mean) * (v - mean)) / n).sqrt();
+        let rms = (sum_of(head, |v| v * v) / n).sqrt();
         let head_spread = if sd > 0.0 {
             sd
         } else if rms > 0.0 {
@@ -137,29 +198,63 @@ impl Spreads {
         }
     }
 
-    fn at(&self, channel: usize) -> f64 {
-        self.head.max(self.channel[channel])
+    /// The spread each channel's errors are judged against: the wider of its own and the
+    /// group's.
+    fn per_channel(self) -> Vec<f64> {
+        let head = self.head;
+        self.channel.into_iter().map(|c| head.max(c)).collect()
     }
 }
 
-/// Each column's population standard deviation over the rows of row-major `head`, in the
-/// same two passes and order as for the whole group, but walking the rows: a column at a
-/// time strides the whole group once per channel, a cache miss per element on a wide one
-/// (RMSNorm's 4,096 channels by 2,048 rows).
+/// The sum of `f` over `values`, piece by piece in parallel, the pieces added in order.
+fn sum_of(values: &[f64], f: impl Fn(f64) -> f64 + Sync) -> f64 {
+    let parts: Vec<f64> = pieces(values.len())
+        .map(|range| values[range].iter().map(|&v| f(v)).sum::<f64>())
+        .collect();
+    parts.into_iter().fold(0.0, |a, b| a + b)
+}
+
+/// Each column's population standard deviation over the rows of row-major `head`, in two
+/// passes (means, then deviations), walking the rows: a column at a time strides the whole
+/// group once per channel, a cache miss per element on a wide one (RMSNorm's 4,096 channels
+/// by 2,048 rows). Blocks of rows are summed in parallel and added in order.
 fn column_stds(head: &[f64], channels: usize) -> Vec<f64> {
-    let rows = (head.len() / channels) as f64;
-    let mut mean = vec![0f64; channels];
-    for row in head.chunks(channels) {
-        mean.iter_mut().zip(row).for_each(|(m, v)| *m += v);
-    }
-    mean.iter_mut().for_each(|m| *m /= rows);
-    let mut var = vec![0f64; channels];
-    for row in head.chunks(channels) {
-        for ((s, v), m) in var.iter_mut().zip(row).zip(&mean) {
+    let rows = head.len() / channels;
+    let mean: Vec<f64> = column_sums(head, channels, |acc, row| {
+        acc.iter_mut().zip(row).for_each(|(s, v)| *s += v)
+    })
+    .into_iter()
+    .map(|s| s / rows as f64)
+    .collect();
+    column_sums(head, channels, |acc, row| {
+        for ((s, v), m) in acc.iter_mut().zip(row).zip(&mean) {
             *s += (v - m) * (v - m);
         }
-    }
-    var.into_iter().map(|s| (s / rows).sqrt()).collect()
+    })
+    .into_iter()
+    .map(|s| (s / rows as f64).sqrt())
+    .collect()
+}
+
+/// Per column, the sums `add(sums, row)` accumulates over the rows of row-major `head`:
+/// blocks of rows in parallel, the blocks' sums added in order.
+fn column_sums(head: &[f64], channels: usize, add: impl Fn(&mut [f64], &[f64]) + Sync) -> Vec<f64> {
+    let block = (PIECE / channels).max(1) * channels;
+    let parts: Vec<Vec<f64>> = pieces_of(head.len(), block)
+        .map(|range| {
+            let mut sums = vec![0f64; channels];
+            head[range]
+                .chunks(channels)
+                .for_each(|row| add(&mut sums, row));
+            sums
+        })
+        .collect();
+    parts
+        .into_iter()
+        .fold(vec![0f64; channels], |mut total, part| {
+            total.iter_mut().zip(part).for_each(|(t, p)| *t += p);
+            total
+        })
 }
 
 #[cfg(test)]
@@ -182,6 +277,76 @@ mod tests {
         for (c, s) in stds.iter().enumerate() {
             assert_eq!(s.to_bits(), column_std(c).to_bits(), "channel {c}");
         }
+    }
+
+    /// Several groups, each of several pieces, with errors and a NaN.
+    fn large_case() -> (Vec<f64>, Vec<f64>) {
+        let n = 3 * 5 * PIECE / 2;
+        let reference: Vec<f64> = (0..n)
+            .map(|i| ((i * 7919) % 1000) as f64 / 37.0 - 9.0)
+            .collect();
+        let mut out: Vec<f64> = reference
+            .iter()
+            .enumerate()
+            .map(|(i, r)| r + ((i * 31) % 17) as f64 * 1e-4)
+            .collect();
+        out[PIECE + 3] = f64::NAN;
+        (out, reference)
+    }
+
+    #[test]
+    fn the_figures_are_the_same_on_any_number_of_threads() {
+        let (out, reference) = large_case();
+        let dims = (5 * PIECE / 2 / 64, 64);
+        let on = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| Accuracy::measure(&out, &reference, 1.5e-3, dims))
+        };
+        let one = on(1);
+        let bits = |a: &Accuracy| {
+            [
+                a.max_abs_err,
+                a.mean_abs_err,
+                a.pct_bad,
+                a.rel_l2_err,
+                a.max_err_over_ref_std,
+            ]
+            .map(f64::to_bits)
+        };
+        for threads in [2, 3, 8] {
+            let many = on(threads);
+            assert_eq!(bits(&one), bits(&many), "{threads} threads");
+            assert_eq!(
+                (one.nan_count, one.inf_count),
+                (many.nan_count, many.inf_count)
+            );
+        }
+    }
+
+    #[test]
+    fn pieces_add_up_to_the_whole() {
+        let (out, reference) = large_case();
+        let dims = (5 * PIECE / 2 / 64, 64);
+        let a = Accuracy::measure(&out, &reference, 1.5e-3, dims);
+        let finite: Vec<(f64, f64)> = out
+            .iter()
+            .zip(&reference)
+            .filter(|(o, _)| o.is_finite())
+            .map(|(o, r)| (*o, *r))
+            .collect();
+        let mean = finite.iter().map(|(o, r)| (o - r).abs()).sum::<f64>() / finite.len() as f64;
+        let bad = out
+            .iter()
+            .zip(&reference)
+            .filter(|(o, r)| !o.is_finite() || (*o - *r).abs() > 1.5e-3)
+            .count();
+        assert!((a.mean_abs_err - mean).abs() < 1e-15, "{a:?} vs {mean}");
+        assert_eq!(a.pct_bad, 100.0 * bad as f64 / out.len() as f64);
+        assert!((a.max_abs_err - 16e-4).abs() < 1e-12, "{a:?}");
+        assert_eq!(a.nan_count, 1);
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod ncu_call;
 pub use repro_ncu::options;
 mod reuse;
 mod run;
+mod schedule;
 mod targets;
 #[cfg(test)]
 mod tests;
@@ -54,7 +55,6 @@ use repro_schema::NcuTarget;
 use repro_schema::RunStatus;
 use run::finish;
 use run::keep_report;
-use run::profile_scripts;
 use run::Reading;
 use std::path::Path;
 use std::path::PathBuf;
@@ -238,6 +238,9 @@ impl StageKind for Profile {
                         .collect()
                 }),
         );
+        // What is not kept is profiled: the kernel targets in one process, the calls of each
+        // baseline command in one ([`schedule`]).
+        let mut pending: Vec<schedule::Unit> = Vec::new();
         for unit in units {
             let mut fresh = Vec::new();
             for i in unit {
@@ -257,8 +260,8 @@ impl StageKind for Profile {
                     kept => fresh.push((i, kept)),
                 }
             }
-            let scripts = fresh.first().is_some_and(|(i, _)| is_script(&targets[*i]));
-            if scripts && fresh.iter().all(|(_, kept)| kept.is_some()) {
+            let script = fresh.first().is_some_and(|(i, _)| is_script(&targets[*i]));
+            if script && fresh.iter().all(|(_, kept)| kept.is_some()) {
                 for (i, kept) in fresh {
                     let (record, csv) = kept.expect("kept");
                     (ctx.progress)(&format!("ncu {}: reused its profile", targets[i].label));
@@ -266,30 +269,32 @@ impl StageKind for Profile {
                 }
                 continue;
             }
-            let unit: Vec<&Target> = fresh.iter().map(|(i, _)| &targets[*i]).collect();
-            if unit.is_empty() {
-                continue;
+            if !fresh.is_empty() {
+                let members = fresh.into_iter().map(|(i, _)| i).collect();
+                pending.push(schedule::Unit { members, script });
             }
-            let began = std::time::Instant::now();
-            let profiled = if scripts {
-                profile_scripts(ctx, &call, &unit, &reading)?
-            } else {
-                kernels::profile_kernels(ctx, &call, &unit, &reading)
+        }
+        let ran = schedule::profile_units(ctx, &call, &targets, &pending, &reading);
+        for (unit, ran) in pending.iter().zip(ran) {
+            let members: Vec<&Target> = unit.members.iter().map(|&i| &targets[i]).collect();
+            let waited = match ran.waited.as_secs_f64() {
+                w if w >= 0.05 => format!(" ({w:.1} s of it started beside the kernel targets)"),
+                _ => String::new(),
             };
             repro_base::fsio::append_line(
                 ctx.log,
                 &format!(
-                    "ncu: {} {} profiled in {:.1} s",
-                    unit.len(),
-                    if scripts {
+                    "ncu: {} {} profiled in {:.1} s{waited}",
+                    members.len(),
+                    if unit.script {
                         "baseline calls"
                     } else {
                         "kernel targets"
                     },
-                    began.elapsed().as_secs_f64()
+                    ran.took.as_secs_f64()
                 ),
             );
-            let profiled = match profiled {
+            let profiled = match ran.profiled? {
                 Ok(records) => records,
                 Err(line) => {
                     let reason = format!("ncu may not read the GPU performance counters: {line}");
@@ -299,12 +304,12 @@ impl StageKind for Profile {
             };
             let report =
                 (opts.keep_report && profiled.iter().any(|(r, _)| r.status.is_ok())).then(|| {
-                    match scripts {
-                        true => keep_report(ctx, &call, &unit, timeout),
-                        false => kernels::keep_report(ctx, &call, &unit),
+                    match unit.script {
+                        true => keep_report(ctx, &call, &members, timeout),
+                        false => kernels::keep_report(ctx, &call, &members),
                     }
                 });
-            for ((i, _), (mut record, csv)) in fresh.into_iter().zip(profiled) {
+            for (&i, (mut record, csv)) in unit.members.iter().zip(profiled) {
                 if record.status.is_ok() {
                     record.measured = keys[i].clone().map(|k| this_run.measured(k));
                     if let Some(Err(why)) = &report {

@@ -101,20 +101,49 @@ pub(super) fn profile_scripts(
     unit: &[&Target],
     reading: &Reading,
 ) -> anyhow::Result<Profiled> {
-    let job = profile_job(
+    let job = script_job(ctx, call, unit, None);
+    let outcome = ctx.executor.run(&job, ctx.cancel)?;
+    read_script_outcome(unit, &outcome, reading)
+}
+
+/// The ncu job of a script unit; with `gate`, the script waits for that file to exist
+/// before CUDA starts (`REPRO_PROFILE_GATE`, [`super::schedule`]), and its time limit
+/// covers the wait.
+pub(super) fn script_job(
+    ctx: &RunCtx,
+    call: &NcuCall,
+    unit: &[&Target],
+    gate: Option<(&Path, Duration)>,
+) -> Job {
+    let mut job = profile_job(
         ctx,
         call,
         unit,
         call.opts.timeout,
         &["--csv", "--page", "raw"],
     );
-    let outcome = ctx.executor.run(&job, ctx.cancel)?;
+    if let Some((gate, wait)) = gate {
+        job.env.insert(GATE_VAR.into(), gate.display().to_string());
+        job.timeout = job.timeout.map(|t| t + wait);
+    }
+    job
+}
+
+/// The variable naming the file a baseline script waits for before it starts CUDA.
+pub(super) const GATE_VAR: &str = "REPRO_PROFILE_GATE";
+
+/// A script unit's records from how its ncu job ended.
+pub(super) fn read_script_outcome(
+    unit: &[&Target],
+    outcome: &repro_executor::JobOutcome,
+    reading: &Reading,
+) -> anyhow::Result<Profiled> {
     if outcome.exit == ExitKind::Cancelled {
         let labels: Vec<&str> = unit.iter().map(|t| t.label.as_str()).collect();
         anyhow::bail!("interrupted while profiling {}", labels.join(", "));
     }
     let stdout = String::from_utf8_lossy(&outcome.stdout).into_owned();
-    Ok(read_unit(unit, &outcome, &stdout, reading))
+    Ok(read_unit(unit, outcome, &stdout, reading))
 }
 
 /// Turn one script unit's ncu run into its calls' records, each with the CSV to write.
