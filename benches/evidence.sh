@@ -5,7 +5,7 @@
 #     bash benches/evidence.sh OUTDIR [STEP...]
 #
 # TEST_BINS: the GPU-gated test binaries (cargo test --release --no-run --test gpu --test
-# gpu_timing --test gpu_results --test gpu_compare --test gpu_mma_kernel --test ncu_parse),
+# gpu_timing --test gpu_results --test gpu_compare --test gpu_mma_kernel --test integration),
 # run by the e2e step with REPRO_GPU_TESTS=1.
 # Steps (default: all, in this order; rough wall time on one H100 with the shipped variants):
 #   e2e       benches/gpu_e2e.sh: pipeline from nothing, reruns, fault drills, GPU tests, repro compare,

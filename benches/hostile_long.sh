@@ -11,23 +11,23 @@ secs=${1:-120}
 kills=${2:-20}
 mkdir -p benches/results
 log=benches/results/hostile_long_$(date -u +%Y-%m-%d).log
-cargo test --locked --no-run --test fuzz --test kill_random >/dev/null 2>&1
+cargo test --locked --no-run --test integration >/dev/null 2>&1
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "machine: $(uname -sm), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), debug build"
   echo "rustc: $(rustc --version)"
   echo "commit: $(git rev-parse --short HEAD)"
   echo
-  echo "\$ REPRO_FUZZ_CASES=1000000000 REPRO_FUZZ_SECONDS=$secs cargo test --locked --test fuzz -- --nocapture --test-threads 1"
+  echo "\$ REPRO_FUZZ_CASES=1000000000 REPRO_FUZZ_SECONDS=$secs cargo test --locked --test integration fuzz:: -- --nocapture --test-threads 1"
   start=$(date +%s)
   REPRO_FUZZ_CASES=1000000000 REPRO_FUZZ_SECONDS=$secs \
-    cargo test --locked --test fuzz -- --nocapture --test-threads 1 2>&1 |
+    cargo test --locked --test integration fuzz:: -- --nocapture --test-threads 1 2>&1 |
     grep -E '^(test |fuzz |HANG)|panicked|smallest|test result' | sed 's/^test .* \.\.\. fuzz/fuzz/'
   echo "wall: $(( $(date +%s) - start )) s"
   echo
-  echo "\$ REPRO_KILL_ITERATIONS=$kills cargo test --locked --test kill_random -- --nocapture"
+  echo "\$ REPRO_KILL_ITERATIONS=$kills cargo test --locked --test integration kill_random:: -- --nocapture"
   start=$(date +%s)
-  REPRO_KILL_ITERATIONS=$kills cargo test --locked --test kill_random -- --nocapture 2>&1 |
+  REPRO_KILL_ITERATIONS=$kills cargo test --locked --test integration kill_random:: -- --nocapture 2>&1 |
     grep -E '^(REPRO_KILL|test )|panicked|test result'
   echo "wall: $(( $(date +%s) - start )) s"
 } | tee "$log"

@@ -4,7 +4,7 @@
 
 use repro::executor::{CancelFlag, Executor, ExitKind, Job, JobOutcome};
 #[path = "../support/skip.rs"]
-mod skip;
+pub mod skip;
 #[allow(unused_imports)]
 pub use skip::{say_skipped, skipped, Need};
 

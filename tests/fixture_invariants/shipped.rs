@@ -161,7 +161,7 @@ fn error_rules(source: &str) -> (Vec<String>, BTreeMap<String, i64>) {
 /// point of its space over its base's defines and the file's defaults — passes the kernel's
 /// own `#error` rules, read from the source: no trial is spent on a compile error. (Its
 /// `static_assert`s and the ptxas gate are checked by compiling the space's corners,
-/// `tests/shipped_kernels.rs`.)
+/// `tests/integration/shipped_kernels.rs`.)
 #[test]
 fn every_configuration_of_the_shipped_ws_tune_passes_the_kernels_error_rules() {
     use repro::expr::Expr;

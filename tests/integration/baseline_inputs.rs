@@ -7,7 +7,7 @@
 //! equal an independent numpy decoding of the E4M3 codes times the scales, and the script's
 //! `accuracy()` (`baselines_common.py`) gives the numbers `workload::accuracy::Accuracy` gives.
 
-mod common;
+use crate::common;
 
 use repro::workload::accuracy::Accuracy;
 use repro::workload::exprs::Compiled;

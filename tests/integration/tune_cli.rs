@@ -3,8 +3,7 @@
 //! `repro tune STAGE` runs only the named tune stages, and a GPU-less machine skips the
 //! stage with the reason while still writing its (empty) outputs.
 
-#[path = "support/skip.rs"]
-mod skip;
+use crate::skip;
 
 use assert_cmd::Command;
 use predicates::prelude::*;

@@ -1,7 +1,7 @@
 //! The bench stage on a machine without a CUDA driver: skipped with the reason and the
 //! fix, and every variant's file says `skipped` (no crash, no silent success).
 
-mod common;
+use crate::common;
 
 use repro::engine::{Configs, Configured, StageKind, StageOutcome};
 use repro::pipeline::Pipeline;

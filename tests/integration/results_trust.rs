@@ -5,14 +5,9 @@
 //! the shipped kernels (needs nvcc). `repro verify`, and the action each problem it finds
 //! names: tests/verify_actions.rs.
 
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/shipped.rs"]
-mod shipped;
-#[path = "support/skip.rs"]
-mod skip;
-#[path = "support/table.rs"]
-mod table;
+use crate::project;
+use crate::shipped;
+use crate::table;
 
 use assert_cmd::Command;
 use git2::{Repository, Signature};

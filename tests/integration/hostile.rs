@@ -3,8 +3,7 @@
 //! of the project, reserved outputs, special files and dangling links among the deps,
 //! huge timeouts, and usage errors.
 
-#[path = "support/project.rs"]
-mod project;
+use crate::project;
 use project::{assert_gone, send_signal, Project};
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,7 @@
 //! `kernels/baselines/torch_version.py`, the stage's `torch` tool, reads the version without
 //! running torch's `__init__.py`.
 
-mod common;
+use crate::common;
 
 use repro::schema::{BenchFile, RunStatus};
 use std::path::Path;

@@ -4,12 +4,11 @@
 //! versions. With `REPRO_TOOLCHAIN_INSTALL_TESTS=1` (needs PyPI), a pinned `repro run` on a
 //! machine without nvcc installs NVIDIA's wheels into a temporary cache and builds with them.
 
-mod common;
-#[path = "support/fake_python.rs"]
-mod fake_python;
+use crate::common;
+use crate::fake_python;
 
+use crate::common::{skipped, Need};
 use assert_cmd::Command;
-use common::{skipped, Need};
 use std::path::{Path, PathBuf};
 
 /// An nvcc stand-in in `dir` reporting `version`: it writes a cubin and a one-entry ptxas

@@ -7,10 +7,7 @@
 use assert_cmd::Command;
 use repro::schema::{BuildRecord, BuildStatus};
 
-#[path = "support/shipped.rs"]
-mod shipped;
-#[path = "support/skip.rs"]
-mod skip;
+use crate::shipped;
 use shipped::{build, copy_project, pinned_nvcc, pinned_toolchain};
 
 #[test]

@@ -1,6 +1,6 @@
 //! `repro exec` without a GPU: input dumps work, and a missing driver is a clear error.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use predicates::prelude::*;

@@ -1,8 +1,7 @@
 //! The engine's rules, each checked by running the real binary on `cmd` pipelines in a
 //! temporary project.
 
-#[path = "support/project.rs"]
-mod project;
+use crate::project;
 use project::{assert_gone, send_signal, Project};
 use std::collections::BTreeMap;
 use std::path::Path;

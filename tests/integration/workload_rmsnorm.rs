@@ -11,10 +11,7 @@ use repro::workload::exprs::Compiled;
 use repro::workload::limits::Limits;
 use std::path::Path;
 
-#[path = "support/shipped.rs"]
-mod shipped;
-#[path = "support/skip.rs"]
-mod skip;
+use crate::shipped;
 
 fn shipped_pipeline() -> Pipeline {
     repro::pipeline::load(&Path::new(shipped::SOURCE_ROOT).join("pipeline.yaml"))

@@ -1,8 +1,7 @@
 //! The ncu CSV parser and metric mapping on real Nsight Compute 2025.3.1 output captured on
 //! an H100 (tests/fixtures/ncu/README.md says how each file was made), and on damaged copies.
 
-#[path = "support/skip.rs"]
-mod skip;
+use crate::skip;
 
 use repro::ncu::metrics::{self, Arch, Field};
 use repro::ncu::parse::{self, Page, ParseError};

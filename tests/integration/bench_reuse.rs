@@ -4,9 +4,7 @@
 //! `repro exec --query-devices` job, and a stand-in `repro` answers that and the worker's
 //! requests, noting each request.
 
-mod common;
-#[path = "support/lock.rs"]
-mod lock;
+use crate::lock;
 
 use lock::lock_outputs;
 use repro::engine::{Configs, Overrides, RunCtx, StageKind, StageOutcome};

@@ -4,14 +4,10 @@
 //! `status`, `diff`, `verify`, the report, the manifest and `repro commit` — must say the
 //! edited kernel's results were not measured, and none may read SAME or "passed".
 
-#[path = "support/git.rs"]
-mod git;
-#[path = "support/shipped.rs"]
-mod shipped;
-#[path = "support/skip.rs"]
-mod skip;
-#[path = "support/table.rs"]
-mod table;
+use crate::git;
+use crate::shipped;
+use crate::skip;
+use crate::table;
 
 use git::git;
 use std::path::Path;

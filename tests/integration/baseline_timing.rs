@@ -9,7 +9,7 @@
 //! host time), including a GPU that runs its sleep faster than the calibration said. With
 //! `REPRO_GPU_TESTS=1` and PyTorch the same check runs on the real GPU.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

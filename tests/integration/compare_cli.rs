@@ -3,7 +3,7 @@
 //! without a driver gets the driver's message. The measurement itself is checked on a GPU
 //! by tests/gpu_compare.rs.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use predicates::prelude::*;

@@ -7,8 +7,7 @@
 //! two run at once (`-j 2`). `REPRO_KILL_ITERATIONS` (default 6) kills, `REPRO_KILL_SEED`
 //! fixes the moments (printed on every run).
 
-#[path = "support/project.rs"]
-mod project;
+use crate::project;
 use project::{send_signal, Project};
 use rand::{Rng, SeedableRng};
 use sha2::{Digest, Sha256};
