@@ -434,9 +434,18 @@ pub struct ExecArgs {
     /// into DIR, with an `index.json`, and exit. Needs no GPU.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["cubin", "no_timing", "attributes"])]
     pub dump_inputs: Option<PathBuf>,
-    /// Print the driver's attributes of --cubin's --entry as JSON (registers, smem, ...).
-    #[arg(long, requires = "cubin")]
-    pub attributes: bool,
+    /// Print the driver's attributes of kernel ENTRY in CUBIN as one JSON line (registers,
+    /// static smem, local bytes, ...). Repeat it for more kernels: all are read in one CUDA
+    /// context, a line each in order; a kernel that does not load prints its `error` and the
+    /// exit status is 1.
+    #[arg(
+        long,
+        num_args = 2,
+        value_names = ["CUBIN", "ENTRY"],
+        action = clap::ArgAction::Append,
+        conflicts_with_all = ["variant", "cubin", "entry"]
+    )]
+    pub attributes: Vec<String>,
     /// Print the GPUs this process sees as a JSON list (`GpuInfo`) and exit: how stages
     /// discover the GPUs of a cluster node through the executor.
     #[arg(long, conflicts_with_all = ["variant", "cubin", "dump_inputs", "attributes"])]

@@ -10,6 +10,7 @@ use repro_gpu::{compare, compare::CompareRequest};
 use repro_gpu::{exec, exec::DumpRequest, exec::ExecSettings};
 use repro_gpu::{worker::serve::serve, worker::serve::Served};
 use repro_schema::BenchResult;
+use std::path::PathBuf;
 
 /// The shape argument as `ExecRequest::shape` holds it: a name, or the dimensions.
 fn shape_text(name: Option<&String>, dims: Option<&String>) -> Option<String> {
@@ -64,13 +65,8 @@ pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
         display::out_line(&serde_json::to_string(&repro_gpu::probe()?)?)?;
         return Ok(exit::OK);
     }
-    if args.attributes {
-        let (Some(cubin), Some(entry)) = (&args.cubin, &args.entry) else {
-            bail!("--attributes needs --cubin PATH --entry NAME");
-        };
-        let attrs = exec::attributes(cubin, entry, args.device)?;
-        display::out_line(&serde_json::to_string(&attrs)?)?;
-        return Ok(exit::OK);
+    if !args.attributes.is_empty() {
+        return print_attributes(&args.attributes, args.device);
     }
     if let Some(dir) = &args.dump_inputs {
         let shape = shape_text(args.shape.as_ref(), args.dims.as_ref());
@@ -109,6 +105,27 @@ pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
         display::err("error: the correctness check failed: `correctness_pass` is not true in the record above");
     }
     Ok(code)
+}
+
+/// `--attributes CUBIN ENTRY ...`: a JSON line per kernel, in order; exit 1 when any did not
+/// load (its line says why).
+fn print_attributes(pairs: &[String], device: u32) -> anyhow::Result<i32> {
+    let kernels: Vec<(PathBuf, String)> = pairs
+        .chunks_exact(2)
+        .map(|pair| (PathBuf::from(&pair[0]), pair[1].clone()))
+        .collect();
+    let mut all_read = true;
+    for ((_, entry), read) in kernels.iter().zip(exec::attributes(&kernels, device)?) {
+        let line = match read {
+            Ok(attrs) => serde_json::to_string(&attrs)?,
+            Err(error) => {
+                all_read = false;
+                serde_json::json!({ "entry": entry, "error": error }).to_string()
+            }
+        };
+        display::out_line(&line)?;
+    }
+    Ok(if all_read { exit::OK } else { exit::FAILED })
 }
 
 /// One run's exit code: 0 only when its correctness check passed, so a script (or the lead's

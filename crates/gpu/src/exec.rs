@@ -51,12 +51,19 @@ pub struct ExecSettings {
     pub reference: Option<PathBuf>,
 }
 
-/// `repro exec --attributes`: a function's driver attributes (needs no pipeline; the bench
-/// stage asks for any cubin).
-pub fn attributes(cubin: &Path, entry: &str, device: u32) -> anyhow::Result<harness::Attributes> {
+/// `repro exec --attributes`: the driver attributes of each `(cubin, entry)`, read in one
+/// CUDA context (needs no pipeline; the bench stage asks for any cubin). A kernel that does
+/// not load is its own error; the others are still read.
+pub fn attributes(
+    kernels: &[(PathBuf, String)],
+    device: u32,
+) -> anyhow::Result<Vec<Result<harness::Attributes, String>>> {
     super::driver_library_loads()?;
     let _session = Session::open(device)?;
-    harness::attributes(cubin, entry)
+    Ok(kernels
+        .iter()
+        .map(|(cubin, entry)| harness::attributes(cubin, entry).map_err(|e| format!("{e:#}")))
+        .collect())
 }
 
 /// Runs requests in one process (one, or a worker's many), keeping a [`Warm`] session

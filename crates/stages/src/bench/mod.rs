@@ -45,7 +45,6 @@ use options::Options;
 use records::append_to_log;
 use records::read_baseline;
 use records::write;
-use repro_gpu::discover::StageJobs;
 use repro_pipeline::defines_as_written;
 use repro_pipeline::kind::Config;
 use repro_pipeline::kind::Configured;
@@ -431,64 +430,63 @@ fn read_baselines(
     Ok(out)
 }
 
-/// Driver checks run at once: each is a process that opens a CUDA context, most of its
-/// time; they run before anything is timed.
-const DRIVER_CHECKS_AT_ONCE: usize = 4;
-
 /// The driver's figures for each built variant's entry on GPU `gpu`, checked against its
-/// build record's ptxas figures for `arch`; a check that cannot run says why.
+/// build record's ptxas figures for `arch`, all in one child process; a check that cannot
+/// run says why.
 fn driver_checks(
     ctx: &RunCtx,
     gpu: u32,
     arch: &str,
     built: &[&String],
 ) -> BTreeMap<String, DriverCheck> {
-    let share = built.len().div_ceil(DRIVER_CHECKS_AT_ONCE).max(1);
-    let jobs = gpu_nodes::stage_jobs(ctx);
-    let jobs = &jobs;
-    std::thread::scope(|s| {
-        let threads: Vec<_> = built
-            .chunks(share)
-            .map(|names| s.spawn(move || driver_checks_in_turn(jobs, gpu, arch, names)))
-            .collect();
-        threads
-            .into_iter()
-            .flat_map(|t| t.join().expect("a driver check thread panicked"))
-            .collect()
-    })
-}
-
-/// [`driver_checks`] of `built`, one after the other.
-fn driver_checks_in_turn(
-    ctx: &StageJobs,
-    gpu: u32,
-    arch: &str,
-    built: &[&String],
-) -> Vec<(String, DriverCheck)> {
-    built
+    let records: Vec<(&String, Option<BuildRecord>)> = built
         .iter()
         .map(|&name| {
             let record = std::fs::read(ctx.root.join(record_path(name)))
                 .ok()
                 .and_then(|b| serde_json::from_slice::<BuildRecord>(&b).ok());
-            let check = match record.as_ref().and_then(|r| r.entry_on(arch)) {
-                None => driver::skipped(&format!(
-                    "artifacts/build/{name}.json has no {arch} entry to compare with"
-                )),
-                Some(entry) => driver::cross_check(
-                    ctx.executor,
-                    ctx.cancel,
-                    ctx.repro_exe,
-                    ctx.root,
-                    gpu,
-                    &ctx.root.join(cubin_path(name, arch)),
-                    entry,
-                )
-                .unwrap_or_else(|e| {
-                    driver::skipped(&format!("could not read the driver's attributes: {e:#}"))
-                }),
-            };
-            (name.clone(), check)
+            (name, record)
         })
-        .collect()
+        .collect();
+    let mut checks = BTreeMap::new();
+    let mut names = Vec::new();
+    let mut kernels = Vec::new();
+    for (name, record) in &records {
+        match record.as_ref().and_then(|r| r.entry_on(arch)) {
+            None => {
+                checks.insert(
+                    (*name).clone(),
+                    driver::skipped(&format!(
+                        "artifacts/build/{name}.json has no {arch} entry to compare with"
+                    )),
+                );
+            }
+            Some(res) => {
+                names.push((*name).clone());
+                kernels.push(driver::Kernel {
+                    cubin: ctx.root.join(cubin_path(name, arch)),
+                    res,
+                });
+            }
+        }
+    }
+    if kernels.is_empty() {
+        return checks;
+    }
+    let read = driver::cross_check(
+        ctx.executor,
+        ctx.cancel,
+        ctx.repro_exe,
+        ctx.root,
+        gpu,
+        &kernels,
+    );
+    match read {
+        Ok(read) => checks.extend(names.into_iter().zip(read)),
+        Err(e) => {
+            let why = format!("could not read the driver's attributes: {e:#}");
+            checks.extend(names.into_iter().map(|n| (n, driver::skipped(&why))));
+        }
+    }
+    checks
 }
