@@ -1,6 +1,7 @@
-//! The last test target of `cargo test` (targets run in name order; the library has no
-//! doctests to run after it): one line that counts the tests skipped in this run, by what
-//! they lacked, and names what runs them. Reads and clears the log `tests/support/skip.rs`
+//! The last test target of the `repro` package under `cargo test` (its targets run in name
+//! order, and the library has no doctests to run after it; the workspace's library crates'
+//! unit tests come next): one line that counts the tests skipped in this run, by what they
+//! lacked, and names what runs them. Reads and clears the log `tests/support/skip.rs`
 //! appends to.
 
 #[path = "support/skip.rs"]
