@@ -80,6 +80,16 @@ class CallSkipped(Exception):
     """A profiling call this script cannot run; the message says why."""
 
 
+class SameCall(Exception):
+    """A profiling call that would run exactly what `baseline`'s call on the same shape runs
+    (the same kernels on the same inputs), which the profile stage also asked for: not run
+    again, the stage records that call's profile for it too."""
+
+    def __init__(self, baseline, why):
+        super().__init__(why)
+        self.baseline, self.why = baseline, why
+
+
 def profile_skip(reason):
     print(PROFILE_SKIPPED + reason, flush=True)
     return 0
@@ -93,7 +103,8 @@ def profile_calls(torch, calls, prepare, warmup):
     """The profile stage's calls (BASELINE, SHAPE, RANGE), in order: `prepare(baseline,
     shape)` gives the call (or raises CallSkipped); one trial call, warm-up calls, then exactly
     one call inside its own NVTX range RANGE, which ncu profiles (every kernel it launches,
-    nothing else). A call that cannot run says why and the others still run."""
+    nothing else). A call that cannot run says why and the others still run; a call that
+    repeats another baseline's (SameCall) says which, and does not run."""
     for baseline, shape, nvtx_range in calls:
         try:
             call = prepare(baseline, shape)
@@ -103,6 +114,9 @@ def profile_calls(torch, calls, prepare, warmup):
                 raise CallSkipped(f"{baseline}: {first_line(err)}") from err
         except CallSkipped as why:
             print(f"repro-profile: call {nvtx_range} skipped: {why}", flush=True)
+            continue
+        except SameCall as same:
+            print(f"repro-profile: call {nvtx_range} same as {same.baseline}: {same.why}", flush=True)
             continue
         for _ in range(warmup):
             call()

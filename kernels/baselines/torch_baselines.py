@@ -34,7 +34,9 @@ warm-up calls, then exactly one call inside the NVTX push/pop range RANGE; it wr
 One process thus serves every baseline the profile stage lists on this command. When it can
 run no call it prints `repro-profile: skipped: <reason>` and exits 0; a call it cannot run
 (an unknown baseline, no kernel of the backend for the shape, a workload this torch cannot
-run) prints `repro-profile: call RANGE skipped: <reason>` and the others still run.
+run) prints `repro-profile: call RANGE skipped: <reason>` and the others still run; a call
+that would repeat another baseline's on the same shape, which the stage also asked for,
+prints `repro-profile: call RANGE same as BASELINE: <reason>` and does not run.
 """
 
 import argparse

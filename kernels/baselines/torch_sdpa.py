@@ -3,7 +3,7 @@
 For every shape, input recipe and seed of the workload, the inputs come from
 `repro exec --dump-inputs DIR --workload sdpa_fp8`: this never draws inputs itself, it reads
 the cases repro wrote (each a folder in the layout of crates/pipeline/src/workload/case.rs, so
-they are byte-identical to what the kernels see; tests/baseline_inputs.rs checks the chain).
+they are byte-identical to what the kernels see; tests/integration/baseline_inputs.rs checks the chain).
 PyTorch runs on fp16 copies of the same *dequantized* K and V:
 
   torch-sdpa-default  F.scaled_dot_product_attention with PyTorch's own backend choice
@@ -18,14 +18,17 @@ and each file the workload it ran.
 
 Profiling: `torch-sdpa-best` runs the backend the baselines stage chose (`defines.backend` of
 OUT/torch-sdpa-best.json), `torch-sdpa-default` PyTorch's own choice, on the shape's timed
-case (first recipe, seed 0).
+case (first recipe, seed 0). When PyTorch's own choice on a shape is the backend
+`torch-sdpa-best` runs and the stage asked for both, the default's call is the same kernel on
+the same inputs: it is not run again (`same as torch-sdpa-best`), and the stage records the
+best's profile for it, saying so.
 """
 
 import json
 import os
 import sys
 
-from baselines_common import (CallSkipped, ShapeInputs, accuracy, first_line, load_cases,
+from baselines_common import (CallSkipped, SameCall, ShapeInputs, accuracy, first_line, load_cases,
                               output_gates, rounded, summarize, time_fn, write_file)
 
 WORKLOAD = "sdpa_fp8"
@@ -86,6 +89,15 @@ def load_case(np, folder, e):
     return case["dims"], (q, k, v), args["softmax_scale"]["value"]
 
 
+def default_choice(t, q, k, v, scale):
+    """The backend (its SDPBackend value) F.scaled_dot_product_attention picks for these
+    inputs with PyTorch's own choice, or None when this torch cannot say."""
+    try:
+        return int(t.torch._fused_sdp_choice(q, k, v, scale=scale))
+    except Exception:  # a private function: absent or changed in another torch
+        return None
+
+
 def chosen_backend(out_dir):
     """The backend the baselines stage chose for torch-sdpa-best, or (None, why)."""
     path = os.path.join(out_dir, "torch-sdpa-best.json")
@@ -109,6 +121,7 @@ def profiler(t, args):
         return tuple(t.torch.from_numpy(a.copy()).cuda().half() for a in (q, k, v)), scale
 
     inputs = ShapeInputs(args.pipeline, WORKLOAD, load)
+    asked = {(baseline, shape) for baseline, shape, _ in args.profile}
 
     def prepare(baseline, shape):
         backend = None
@@ -118,6 +131,11 @@ def profiler(t, args):
                 raise CallSkipped(why)
             backend = backends[label]
         (q, k, v), scale = inputs(shape)
+        if baseline == "torch-sdpa-default" and ("torch-sdpa-best", shape) in asked:
+            label, why = chosen_backend(args.out)
+            if not why and default_choice(t, q, k, v, scale) == backends[label].value:
+                raise SameCall("torch-sdpa-best", f"PyTorch's own choice on {shape} is the "
+                               f"backend torch-sdpa-best runs ({label})")
         return sdpa_call(t, q, k, v, scale, backend)
 
     return prepare

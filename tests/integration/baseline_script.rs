@@ -156,7 +156,7 @@ const STAND_INS: &str = r#"
 import json, sys, types
 sys.dont_write_bytecode = True
 import torch_baselines, torch_rmsnorm, torch_sdpa
-from baselines_common import Torch
+from baselines_common import SameCall, Torch
 
 log = []
 def nvtx(kind):
@@ -178,6 +178,9 @@ def stand_in(module, unavailable=None, fails=False):
         log.append(["profiler", name])
         def prepare(baseline, shape):
             assert baseline in module.BASELINES, baseline
+            for b, s, other in scenario.get("same", []):
+                if (b, s) == (baseline, shape):
+                    raise SameCall(other, f"{b} runs {other}'s kernel")
             return lambda: log.append(["call", name, baseline, shape])
         return prepare
     def run(t, args):
@@ -276,6 +279,44 @@ fn one_process_serves_every_baseline_call_each_by_its_workload() {
     assert!(
         stdout[0].starts_with("repro-profile: call r.naive.mission skipped: `torch-naive` is not a baseline of this script (torch-sdpa-default, torch-sdpa-best, torch-rmsnorm)"),
         "{stdout:?}"
+    );
+}
+
+#[test]
+fn a_call_that_repeats_another_is_named_and_not_run() {
+    if !has_python() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--warmup",
+        "1",
+        "--profile",
+        "torch-sdpa-best",
+        "mission",
+        "r.best.mission",
+        "--profile",
+        "torch-sdpa-default",
+        "mission",
+        "r.default.mission",
+    ];
+    let scenario = r#"{"same": [["torch-sdpa-default", "mission", "torch-sdpa-best"]]}"#;
+    let seen = with_stand_ins(dir.path(), scenario, &args);
+    assert_eq!(seen["code"], 0, "{seen}");
+    let log: Vec<Vec<String>> = seen["log"].as_array().unwrap().iter().map(words).collect();
+    assert!(
+        !log.iter()
+            .any(|l| l.contains(&"torch-sdpa-default".to_string())
+                || l.contains(&"r.default.mission".to_string())),
+        "the repeated call ran: {log:?}"
+    );
+    assert!(
+        log.contains(&vec!["push".to_string(), "r.best.mission".to_string()]),
+        "{log:?}"
+    );
+    assert_eq!(
+        words(&seen["stdout"]),
+        ["repro-profile: call r.default.mission same as torch-sdpa-best: torch-sdpa-default runs torch-sdpa-best's kernel"]
     );
 }
 

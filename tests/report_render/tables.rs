@@ -126,6 +126,41 @@ fn every_baseline_row_gives_both_ratios_or_says_why_not() {
     );
 }
 
+/// A baseline call the script did not run again (it repeats another's): its row names whose
+/// profile it is.
+#[test]
+fn a_baseline_call_profiled_as_another_says_so_in_its_row() {
+    let to = "targets: [control, topk], baselines: {torch_sdpa: {run: [python3, b.py], workload: sdpa_fp8, shapes: [mission]}}}";
+    let md = green_report_with("targets: [control, topk]}", to, |artifacts| {
+        let ncu = artifacts.ncu.as_mut().unwrap();
+        ncu.targets.push(ncu_record(
+            "stage5-ws-p1",
+            "stage5-ws-p1",
+            None,
+            &[("sdpa_fp8_fwd", 36.0)],
+        ));
+        ncu.targets.push(repro::schema::NcuTarget {
+            reason: Some(
+                "profiled once as torch_naive@mission, the same kernel on the same inputs: \
+                 PyTorch's own choice on mission is the backend torch_naive runs"
+                    .into(),
+            ),
+            ..ncu_record(
+                "torch_sdpa@mission",
+                "torch_sdpa",
+                Some("mission"),
+                &[("k", 28.0)],
+            )
+        });
+    });
+    assert!(
+        md.contains(
+            "`k` 28.00 µs (profiled once as torch_naive@mission, the same kernel on the same inputs) |"
+        ),
+        "{md}"
+    );
+}
+
 /// A record whose error figure is NaN (the worker writes it as `"NaN"`) is shown failed,
 /// as the run judged it: its figure as NaN, not n/a, and the reason the one rule gives.
 #[test]

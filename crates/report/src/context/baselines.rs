@@ -73,7 +73,14 @@ impl Builder<'_> {
             self.ncu_record(&format!("{best}@{shape}"))
         };
         let kernels = match &theirs {
-            Some(Ok(t)) if !t.kernels.is_empty() => kernel_list(&t.kernels),
+            Some(Ok(t)) if !t.kernels.is_empty() => match &t.reason {
+                // A call the script did not run again: say whose profile it is.
+                Some(note) => {
+                    let said = note.split(':').next().unwrap_or(note);
+                    format!("{} ({said})", kernel_list(&t.kernels))
+                }
+                None => kernel_list(&t.kernels),
+            },
             _ => NA.into(),
         };
         let ncu_ratio = match (&theirs, &ours) {

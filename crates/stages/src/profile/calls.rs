@@ -45,6 +45,11 @@ const SKIP_MARKER: &str = "repro-profile: skipped: ";
 /// `repro-profile: call <range> skipped: <reason>`.
 const CALL_MARKER: &str = "repro-profile: call ";
 
+/// What follows the call's range in the line a script prints for a call that would run
+/// exactly what another baseline's call on the same shape runs, and so is not run again:
+/// `repro-profile: call <range> same as <baseline>: <why>`.
+const SAME_AS: &str = " same as ";
+
 /// The reason a baseline script gave for running none of its calls, if it gave one.
 pub(super) fn script_skipped(output: &str) -> Option<String> {
     output
@@ -62,47 +67,138 @@ pub(super) fn call_skipped(output: &str, range: &str) -> Option<String> {
     })
 }
 
+/// The baseline whose call on the same shape the script said call `range` would repeat,
+/// and why.
+pub(super) fn call_same_as(output: &str, range: &str) -> Option<(String, String)> {
+    output.lines().find_map(|l| {
+        let rest = l.trim().strip_prefix(CALL_MARKER)?;
+        let (named, said) = rest.split_once(SAME_AS)?;
+        let (baseline, why) = said.split_once(": ")?;
+        (named == range).then(|| (baseline.trim().to_string(), why.trim().to_string()))
+    })
+}
+
 /// Each call's record and CSV from the output of its script's process, which ended well:
-/// `everything` is its stdout and the job's tail (the script's stderr).
+/// `everything` is its stdout and the job's tail (the script's stderr). A call the script
+/// did not run because it repeats another's ([`call_same_as`]) gets that call's record
+/// under its own name, saying so.
 pub(super) fn read_calls(
     unit: &[&Target],
     stdout: &str,
     everything: &str,
     reading: &Reading,
 ) -> Vec<(NcuTarget, String)> {
-    let whole = |t: &Target, status: RunStatus, reason: String| {
-        let record = status_target(&t.label, &t.variant, "", status, reason);
-        (record, stdout.to_string())
-    };
+    let own = read_own_calls(unit, stdout, everything, reading);
+    unit.iter()
+        .zip(&own)
+        .map(|(t, record)| match record {
+            Some(record) => record.clone(),
+            None => repeated_call(unit, &own, t, everything),
+        })
+        .collect()
+}
+
+/// The record of call `t`, which repeats another baseline's call on its shape: a copy of
+/// that call's record (and CSV) under `t`'s name, or a failure when that call has none.
+fn repeated_call(
+    unit: &[&Target],
+    own: &[Option<(NcuTarget, String)>],
+    t: &Target,
+    everything: &str,
+) -> (NcuTarget, String) {
+    let (other, why) = call_same_as(everything, &t.call_range()).expect("a repeated call");
+    let profiled = unit.iter().zip(own).find_map(|(u, r)| {
+        let (record, csv) = r.as_ref()?;
+        (u.variant == other && u.shape == t.shape && record.status == RunStatus::Ok)
+            .then_some((record, csv))
+    });
+    match profiled {
+        Some((record, csv)) => {
+            let mut copy = record.clone();
+            copy.reason = Some(format!(
+                "profiled once as {}, the same kernel on the same inputs: {why}",
+                record.target
+            ));
+            copy.target = t.label.clone();
+            copy.variant = t.variant.clone();
+            (copy, csv.clone())
+        }
+        None => {
+            let reason = format!(
+                "the script ran it as {other}'s call on {}, which has no profile here: {why}",
+                t.shape
+            );
+            (
+                status_target(&t.label, &t.variant, "", RunStatus::Failed, reason),
+                everything.to_string(),
+            )
+        }
+    }
+}
+
+/// [`read_calls`] of the calls the script ran (`None` for those that repeat another's).
+fn read_own_calls(
+    unit: &[&Target],
+    stdout: &str,
+    everything: &str,
+    reading: &Reading,
+) -> Vec<Option<(NcuTarget, String)>> {
     if let Some(reason) = script_skipped(everything) {
         return unit
             .iter()
-            .map(|t| whole(t, RunStatus::Skipped, reason.clone()))
+            .map(|t| Some(whole_output(t, stdout, RunStatus::Skipped, reason.clone())))
             .collect();
     }
     let export = parse::parse(stdout);
     unit.iter()
         .map(|t| {
-            if let Some(reason) = call_skipped(everything, &t.call_range()) {
-                return whole(t, RunStatus::Skipped, reason);
+            let range = t.call_range();
+            if call_same_as(everything, &range).is_some() {
+                return None;
             }
-            let export = match &export {
-                Ok(e) => e,
-                Err(e) => {
-                    return whole(t, RunStatus::Failed, format!("cannot read ncu's CSV: {e}"))
-                }
-            };
-            let launches = launches_of(unit, t, &export.launches);
-            if launches.is_empty() {
-                return whole(t, RunStatus::Failed, no_kernel(t, &export.launches));
-            }
-            let ids: BTreeSet<&str> = launches.iter().map(|l| l.id.as_str()).collect();
-            match baseline_call(t, &launches, reading.launches, reading.arch, reading.extra) {
-                Ok(record) => (record, csv_of(stdout, &ids)),
-                Err(why) => whole(t, RunStatus::Failed, why),
-            }
+            Some(match call_skipped(everything, &range) {
+                Some(reason) => whole_output(t, stdout, RunStatus::Skipped, reason),
+                None => read_one_call(unit, t, &export, stdout, reading),
+            })
         })
         .collect()
+}
+
+/// Call `t`'s record with `status` and `reason`, and the process's whole output as its CSV.
+fn whole_output(
+    t: &Target,
+    stdout: &str,
+    status: RunStatus,
+    reason: String,
+) -> (NcuTarget, String) {
+    let record = status_target(&t.label, &t.variant, "", status, reason);
+    (record, stdout.to_string())
+}
+
+/// The record and CSV of call `t`, which ran, from ncu's `export` of its process.
+fn read_one_call(
+    unit: &[&Target],
+    t: &Target,
+    export: &Result<parse::Export, parse::ParseError>,
+    stdout: &str,
+    reading: &Reading,
+) -> (NcuTarget, String) {
+    let export = match export {
+        Ok(e) => e,
+        Err(e) => {
+            let reason = format!("cannot read ncu's CSV: {e}");
+            return whole_output(t, stdout, RunStatus::Failed, reason);
+        }
+    };
+    let launches = launches_of(unit, t, &export.launches);
+    if launches.is_empty() {
+        return whole_output(t, stdout, RunStatus::Failed, no_kernel(t, &export.launches));
+    }
+    let ids: BTreeSet<&str> = launches.iter().map(|l| l.id.as_str()).collect();
+    match baseline_call(t, &launches, reading.launches, reading.arch, reading.extra) {
+        Ok(record) => (record, csv_of(stdout, &ids)),
+        Err(why) => whole_output(t, stdout, RunStatus::Failed, why),
+    }
 }
 
 /// The launches of `call`. Alone in its process, every profiled launch (ncu's include filter

@@ -261,3 +261,46 @@ fn a_baseline_scripts_files_are_those_its_command_names_and_their_modules() {
         "an edit to a module the entry imports must profile the baselines again"
     );
 }
+
+#[test]
+fn a_call_that_repeats_another_gets_that_calls_profile_under_its_own_name() {
+    let calls = sdpa_calls();
+    let unit: Vec<&Target> = calls.iter().collect();
+    // default@mission repeats best@mission; default@long repeats best@long, which the script
+    // could not run.
+    let text = fixture("baseline_calls.csv").replacen(
+        "==PROF== Disconnected",
+        "repro-profile: call repro-profile.torch-sdpa-default.mission same as torch-sdpa-best: \
+         PyTorch's own choice is cudnn\n\
+         repro-profile: call repro-profile.torch-sdpa-best.long skipped: no kernel\n\
+         repro-profile: call repro-profile.torch-sdpa-default.long same as torch-sdpa-best: \
+         PyTorch's own choice is cudnn\n==PROF== Disconnected",
+        1,
+    );
+    let records = calls::read_calls(&unit, &text, &text, &reading(1));
+    let (best, best_csv) = &records[0];
+    let (repeat, repeat_csv) = &records[1];
+    assert_eq!(
+        (repeat.target.as_str(), repeat.variant.as_str()),
+        ("torch-sdpa-default@mission", "torch-sdpa-default")
+    );
+    assert_eq!(repeat.status, RunStatus::Ok);
+    assert_eq!(repeat.kernel_time_us, best.kernel_time_us);
+    assert_eq!(repeat.kernel, best.kernel);
+    assert_eq!(repeat_csv, best_csv);
+    assert_eq!(
+        repeat.reason.as_deref(),
+        Some(
+            "profiled once as torch-sdpa-best@mission, the same kernel on the same inputs: \
+             PyTorch's own choice is cudnn"
+        )
+    );
+    let (orphan, _) = &records[3];
+    assert_eq!(orphan.status, RunStatus::Failed);
+    assert!(
+        orphan.reason.as_deref().unwrap().starts_with(
+            "the script ran it as torch-sdpa-best's call on long, which has no profile here"
+        ),
+        "{orphan:?}"
+    );
+}
