@@ -159,6 +159,17 @@ fn a_baseline_call_profiled_as_another_says_so_in_its_row() {
         ),
         "{md}"
     );
+    // And its row of the profile table.
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| torch_sdpa@mission |"))
+        .unwrap_or_else(|| panic!("no profile row: {md}"));
+    assert!(
+        row.ends_with(
+            "| ✅ ok: profiled once as torch_naive@mission, the same kernel on the same inputs |"
+        ),
+        "{row}"
+    );
 }
 
 /// A record whose error figure is NaN (the worker writes it as `"NaN"`) is shown failed,

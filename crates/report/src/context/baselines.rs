@@ -3,6 +3,7 @@
 //! profiled it on; and why a file's correctness failed, computed from its records.
 
 use super::agreement::gap;
+use super::profile::ok_note;
 use super::*;
 use repro_ncu::options::ProfileOptions;
 use repro_pipeline::workload::Workloads;
@@ -73,12 +74,9 @@ impl Builder<'_> {
             self.ncu_record(&format!("{best}@{shape}"))
         };
         let kernels = match &theirs {
-            Some(Ok(t)) if !t.kernels.is_empty() => match &t.reason {
+            Some(Ok(t)) if !t.kernels.is_empty() => match ok_note(t) {
                 // A call the script did not run again: say whose profile it is.
-                Some(note) => {
-                    let said = note.split(':').next().unwrap_or(note);
-                    format!("{} ({said})", kernel_list(&t.kernels))
-                }
+                Some(note) => format!("{} ({note})", kernel_list(&t.kernels)),
                 None => kernel_list(&t.kernels),
             },
             _ => NA.into(),

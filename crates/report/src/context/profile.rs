@@ -35,7 +35,10 @@ impl Builder<'_> {
                     target: t.target.clone(),
                     variant: t.variant.clone(),
                     status: match &t.status {
-                        RunStatus::Ok => "✅ ok".into(),
+                        RunStatus::Ok => match ok_note(t) {
+                            Some(note) => format!("✅ ok: {note}"),
+                            None => "✅ ok".into(),
+                        },
                         other => format!(
                             "{} {}",
                             if *other == RunStatus::Skipped {
@@ -148,4 +151,12 @@ fn l2_note(targets: &[NcuTarget]) -> Option<String> {
             over.join(", ")
         )
     })
+}
+
+/// What a profiled record says of itself beyond `ok`, up to its first `:` (a baseline call
+/// the script did not run again: `profiled once as <baseline>@<shape>, the same kernel on
+/// the same inputs`).
+pub(super) fn ok_note(t: &NcuTarget) -> Option<&str> {
+    let note = t.reason.as_deref()?;
+    Some(note.split(':').next().unwrap_or(note))
 }
