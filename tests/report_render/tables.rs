@@ -57,19 +57,27 @@ fn green_report_with(from: &str, to: &str, edit: impl FnOnce(&mut Artifacts)) ->
     report::render_report(&inputs, &template).unwrap().markdown
 }
 
-#[test]
-fn every_baseline_row_gives_both_ratios_or_says_why_not() {
-    let to = "targets: [control, topk], baselines: {torch_sdpa: {run: [python3, b.py], workload: sdpa_fp8, shapes: [mission, long]}}}";
-    let md = green_report_with("targets: [control, topk]}", to, |artifacts| {
-        let ncu = artifacts.ncu.as_mut().unwrap();
-        // The best variant on the primary (a record from before `shape` existed), the baseline's
-        // call on it (two kernels), and on `long` a skipped baseline call.
-        ncu.targets.push(ncu_record(
+/// The green report with the profile stage listing baseline `torch_sdpa` on `shapes` (e.g.
+/// `mission, long`), the best variant's profile on the primary, and `edit`'s changes.
+fn report_with_sdpa_baseline(shapes: &str, edit: impl FnOnce(&mut Artifacts)) -> String {
+    let to = format!("targets: [control, topk], baselines: {{torch_sdpa: {{run: [python3, b.py], workload: sdpa_fp8, shapes: [{shapes}]}}}}}}");
+    green_report_with("targets: [control, topk]}", &to, |artifacts| {
+        // The best variant on the primary (a record from before `shape` existed).
+        artifacts.ncu.as_mut().unwrap().targets.push(ncu_record(
             "stage5-ws-p1",
             "stage5-ws-p1",
             None,
             &[("sdpa_fp8_fwd", 36.0)],
         ));
+        edit(artifacts);
+    })
+}
+
+#[test]
+fn every_baseline_row_gives_both_ratios_or_says_why_not() {
+    let md = report_with_sdpa_baseline("mission, long", |artifacts| {
+        let ncu = artifacts.ncu.as_mut().unwrap();
+        // The baseline's call on the primary (two kernels), and on `long` a skipped call.
         let long_kernel = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_";
         ncu.targets.push(ncu_record(
             "torch_sdpa@mission",
@@ -130,28 +138,25 @@ fn every_baseline_row_gives_both_ratios_or_says_why_not() {
 /// profile it is.
 #[test]
 fn a_baseline_call_profiled_as_another_says_so_in_its_row() {
-    let to = "targets: [control, topk], baselines: {torch_sdpa: {run: [python3, b.py], workload: sdpa_fp8, shapes: [mission]}}}";
-    let md = green_report_with("targets: [control, topk]}", to, |artifacts| {
-        let ncu = artifacts.ncu.as_mut().unwrap();
-        ncu.targets.push(ncu_record(
-            "stage5-ws-p1",
-            "stage5-ws-p1",
-            None,
-            &[("sdpa_fp8_fwd", 36.0)],
-        ));
-        ncu.targets.push(repro::schema::NcuTarget {
-            reason: Some(
-                "profiled once as torch_naive@mission, the same kernel on the same inputs: \
+    let md = report_with_sdpa_baseline("mission", |artifacts| {
+        artifacts
+            .ncu
+            .as_mut()
+            .unwrap()
+            .targets
+            .push(repro::schema::NcuTarget {
+                reason: Some(
+                    "profiled once as torch_naive@mission, the same kernel on the same inputs: \
                  PyTorch's own choice on mission is the backend torch_naive runs"
-                    .into(),
-            ),
-            ..ncu_record(
-                "torch_sdpa@mission",
-                "torch_sdpa",
-                Some("mission"),
-                &[("k", 28.0)],
-            )
-        });
+                        .into(),
+                ),
+                ..ncu_record(
+                    "torch_sdpa@mission",
+                    "torch_sdpa",
+                    Some("mission"),
+                    &[("k", 28.0)],
+                )
+            });
     });
     assert!(
         md.contains(

@@ -91,24 +91,38 @@ pub(super) fn read_calls(
     let own = read_own_calls(unit, stdout, everything, reading);
     unit.iter()
         .zip(&own)
-        .map(|(t, record)| match record {
-            Some(record) => record.clone(),
-            None => repeated_call(unit, &own, t, everything),
+        .map(|(t, call)| match call {
+            Own::Read(record) => (**record).clone(),
+            Own::Repeats { baseline, why } => {
+                repeated_call(unit, &own, t, baseline, why, everything)
+            }
         })
         .collect()
+}
+
+/// A call of the script's process as [`read_own_calls`] reads it.
+enum Own {
+    /// It ran (or was skipped, or failed): its record and CSV.
+    Read(Box<(NcuTarget, String)>),
+    /// The script did not run it: it repeats `baseline`'s call on the same shape.
+    Repeats { baseline: String, why: String },
 }
 
 /// The record of call `t`, which repeats another baseline's call on its shape: a copy of
 /// that call's record (and CSV) under `t`'s name, or a failure when that call has none.
 fn repeated_call(
     unit: &[&Target],
-    own: &[Option<(NcuTarget, String)>],
+    own: &[Own],
     t: &Target,
+    other: &str,
+    why: &str,
     everything: &str,
 ) -> (NcuTarget, String) {
-    let (other, why) = call_same_as(everything, &t.call_range()).expect("a repeated call");
-    let profiled = unit.iter().zip(own).find_map(|(u, r)| {
-        let (record, csv) = r.as_ref()?;
+    let profiled = unit.iter().zip(own).find_map(|(u, call)| {
+        let Own::Read(read) = call else {
+            return None;
+        };
+        let (record, csv) = read.as_ref();
         (u.variant == other && u.shape == t.shape && record.status == RunStatus::Ok)
             .then_some((record, csv))
     });
@@ -136,30 +150,32 @@ fn repeated_call(
     }
 }
 
-/// [`read_calls`] of the calls the script ran (`None` for those that repeat another's).
-fn read_own_calls(
-    unit: &[&Target],
-    stdout: &str,
-    everything: &str,
-    reading: &Reading,
-) -> Vec<Option<(NcuTarget, String)>> {
+/// [`read_calls`] of each call as the script's process left it.
+fn read_own_calls(unit: &[&Target], stdout: &str, everything: &str, reading: &Reading) -> Vec<Own> {
     if let Some(reason) = script_skipped(everything) {
         return unit
             .iter()
-            .map(|t| Some(whole_output(t, stdout, RunStatus::Skipped, reason.clone())))
+            .map(|t| {
+                Own::Read(Box::new(whole_output(
+                    t,
+                    stdout,
+                    RunStatus::Skipped,
+                    reason.clone(),
+                )))
+            })
             .collect();
     }
     let export = parse::parse(stdout);
     unit.iter()
         .map(|t| {
             let range = t.call_range();
-            if call_same_as(everything, &range).is_some() {
-                return None;
+            if let Some((baseline, why)) = call_same_as(everything, &range) {
+                return Own::Repeats { baseline, why };
             }
-            Some(match call_skipped(everything, &range) {
+            Own::Read(Box::new(match call_skipped(everything, &range) {
                 Some(reason) => whole_output(t, stdout, RunStatus::Skipped, reason),
                 None => read_one_call(unit, t, &export, stdout, reading),
-            })
+            }))
         })
         .collect()
 }
