@@ -76,44 +76,52 @@ impl Dtype {
         }
     }
 
-    /// Append `x` as one element. Floats round to nearest even (FP8 saturates to its
-    /// largest finite value, as `__NV_SATFINITE` does); integers round, saturating.
-    pub fn push(self, x: f64, out: &mut Vec<u8>) {
+    /// Write `x` as one element into `out` (`self.size()` bytes). Floats round to nearest
+    /// even (FP8 saturates to its largest finite value, as `__NV_SATFINITE` does); integers
+    /// round, saturating.
+    pub fn put(self, x: f64, out: &mut [u8]) {
         match self {
-            Dtype::E4m3 => out.push(e4m3::encode(x as f32)),
-            Dtype::E5m2 => out.push(e5m2_encode(x as f32)),
-            Dtype::Fp16 => out.extend(f16::from_f32(x as f32).to_le_bytes()),
-            Dtype::Bf16 => out.extend(bf16::from_f32(x as f32).to_le_bytes()),
-            Dtype::Fp32 => out.extend((x as f32).to_le_bytes()),
-            Dtype::Int32 => out.extend((x.round() as i32).to_le_bytes()),
-            Dtype::Int64 => out.extend((x.round() as i64).to_le_bytes()),
+            Dtype::E4m3 => out[0] = e4m3::encode(x as f32),
+            Dtype::E5m2 => out[0] = e5m2_encode(x as f32),
+            Dtype::Fp16 => out.copy_from_slice(&f16::from_f32(x as f32).to_le_bytes()),
+            Dtype::Bf16 => out.copy_from_slice(&bf16::from_f32(x as f32).to_le_bytes()),
+            Dtype::Fp32 => out.copy_from_slice(&(x as f32).to_le_bytes()),
+            Dtype::Int32 => out.copy_from_slice(&(x.round() as i32).to_le_bytes()),
+            Dtype::Int64 => out.copy_from_slice(&(x.round() as i64).to_le_bytes()),
         }
     }
 
-    /// `values` as a buffer of this type.
-    pub fn encode(self, values: &[f64]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(values.len() * self.size());
-        for &x in values {
-            self.push(x, &mut out);
+    /// The element in `b` (`self.size()` bytes).
+    pub fn get(self, b: &[u8]) -> f64 {
+        match self {
+            Dtype::E4m3 => f64::from(e4m3::decode(b[0])),
+            Dtype::E5m2 => f64::from(e5m2_decode(b[0])),
+            Dtype::Fp16 => f16::from_le_bytes([b[0], b[1]]).to_f64(),
+            Dtype::Bf16 => bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+            Dtype::Fp32 => f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            Dtype::Int32 => f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            Dtype::Int64 => i64::from_le_bytes(b.try_into().expect("8 bytes")) as f64,
         }
+    }
+
+    /// `values` as a buffer of this type, encoded in parallel pieces (RMSNorm's mission
+    /// input has 8 Mi elements).
+    pub fn encode(self, values: &[f64]) -> Vec<u8> {
+        let mut out = vec![0u8; values.len() * self.size()];
+        out.par_chunks_exact_mut(self.size())
+            .with_min_len(1 << 15)
+            .zip(values)
+            .for_each(|(b, &x)| self.put(x, b));
         out
     }
 
     /// The elements of `bytes` (a whole number of elements) as f64, decoded in parallel
-    /// pieces (an output of RMSNorm's mission shape has 8 Mi elements).
+    /// pieces.
     pub fn decode(self, bytes: &[u8]) -> Vec<f64> {
         bytes
             .par_chunks_exact(self.size())
             .with_min_len(1 << 15)
-            .map(|b| match self {
-                Dtype::E4m3 => f64::from(e4m3::decode(b[0])),
-                Dtype::E5m2 => f64::from(e5m2_decode(b[0])),
-                Dtype::Fp16 => f16::from_le_bytes([b[0], b[1]]).to_f64(),
-                Dtype::Bf16 => bf16::from_le_bytes([b[0], b[1]]).to_f64(),
-                Dtype::Fp32 => f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                Dtype::Int32 => f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                Dtype::Int64 => i64::from_le_bytes(b.try_into().expect("8 bytes")) as f64,
-            })
+            .map(|b| self.get(b))
             .collect()
     }
 

@@ -6,14 +6,17 @@
 //! init's own `seed`), stream number the FNV-1a hash of the argument's name. So an input's
 //! values depend on its name and the seed only, not on the order or number of the others.
 
+use super::blocks::{dequantize, quantize, BlockGrid};
 use super::dtype::Dtype;
 use super::exprs::{Bindings, Compiled, Number};
 use super::generators::GeneratorKind;
+use super::keystream::ReadAhead;
 use super::problem::Problem;
 use super::spec::{Arg, Declaration, Init, Role};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use rand_distr::StandardNormal;
+use rayon::prelude::*;
 
 /// One (shape, recipe, seed)'s arguments, in ABI order.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,7 +96,7 @@ impl Case {
             let parts = kind.draw(chosen, &extents[first], seed);
             for (arg, part) in g.args.iter().zip(parts) {
                 let i = decl.arg(arg).expect("validated").0;
-                values[i] = Some(part.into_iter().map(f64::from).collect());
+                values[i] = Some(part.par_iter().map(|&x| f64::from(x)).collect());
             }
         }
         for (i, a) in decl.args.iter().enumerate() {
@@ -109,7 +112,7 @@ impl Case {
             let x = values[i]
                 .as_deref()
                 .expect("a quantized input has values (validated)");
-            let (codes, scales) = quantize(a.dtype, x, &extents[i], &block);
+            let (codes, scales) = quantize(a.dtype, x, &BlockGrid::new(&extents[i], &block));
             let s = decl.arg(&q.scales).expect("validated").0;
             values[s] = Some(scales.into_iter().map(f64::from).collect());
             args[i] = Some(ArgData::Input {
@@ -173,11 +176,7 @@ impl Case {
                     panic!("scales are an input (validated)")
                 };
                 let scales = decl.args[*s].dtype.decode(sb);
-                let codes = dtype.decode(bytes);
-                block_ids(extents, block)
-                    .zip(codes)
-                    .map(|(b, x)| f64::from(x as f32 * scales[b] as f32))
-                    .collect()
+                dequantize(dtype, bytes, &scales, &BlockGrid::new(extents, block))
             }
         }
     }
@@ -207,64 +206,17 @@ fn draw(init: &Init, name: &str, seed: u64, n: usize) -> Vec<f64> {
     match init {
         Init::Constant(x) => vec![*x; n],
         Init::Normal(p) => {
-            let mut rng = rng(p.seed);
+            let mut rng = ReadAhead::for_normals(rng(p.seed), n);
             (0..n)
                 .map(|_| p.mean + p.std * rng.sample::<f64, _>(StandardNormal))
                 .collect()
         }
         Init::Uniform(p) => {
-            let mut rng = rng(p.seed);
+            // One u64 per value.
+            let mut rng = ReadAhead::new(rng(p.seed), 2 * n);
             (0..n).map(|_| rng.random_range(p.low..p.high)).collect()
         }
     }
-}
-
-/// For each element of a row-major tensor of `extents`, its block's index (blocks of
-/// `block` in the trailing dimensions, row-major).
-fn block_ids(extents: &[usize], block: &[usize]) -> impl Iterator<Item = usize> {
-    let lead = extents.len() - block.len();
-    let full: Vec<usize> = std::iter::repeat_n(1, lead)
-        .chain(block.iter().copied())
-        .collect();
-    let per_dim: Vec<usize> = extents.iter().zip(&full).map(|(e, b)| e / b).collect();
-    let mut index = vec![0usize; extents.len()];
-    let total: usize = extents.iter().product();
-    let extents = extents.to_vec();
-    (0..total).map(move |_| {
-        let id = index
-            .iter()
-            .zip(&full)
-            .zip(&per_dim)
-            .fold(0, |acc, ((i, b), q)| acc * q + i / b);
-        for (i, e) in index.iter_mut().zip(&extents).rev() {
-            *i += 1;
-            if *i < *e {
-                break;
-            }
-            *i = 0;
-        }
-        id
-    })
-}
-
-/// FP8 codes of `x` with one scale per block: `scale = amax / max finite` (1 for an
-/// all-zero block), `code = encode(x / scale)`, in f32 as the attention workload always did.
-fn quantize(dtype: Dtype, x: &[f64], extents: &[usize], block: &[usize]) -> (Vec<u8>, Vec<f32>) {
-    let blocks = extents.iter().product::<usize>() / block.iter().product::<usize>();
-    let mut amax = vec![0f32; blocks];
-    for (b, &v) in block_ids(extents, block).zip(x) {
-        amax[b] = amax[b].max((v as f32).abs());
-    }
-    let max = dtype.max_finite() as f32;
-    let scales: Vec<f32> = amax
-        .into_iter()
-        .map(|a| if a > 0.0 { a / max } else { 1.0 })
-        .collect();
-    let mut codes = Vec::with_capacity(x.len());
-    for (b, &v) in block_ids(extents, block).zip(x) {
-        dtype.push(f64::from(v as f32 / scales[b]), &mut codes);
-    }
-    (codes, scales)
 }
 
 /// A scalar's value as the bytes the kernel takes by value.
@@ -372,17 +324,6 @@ mod tests {
             }
             assert_eq!(repro_base::tools::hex(&h.finalize()), digest, "{recipe}");
         }
-    }
-
-    #[test]
-    fn blocks_tile_the_trailing_dimensions() {
-        let ids: Vec<usize> = block_ids(&[2, 4], &[2]).collect();
-        assert_eq!(ids, [0, 0, 1, 1, 2, 2, 3, 3]);
-        let ids: Vec<usize> = block_ids(&[2, 2, 2], &[2, 1]).collect();
-        assert_eq!(ids, [0, 1, 0, 1, 2, 3, 2, 3]);
-        let (codes, scales) = quantize(Dtype::E5m2, &[1.0, -2.0, 0.0, 0.0], &[2, 2], &[2]);
-        assert_eq!(scales, [2.0 / 57344.0, 1.0]);
-        assert_eq!(Dtype::E5m2.decode(&codes), [28672.0, -57344.0, 0.0, 0.0]);
     }
 
     #[test]

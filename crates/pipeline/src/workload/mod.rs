@@ -18,6 +18,7 @@
 
 pub mod abi;
 pub mod accuracy;
+mod blocks;
 pub mod builtin;
 pub mod case;
 pub mod command;
@@ -27,6 +28,7 @@ pub mod e4m3;
 pub mod exprs;
 pub mod generators;
 pub mod inputs;
+mod keystream;
 pub mod limits;
 pub mod problem;
 pub mod spec;
