@@ -5,7 +5,9 @@ use super::project::Project;
 use crate::{client::ExecRequest, client::ExecTarget};
 use crate::{timing::L2Mode, timing::Method};
 use anyhow::{bail, Context as _};
+use rayon::prelude::*;
 use repro_pipeline::workload::inputs::Case;
+use repro_pipeline::workload::problem::Problem;
 use repro_pipeline::{workload::exprs::Bindings, workload::exprs::Compiled};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -111,10 +113,6 @@ pub fn dump_inputs(file: &Path, req: &DumpRequest) -> anyhow::Result<usize> {
                 );
             }
             for &seed in &seeds {
-                let sub = format!("{}-{recipe}-seed{seed}", shape.replace([',', '='], "_"));
-                let case = Case::generate_for(&c, &shape, dims.clone(), recipe, seed)
-                    .map_err(|p| anyhow::anyhow!("{}", project.render(&p)))?;
-                repro_pipeline::workload::case::write(&req.dir.join(&sub), name, decl, &case)?;
                 entries.push(DumpEntry {
                     shape: shape.clone(),
                     dims: dims.clone(),
@@ -122,10 +120,27 @@ pub fn dump_inputs(file: &Path, req: &DumpRequest) -> anyhow::Result<usize> {
                     inputs: recipe.to_string(),
                     timed: recipes.first() == Some(&recipe),
                     absolute_gates: decl.recipes.get(recipe).is_none_or(|r| r.absolute_gates),
-                    dir: sub,
+                    dir: format!("{}-{recipe}-seed{seed}", shape.replace([',', '='], "_")),
                 });
             }
         }
+    }
+    // Every case draws from its own streams, so they are drawn side by side; the first
+    // that fails (in the index's order) is the error.
+    let written: Vec<Result<anyhow::Result<()>, Problem>> = entries
+        .par_iter()
+        .map(|e| {
+            let case = Case::generate_for(&c, &e.shape, e.dims.clone(), &e.inputs, e.seed)?;
+            Ok(repro_pipeline::workload::case::write(
+                &req.dir.join(&e.dir),
+                name,
+                decl,
+                &case,
+            ))
+        })
+        .collect();
+    for w in written {
+        w.map_err(|p| anyhow::anyhow!("{}", project.render(&p)))??;
     }
     let index = DumpIndex {
         workload: name,
