@@ -10,12 +10,11 @@ use super::blocks::{dequantize, quantize, BlockGrid};
 use super::dtype::Dtype;
 use super::exprs::{Bindings, Compiled, Number};
 use super::generators::GeneratorKind;
-use super::keystream::ReadAhead;
+use super::keystream;
 use super::problem::Problem;
 use super::spec::{Arg, Declaration, Init, Role};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use rand_distr::StandardNormal;
 use rayon::prelude::*;
 
 /// One (shape, recipe, seed)'s arguments, in ABI order.
@@ -206,14 +205,12 @@ fn draw(init: &Init, name: &str, seed: u64, n: usize) -> Vec<f64> {
     match init {
         Init::Constant(x) => vec![*x; n],
         Init::Normal(p) => {
-            let mut rng = ReadAhead::for_normals(rng(p.seed), n);
-            (0..n)
-                .map(|_| p.mean + p.std * rng.sample::<f64, _>(StandardNormal))
-                .collect()
+            let mut x = keystream::normals(&mut rng(p.seed), n);
+            x.par_iter_mut().for_each(|x| *x = p.mean + p.std * *x);
+            x
         }
         Init::Uniform(p) => {
-            // One u64 per value.
-            let mut rng = ReadAhead::new(rng(p.seed), 2 * n);
+            let mut rng = rng(p.seed);
             (0..n).map(|_| rng.random_range(p.low..p.high)).collect()
         }
     }

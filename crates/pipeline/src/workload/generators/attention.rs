@@ -5,10 +5,10 @@
 //! so the same (extents, recipe, seed) gives the same values everywhere. What each recipe
 //! is for, and the bug it is meant to expose, is in `docs/guide/correctness.md`.
 
-use crate::workload::keystream::ReadAhead;
+use crate::workload::keystream;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use rand_distr::StandardNormal;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// How one case's Q, K and V are drawn.
@@ -82,7 +82,7 @@ const EDGE_LOG2_MAG: (f32, f32) = (-6.0, 4.0);
 /// Q, K and V of `heads` heads of `s` rows of `d` channels.
 pub fn draw(heads: usize, s: usize, d: usize, recipe: Recipe, seed: u64) -> Drawn {
     let n = heads * s * d;
-    let mut rng = ReadAhead::for_normals(ChaCha20Rng::seed_from_u64(seed), 3 * n);
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let q = normals(&mut rng, n);
     let k = normals(&mut rng, n);
     let v = normals(&mut rng, n);
@@ -98,9 +98,10 @@ pub fn draw(heads: usize, s: usize, d: usize, recipe: Recipe, seed: u64) -> Draw
     x
 }
 
-fn normals(rng: &mut ReadAhead, n: usize) -> Vec<f32> {
-    (0..n)
-        .map(|_| rng.sample::<f32, _>(StandardNormal))
+fn normals(rng: &mut ChaCha20Rng, n: usize) -> Vec<f32> {
+    keystream::normals(rng, n)
+        .into_par_iter()
+        .map(|x| x as f32)
         .collect()
 }
 
@@ -119,14 +120,14 @@ impl Heads {
 }
 
 /// A random unit vector of `d` channels.
-fn unit(rng: &mut ReadAhead, d: usize) -> Vec<f32> {
+fn unit(rng: &mut ChaCha20Rng, d: usize) -> Vec<f32> {
     let u = normals(rng, d);
     let norm = u.iter().map(|x| x * x).sum::<f32>().sqrt();
     u.into_iter().map(|x| x / norm).collect()
 }
 
 /// `count` distinct channels of `d`, by a partial Fisher–Yates shuffle.
-fn channels(rng: &mut ReadAhead, d: usize, count: usize) -> Vec<usize> {
+fn channels(rng: &mut ChaCha20Rng, d: usize, count: usize) -> Vec<usize> {
     let mut all: Vec<usize> = (0..d).collect();
     for i in 0..count.min(d) {
         let j = rng.random_range(i..d);
@@ -139,7 +140,7 @@ fn channels(rng: &mut ReadAhead, d: usize, count: usize) -> Vec<usize> {
 /// A few channels of K and V, per head, `K_OUTLIER_GAIN`/`V_OUTLIER_GAIN` times larger
 /// (as LLM activations have): the quantization scale follows the outliers, so the other
 /// channels use few E4M3 codes, and outlier V channels dominate the output's spread.
-fn outliers(rng: &mut ReadAhead, heads: &Heads, x: &mut Drawn) {
+fn outliers(rng: &mut ChaCha20Rng, heads: &Heads, x: &mut Drawn) {
     for h in 0..heads.count {
         for (tensor, gain) in [(&mut x.k, K_OUTLIER_GAIN), (&mut x.v, V_OUTLIER_GAIN)] {
             let picked = channels(rng, heads.d, OUTLIER_CHANNELS);
@@ -156,7 +157,7 @@ fn outliers(rng: &mut ReadAhead, heads: &Heads, x: &mut Drawn) {
 /// `Q = 4·g + 16·u`, `K = g' − 16·u` for a unit `u` per head. Softmax does not care about
 /// the offset; a kernel that lets a masked column in with score 0, or starts its running
 /// max at 0 instead of −∞, does.
-fn sharp(rng: &mut ReadAhead, heads: &Heads, x: &mut Drawn) {
+fn sharp(rng: &mut ChaCha20Rng, heads: &Heads, x: &mut Drawn) {
     for h in 0..heads.count {
         let u = unit(rng, heads.d);
         for row in x.q[heads.range(h)].chunks_mut(heads.d) {
@@ -177,7 +178,7 @@ fn sharp(rng: &mut ReadAhead, heads: &Heads, x: &mut Drawn) {
 /// nearly all the weight (logit ≈ 16 ± 4 against ≈ 0 ± 1.1). The last key sits in the
 /// last, possibly partial, tile: a tail-mask bug or a skipped last tile loses the row's mass,
 /// and the running max jumps at the end, so a skipped rescale shows.
-fn sink(rng: &mut ReadAhead, heads: &Heads, x: &mut Drawn) {
+fn sink(rng: &mut ChaCha20Rng, heads: &Heads, x: &mut Drawn) {
     for h in 0..heads.count {
         let u = unit(rng, heads.d);
         for row in x.q[heads.range(h)].chunks_mut(heads.d) {
@@ -198,7 +199,7 @@ fn sink(rng: &mut ReadAhead, heads: &Heads, x: &mut Drawn) {
 /// over 2^-6..2^4 (so `k_scale`/`v_scale` differ by orders of magnitude across heads): per
 /// element, 1 in 8 is `±(0.9..1)·A` (codes near ±448), 1 in 2 is `N(0,1)·A·2^-17` (E4M3
 /// subnormals and zeros after scaling by `amax/448`), the rest `N(0,1)·A/4`.
-fn e4m3_edge(rng: &mut ReadAhead, heads: &Heads, x: &mut Drawn) {
+fn e4m3_edge(rng: &mut ChaCha20Rng, heads: &Heads, x: &mut Drawn) {
     for h in 0..heads.count {
         for tensor in [&mut x.k, &mut x.v] {
             let log2 = rng.random_range(EDGE_LOG2_MAG.0..=EDGE_LOG2_MAG.1);
@@ -221,6 +222,7 @@ mod tests {
     use crate::workload::exprs::Compiled;
     use crate::workload::testing::attention;
     use crate::{workload::inputs::ArgData, workload::inputs::Case};
+    use rand_distr::StandardNormal;
 
     const HEADS: usize = 2;
     const S: usize = 100;
@@ -245,8 +247,8 @@ mod tests {
             assert_eq!((&a.q, &a.k, &a.v), (&b.q, &b.k, &b.v), "{r}");
             assert_ne!(draw(HEADS, S, D, r, 6).q, a.q, "{r}: the seed matters");
         }
-        // gaussian is exactly the first 3·n normals of the generator itself (no keystream
-        // computed ahead), as before recipes.
+        // gaussian is exactly the first 3·n normals of the stream, drawn one by one on one
+        // core, as before recipes.
         let mut rng = ChaCha20Rng::seed_from_u64(5);
         let n = HEADS * S * D;
         let mut plain = |n| -> Vec<f32> { (0..n).map(|_| rng.sample(StandardNormal)).collect() };
