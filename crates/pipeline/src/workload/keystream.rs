@@ -19,17 +19,24 @@ use rayon::prelude::*;
 
 /// Keystream words per piece of parallel work.
 const PIECE_WORDS: usize = 1 << 16;
-/// Below this many values, one core draws them.
+/// Below this many values, or with fewer cores than this, one core draws them: the
+/// parallel draw does about twice the work (the keystream kept in memory, the values
+/// copied into place), which two cores do not win back.
 const MIN_PARALLEL: usize = 1 << 14;
+const MIN_CORES: usize = 4;
 
 /// `n` standard normals, drawn from `rng` as one core would, `rng` moved past them.
 pub(super) fn normals(rng: &mut ChaCha20Rng, n: usize) -> Vec<f64> {
-    if n < MIN_PARALLEL {
+    if n < MIN_PARALLEL || rayon::current_num_threads() < MIN_CORES {
         return (0..n).map(|_| rng.sample(StandardNormal)).collect();
     }
-    // About 2.044 words per value (two per try, and the retries): any past these are
-    // read from the generator itself.
-    normals_ahead(rng, n, 2 * n + n / 16)
+    normals_ahead(rng, n, words_for(n))
+}
+
+/// About 2.044 words per value (two per try, and the retries), and some to spare: any
+/// past these are read from the generator itself.
+fn words_for(n: usize) -> usize {
+    2 * n + n / 16
 }
 
 /// [`normals`] with `ahead` words of keystream computed in parallel.
@@ -243,8 +250,9 @@ mod tests {
                     .map(|_| plain.sample::<f64, _>(StandardNormal).to_bits())
                     .collect();
                 let after = plain.next_u64();
-                // The keystream computed ahead as sized, and too short for all the values.
-                for ahead in [None, Some(n)] {
+                // As `normals` draws on this machine, in parallel with the keystream computed
+                // ahead as sized, and with too short a keystream for all the values.
+                for ahead in [None, Some(words_for(n)), Some(n)] {
                     let mut rng = generator(seed);
                     let got = match ahead {
                         None => normals(&mut rng, n),
