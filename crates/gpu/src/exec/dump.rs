@@ -40,6 +40,9 @@ struct DumpEntry {
     dir: String,
 }
 
+/// Cases of at least this many elements (all arguments together) are drawn one at a time.
+const LARGE_CASE: usize = 1 << 22;
+
 /// What `repro exec --dump-inputs` writes.
 pub struct DumpRequest<'a> {
     pub dir: &'a Path,
@@ -125,21 +128,33 @@ pub fn dump_inputs(file: &Path, req: &DumpRequest) -> anyhow::Result<usize> {
             }
         }
     }
-    // Every case draws from its own streams, so they are drawn side by side; the first
-    // that fails (in the index's order) is the error.
-    let written: Vec<Result<anyhow::Result<()>, Problem>> = entries
-        .par_iter()
-        .map(|e| {
-            let case = Case::generate_for(&c, &e.shape, e.dims.clone(), &e.inputs, e.seed)?;
-            Ok(repro_pipeline::workload::case::write(
-                &req.dir.join(&e.dir),
-                name,
-                decl,
-                &case,
-            ))
-        })
-        .collect();
-    for w in written {
+    // Every case draws from its own streams, so they are drawn side by side, but for the
+    // large ones (their draw uses every core already, and side by side they would hold
+    // many times the memory). The first that fails, in the index's order, is the error.
+    let draw = |e: &DumpEntry| -> Result<anyhow::Result<()>, Problem> {
+        let case = Case::generate_for(&c, &e.shape, e.dims.clone(), &e.inputs, e.seed)?;
+        let dir = req.dir.join(&e.dir);
+        Ok(repro_pipeline::workload::case::write(
+            &dir, name, decl, &case,
+        ))
+    };
+    let elements = |e: &DumpEntry| -> usize {
+        (0..decl.args.len())
+            .filter_map(|i| c.extents(i, &e.dims, "").ok())
+            .map(|x| x.iter().product::<usize>())
+            .sum()
+    };
+    let (large, small): (Vec<usize>, Vec<usize>) =
+        (0..entries.len()).partition(|&i| elements(&entries[i]) >= LARGE_CASE);
+    let mut written: Vec<Option<_>> = (0..entries.len()).map(|_| None).collect();
+    let side_by_side: Vec<_> = small.par_iter().map(|&i| (i, draw(&entries[i]))).collect();
+    for (i, w) in side_by_side {
+        written[i] = Some(w);
+    }
+    for i in large {
+        written[i] = Some(draw(&entries[i]));
+    }
+    for w in written.into_iter().flatten() {
         w.map_err(|p| anyhow::anyhow!("{}", project.render(&p)))??;
     }
     let index = DumpIndex {
