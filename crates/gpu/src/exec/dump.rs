@@ -128,9 +128,10 @@ pub fn dump_inputs(file: &Path, req: &DumpRequest) -> anyhow::Result<usize> {
             }
         }
     }
-    // Every case draws from its own streams, so they are drawn side by side, but for the
-    // large ones (their draw uses every core already, and side by side they would hold
-    // many times the memory). The first that fails, in the index's order, is the error.
+    // Every case draws from its own streams, so the small ones are drawn side by side; the
+    // large ones after, one at a time, in order (their draw uses every core already, and
+    // side by side they would hold many times the memory). The first that fails, in the
+    // index's order, is the error.
     let draw = |e: &DumpEntry| -> Result<anyhow::Result<()>, Problem> {
         let case = Case::generate_for(&c, &e.shape, e.dims.clone(), &e.inputs, e.seed)?;
         let dir = req.dir.join(&e.dir);
@@ -144,18 +145,13 @@ pub fn dump_inputs(file: &Path, req: &DumpRequest) -> anyhow::Result<usize> {
             .map(|x| x.iter().product::<usize>())
             .sum()
     };
-    let (large, small): (Vec<usize>, Vec<usize>) =
-        (0..entries.len()).partition(|&i| elements(&entries[i]) >= LARGE_CASE);
-    let mut written: Vec<Option<_>> = (0..entries.len()).map(|_| None).collect();
-    let side_by_side: Vec<_> = small.par_iter().map(|&i| (i, draw(&entries[i]))).collect();
-    for (i, w) in side_by_side {
-        written[i] = Some(w);
-    }
-    for i in large {
-        written[i] = Some(draw(&entries[i]));
-    }
-    for w in written.into_iter().flatten() {
-        w.map_err(|p| anyhow::anyhow!("{}", project.render(&p)))??;
+    let small: Vec<_> = entries
+        .par_iter()
+        .map(|e| (elements(e) < LARGE_CASE).then(|| draw(e)))
+        .collect();
+    for (e, drawn) in entries.iter().zip(small) {
+        let written = drawn.unwrap_or_else(|| draw(e));
+        written.map_err(|p| anyhow::anyhow!("{}", project.render(&p)))??;
     }
     let index = DumpIndex {
         workload: name,

@@ -8,6 +8,7 @@
 //! f32). The command writes each output's expected values to `OUT/<name>.f64` (or `.f32`),
 //! little-endian, row-major.
 
+use super::dtype::Dtype;
 use super::inputs::{ArgData, Case};
 use super::spec::{Declaration, Role};
 use serde::Serialize;
@@ -66,12 +67,7 @@ pub fn write(dir: &Path, name: &str, decl: &Declaration, case: &Case) -> anyhow:
                 entry.file = Some(file);
                 if quantized.is_some() {
                     let values = format!("{}.f32", a.name);
-                    let f32s: Vec<u8> = case
-                        .values(decl, i)
-                        .into_iter()
-                        .flat_map(|v| (v as f32).to_le_bytes())
-                        .collect();
-                    put(&values, &f32s)?;
+                    put(&values, &Dtype::Fp32.encode(&case.values(decl, i)))?;
                     entry.values = Some(values);
                 }
             }
