@@ -19,7 +19,7 @@ pub(super) use checked::check;
 pub use checked::{check_run, Checked, Run};
 pub use dims::{is_dims, parse_dims};
 pub use dump::{dump_inputs, DumpRequest};
-pub use project::variant_cubin;
+pub use project::{integer_defines, variant_cubin};
 pub(super) use project::{variant_entry, Project};
 pub(super) use ready::ready;
 

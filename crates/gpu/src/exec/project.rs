@@ -224,7 +224,7 @@ impl Project {
 }
 
 /// A variant's defines that are integers, as launch expressions read them.
-fn integer_defines(p: &Pipeline, variant: &str) -> Bindings {
+pub fn integer_defines(p: &Pipeline, variant: &str) -> Bindings {
     p.variants[variant]
         .defines
         .iter()

@@ -20,6 +20,7 @@ mod schedule;
 mod targets;
 #[cfg(test)]
 mod tests;
+mod twins;
 
 pub use gates::ProfileRule;
 pub use ncu_call::NcuCall;
@@ -216,6 +217,7 @@ impl StageKind for Profile {
             .iter()
             .map(|t| common.as_ref().and_then(|c| c.key(ctx, t)))
             .collect();
+        let twins = twins::of(&targets, &keys);
         // One process profiles a unit (every kernel target; the calls of one baseline
         // script): it runs again unless each of its targets keeps its profile.
         let is_script = |t: &Target| matches!(t.program, Program::Script(_));
@@ -243,7 +245,7 @@ impl StageKind for Profile {
         let mut pending: Vec<schedule::Unit> = Vec::new();
         for unit in units {
             let mut fresh = Vec::new();
-            for i in unit {
+            for i in unit.into_iter().filter(|&i| twins[i].is_none()) {
                 let kept = keys[i].as_ref().and_then(|k| {
                     reuse::committed_target(&committed, ctx.root, &targets[i], k, opts.keep_report)
                 });
@@ -317,6 +319,19 @@ impl StageKind for Profile {
                     }
                 }
                 records[i] = Some((record, csv));
+            }
+        }
+        for (i, twin) in twins.iter().enumerate() {
+            let Some(j) = *twin else { continue };
+            let (from, to) = (&targets[j].label, &targets[i].label);
+            (ctx.progress)(&format!(
+                "ncu {to}: the same kernel as {from}, profiled once"
+            ));
+            let copied = twins::copy(records[j].as_ref().expect("an earlier target"), &targets[i]);
+            records[i] = Some(copied);
+            if opts.keep_report {
+                twins::copy_report(ctx.root, from, to)
+                    .with_context(|| format!("cannot copy the ncu report of {from} for {to}"))?;
             }
         }
         let records = records

@@ -61,12 +61,15 @@ impl Common {
                 repro_gpu::exec::variant_cubin(ctx.pipeline, ctx.pipeline_file, v, &self.arch)
                     .ok()?
                     .0,
-                None,
+                repro_gpu::exec::integer_defines(ctx.pipeline, v),
             ),
-            Program::Cubin { path, defines } => (path.clone(), Some(defines)),
+            Program::Cubin { path, defines } => (path.clone(), defines.clone()),
             Program::Script(_) => unreachable!("a baseline's key is script_key's"),
         };
         let decl = self.workloads.get(&target.workload)?;
+        // Only the defines the launch reads, a variant's as a tune elite's: two targets with
+        // one key are one measurement (super::twins).
+        let defines = decl.launch.defines_read(&defines);
         let reference =
             reuse::reference_key(ctx.root, &self.workloads, &target.workload, &self.arch)?;
         let workload = digest_json(&json!({

@@ -288,8 +288,7 @@ impl GpuBackend<'_> {
     fn program_key(&self, cubin: &Path, defines: &Bindings) -> Option<String> {
         let mut hash = Sha256::new();
         hash.update(std::fs::read(cubin).ok()?);
-        let names = self.decl.launch.names();
-        for (name, value) in defines.iter().filter(|(n, _)| names.contains(n.as_str())) {
+        for (name, value) in self.decl.launch.defines_read(defines) {
             hash.update(format!("\0{name}={value}"));
         }
         Some(format!("{:x}", hash.finalize()))

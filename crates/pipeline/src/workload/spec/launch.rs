@@ -40,4 +40,17 @@ impl Launch {
             .filter(|w| w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
             .collect()
     }
+
+    /// The defines its expressions read, for a kernel compiled with `defines`: those of
+    /// `defines` it names, and the defaults of `launch.defines` for the rest. Two programs
+    /// with the same cubin and the same defines read launch the same way.
+    pub fn defines_read(&self, defines: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
+        let names = self.names();
+        self.defines
+            .iter()
+            .chain(defines)
+            .filter(|(name, _)| names.contains(name.as_str()))
+            .map(|(name, &value)| (name.clone(), value))
+            .collect()
+    }
 }

@@ -24,6 +24,33 @@ fn a_launch_names_what_its_expressions_read() {
 }
 
 #[test]
+fn the_defines_a_launch_reads_are_the_named_ones_over_its_defaults() {
+    let launch: Launch = serde_yaml::from_str(
+        "{grid: [\"(rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK\"], block: [THREADS_PER_ROW], \
+             defines: {THREADS_PER_ROW: 128, ROWS_PER_BLOCK: 1, UNREAD: 1}}",
+    )
+    .unwrap();
+    let read = |defines: &[(&str, i64)]| {
+        let defines = defines.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+        launch
+            .defines_read(&defines)
+            .into_iter()
+            .collect::<Vec<_>>()
+    };
+    let pair = |k: &str, v: i64| (k.to_string(), v);
+    // A variant that leaves a define out launches as one that gives its default.
+    assert_eq!(
+        read(&[("ROWS_PER_BLOCK", 4), ("VEC", 8)]),
+        [pair("ROWS_PER_BLOCK", 4), pair("THREADS_PER_ROW", 128)]
+    );
+    assert_eq!(
+        read(&[("ROWS_PER_BLOCK", 4), ("THREADS_PER_ROW", 128)]),
+        read(&[("ROWS_PER_BLOCK", 4)])
+    );
+    assert_ne!(read(&[("THREADS_PER_ROW", 32)]), read(&[]));
+}
+
+#[test]
 fn reads_every_form_of_a_scalar_value() {
     let v = |s: &str| serde_yaml::from_str::<ScalarValue>(s);
     assert_eq!(v("1.0e-6").unwrap(), ScalarValue::Float(1e-6));

@@ -1,0 +1,129 @@
+//! Kernel targets that are one measurement: a tune elite member that is a shipped variant
+//! (the same cubin, the same defines read by the launch, the same workload and shape) has
+//! the same key ([`super::reuse`]). The first is profiled; the others copy its record, saying
+//! whose it is, so one kernel never shows two figures and ncu never profiles it twice.
+
+use super::targets::{Program, Target};
+use crate::reuse::Key;
+use repro_schema::NcuTarget;
+use std::path::Path;
+
+/// For each target, the earlier kernel target with the same key (`None`: it is profiled, or
+/// kept, on its own). Baseline calls and targets without a key have none.
+pub(super) fn of(targets: &[Target], keys: &[Option<Key>]) -> Vec<Option<usize>> {
+    let kernel = |i: usize| !matches!(targets[i].program, Program::Script(_));
+    (0..targets.len())
+        .map(|i| {
+            let key = keys[i].as_ref().filter(|_| kernel(i))?;
+            (0..i).find(|&j| kernel(j) && keys[j].as_ref() == Some(key))
+        })
+        .collect()
+}
+
+/// `twin`'s record (and CSV) under `target`'s name, saying whose it is.
+pub(super) fn copy(twin: &(NcuTarget, String), target: &Target) -> (NcuTarget, String) {
+    let (record, csv) = twin;
+    let mut copy = record.clone();
+    copy.reason = Some(match (&record.reason, record.status.is_ok()) {
+        (_, true) => format!(
+            "profiled once as {}, the same kernel on the same inputs: the same cubin, launch and shape",
+            record.target
+        ),
+        (Some(why), false) => format!("as {} (the same cubin, launch and shape): {why}", record.target),
+        (None, false) => format!("as {} (the same cubin, launch and shape)", record.target),
+    });
+    copy.target = target.label.clone();
+    copy.variant = target.variant.clone();
+    (copy, csv.clone())
+}
+
+/// The full-set report kept for `from` (`.repro/ncu/<label>.ncu-rep`), copied for `to`
+/// when there is one.
+pub(super) fn copy_report(root: &Path, from: &str, to: &str) -> std::io::Result<()> {
+    let dir = root.join(".repro/ncu");
+    let saved = dir.join(format!("{from}.ncu-rep"));
+    if !saved.is_file() {
+        return Ok(());
+    }
+    std::fs::copy(saved, dir.join(format!("{to}.ncu-rep"))).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::targets::status_target;
+    use repro_schema::RunStatus;
+
+    fn target(label: &str, program: Program) -> Target {
+        Target {
+            label: label.into(),
+            variant: label.into(),
+            entry: "f".into(),
+            program,
+            workload: "w".into(),
+            shape: "s".into(),
+        }
+    }
+
+    fn key(cubin: &str) -> Option<Key> {
+        Some(Key::from([("cubin_sha256".to_string(), cubin.to_string())]))
+    }
+
+    #[test]
+    fn a_later_kernel_target_with_an_earlier_key_is_its_twin() {
+        let script = Program::Script(vec!["python3".into()]);
+        let targets = [
+            target("a", Program::Variant("a".into())),
+            target("b", Program::Variant("b".into())),
+            target("top1", Program::Variant("top1".into())),
+            target("top2", Program::Variant("top2".into())),
+            target("base@s", script.clone()),
+            target("base2@s", script),
+            target("nokey", Program::Variant("x".into())),
+        ];
+        let keys = [
+            key("1"),
+            key("2"),
+            key("2"),
+            key("2"),
+            key("3"),
+            key("3"),
+            None,
+        ];
+        // top1 and top2 copy b; the baseline calls never pair (their script says which
+        // calls repeat); a target without a key has no twin.
+        assert_eq!(
+            of(&targets, &keys),
+            [None, None, Some(1), Some(1), None, None, None]
+        );
+    }
+
+    #[test]
+    fn the_copy_says_whose_profile_it_is() {
+        let profiled = NcuTarget {
+            kernel_time_us: Some(7.7),
+            reason: None,
+            ..status_target("ws", "ws", "f", RunStatus::Ok, String::new())
+        };
+        let top = target("top2", Program::Variant("tune-top2".into()));
+        let (copy, csv) = copy(&(profiled, "csv".into()), &top);
+        assert_eq!(
+            (copy.target.as_str(), copy.variant.as_str()),
+            ("top2", "top2")
+        );
+        assert_eq!(copy.kernel_time_us, Some(7.7));
+        assert_eq!(csv, "csv");
+        assert!(copy
+            .reason
+            .unwrap()
+            .starts_with("profiled once as ws, the same kernel on the same inputs:"));
+
+        let failed = status_target("ws", "ws", "f", RunStatus::Failed, "ncu timed out".into());
+        let (copy, _) = super::copy(&(failed, String::new()), &top);
+        assert_eq!(copy.status, RunStatus::Failed);
+        assert_eq!(
+            copy.reason.as_deref(),
+            Some("as ws (the same cubin, launch and shape): ncu timed out")
+        );
+    }
+}
