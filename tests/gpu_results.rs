@@ -1,5 +1,6 @@
 //! GPU test (`REPRO_GPU_TESTS=1`; otherwise it prints a "skipped:" line): on real kernels
-//! and a real GPU, the GPU stages record the GPU as an input, and a comment-only kernel edit
+//! and a real GPU, the GPU stages record the GPU as an input, a kernel target that is an
+//! earlier one (the same cubin and launch) is profiled once, and a comment-only kernel edit
 //! reruns nothing (the build records sources by their code) and leaves the lock as it was.
 
 mod common;
@@ -10,8 +11,8 @@ use common::*;
 use std::path::Path;
 use table::stage_line;
 
-/// The shipped kernel on one small shape, a tiny tune and a profile of the control: every
-/// GPU stage kind, in about half a minute on an H100.
+/// The shipped kernel on one small shape, a tiny tune and a profile of the control and of a
+/// variant compiled the same way: every GPU stage kind, in about half a minute on an H100.
 const PIPELINE: &str = r#"
 version: 1
 workload:
@@ -25,6 +26,7 @@ kernels:
   sdpa_fp8: {source: kernels/sdpa_fp8.cu, entry: sdpa_fp8_fwd}
 variants:
   stage2-baseline: {kernel: sdpa_fp8, defines: {USE_CP_ASYNC: 1, USE_WMMA_PV: 1, USE_WARP_SPECIALIZATION: 0}}
+  same-as-control: {kernel: sdpa_fp8, defines: {USE_CP_ASYNC: 1, USE_WMMA_PV: 1, USE_WARP_SPECIALIZATION: 0}}
 control: stage2-baseline
 stages:
   build: {uses: build}
@@ -45,7 +47,7 @@ stages:
     warmup: 5
     iters: 20
     space: {TILE_N: [32, 64], NUM_WARPS: [4, 8]}
-  ncu-profile: {uses: profile, needs: [bench, evo-tune], targets: [control]}
+  ncu-profile: {uses: profile, needs: [bench, evo-tune], targets: [control, same-as-control]}
 "#;
 
 fn run(root: &Path, args: &[&str]) -> String {
@@ -87,6 +89,33 @@ fn gpu_stages_record_the_gpu_and_a_comment_only_edit_reruns_nothing() {
     assert_eq!(
         hardware_lines, 4,
         "bench, evo-tune, ncu-profile and gpu-info name the {model}:\n{lock}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("artifacts/ncu/summary.json")).unwrap())
+            .unwrap();
+    let record = |label: &str| {
+        summary["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["target"] == label)
+            .unwrap_or_else(|| panic!("no {label} in {summary:#}"))
+            .clone()
+    };
+    let (control, twin) = (record("control"), record("same-as-control"));
+    assert_eq!(twin["status"], "ok", "{twin:#}");
+    assert!(
+        twin["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("profiled once as control,")),
+        "{twin:#}"
+    );
+    assert_eq!(twin["kernel_time_us"], control["kernel_time_us"]);
+    assert_eq!(twin["measured"]["key"], control["measured"]["key"]);
+    let log = std::fs::read_to_string(root.join(".repro/logs/ncu-profile.log")).unwrap();
+    assert!(
+        log.contains("ncu: 1 kernel targets profiled"),
+        "one ncu run for the two targets:\n{log}"
     );
     let cubin_file = root.join(repro::pipeline::paths::cubin_path("stage2-baseline", &arch));
     let cubin = std::fs::read(&cubin_file).unwrap();
