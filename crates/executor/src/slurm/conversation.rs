@@ -14,6 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// How long a step that has answered waits for its start marker to name its node.
+const MARKER_WAIT: Duration = Duration::from_secs(2);
+
 /// How the step ended, as far as this side saw.
 enum Ended {
     Exited(ExitStatus),
@@ -96,9 +99,20 @@ impl Conversation for Step<'_> {
         }
     }
 
+    /// The wrapper writes its start marker, naming the node, to stderr before the step's
+    /// program runs, but stderr is read on a thread of its own: an answer read from stdout
+    /// can come first. So the marker is waited for, briefly, unless stderr has ended.
     fn node(&self) -> Option<String> {
-        let state = self.state.lock().unwrap();
-        state.started.as_ref().map(|s| s.node.clone())
+        let deadline = Instant::now() + MARKER_WAIT;
+        loop {
+            if let Some(started) = &self.state.lock().unwrap().started {
+                return Some(started.node.clone());
+            }
+            if Instant::now() >= deadline || self.stderr_reader.is_finished() {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(2));
+        }
     }
 
     fn end(mut self: Box<Self>, how: Ending) -> anyhow::Result<JobOutcome> {
