@@ -127,16 +127,7 @@ fn repeated_call(
             .then_some((record, csv))
     });
     match profiled {
-        Some((record, csv)) => {
-            let mut copy = record.clone();
-            copy.reason = Some(format!(
-                "profiled once as {}, the same kernel on the same inputs: {why}",
-                record.target
-            ));
-            copy.target = t.label.clone();
-            copy.variant = t.variant.clone();
-            (copy, csv.clone())
-        }
+        Some((record, csv)) => super::twins::profiled_once_as(record, csv, t, why),
         None => {
             let reason = format!(
                 "the script ran it as {other}'s call on {}, which has no profile here: {why}",

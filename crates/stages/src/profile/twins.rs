@@ -2,6 +2,8 @@
 //! (the same cubin, the same defines read by the launch, the same workload and shape) has
 //! the same key ([`super::reuse`]). The first is profiled; the others copy its record, saying
 //! whose it is, so one kernel never shows two figures and ncu never profiles it twice.
+//! A baseline call that its script says repeats another is recorded the same way
+//! ([`profiled_once_as`]).
 
 use super::targets::{Program, Target};
 use crate::reuse::Key;
@@ -23,18 +25,41 @@ pub(super) fn of(targets: &[Target], keys: &[Option<Key>]) -> Vec<Option<usize>>
 /// `twin`'s record (and CSV) under `target`'s name, saying whose it is.
 pub(super) fn copy(twin: &(NcuTarget, String), target: &Target) -> (NcuTarget, String) {
     let (record, csv) = twin;
-    let mut copy = record.clone();
-    copy.reason = Some(match (&record.reason, record.status.is_ok()) {
-        (_, true) => format!(
-            "profiled once as {}, the same kernel on the same inputs: the same cubin, launch and shape",
-            record.target
-        ),
-        (Some(why), false) => format!("as {} (the same cubin, launch and shape): {why}", record.target),
-        (None, false) => format!("as {} (the same cubin, launch and shape)", record.target),
+    let why = "the same cubin, launch and shape";
+    if record.status.is_ok() {
+        return profiled_once_as(record, csv, target, why);
+    }
+    let mut copy = relabelled(record, target);
+    copy.reason = Some(match &record.reason {
+        Some(failed) => format!("as {} ({why}): {failed}", record.target),
+        None => format!("as {} ({why})", record.target),
     });
-    copy.target = target.label.clone();
-    copy.variant = target.variant.clone();
     (copy, csv.clone())
+}
+
+/// The profiled `record` (and its CSV) of the same kernel on the same inputs, under
+/// `target`'s name, with `reason: profiled once as <record's target>, the same kernel on the
+/// same inputs: <why>` (the report's note is the part before the colon).
+pub(super) fn profiled_once_as(
+    record: &NcuTarget,
+    csv: &str,
+    target: &Target,
+    why: &str,
+) -> (NcuTarget, String) {
+    let mut copy = relabelled(record, target);
+    copy.reason = Some(format!(
+        "profiled once as {}, the same kernel on the same inputs: {why}",
+        record.target
+    ));
+    (copy, csv.to_string())
+}
+
+fn relabelled(record: &NcuTarget, target: &Target) -> NcuTarget {
+    NcuTarget {
+        target: target.label.clone(),
+        variant: target.variant.clone(),
+        ..record.clone()
+    }
 }
 
 /// The full-set report kept for `from` (`.repro/ncu/<label>.ncu-rep`), copied for `to`
