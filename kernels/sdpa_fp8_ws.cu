@@ -21,6 +21,9 @@
 //!    overlap); P·V is waited for only before O is rescaled.
 //!  * `setmaxnreg` gives the producer's registers to the consumers: the producer needs few,
 //!    a consumer holds S (TILE_N/2 registers), P for two tiles, O and Q.
+//!  * With KV_SPLIT=2 the two consumer warpgroups share 64 query rows and split the K/V tiles
+//!    between them (split-KV inside the block), merging their softmax states through shared
+//!    memory at the end: half the sequential steps per block, for grids that under-fill the GPU.
 //!  * k_scale is folded into the softmax scale, v_scale into the final 1/l (both are per head);
 //!    scores are kept in log2 units (exp2).
 //!
@@ -68,6 +71,14 @@
 #define PINGPONG 0
 #endif
 
+// 2 (two consumers, no ping-pong): split-KV inside the block.  Both consumer warpgroups take the
+// same 64 query rows, each every other K/V tile, and merge their softmax states at the end, so
+// a block walks its tiles in half the steps: for grids that leave SMs idle (mission's 128 blocks
+// of 64 rows on 132 SMs), where one warpgroup's chain of tiles is the kernel's time.
+#ifndef KV_SPLIT
+#define KV_SPLIT 1
+#endif
+
 #if HEAD_DIM != 64
 #error "sdpa_fp8_ws: HEAD_DIM must be 64 (one 128-byte swizzle atom per fp16 row)"
 #endif
@@ -86,6 +97,14 @@
 #if (PINGPONG != 0) && ((PINGPONG != 1) || (NUM_CONSUMERS != 2))
 #error "sdpa_fp8_ws: PINGPONG=1 needs NUM_CONSUMERS=2"
 #endif
+#if (KV_SPLIT != 1) && ((KV_SPLIT != 2) || (NUM_CONSUMERS != 2) || (PINGPONG != 0))
+#error "sdpa_fp8_ws: KV_SPLIT=2 needs NUM_CONSUMERS=2 and PINGPONG=0"
+#endif
+// A warpgroup keeps its tile t until its next one, t + KV_SPLIT, is in the ring: with two slots
+// and KV_SPLIT=2 that is t's own slot, and the block deadlocks.
+#if KV_SPLIT == 2 && NUM_STAGES < 3
+#error "sdpa_fp8_ws: KV_SPLIT=2 needs NUM_STAGES >= 3"
+#endif
 #if (CTAS_PER_SM != 1) && (CTAS_PER_SM != 2)
 #error "sdpa_fp8_ws: CTAS_PER_SM must be 1 or 2"
 #endif
@@ -100,6 +119,7 @@
 #undef TILE_M
 #undef TILE_N
 #undef NUM_STAGES
+#undef KV_SPLIT
 #define TILE_M 64
 #define TILE_N 32
 #define KV_SPLIT 2
@@ -119,7 +139,9 @@ constexpr int D = HEAD_DIM;
 constexpr int NC = NUM_CONSUMERS;
 constexpr int NT = 128 * (NC + 1);  // block threads: the producer warpgroup first
 constexpr int BN = TILE_N;
-constexpr int ROWS = 64 * NC;  // query rows per block
+constexpr int KVS = KV_SPLIT;
+constexpr int ROWS = 64 * NC / KVS;     // query rows per block
+constexpr int TILE_READERS = NC / KVS;  // consumer warpgroups that read each tile
 constexpr int NS = NUM_STAGES;
 constexpr int NR = RAW_STAGES;
 constexpr int H_ROW = 2 * D;          // bytes of an fp16 row: one 128-byte swizzle atom
@@ -129,11 +151,15 @@ constexpr int RAW_TILE = BN * D;      // one raw e4m3 K (or V) tile
 constexpr int RAW_STAGE = 2 * RAW_TILE;
 constexpr int OFF_RAW = NS * H_STAGE;  // the fp16 ring starts at 0 (1024-byte aligned)
 constexpr int OFF_BAR = OFF_RAW + NR * RAW_STAGE;
-constexpr int SMEM_BYTES = OFF_BAR + 128;  // FULL[NS], EMPTY[NS], RAW[NR]: at most 12 mbarriers
-constexpr int KBD = D / 16;                // 16-wide k-blocks of Q·Kᵀ
-constexpr int NTN = BN / 8;                // 8-key n-tiles of S
-constexpr int KBN = BN / 16;               // 16-key k-blocks of P·V
-constexpr int NTD = D / 8;                 // 8-column n-tiles of O
+constexpr int KBD = D / 16;  // 16-wide k-blocks of Q·Kᵀ
+constexpr int NTN = BN / 8;  // 8-key n-tiles of S
+constexpr int KBN = BN / 16; // 16-key k-blocks of P·V
+constexpr int NTD = D / 8;   // 8-column n-tiles of O
+// KV_SPLIT=2: the second warpgroup's O, row maxima and row sums, one word per consumer thread
+// and value (value-major, so a warp's 32 stores hit 32 banks), for the first to merge.
+constexpr int MERGE_WORDS = 4 * NTD + 4;
+constexpr int OFF_MERGE = OFF_BAR + 128;  // FULL[NS], EMPTY[NS], RAW[NR]: at most 12 mbarriers
+constexpr int SMEM_BYTES = OFF_MERGE + (KVS == 2 ? MERGE_WORDS * 128 * 4 : 0);
 constexpr int CHUNKS = BN * D / 16 / 128;  // 16-byte raw chunks per producer thread, per tile
 constexpr float LOG2E = 1.4426950408889634f;
 
@@ -315,6 +341,43 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NTN][4], float c, int ke
         }
 }
 
+// KV_SPLIT=2: the second warpgroup (part 1) stores its state (O, its row maxima, its partial row
+// sums) at `mine` (this thread's word of each value) and returns false; the first waits for it
+// (named barrier 4) and takes it into its own, rescaled to the larger maximum, as the online
+// softmax would have.  Part 1 has no tiles when the sequence is one tile: its maxima are -inf,
+// its sums and O zero, and exp2(-inf) = 0 drops them.
+__device__ __forceinline__ bool merge_parts(float* mine, int part, const float (&m)[2], float (&l)[2],
+                                            float (&o)[NTD][4]) {
+    auto word = [&](int k) -> float& { return mine[128 * k]; };
+    if (part == 1) {
+#pragma unroll
+        for (int nd = 0; nd < NTD; ++nd)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) word(4 * nd + e) = o[nd][e];
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            word(4 * NTD + hr) = m[hr];
+            word(4 * NTD + 2 + hr) = l[hr];
+        }
+        asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+        return false;
+    }
+    asm volatile("bar.sync 4, 256;\n" ::: "memory");
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const float m1 = word(4 * NTD + hr);
+        const float mx = fmaxf(m[hr], m1);  // finite: part 0 has the first tile
+        const float a0 = fast_exp2(m[hr] - mx), a1 = fast_exp2(m1 - mx);
+        l[hr] = fmaf(l[hr], a0, word(4 * NTD + 2 + hr) * a1);
+#pragma unroll
+        for (int nd = 0; nd < NTD; ++nd) {
+            o[nd][2 * hr] = fmaf(o[nd][2 * hr], a0, word(4 * nd + 2 * hr) * a1);
+            o[nd][2 * hr + 1] = fmaf(o[nd][2 * hr + 1], a0, word(4 * nd + 2 * hr + 1) * a1);
+        }
+    }
+    return true;
+}
+
 }  // namespace ws_attn
 
 // ---------------------------------------------------------------------------------------
@@ -351,7 +414,7 @@ extern "C" __global__ void __launch_bounds__(ws_attn::NT, CTAS_PER_SM)
     if (tid == 0) {
         for (int s = 0; s < NS; ++s) {
             mbar_init(bars.full(s), 128);       // every producer thread, after its conversion
-            mbar_init(bars.empty(s), 128 * NC);  // every consumer thread, after its P·V
+            mbar_init(bars.empty(s), 128 * TILE_READERS);  // every thread that read the tile, after its P·V
         }
         for (int r = 0; r < NR; ++r) mbar_init(bars.raw(r), 1);  // thread 0's expect_tx + the bytes
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -366,11 +429,14 @@ extern "C" __global__ void __launch_bounds__(ws_attn::NT, CTAS_PER_SM)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
 
     const int ct = tid - 128;
-    const int wg = ct >> 7;  // consumer warpgroup: query rows q0 + 64 wg ..
+    const int wg = ct >> 7;      // consumer warpgroup
+    const int part = wg % KVS;   // its share of the tiles: part, part + KVS, ...
     const int lane = tid & 31;
     const int gid = lane >> 2;  // row within the 8-row half of the warp's m16 tile
     const int t4 = lane & 3;    // thread in quad
-    const int row0 = q0 + 64 * wg + 16 * ((ct >> 5) & 3) + gid;  // this thread's rows: row0, row0 + 8
+    const int row0 = q0 + 64 * (wg / KVS) + 16 * ((ct >> 5) & 3) + gid;  // this thread's rows: row0, row0 + 8
+    const int ntiles_mine = ntiles > part ? (ntiles - part + KVS - 1) / KVS : 0;
+    auto tile = [&](int j) { return part + KVS * j; };  // the warpgroup's j-th tile
 
     // Q's A fragments (k-block kb: element e is row row0 + 8 (e & 1), columns 16 kb + 8 (e >> 1)
     // + 2 t4, +1), loaded once from global memory; rows past S are zeros.
@@ -421,60 +487,67 @@ extern "C" __global__ void __launch_bounds__(ws_attn::NT, CTAS_PER_SM)
 
     // Ping-pong: each consumer issues MMAs at ntiles + 1 points (S of tile 0, then S(t+1) with
     // P·V(t), then the last P·V); consumer 0 goes first, and consumer 1 passes no turn after its
-    // last point, so every barrier's arrivals match its waits.
+    // last point, so every barrier's arrivals match its waits.  (Without KV_SPLIT every
+    // warpgroup has every tile; with it, the second has none when the sequence is one tile.)
     if (wg == 1) turn_pass(1);
-    mbar_wait(bars.full(0), 0);
-    fence_operands();
-    wgmma_fence();
-    turn_wait(wg);
-    issue_qk(0);
-    turn_pass(wg);
-    wgmma_wait_all();
-    wgmma_fence_operand(s);
-    softmax_tile(s, c, 0, S, t4, sm, pa);
-    l[0] = sm.sum[0];
-    l[1] = sm.sum[1];
-
-    // Tile t's P·V runs beside tile t+1's softmax: S(t+1) is issued first, waited for alone
-    // (wait_group 1), and P·V(t) only before O is rescaled with tile t+1's maximum.
-#pragma unroll 1
-    for (int t = 0; t + 1 < ntiles; ++t) {
-        mbar_wait(bars.full((t + 1) % NS), ((t + 1) / NS) & 1);
+    if (ntiles_mine > 0) {
+        mbar_wait(bars.full(tile(0) % NS), (tile(0) / NS) & 1);
         fence_operands();
         wgmma_fence();
         turn_wait(wg);
-        issue_qk(t + 1);
-        issue_pv(t);
+        issue_qk(tile(0));
         turn_pass(wg);
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        wgmma_wait_all();
         wgmma_fence_operand(s);
-        uint32_t pn[KBN][4];
-        softmax_tile(s, c, (t + 1) * BN, S, t4, sm, pn);
+        softmax_tile(s, c, tile(0) * BN, S, t4, sm, pa);
+        l[0] = sm.sum[0];
+        l[1] = sm.sum[1];
+
+        // Tile t's P·V runs beside the next tile's softmax: S(next) is issued first, waited for
+        // alone (wait_group 1), and P·V(t) only before O is rescaled with the next maximum.
+#pragma unroll 1
+        for (int j = 0; j + 1 < ntiles_mine; ++j) {
+            const int t = tile(j), next = tile(j + 1);
+            mbar_wait(bars.full(next % NS), (next / NS) & 1);
+            fence_operands();
+            wgmma_fence();
+            turn_wait(wg);
+            issue_qk(next);
+            issue_pv(t);
+            turn_pass(wg);
+            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            wgmma_fence_operand(s);
+            uint32_t pn[KBN][4];
+            softmax_tile(s, c, next * BN, S, t4, sm, pn);
+            wgmma_wait_all();
+            wgmma_fence_operand(o);
+            wgmma_fence_operand(pa);          // P of tile t stayed untouched until its P·V finished
+            mbar_arrive(bars.empty(t % NS));  // K and V of tile t are no longer read
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                l[hr] = fmaf(l[hr], sm.alpha[hr], sm.sum[hr]);
+#pragma unroll
+                for (int nd = 0; nd < NTD; ++nd) {
+                    o[nd][2 * hr] *= sm.alpha[hr];
+                    o[nd][2 * hr + 1] *= sm.alpha[hr];
+                }
+            }
+#pragma unroll
+            for (int kb = 0; kb < KBN; ++kb)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) pa[kb][e] = pn[kb][e];
+        }
+        fence_operands();
+        wgmma_fence();
+        turn_wait(wg);
+        issue_pv(tile(ntiles_mine - 1));
+        if (wg == 0) turn_pass(0);
         wgmma_wait_all();
         wgmma_fence_operand(o);
-        wgmma_fence_operand(pa);          // P of tile t stayed untouched until its P·V finished
-        mbar_arrive(bars.empty(t % NS));  // K and V of tile t are no longer read
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            l[hr] = fmaf(l[hr], sm.alpha[hr], sm.sum[hr]);
-#pragma unroll
-            for (int nd = 0; nd < NTD; ++nd) {
-                o[nd][2 * hr] *= sm.alpha[hr];
-                o[nd][2 * hr + 1] *= sm.alpha[hr];
-            }
-        }
-#pragma unroll
-        for (int kb = 0; kb < KBN; ++kb)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) pa[kb][e] = pn[kb][e];
     }
-    fence_operands();
-    wgmma_fence();
-    turn_wait(wg);
-    issue_pv(ntiles - 1);
-    if (wg == 0) turn_pass(0);
-    wgmma_wait_all();
-    wgmma_fence_operand(o);
+#if KV_SPLIT == 2
+    if (!merge_parts(reinterpret_cast<float*>(smem + OFF_MERGE) + (ct & 127), part, sm.m, l, o)) return;
+#endif
 
     // ---- epilogue: the quad's partial row sums, then O * v_scale / l -> fp16 ----
     __half* Obh = O + base;

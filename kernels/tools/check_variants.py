@@ -216,16 +216,17 @@ def mma_short_name(c: dict) -> str:
 
 WS_KERNEL = os.path.join(KDIR, "sdpa_fp8_ws.cu")
 WS_DEFAULTS = dict(HEAD_DIM=64, NUM_CONSUMERS=2, TILE_N=128, NUM_STAGES=2, RAW_STAGES=2, CTAS_PER_SM=1,
-                   PRODUCER_REGS=40, PINGPONG=0)
+                   PRODUCER_REGS=40, PINGPONG=0, KV_SPLIT=1)
 WS_SPACE = dict(NUM_CONSUMERS=[1, 2], TILE_N=[64, 128], NUM_STAGES=[2, 3, 4], RAW_STAGES=[1, 2, 3, 4],
-                CTAS_PER_SM=[1, 2], PINGPONG=[0, 1])
+                CTAS_PER_SM=[1, 2], PINGPONG=[0, 1], KV_SPLIT=[1, 2])
 # Built for anything but sm_90a, sdpa_fp8_ws.cu is sdpa_fp8_mma.cu with these defines.
 WS_FALLBACK = dict(MMA_DEFAULTS, TILE_M=64, TILE_N=32, KV_SPLIT=2, NUM_STAGES=2, KV_GROUP_SYNC=1)
 
 
 def ws_smem_bytes(c: dict) -> int:
-    # fp16 K/V ring, raw e4m3 K/V ring, 128 bytes of mbarriers
-    return c["NUM_STAGES"] * 2 * c["TILE_N"] * 128 + c["RAW_STAGES"] * 2 * c["TILE_N"] * 64 + 128
+    # fp16 K/V ring, raw e4m3 K/V ring, 128 bytes of mbarriers, KV_SPLIT=2's merge buffer
+    return (c["NUM_STAGES"] * 2 * c["TILE_N"] * 128 + c["RAW_STAGES"] * 2 * c["TILE_N"] * 64 + 128
+            + (36 * 128 * 4 if c["KV_SPLIT"] == 2 else 0))
 
 
 def ws_block_threads(c: dict) -> int:
@@ -246,6 +247,10 @@ def ws_accepted(c: dict):
         return False, "RAW_STAGES must be 1 to 4"
     if c["PINGPONG"] not in (0, 1) or (c["PINGPONG"] and c["NUM_CONSUMERS"] != 2):
         return False, "PINGPONG=1 needs NUM_CONSUMERS=2"
+    if c["KV_SPLIT"] != 1 and (c["KV_SPLIT"] != 2 or c["NUM_CONSUMERS"] != 2 or c["PINGPONG"]):
+        return False, "KV_SPLIT=2 needs NUM_CONSUMERS=2 and PINGPONG=0"
+    if c["KV_SPLIT"] == 2 and c["NUM_STAGES"] < 3:
+        return False, "KV_SPLIT=2 needs NUM_STAGES >= 3"
     if c["CTAS_PER_SM"] not in (1, 2):
         return False, "CTAS_PER_SM must be 1 or 2"
     if c["PRODUCER_REGS"] % 8 or not 24 <= c["PRODUCER_REGS"] <= 64:
@@ -256,12 +261,12 @@ def ws_accepted(c: dict):
 def ws_geometry(c: dict, arch: str):
     if arch != "sm_90a":
         return mma_geometry(WS_FALLBACK, arch)
-    return ws_block_threads(c), 64 * c["NUM_CONSUMERS"], ws_smem_bytes(c)
+    return ws_block_threads(c), 64 * c["NUM_CONSUMERS"] // c["KV_SPLIT"], ws_smem_bytes(c)
 
 
 def ws_short_name(c: dict) -> str:
     return (f"ws-c{c['NUM_CONSUMERS']}n{c['TILE_N']}s{c['NUM_STAGES']}r{c['RAW_STAGES']}x{c['CTAS_PER_SM']}"
-            f"{'-pp' if c['PINGPONG'] else ''}-p{c['PRODUCER_REGS']}")
+            f"{'-pp' if c['PINGPONG'] else ''}{'-kv2' if c['KV_SPLIT'] == 2 else ''}-p{c['PRODUCER_REGS']}")
 
 
 def use_ws_family():
@@ -464,6 +469,7 @@ def compare(o, ref):
 SHAPES = {
     "small": (1, 1, 32, 64), "mission": (2, 8, 512, 64), "long": (1, 8, 2048, 64),
     "s1": (1, 2, 1, 64), "s17": (1, 2, 17, 64), "s100": (1, 2, 100, 64), "s1000": (1, 2, 1000, 64),
+    "ragged": (2, 2, 600, 64),
     "s300": (1, 1, 300, 64),  # 10 tiles of 32 (last partial): both WS ring mbarriers wrap parity
     "d128-small": (1, 1, 32, 128), "d128-s1": (1, 2, 1, 128), "d128-s100": (1, 2, 100, 128),
     "d128-mission": (2, 8, 512, 128), "d128-s1000": (1, 2, 1000, 128),

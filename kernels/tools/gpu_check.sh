@@ -13,7 +13,7 @@
 # TILE_N=16, scalar P.V, no cp.async; D=64 and D=128), sdpa_fp8_mma.cu's (every mma-* variant
 # of pipeline.yaml, wgmma ones included, built for this GPU's architecture) and sdpa_fp8_ws.cu's
 # (every ws-* variant, plus the configs no variant ships: one raw stage, four fp16 stages, 64-key
-# tiles), shapes S=1, 17, 32, 100, 300 (and D128 S=100).  A tool fails on a
+# tiles, split-KV over a 3-deep ring), shapes S=1, 17, 32, 100, 300 (and D128 S=100).  A tool fails on a
 # non-zero exit, on any racecheck hazard (error *or* warning) in its log, or when the checked
 # program itself did not finish with ALL OK.
 #
@@ -104,7 +104,7 @@ if want sanitize; then
       | tee -a "$OUTDIR/sanitize_summary.txt" || true
   }
   for tool in memcheck racecheck synccheck; do
-    echo "=== compute-sanitizer --tool $tool: sdpa_fp8.cu (shipped incl. stage5-ws-p1/p2 + 6 odd configs, D=64 and D=128 twins), then sdpa_fp8_mma.cu (every shipped mma-* variant), then sdpa_fp8_ws.cu (every shipped ws-* variant + 3 odd configs); S=1, 17, 32, 100, 300 (D128 S=100) ===" \
+    echo "=== compute-sanitizer --tool $tool: sdpa_fp8.cu (shipped incl. stage5-ws-p1/p2 + 6 odd configs, D=64 and D=128 twins), then sdpa_fp8_mma.cu (every shipped mma-* variant), then sdpa_fp8_ws.cu (every shipped ws-* variant + 4 odd configs); S=1, 17, 32, 100, 300 (D128 S=100) ===" \
       | tee -a "$OUTDIR/sanitize_summary.txt"
     sanitize_one $tool sdpa_fp8 --set shipped --d128 \
       --defines "USE_WARP_SPECIALIZATION=1 USE_CP_ASYNC=0 NUM_STAGES=3" \
@@ -115,7 +115,8 @@ if want sanitize; then
       --defines "TILE_M=128 NUM_WARPS=8 USE_WMMA_PV=0 NUM_STAGES=3"
     sanitize_one $tool mma --kernel mma --set shipped
     sanitize_one $tool ws --kernel ws --set shipped --defines "NUM_CONSUMERS=2 RAW_STAGES=1" \
-      --defines "NUM_CONSUMERS=1 NUM_STAGES=4 TILE_N=64" --defines "NUM_CONSUMERS=2 TILE_N=64 PINGPONG=1 NUM_STAGES=3"
+      --defines "NUM_CONSUMERS=1 NUM_STAGES=4 TILE_N=64" --defines "NUM_CONSUMERS=2 TILE_N=64 PINGPONG=1 NUM_STAGES=3" \
+      --defines "NUM_CONSUMERS=2 KV_SPLIT=2 TILE_N=64 NUM_STAGES=3 RAW_STAGES=1"
   done
   if [ -f "$OUTDIR/sanitize_summary.txt" ]; then evidence kernel_sanitize sanitize "$OUTDIR/sanitize_summary.txt"; fi
 fi

@@ -41,6 +41,7 @@ fn shipped_variants_compile_and_pass_ptxas_gates_on_sm80_sm89_sm90_sm90a() {
         "mma-wg-kv2",
         "ws-c1-x2",
         "ws-c2-pp",
+        "ws-c2-kv2",
     ];
     for (variant, rec) in variants.iter().zip(build(dir.path(), &variants)) {
         assert_eq!(rec.status, BuildStatus::Ok, "{variant}");
@@ -340,7 +341,7 @@ fn compiles_within_the_ws_gates(
 
 /// The corners of the shipped ws tune's space compile for sm_90a and pass the kernel's gates
 /// (its `static_assert`s on registers and shared memory, and its ptxas limits, which the
-/// space's constraints are written from): per (consumers, blocks per SM, tile, ping-pong),
+/// space's constraints are written from): per (consumers, blocks per SM, tile, ping-pong, KV split),
 /// the deepest rings with the fewest producer registers and the shallowest with the most.
 #[test]
 fn the_corners_of_the_ws_tune_space_compile_within_the_gates() {
@@ -359,7 +360,14 @@ fn the_corners_of_the_ws_tune_space_compile_within_the_gates() {
         .find(|o| o.kernel == "sdpa_fp8_ws")
         .expect("a tune stage of sdpa_fp8_ws");
     let group = |c: &repro::tune::space::Config| {
-        ["NUM_CONSUMERS", "CTAS_PER_SM", "TILE_N", "PINGPONG"].map(|k| c.get(k).copied())
+        [
+            "NUM_CONSUMERS",
+            "CTAS_PER_SM",
+            "TILE_N",
+            "PINGPONG",
+            "KV_SPLIT",
+        ]
+        .map(|k| c.get(k).copied())
     };
     let rings = |c: &repro::tune::space::Config| c["NUM_STAGES"] * 2 + c["RAW_STAGES"];
     let mut corners = std::collections::BTreeMap::new();
@@ -372,7 +380,7 @@ fn the_corners_of_the_ws_tune_space_compile_within_the_gates() {
             *shallow = c;
         }
     }
-    assert_eq!(corners.len(), 6, "{corners:?}");
+    assert_eq!(corners.len(), 8, "{corners:?}");
     let jobs: Vec<(&str, Vec<String>)> = corners
         .values()
         .flat_map(|(a, b)| [a, b])
@@ -389,7 +397,7 @@ fn the_corners_of_the_ws_tune_space_compile_within_the_gates() {
 }
 
 /// Every patch of kernels/proposals/ws applies to the ws kernel and compiles for sm_90a (the
-/// `ws-c1-x2` and a ping-pong configuration) and sm_89 (the mma path), within the gates.
+/// `ws-c1-x2`, a ping-pong and a split-KV configuration) and sm_89 (the mma path), within the gates.
 #[test]
 fn every_ws_patch_compiles_for_sm90a_and_sm89_within_the_gates() {
     let Some(toolchain) =
@@ -405,6 +413,10 @@ fn every_ws_patch_compiles_for_sm90a_and_sm89_within_the_gates() {
         (
             "sm_90a",
             "NUM_CONSUMERS=2 CTAS_PER_SM=1 TILE_N=128 NUM_STAGES=3 PINGPONG=1 PRODUCER_REGS=48",
+        ),
+        (
+            "sm_90a",
+            "NUM_CONSUMERS=2 CTAS_PER_SM=1 TILE_N=128 NUM_STAGES=4 RAW_STAGES=4 KV_SPLIT=2",
         ),
         ("sm_89", "NUM_CONSUMERS=1 CTAS_PER_SM=2"),
     ];
