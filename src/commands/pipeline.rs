@@ -141,6 +141,7 @@ pub fn tune(global: &GlobalArgs, args: &TuneArgs) -> anyhow::Result<i32> {
 /// `repro status [--json] [--exit-code]`.
 pub fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<i32> {
     let (project, statuses) = status::load_and_evaluate(&global.file, repro_stages::load)?;
+    repro_pipeline::scan_cache::make_cache_folder(&project.root);
     if args.json {
         display::out(&status::render_json(&project, &statuses))?;
     } else {
@@ -169,6 +170,7 @@ fn current_here(s: &status::StageStatus) -> bool {
 /// `repro dag [--mermaid | --dot]`.
 pub fn dag(global: &GlobalArgs, args: &DagArgs) -> anyhow::Result<i32> {
     let project = repro_stages::load(&global.file)?;
+    repro_pipeline::scan_cache::make_cache_folder(&project.root);
     let kind = |i: usize| project.stages[i].kind.kind().to_string();
     let text = if args.mermaid {
         project.dag.render_mermaid(kind)

@@ -107,3 +107,44 @@ fn help_documents_exit_code() {
         "{help}"
     );
 }
+
+/// In a project where nothing has run, `dag` and `status` make `.repro/cache` once they
+/// loaded a valid pipeline, so the loads after them read the parse from there instead of
+/// the YAML; an invalid pipeline leaves no `.repro`, and a `.repro` that is a symlink is not
+/// followed.
+#[test]
+fn read_only_commands_make_the_parse_cache_folder_of_a_valid_pipeline_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(
+        root.join("pipeline.yaml"),
+        "version: 1\nstages:\n  a: {uses: cmd, run: [\"true\"]}\n  a: {}\n",
+    )
+    .unwrap();
+    for command in ["dag", "status"] {
+        repro(root, &[command]).code(2);
+        assert!(
+            !root.join(".repro").exists(),
+            "{command} of an invalid pipeline"
+        );
+    }
+    std::fs::write(root.join("pipeline.yaml"), pipeline(&metrics(0, &[]))).unwrap();
+    for command in ["dag", "status"] {
+        std::fs::remove_dir_all(root.join(".repro")).ok();
+        repro(root, &[command]).success();
+        assert!(root.join(".repro/cache").is_dir(), "{command}");
+        repro(root, &[command]).success();
+        assert!(
+            root.join(".repro/cache/pipeline.json").is_file(),
+            "{command}"
+        );
+    }
+    std::fs::remove_dir_all(root.join(".repro")).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), root.join(".repro")).unwrap();
+    repro(root, &["dag"]).success();
+    assert!(
+        !elsewhere.path().join("cache").exists(),
+        "followed the symlink"
+    );
+}

@@ -69,6 +69,20 @@ pub fn scan(text: &str, sha256: &str, root: &Path) -> Scan {
     scan
 }
 
+/// Make `.repro/cache` where it is missing (never through a symlink), so that the next load
+/// of this project reads its scan and parse from there. For the read-only commands (`dag`,
+/// `status`) once they loaded a valid pipeline: in a project where nothing has run yet there
+/// is no cache folder, and each of them would parse the YAML again (at 2,000 stages, most of
+/// their time). Best effort: where it cannot be made, loads parse.
+pub fn make_cache_folder(root: &Path) {
+    let symlink = |rel: &str| {
+        std::fs::symlink_metadata(root.join(rel)).is_ok_and(|m| m.file_type().is_symlink())
+    };
+    if !symlink(".repro") && !symlink(".repro/cache") {
+        let _ = std::fs::create_dir_all(root.join(".repro/cache"));
+    }
+}
+
 /// `.repro` and `.repro/cache` are folders, not symlinks.
 pub(super) fn cache_folder_is_real(root: &Path) -> bool {
     [".repro", ".repro/cache"]
