@@ -255,6 +255,12 @@ def ws_accepted(c: dict):
         return False, "CTAS_PER_SM must be 1 or 2"
     if c["PRODUCER_REGS"] % 8 or not 24 <= c["PRODUCER_REGS"] <= 64:
         return False, "PRODUCER_REGS must be a multiple of 8 from 24 to 64"
+    # the static_asserts: the consumers' registers, and the blocks' shared memory per SM
+    consumer_regs = min((65536 // c["CTAS_PER_SM"] // 128 - c["PRODUCER_REGS"]) // c["NUM_CONSUMERS"], 256) // 8 * 8
+    if consumer_regs < 128:
+        return False, f"{consumer_regs} registers per consumer thread < 128"
+    if c["CTAS_PER_SM"] * ws_smem_bytes(c) > 232448 - 1024 * (c["CTAS_PER_SM"] - 1):
+        return False, f"{c['CTAS_PER_SM']} x {ws_smem_bytes(c)} bytes of shared memory > 227 KiB per SM"
     return True, ""
 
 
