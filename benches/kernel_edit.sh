@@ -10,6 +10,7 @@
 # TREE: a git clone holding OLD_REV; FILE: the kernel source, relative to TREE; SHAPES: comma
 # list. Works in copies of TREE. Prints the results file; exits non-zero if any step fails.
 set -euo pipefail
+shopt -s inherit_errexit
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/results_header.sh"
 repro=$(realpath "$1"); tree=$(realpath "$2"); old=$3; file=$4; shapes=$5; shift 5
