@@ -42,11 +42,12 @@ PY
 }
 rows=()
 for v in "${variants[@]}"; do
-  # the old cubin's entry point and defines, as the build stage recorded the variant's
+  # the old cubin's defines, as the build stage recorded the variant's (its entry point and
+  # workload are the variant's: `repro compare` takes them from the other side)
   defines=$(python3 - "$work/new/artifacts/build/$v.json" <<'PY'
 import json, sys
 b = json.load(open(sys.argv[1]))
-print(" ".join([f"--entry {b['entry']}"] + [f"--define {k}={v}" for k, v in b["defines"].items()]))
+print(" ".join(f"--define {k}={v}" for k, v in b["defines"].items()))
 PY
 )
   for shape in ${shapes//,/ }; do
@@ -61,7 +62,7 @@ PY
 done
 echo "$header"
 echo
-echo "Each row: \`$file\` as this commit has it (new) against the same variant built from its text at $old (old), $arch. ncu: \`gpu__time_duration\`, µs, the median of 5 profiled launches after 5 warm-up ones (min–max). Harness: \`repro compare VARIANT OLD.cubin --entry … --define … --shape S\` (A new, B old): each side's p50, µs, and its verdict."
+echo "Each row: \`$file\` as this commit has it (new) against the same variant built from its text at $old (old), $arch. ncu: \`gpu__time_duration\`, µs, the median of 5 profiled launches after 5 warm-up ones (min–max). Harness: \`repro compare VARIANT OLD.cubin --define … --shape S\` (A new, B old): each side's p50, µs, and its verdict."
 echo
 echo "| variant | shape | ncu new | ncu old | harness new | harness old | repro compare |"
 echo "|---|---|---:|---:|---:|---:|---|"

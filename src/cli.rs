@@ -487,14 +487,14 @@ pub struct CompareArgs {
     pub a: String,
     /// The second kernel, likewise.
     pub b: String,
-    /// Entry point of a kernel given as a `.cubin` path (default: the entry every kernel of
-    /// pipeline.yaml shares).
+    /// Entry point of a kernel given as a `.cubin` path (default: the other side's, when it
+    /// is a variant; else the entry every kernel of pipeline.yaml shares).
     #[arg(long)]
     pub entry: Option<String>,
     /// A define the `.cubin` sides were compiled with, `NAME=VALUE` (repeated).
     #[arg(long = "define", value_name = "NAME=VALUE", value_parser = parse_define)]
     pub defines: Vec<(String, i64)>,
-    /// The workload (default: the variants', or the pipeline's only one).
+    /// The workload (default: the variant side's, or the pipeline's only one).
     #[arg(long)]
     pub workload: Option<String>,
     /// A shape name of the workload (default: its primary shape).

@@ -1,7 +1,7 @@
 //! `repro compare A B` without a GPU: what it is for is in `--help`, a name that is
-//! neither a variant nor a cubin is bad usage (exit 2) listing the variants, and a machine
-//! without a driver gets the driver's message. The measurement itself is checked on a GPU
-//! by tests/gpu_compare.rs.
+//! neither a variant nor a cubin is bad usage (exit 2) listing the variants, a cubin beside
+//! a variant runs as the variant does, and a machine without a driver gets the driver's
+//! message. The measurement itself is checked on a GPU by tests/gpu_compare.rs.
 
 use crate::common;
 
@@ -78,4 +78,30 @@ fn without_a_driver_it_says_so() {
         .stderr(predicate::str::contains(
             "no CUDA driver (libcuda.so.1) found",
         ));
+}
+
+/// A `.cubin` beside a variant runs as the variant does: its entry point and workload, in a
+/// pipeline whose kernels share neither. Two cubins still need `--entry`.
+#[test]
+fn a_cubin_beside_a_variant_takes_its_entry_and_workload() {
+    if !common::no_driver_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(root.join("pipeline.yaml"), dir.path().join("pipeline.yaml")).unwrap();
+    Command::new(common::repro_bin())
+        .current_dir(dir.path())
+        .args(["compare", "ws-c1-x2", "old/ws-c1-x2.sm_90a.cubin"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "no CUDA driver (libcuda.so.1) found",
+        ));
+    Command::new(common::repro_bin())
+        .current_dir(dir.path())
+        .args(["compare", "old/a.cubin", "old/b.cubin"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--entry NAME"));
 }

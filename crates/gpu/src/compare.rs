@@ -57,9 +57,10 @@ pub struct CompareRequest {
     /// A variant of pipeline.yaml or a `.cubin` path.
     pub a: String,
     pub b: String,
-    /// Entry point of a side given as a `.cubin` (default: the one all kernels share).
+    /// Entry point of a side given as a `.cubin` (default: the variant side's, else the one
+    /// all kernels share).
     pub entry: Option<String>,
-    /// The workload (default: the variants', or the pipeline's only one).
+    /// The workload (default: the variant side's, or the pipeline's only one).
     pub workload: Option<String>,
     /// The defines a side given as a `.cubin` was compiled with (its launch may read them).
     pub defines: Bindings,
@@ -80,8 +81,16 @@ pub struct CompareRequest {
 /// [`UsageError`]s.
 pub fn compare(file: &Path, args: &CompareRequest) -> anyhow::Result<Comparison> {
     let project = Project::load(file)?;
-    let a = target(project.loaded(), file, &args.a, args)?;
-    let b = target(project.loaded(), file, &args.b, args)?;
+    // A `.cubin` side compared with a variant runs as the variant does, unless told otherwise.
+    let partner = [&args.a, &args.b]
+        .into_iter()
+        .find(|w| !w.ends_with(".cubin"));
+    let partner_entry = match (project.loaded(), partner) {
+        (Some(p), Some(v)) => super::exec::variant_entry(p, file, v).ok(),
+        _ => None,
+    };
+    let a = target(project.loaded(), file, &args.a, args, partner_entry.as_deref())?;
+    let b = target(project.loaded(), file, &args.b, args, partner_entry.as_deref())?;
     let settings = super::exec::ExecSettings {
         device: args.device,
         max_cv: 0.0,
@@ -89,21 +98,17 @@ pub fn compare(file: &Path, args: &CompareRequest) -> anyhow::Result<Comparison>
         launches_per_sample: None,
         reference: args.reference.clone(),
     };
-    let request = |target: ExecTarget, shape: String| ExecRequest {
-        target,
-        workload: args.workload.clone(),
-        shape,
-        inputs: None,
-        precision: None,
-        seed: args.seed,
-        warmup: args.warmup,
-        iters: args.pairs,
-        l2: args.l2,
-        method: Method::Isolated,
-        timing: true,
-        profile: None,
-    };
     let usage = |e: anyhow::Error| anyhow::Error::from(UsageError(format!("{e:#}")));
+    let workload = match (&args.workload, partner) {
+        (Some(w), _) => Some(w.clone()),
+        (None, Some(v)) => {
+            let variant = exec_request(args, ExecTarget::Variant(v.clone()), None, String::new());
+            Some(project.workload_of(&variant).map_err(usage)?.0.to_string())
+        }
+        (None, None) => None,
+    };
+    let request =
+        |target: ExecTarget, shape: String| exec_request(args, target, workload.clone(), shape);
     let shape = match &args.shape {
         Some(s) => s.clone(),
         None => {
@@ -192,17 +197,44 @@ pub fn compare(file: &Path, args: &CompareRequest) -> anyhow::Result<Comparison>
     })
 }
 
-/// A variant name or a `.cubin` path as a run's target.
+/// One side's timed run, as `args` asks for it.
+fn exec_request(
+    args: &CompareRequest,
+    target: ExecTarget,
+    workload: Option<String>,
+    shape: String,
+) -> ExecRequest {
+    ExecRequest {
+        target,
+        workload,
+        shape,
+        inputs: None,
+        precision: None,
+        seed: args.seed,
+        warmup: args.warmup,
+        iters: args.pairs,
+        l2: args.l2,
+        method: Method::Isolated,
+        timing: true,
+        profile: None,
+    }
+}
+
+/// A variant name or a `.cubin` path as a run's target. A cubin's entry point: `--entry`,
+/// else `partner_entry` (the other side's, a variant), else the one all kernels share.
 fn target(
     pipeline: Option<&Pipeline>,
     file: &Path,
     what: &str,
     args: &CompareRequest,
+    partner_entry: Option<&str>,
 ) -> anyhow::Result<ExecTarget> {
     if what.ends_with(".cubin") {
-        let entry = match (&args.entry, pipeline.map(shared_entry)) {
-            (Some(e), _) => e.clone(),
-            (None, Some(Some(e))) => e,
+        let shared = pipeline.and_then(shared_entry);
+        let entry = match (&args.entry, partner_entry, shared) {
+            (Some(e), _, _) => e.clone(),
+            (None, Some(e), _) => e.to_string(),
+            (None, None, Some(e)) => e,
             _ => {
                 return Err(UsageError(format!(
                     "`{what}` is a cubin: say its entry point with --entry NAME"
