@@ -158,7 +158,7 @@ constexpr int NTD = D / 8;   // 8-column n-tiles of O
 // KV_SPLIT=2: the second warpgroup's O, row maxima and row sums, one word per consumer thread
 // and value (value-major, so a warp's 32 stores hit 32 banks), for the first to merge.
 constexpr int MERGE_WORDS = 4 * NTD + 4;
-constexpr int OFF_MERGE = OFF_BAR + 128;  // K_FULL[NS], V_FULL[NS], EMPTY[NS], RAW[NR]: at most 16 mbarriers
+constexpr int OFF_MERGE = OFF_BAR + 128;  // FULL[NS], EMPTY[NS], RAW[NR]: at most 12 mbarriers
 constexpr int SMEM_BYTES = OFF_MERGE + (KVS == 2 ? MERGE_WORDS * 128 * 4 : 0);
 constexpr int CHUNKS = BN * D / 16 / 128;  // 16-byte raw chunks per producer thread, per tile
 constexpr float LOG2E = 1.4426950408889634f;
@@ -170,7 +170,7 @@ constexpr int CONSUMER_REGS_RAW = (REG_SHARE / 128 - PRODUCER_REGS) / NC;
 constexpr int CONSUMER_REGS = (CONSUMER_REGS_RAW > 256 ? 256 : CONSUMER_REGS_RAW) / 8 * 8;
 static_assert(CONSUMER_REGS >= 128, "the consumers need at least 128 registers");
 static_assert(OFF_RAW % 1024 == 0 && H_TILE % 1024 == 0, "wgmma's 128B-swizzle tiles start on 1024-byte boundaries");
-static_assert(3 * NS + NR <= 16, "the mbarrier region holds 16");
+static_assert(2 * NS + NR <= 16, "the mbarrier region holds 16");
 static_assert(SMEM_BYTES * CTAS_PER_SM <= 232448 - 1024 * (CTAS_PER_SM - 1), "shared memory per SM (227 KiB)");
 
 #include "sdpa_fp8_mma_ptx.cuh"    // e4m3 conversion, exp2, pack_half2
@@ -231,11 +231,9 @@ __device__ __forceinline__ void turn_pass(int wg) {
 
 struct Barriers {
     uint32_t base;
-    // K and V of a slot are published apart, so S = Q·Kᵀ starts before V is converted.
-    __device__ __forceinline__ uint32_t k_full(int s) const { return base + 8 * s; }
-    __device__ __forceinline__ uint32_t v_full(int s) const { return base + 8 * (NS + s); }
-    __device__ __forceinline__ uint32_t empty(int s) const { return base + 8 * (2 * NS + s); }
-    __device__ __forceinline__ uint32_t raw(int r) const { return base + 8 * (3 * NS + r); }
+    __device__ __forceinline__ uint32_t full(int s) const { return base + 8 * s; }
+    __device__ __forceinline__ uint32_t empty(int s) const { return base + 8 * (NS + s); }
+    __device__ __forceinline__ uint32_t raw(int r) const { return base + 8 * (2 * NS + r); }
 };
 
 // ---- the producer warpgroup ----------------------------------------------------------------
@@ -285,11 +283,9 @@ __device__ __forceinline__ void produce(const uint8_t* Kbh, const uint8_t* Vbh, 
         unsigned char* h = smem + s * H_STAGE;
         const int valid = S - t * BN;
         convert_tile(raw, h, p, valid);
-        fence_proxy_async_shared();  // the tensor cores read the tile through the async proxy
-        mbar_arrive(bars.k_full(s));
         convert_tile(raw + RAW_TILE, h + H_TILE, p, valid);
-        fence_proxy_async_shared();
-        mbar_arrive(bars.v_full(s));
+        fence_proxy_async_shared();  // the tensor cores read the tile through the async proxy
+        mbar_arrive(bars.full(s));
         if (t + NR < ntiles) {
             producer_sync();  // every producer thread is done reading raw slot r
             if (p == 0) issue_raw(Kbh, Vbh, t + NR, S, smem_s, bars);
@@ -417,8 +413,7 @@ extern "C" __global__ void __launch_bounds__(ws_attn::NT, CTAS_PER_SM)
 
     if (tid == 0) {
         for (int s = 0; s < NS; ++s) {
-            mbar_init(bars.k_full(s), 128);     // every producer thread, after its conversion of K
-            mbar_init(bars.v_full(s), 128);     // ... and of V
+            mbar_init(bars.full(s), 128);       // every producer thread, after its conversion
             mbar_init(bars.empty(s), 128 * TILE_READERS);  // every thread that read the tile, after its P·V
         }
         for (int r = 0; r < NR; ++r) mbar_init(bars.raw(r), 1);  // thread 0's expect_tx + the bytes
@@ -496,7 +491,7 @@ extern "C" __global__ void __launch_bounds__(ws_attn::NT, CTAS_PER_SM)
     // warpgroup has every tile; with it, the second has none when the sequence is one tile.)
     if (wg == 1) turn_pass(1);
     if (ntiles_mine > 0) {
-        mbar_wait(bars.k_full(tile(0) % NS), (tile(0) / NS) & 1);
+        mbar_wait(bars.full(tile(0) % NS), (tile(0) / NS) & 1);
         fence_operands();
         wgmma_fence();
         turn_wait(wg);
@@ -513,8 +508,7 @@ extern "C" __global__ void __launch_bounds__(ws_attn::NT, CTAS_PER_SM)
 #pragma unroll 1
         for (int j = 0; j + 1 < ntiles_mine; ++j) {
             const int t = tile(j), next = tile(j + 1);
-            mbar_wait(bars.k_full(next % NS), (next / NS) & 1);
-            mbar_wait(bars.v_full(t % NS), (t / NS) & 1);
+            mbar_wait(bars.full(next % NS), (next / NS) & 1);
             fence_operands();
             wgmma_fence();
             turn_wait(wg);
@@ -543,12 +537,10 @@ extern "C" __global__ void __launch_bounds__(ws_attn::NT, CTAS_PER_SM)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) pa[kb][e] = pn[kb][e];
         }
-        const int last = tile(ntiles_mine - 1);
-        mbar_wait(bars.v_full(last % NS), (last / NS) & 1);
         fence_operands();
         wgmma_fence();
         turn_wait(wg);
-        issue_pv(last);
+        issue_pv(tile(ntiles_mine - 1));
         if (wg == 0) turn_pass(0);
         wgmma_wait_all();
         wgmma_fence_operand(o);
