@@ -77,6 +77,7 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
             .unwrap_or_else(|| panic!("no record {label}: {summary:#?}"))
     };
     let mut processes = std::collections::BTreeSet::new();
+    let mut time_processes = std::collections::BTreeSet::new();
     for (label, range) in [
         (
             "torch-sdpa-best@small",
@@ -128,6 +129,29 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
             "{label}: no range {range} in\n{csv}"
         );
         processes.insert(process_id(&csv));
+        // The kernel time is the time pass's: the median of its calls' summed kernel times,
+        // each call's kernels in its own range, in a process of its own.
+        let path = root.join(format!("artifacts/ncu/{label}.time.csv"));
+        let timed = std::fs::read_to_string(path).unwrap();
+        let alone = repro::ncu::parse::parse(&timed).unwrap().launches;
+        assert_eq!(alone.len(), 5 * t.kernels.len(), "{label}: the time pass");
+        let mut calls: Vec<f64> = alone
+            .chunks(t.kernels.len())
+            .map(|call| {
+                call.iter()
+                    .map(|l| l.get("gpu__time_duration.sum").unwrap().number().unwrap())
+                    .sum::<f64>()
+            })
+            .collect();
+        calls.sort_by(f64::total_cmp);
+        let unit = alone[0].get("gpu__time_duration.sum").unwrap().unit.clone();
+        let scale = if unit == "ns" { 1e-3 } else { 1.0 };
+        assert!(
+            (calls[2] * scale - time).abs() < 1e-3,
+            "{label}: {time} µs is not the time pass's median {:?} {unit}",
+            calls
+        );
+        time_processes.insert(process_id(&timed));
         eprintln!(
             "{label}: {time:.2} µs = {}",
             t.kernels
@@ -137,8 +161,10 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
                 .join(" + ")
         );
     }
-    // The three calls ran in one python process under one ncu.
+    // The three calls ran in one python process under one ncu, per pass.
     assert_eq!(processes.len(), 1, "{processes:?}");
+    assert_eq!(time_processes.len(), 1, "{time_processes:?}");
+    assert!(processes.is_disjoint(&time_processes));
     // The best (only) variant off the primary, for the ncu ratio on `mission`.
     let ours = record("stage2-baseline@mission");
     assert_eq!(ours.status, RunStatus::Ok, "{:?}", ours.reason);

@@ -375,7 +375,8 @@ fn profile_stage_skips_and_fails_honestly() {
     assert!(staging.join("artifacts/ncu/bad.csv").exists());
 
     // 4. A target whose cubin, GPU, driver, ncu and options are unchanged keeps its committed
-    //    profile: only the rebuilt one is profiled again. Both run in one ncu process.
+    //    profile: only the rebuilt one is profiled again. Both run in one ncu process per
+    //    pass: the kernel time's (`gpu__time_duration` alone), then the full profile's.
     project.fake_ncu(&kernel_ncu(&calls_file, &requests, false));
     let repro = project.script("fake-repro", FAKE_REPRO);
     std::fs::create_dir_all(project.root().join(".repro/cubins")).unwrap();
@@ -405,12 +406,25 @@ fn profile_stage_skips_and_fails_honestly() {
         staging
     };
     let (n, ran, staging) = profiled(&run);
-    assert_eq!(n, 1, "control and bad are profiled in one process");
-    assert_eq!(ran.lines().count(), 2, "{ran}");
+    assert_eq!(n, 2, "control and bad are profiled in one process per pass");
+    assert_eq!(ran.lines().count(), 4, "{ran}");
     let argv = std::fs::read_to_string(&calls_file).unwrap();
+    let passes: Vec<&str> = argv.lines().collect();
     assert!(
-        argv.contains("--profile-from-start off") && argv.ends_with("exec --worker\n"),
+        passes
+            .iter()
+            .all(|a| a.contains("--profile-from-start off") && a.ends_with("exec --worker")),
         "a worker under ncu, which profiles only the windows:\n{argv}"
+    );
+    assert!(
+        passes[0].contains("--metrics gpu__time_duration.sum --log-file")
+            && passes[1].contains("sm__throughput"),
+        "the kernel time's pass first, then the full profile:\n{argv}"
+    );
+    assert_eq!(
+        std::fs::read(staging.join("artifacts/ncu/control.time.csv")).unwrap(),
+        std::fs::read(fixture("stage_mode_launches.csv")).unwrap(),
+        "the time pass's CSV beside the full profile's"
     );
     assert!(
         ran.contains("\"warmup\":5")
@@ -457,10 +471,10 @@ fn profile_stage_skips_and_fails_honestly() {
     )
     .unwrap();
     let (n, ran, staging) = profiled(&run);
-    assert_eq!(n, 1);
+    assert_eq!(n, 2);
     assert!(
-        ran.lines().count() == 1 && ran.contains("\"variant\":\"bad\""),
-        "only the rebuilt target:\n{ran}"
+        ran.lines().count() == 2 && ran.lines().all(|l| l.contains("\"variant\":\"bad\"")),
+        "only the rebuilt target, in each pass:\n{ran}"
     );
     let s = summary(&staging);
     assert!(s.targets[0].measured.as_ref().unwrap().reused);
@@ -527,11 +541,16 @@ fn profile_stage_skips_and_fails_honestly() {
     let b_calls: Vec<&str> = call.lines().filter(|l| l.contains("b.sh")).collect();
     assert_eq!(
         b_calls.len(),
-        1,
-        "one process for both calls of b.sh:\n{call}"
+        2,
+        "one process for both calls of b.sh, per pass:\n{call}"
     );
     assert!(
-        b_calls[0].contains(
+        b_calls[0].contains("--metrics gpu__time_duration.sum --nvtx")
+            && b_calls[1].contains("sm__throughput"),
+        "the kernel time's pass first, then the full profile:\n{call}"
+    );
+    assert!(
+        b_calls[1].contains(
             "--nvtx --nvtx-include repro-profile.torch-sdpa-best.mission/ \
              --nvtx-include repro-profile.torch-sdpa-default.mission/ \
              --target-processes application-only"
@@ -592,7 +611,7 @@ fn profile_stage_skips_and_fails_honestly() {
     let call = calls();
     assert_eq!(
         call.lines().filter(|l| l.contains("b.sh")).count(),
-        1,
-        "an edited script is profiled again, both calls in one process:\n{call}"
+        2,
+        "an edited script is profiled again, both calls in one process per pass:\n{call}"
     );
 }

@@ -1,9 +1,11 @@
 //! The `profile` stage kind: Nsight Compute on `launches` warm launches of each target's
 //! kernel (the control, named variants, the tune elite), every kernel target in one ncu
 //! process ([`kernels`]); a baseline's calls as many times, after the same warm-up, one
-//! process per script ([`run`]); `--csv --page raw` with an explicit metric list. Writes each
-//! target's part of ncu's output to `artifacts/ncu/<target>.csv`, and the medians of the
-//! named metrics and the `gates.profile` verdicts to `artifacts/ncu/summary.json`.
+//! process per script ([`run`]); `--csv --page raw` with an explicit metric list, after a
+//! pass that times the same launches alone ([`own_time`]). Writes each target's part of
+//! ncu's output to `artifacts/ncu/<target>.csv` (the time pass's to `<target>.time.csv`), and
+//! the medians of the named metrics and the `gates.profile` verdicts to
+//! `artifacts/ncu/summary.json`.
 //!
 //! Degrades honestly: no ncu → `skipped` with the install hint; `ERR_NVGPUCTRPERM` →
 //! `skipped` with the fix; a target whose program crashes or times out is `failed` with
@@ -13,6 +15,7 @@ mod calls;
 pub mod gates;
 mod kernels;
 mod ncu_call;
+mod own_time;
 pub use repro_ncu::options;
 mod reuse;
 mod run;
@@ -124,6 +127,7 @@ impl StageKind for Profile {
         p.insert("launches".into(), opts.launches.to_string());
         p.insert("clock_control".into(), opts.clock_control.clone());
         p.insert("cache_control".into(), opts.cache_control.clone());
+        p.insert("kernel_time_pass".into(), own_time::METRIC.into());
         if !pipeline.gates.profile.is_empty() {
             p.insert(
                 "gates".into(),
@@ -212,7 +216,16 @@ impl StageKind for Profile {
             extra: &opts.metrics,
             launches: opts.launches,
         };
-        let mut records: Vec<Option<(NcuTarget, String)>> = vec![None; targets.len()];
+        let time_metric = [own_time::METRIC.to_string()];
+        let time_call = NcuCall {
+            metrics: &time_metric,
+            ..call
+        };
+        let time_reading = Reading {
+            extra: &[],
+            ..reading
+        };
+        let mut records: Vec<Option<Profiled>> = vec![None; targets.len()];
         let keys: Vec<_> = targets
             .iter()
             .map(|t| common.as_ref().and_then(|c| c.key(ctx, t)))
@@ -251,13 +264,14 @@ impl StageKind for Profile {
                 });
                 match kept {
                     // Kernel targets are profiled one by one: each keeps its own profile.
-                    Some((record, csv)) if !is_script(&targets[i]) => {
-                        let from = describe_run(record.measured.as_ref().expect("a reused record"));
+                    Some(kept) if !is_script(&targets[i]) => {
+                        let measured = kept.record.measured.as_ref();
+                        let from = describe_run(measured.expect("a reused record"));
                         (ctx.progress)(&format!(
                             "ncu {}: reused the profile of {from}",
                             targets[i].label
                         ));
-                        records[i] = Some((record, String::from_utf8_lossy(&csv).into_owned()));
+                        records[i] = Some(kept);
                     }
                     kept => fresh.push((i, kept)),
                 }
@@ -265,9 +279,8 @@ impl StageKind for Profile {
             let script = fresh.first().is_some_and(|(i, _)| is_script(&targets[*i]));
             if script && fresh.iter().all(|(_, kept)| kept.is_some()) {
                 for (i, kept) in fresh {
-                    let (record, csv) = kept.expect("kept");
                     (ctx.progress)(&format!("ncu {}: reused its profile", targets[i].label));
-                    records[i] = Some((record, String::from_utf8_lossy(&csv).into_owned()));
+                    records[i] = kept;
                 }
                 continue;
             }
@@ -276,29 +289,32 @@ impl StageKind for Profile {
                 pending.push(schedule::Unit { members, script });
             }
         }
+        // The time pass first ([`own_time`]), then the full profile, each unit the same way.
+        let timed = schedule::profile_units(ctx, &time_call, &targets, &pending, &time_reading);
         let ran = schedule::profile_units(ctx, &call, &targets, &pending, &reading);
-        for (unit, ran) in pending.iter().zip(ran) {
+        for ((unit, ran), timed) in pending.iter().zip(ran).zip(timed) {
             let members: Vec<&Target> = unit.members.iter().map(|&i| &targets[i]).collect();
-            let waited = match ran.waited.as_secs_f64() {
-                w if w >= 0.05 => format!(" ({w:.1} s of it started beside the kernel targets)"),
-                _ => String::new(),
+            let what = match unit.script {
+                true => "baseline calls",
+                false => "kernel targets",
             };
-            repro_base::fsio::append_line(
-                ctx.log,
-                &format!(
-                    "ncu: {} {} profiled in {:.1} s{waited}",
+            for (pass, ran) in [("timed alone", &timed), ("profiled", &ran)] {
+                let waited = match ran.waited.as_secs_f64() {
+                    w if w >= 0.05 => {
+                        format!(" ({w:.1} s of it started beside the kernel targets)")
+                    }
+                    _ => String::new(),
+                };
+                let line = format!(
+                    "ncu: {} {what} {pass} in {:.1} s{waited}",
                     members.len(),
-                    if unit.script {
-                        "baseline calls"
-                    } else {
-                        "kernel targets"
-                    },
                     ran.took.as_secs_f64()
-                ),
-            );
-            let profiled = match ran.profiled? {
-                Ok(records) => records,
-                Err(line) => {
+                );
+                repro_base::fsio::append_line(ctx.log, &line);
+            }
+            let (profiled, times) = match (ran.profiled?, timed.profiled?) {
+                (Ok(records), Ok(times)) => (records, times),
+                (Err(line), _) | (_, Err(line)) => {
                     let reason = format!("ncu may not read the GPU performance counters: {line}");
                     let outcome = skip_all(&mut summary, &reason, ncu_mod::PERMISSION_FIX);
                     return finish(&out_dir, summary, skipped, outcome);
@@ -311,14 +327,21 @@ impl StageKind for Profile {
                         false => kernels::keep_report(ctx, &call, &members),
                     }
                 });
-            for (&i, (mut record, csv)) in unit.members.iter().zip(profiled) {
+            for ((&i, (record, csv)), (timed, time_csv)) in
+                unit.members.iter().zip(profiled).zip(times)
+            {
+                let mut record = own_time::merge(record, &timed);
                 if record.status.is_ok() {
                     record.measured = keys[i].clone().map(|k| this_run.measured(k));
                     if let Some(Err(why)) = &report {
                         record.reason = Some(format!("report not kept: {why}"));
                     }
                 }
-                records[i] = Some((record, csv));
+                records[i] = Some(Profiled {
+                    record,
+                    csv,
+                    time_csv,
+                });
             }
         }
         for (i, twin) in twins.iter().enumerate() {
@@ -327,8 +350,14 @@ impl StageKind for Profile {
             (ctx.progress)(&format!(
                 "ncu {to}: the same kernel as {from}, profiled once"
             ));
-            let copied = twins::copy(records[j].as_ref().expect("an earlier target"), &targets[i]);
-            records[i] = Some(copied);
+            let twin = records[j].as_ref().expect("an earlier target");
+            let (record, csv) = twins::copy(&(twin.record.clone(), twin.csv.clone()), &targets[i]);
+            let time_csv = twin.time_csv.clone();
+            records[i] = Some(Profiled {
+                record,
+                csv,
+                time_csv,
+            });
             if opts.keep_report {
                 twins::copy_report(ctx.root, from, to)
                     .with_context(|| format!("cannot copy the ncu report of {from} for {to}"))?;
@@ -337,12 +366,14 @@ impl StageKind for Profile {
         let records = records
             .into_iter()
             .map(|r| r.expect("every target has its record"));
-        for (target, (mut record, csv)) in targets.iter().zip(records) {
-            record.shape = Some(target.shape.clone());
-            let path = out_dir.join(format!("{}.csv", target.label));
-            std::fs::write(&path, csv)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            summary.targets.push(record);
+        for (target, mut p) in targets.iter().zip(records) {
+            p.record.shape = Some(target.shape.clone());
+            for (name, text) in [("csv", &p.csv), ("time.csv", &p.time_csv)] {
+                let path = out_dir.join(format!("{}.{name}", target.label));
+                std::fs::write(&path, text)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            summary.targets.push(p.record);
         }
         summary.gates = judge_gates(ctx.pipeline, &targets, &summary.targets);
         let failed: Vec<String> = summary
@@ -358,6 +389,15 @@ impl StageKind for Profile {
         };
         finish(&out_dir, summary, skipped, outcome)
     }
+}
+
+/// A target's record and what ncu printed for it: the full profile's CSV and the time
+/// pass's.
+#[derive(Debug, Clone)]
+pub(super) struct Profiled {
+    pub record: NcuTarget,
+    pub csv: String,
+    pub time_csv: String,
 }
 
 /// `gates.profile` on the variants and tune elites profiled on their primary shape: a

@@ -3,11 +3,12 @@
 
 use super::ncu_call::NcuCall;
 use super::targets::{Program, Target};
+use super::Profiled;
 use super::OUT_DIR;
 use crate::{reuse, reuse::digest_json, reuse::file_digest, reuse::Committed, reuse::Key};
 use repro_pipeline::kind::RunCtx;
 use repro_pipeline::workload::Workloads;
-use repro_schema::{NcuSummary, NcuTarget};
+use repro_schema::NcuSummary;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -38,6 +39,7 @@ impl Common {
             "launches": o.launches,
             "clock_control": o.clock_control,
             "cache_control": o.cache_control,
+            "kernel_time_pass": super::own_time::METRIC,
             "keep_report": o.keep_report,
             "env": ctx.spec.env,
         }));
@@ -126,8 +128,8 @@ impl Common {
     }
 }
 
-/// The committed record of `target` and its ncu CSV when they may stand for a new profile
-/// under `key`: the lock vouches for both, it was profiled, and its key is `key`. With
+/// The committed record of `target` and its ncu CSVs when they may stand for a new profile
+/// under `key`: the lock vouches for them, it was profiled, and its key is `key`. With
 /// `keep_report` the full report must be there too.
 pub(super) fn committed_target(
     committed: &Committed,
@@ -135,7 +137,7 @@ pub(super) fn committed_target(
     target: &Target,
     key: &Key,
     keep_report: bool,
-) -> Option<(NcuTarget, Vec<u8>)> {
+) -> Option<Profiled> {
     let summary = committed.read(&format!("{OUT_DIR}/summary.json"))?;
     let summary: NcuSummary = serde_json::from_slice(&summary).ok()?;
     let mut record = summary
@@ -143,12 +145,20 @@ pub(super) fn committed_target(
         .into_iter()
         .find(|t| t.target == target.label && t.status.is_ok())?;
     record.measured = Some(reuse::reusable(record.measured.as_ref(), key)?);
-    let csv = committed.read(&format!("{OUT_DIR}/{}.csv", target.label))?;
+    let text = |name: &str| {
+        let bytes = committed.read(&format!("{OUT_DIR}/{}.{name}", target.label))?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    };
+    let (csv, time_csv) = (text("csv")?, text("time.csv")?);
     let report = root.join(format!(".repro/ncu/{}.ncu-rep", target.label));
     if keep_report && !report.is_file() {
         return None;
     }
-    Some((record, csv))
+    Some(Profiled {
+        record,
+        csv,
+        time_csv,
+    })
 }
 
 /// The files a baseline's command runs: each file its `run` names (relative to the project
