@@ -22,7 +22,10 @@ proj = sys.argv[1]
 summary = json.load(open(f"{proj}/artifacts/ncu/summary.json"))
 gpu = re.search(r"^\s*name: (.+)$", open(f"{proj}/artifacts/manifest.yaml").read(), re.M)
 def times(path):
-    rows = list(csv.reader(l for l in open(path) if not l.startswith("==")))
+    lines = open(path).read().splitlines()
+    # ncu's header row, after its own lines and a baseline script's
+    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), len(lines))
+    rows = list(csv.reader(l for l in lines[start:] if not l.startswith("==")))
     if len(rows) < 3:
         sys.exit(f"{path}: no launches")
     head = rows[0]
