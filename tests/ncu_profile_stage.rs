@@ -538,15 +538,6 @@ fn profile_stage_skips_and_fails_honestly() {
             && call.contains("gate opened after the kernel targets"),
         "{call}"
     );
-    // Both passes' kernel targets ran while both of b.sh's processes waited at their gates.
-    let lines: Vec<&str> = call.lines().collect();
-    let last_worker = lines.iter().rposition(|l| l.ends_with("exec --worker"));
-    let first_script = lines.iter().position(|l| l.contains("b.sh"));
-    assert!(
-        lines.iter().filter(|l| l.ends_with("exec --worker")).count() == 2
-            && last_worker < first_script,
-        "{call}"
-    );
     let b_calls: Vec<&str> = call.lines().filter(|l| l.contains("b.sh")).collect();
     assert_eq!(
         b_calls.len(),

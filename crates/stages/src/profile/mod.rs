@@ -290,20 +290,8 @@ impl StageKind for Profile {
             }
         }
         // The time pass first ([`own_time`]), then the full profile, each unit the same way.
-        let passes = [
-            schedule::Pass {
-                call: &time_call,
-                reading: &time_reading,
-            },
-            schedule::Pass {
-                call: &call,
-                reading: &reading,
-            },
-        ];
-        let [timed, ran]: [Vec<schedule::Ran>; 2] =
-            schedule::profile_units(ctx, &passes, &targets, &pending)
-                .try_into()
-                .unwrap_or_else(|_| unreachable!("one answer per pass"));
+        let timed = schedule::profile_units(ctx, &time_call, &targets, &pending, &time_reading);
+        let ran = schedule::profile_units(ctx, &call, &targets, &pending, &reading);
         for ((unit, ran), timed) in pending.iter().zip(ran).zip(timed) {
             let members: Vec<&Target> = unit.members.iter().map(|&i| &targets[i]).collect();
             let what = match unit.script {

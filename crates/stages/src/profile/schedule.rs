@@ -1,14 +1,11 @@
 //! When the stage's ncu processes run. ncu profiles one kernel at a time, whichever process
 //! launched it, but a baseline script spends its first seconds starting Python and
-//! importing torch, before it touches the GPU. The stage profiles in passes (the kernel
-//! time's, then the full profile: [`super::own_time`]), each a process per unit. One
-//! baseline script (the one with the most calls) starts at once for every pass, each process
-//! with `REPRO_PROFILE_GATE` naming a file of its own. A script that writes `<file>.honoured`
-//! at once promises to wait for `<file>` before CUDA starts: the kernel targets of every pass
-//! are then profiled while those import, and the stage opens their gates one after the
-//! other when they are done, each once the one before has ended. One that does not runs
-//! alone, to its end, before the kernel targets: nothing of a script runs on the GPU while
-//! they are profiled. Other scripts run after, one at a time.
+//! importing torch, before it touches the GPU. So one baseline script (the one with the
+//! most calls) starts first, with `REPRO_PROFILE_GATE` naming a file. A script that writes
+//! `<file>.honoured` at once promises to wait for `<file>` before CUDA starts: the kernel
+//! targets are then profiled while it imports, and the stage writes `<file>` when they are
+//! done. One that does not runs alone, to its end, before them: nothing of a script runs on
+//! the GPU while the kernels are profiled. Other scripts run after, one at a time.
 
 use super::kernels::{self, Profiled};
 use super::ncu_call::NcuCall;
@@ -25,12 +22,6 @@ pub(super) struct Unit {
     pub script: bool,
 }
 
-/// One pass over the units: what ncu collects, and how its output is read.
-pub(super) struct Pass<'a> {
-    pub call: &'a NcuCall<'a>,
-    pub reading: &'a Reading<'a>,
-}
-
 /// How a unit's process went: its records (or why none), how long it took, and how much
 /// of that it waited at the gate.
 pub(super) struct Ran {
@@ -39,13 +30,14 @@ pub(super) struct Ran {
     pub waited: Duration,
 }
 
-/// Profile `units` in each of `passes`, answering per pass, in the units' order.
+/// Profile `units`, answering in their order.
 pub(super) fn profile_units(
     ctx: &RunCtx,
-    passes: &[Pass],
+    call: &NcuCall,
     targets: &[Target],
     units: &[Unit],
-) -> Vec<Vec<Ran>> {
+    reading: &Reading,
+) -> Vec<Ran> {
     let members = |u: &Unit| -> Vec<&Target> { u.members.iter().map(|&i| &targets[i]).collect() };
     // The script with the most calls: a script that cannot run skips them at once.
     let held = (0..units.len())
@@ -56,88 +48,61 @@ pub(super) fn profile_units(
         .filter(|u| !u.script)
         .map(|u| u.members.len())
         .sum::<usize>();
-    let gates: Vec<Gate> = (0..passes.len())
-        .map(|p| Gate::new(ctx.root, std::process::id(), p))
-        .collect();
-    let mut ran: Vec<Vec<Option<Ran>>> = passes
-        .iter()
-        .map(|_| units.iter().map(|_| None).collect())
-        .collect();
+    let gate = Gate::new(ctx.root, std::process::id());
+    let mut ran: Vec<Option<Ran>> = units.iter().map(|_| None).collect();
     std::thread::scope(|s| {
-        // Built here: each thread holds only its job, the executor and the cancel flag.
-        let beside: Vec<_> = held
-            .map(|h| {
-                passes
-                    .iter()
-                    .zip(&gates)
-                    .map(|(pass, gate)| {
-                        // Each kernel target, and each script before it, may take the
-                        // stage's time limit; the wait is bounded so.
-                        let runs = passes.len() as u32 * (kernel_targets as u32 + 1);
-                        let wait = pass.call.opts.timeout * runs;
-                        let unit = members(&units[h]);
-                        let job = run::script_job(ctx, pass.call, &unit, Some((gate.path(), wait)));
-                        let (executor, cancel) = (ctx.executor, ctx.cancel);
-                        let thread = s.spawn(move || executor.run(&job, cancel));
-                        // A script that does not say it waits at the gate runs alone, to
-                        // its end.
-                        while !gate.honoured() && !thread.is_finished() {
-                            std::thread::sleep(Duration::from_millis(20));
-                        }
-                        (Instant::now(), thread)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        // Opened however the kernel targets end, so no script waits for good.
-        let openers: Vec<Opener> = gates.iter().map(Gate::opener).collect();
-        for (p, pass) in passes.iter().enumerate() {
+        // Built here: the thread holds only the job, the executor and the cancel flag.
+        let beside = held.map(|h| {
+            // Each kernel target may take the stage's time limit; the wait is bounded so.
+            let wait = call.opts.timeout * (kernel_targets as u32 + 1);
+            let job = run::script_job(ctx, call, &members(&units[h]), Some((gate.path(), wait)));
+            let (executor, cancel) = (ctx.executor, ctx.cancel);
+            let thread = s.spawn(move || executor.run(&job, cancel));
+            // A script that does not say it waits at the gate runs alone, to its end.
+            while !gate.honoured() && !thread.is_finished() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (h, Instant::now(), thread)
+        });
+        {
+            // Opened however the kernel targets end, so the script never waits for good.
+            let _open = gate.opener();
             for (i, u) in units.iter().enumerate().filter(|(_, u)| !u.script) {
                 let began = Instant::now();
-                let profiled = kernels::profile_kernels(ctx, pass.call, &members(u), pass.reading);
-                ran[p][i] = Some(Ran {
-                    profiled: Ok(profiled),
-                    took: began.elapsed(),
-                    waited: Duration::ZERO,
-                });
-            }
-        }
-        // The waiting scripts in pass order, one at a time on the GPU.
-        for ((p, (began, thread)), opener) in beside.into_iter().enumerate().zip(openers) {
-            let h = held.expect("a held script");
-            drop(opener);
-            let opened = Instant::now();
-            let outcome = thread
-                .join()
-                .expect("the baseline script's thread panicked");
-            ran[p][h] = Some(Ran {
-                profiled: outcome.and_then(|o| {
-                    run::read_script_outcome(&members(&units[h]), &o, passes[p].reading)
-                }),
-                took: began.elapsed(),
-                waited: opened.duration_since(began),
-            });
-        }
-    });
-    for (p, pass) in passes.iter().enumerate() {
-        for (i, u) in units.iter().enumerate() {
-            if ran[p][i].is_none() {
-                let began = Instant::now();
-                let profiled = run::profile_scripts(ctx, pass.call, &members(u), pass.reading);
-                ran[p][i] = Some(Ran {
+                let profiled = Ok(kernels::profile_kernels(ctx, call, &members(u), reading));
+                ran[i] = Some(Ran {
                     profiled,
                     took: began.elapsed(),
                     waited: Duration::ZERO,
                 });
             }
         }
+        let opened = Instant::now();
+        if let Some((h, began, thread)) = beside {
+            let outcome = thread
+                .join()
+                .expect("the baseline script's thread panicked");
+            ran[h] = Some(Ran {
+                profiled: outcome
+                    .and_then(|o| run::read_script_outcome(&members(&units[h]), &o, reading)),
+                took: began.elapsed(),
+                waited: opened.duration_since(began),
+            });
+        }
+    });
+    for (i, u) in units.iter().enumerate() {
+        if ran[i].is_none() {
+            let began = Instant::now();
+            let profiled = run::profile_scripts(ctx, call, &members(u), reading);
+            ran[i] = Some(Ran {
+                profiled,
+                took: began.elapsed(),
+                waited: Duration::ZERO,
+            });
+        }
     }
     ran.into_iter()
-        .map(|pass| {
-            pass.into_iter()
-                .map(|r| r.expect("every unit ran"))
-                .collect()
-        })
+        .map(|r| r.expect("every unit ran"))
         .collect()
 }
 
@@ -147,8 +112,8 @@ struct Gate {
 }
 
 impl Gate {
-    fn new(root: &Path, id: u32, pass: usize) -> Gate {
-        let path = root.join(format!(".repro/ncu/gate-{id}-{pass}"));
+    fn new(root: &Path, id: u32) -> Gate {
+        let path = root.join(format!(".repro/ncu/gate-{id}"));
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
@@ -207,7 +172,7 @@ mod tests {
     #[test]
     fn a_gate_opens_when_its_opener_goes_and_is_gone_with_it() {
         let dir = tempfile::tempdir().unwrap();
-        let gate = Gate::new(dir.path(), 7, 0);
+        let gate = Gate::new(dir.path(), 7);
         let path = gate.path().to_path_buf();
         assert!(path.starts_with(dir.path().join(".repro/ncu")));
         {
@@ -216,17 +181,17 @@ mod tests {
         }
         assert!(path.exists(), "open once they are done");
         assert!(!gate.honoured());
-        std::fs::write(dir.path().join(".repro/ncu/gate-7-0.honoured"), "").unwrap();
+        std::fs::write(dir.path().join(".repro/ncu/gate-7.honoured"), "").unwrap();
         assert!(gate.honoured(), "the script's promise, by the gate's name");
         drop(gate);
         assert!(!path.exists(), "removed with the gate");
-        assert!(!dir.path().join(".repro/ncu/gate-7-0.honoured").exists());
+        assert!(!dir.path().join(".repro/ncu/gate-7.honoured").exists());
     }
 
     #[test]
     fn a_panic_still_opens_the_gate() {
         let dir = tempfile::tempdir().unwrap();
-        let gate = Gate::new(dir.path(), 8, 1);
+        let gate = Gate::new(dir.path(), 8);
         let path = gate.path().to_path_buf();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _open = gate.opener();
