@@ -1,7 +1,7 @@
 //! The best variant of a workload's bench records, by one rule for everything that needs it
 //! (the report's ★, the profile stage's baseline shapes): the variant whose file holds the
 //! performance gate against the control (the bench stage judged it best), else the fastest
-//! variant on the primary shape whose results are all correct.
+//! variant on the primary shape whose results are all correct; and the fastest on any shape.
 
 use repro_schema::BenchFile;
 use repro_schema::BenchResult;
@@ -18,10 +18,17 @@ pub fn best_variant<'f>(files: &'f [BenchFile], primary: &str) -> Option<&'f str
     {
         return Some(&owner.name);
     }
+    fastest_on(files, primary)
+}
+
+/// The fastest of `files` on `shape` (the median of its seeds' p50s) among the variants whose
+/// results are all correct: the kernel to call there, which need not be the best on the
+/// primary.
+pub fn fastest_on<'f>(files: &'f [BenchFile], shape: &str) -> Option<&'f str> {
     files
         .iter()
         .filter(|f| f.status.is_ok() && variant_correct(f))
-        .filter_map(|f| shape_p50(&f.results, primary).map(|p| (p, f.name.as_str())))
+        .filter_map(|f| shape_p50(&f.results, shape).map(|p| (p, f.name.as_str())))
         .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(b.1)))
         .map(|(_, n)| n)
 }

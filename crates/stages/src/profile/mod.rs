@@ -128,6 +128,8 @@ impl StageKind for Profile {
         p.insert("clock_control".into(), opts.clock_control.clone());
         p.insert("cache_control".into(), opts.cache_control.clone());
         p.insert("kernel_time_pass".into(), own_time::METRIC.into());
+        // Which variants run on the baseline shapes off the primary (targets::baseline_targets).
+        p.insert("off_primary".into(), "best and fastest".into());
         if !pipeline.gates.profile.is_empty() {
             p.insert(
                 "gates".into(),

@@ -7,7 +7,7 @@ use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Workloads;
 use repro_pipeline::Pipeline;
 use repro_pipeline::StageSpec;
-use repro_report::best::best_variant;
+use repro_report::best::{best_variant, fastest_on};
 use repro_schema::BenchFile;
 use repro_schema::NcuTarget;
 use repro_schema::RunStatus;
@@ -197,7 +197,8 @@ pub(super) fn elite_targets(
 
 /// The baselines' calls on each of their shapes, then each such workload's best variant on
 /// the baseline shapes off its primary (the variants ran there already): the kernel times
-/// of both sides of every baseline ratio.
+/// of both sides of every baseline ratio; and, where another variant is the fastest on such
+/// a shape, that one there too (the kernel the dispatch table says to call).
 fn baseline_targets(
     opts: &ProfileOptions,
     pipeline: &Pipeline,
@@ -227,16 +228,24 @@ fn baseline_targets(
         let primary = workloads.get(workload).map(|d| d.primary.as_str());
         let files = bench_files(pipeline, root, workload);
         let best = best_variant(&files, primary.unwrap_or_default());
+        let target = |variant: &str, shape: &str| Target {
+            label: format!("{variant}@{shape}"),
+            variant: variant.to_string(),
+            entry: entry_of(pipeline, variant).unwrap_or_default(),
+            program: Program::Variant(variant.to_string()),
+            workload: workload.to_string(),
+            shape: shape.to_string(),
+        };
         for shape in shapes {
             match best {
-                Some(best) => run.push(Target {
-                    label: format!("{best}@{shape}"),
-                    variant: best.to_string(),
-                    entry: entry_of(pipeline, best).unwrap_or_default(),
-                    program: Program::Variant(best.to_string()),
-                    workload: workload.to_string(),
-                    shape: shape.to_string(),
-                }),
+                Some(best) => {
+                    run.push(target(best, shape));
+                    // The kernel to call on this shape, when another: the dispatch table's.
+                    match fastest_on(&files, shape) {
+                        Some(fastest) if fastest != best => run.push(target(fastest, shape)),
+                        _ => {}
+                    }
+                }
                 None => skipped.push(NcuTarget {
                     shape: Some(shape.to_string()),
                     ..skipped_target(

@@ -16,7 +16,7 @@ use std::path::Path;
 fn pipeline(stage: &str) -> Pipeline {
     repro_pipeline::workload::testing::tiny_pipeline(
         &format!(
-            "kernels:\n  k: {{source: kernels/k.cu, entry: k_fwd}}\nvariants:\n  base: {{kernel: k}}\n  ws: {{kernel: k}}\ncontrol: base\nstages:\n  tune: {{uses: tune, base: base, space: {{X: [1, 2]}}}}\n  prof: {stage}\n"
+            "kernels:\n  k: {{source: kernels/k.cu, entry: k_fwd}}\nvariants:\n  base: {{kernel: k}}\n  ws: {{kernel: k}}\n  mm: {{kernel: k}}\ncontrol: base\nstages:\n  tune: {{uses: tune, base: base, space: {{X: [1, 2]}}}}\n  prof: {stage}\n"
         ),
         &["k"],
     )

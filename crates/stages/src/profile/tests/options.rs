@@ -32,7 +32,7 @@ fn bad_options_name_their_key() {
     );
     let e = options("{uses: profile, targets: [control, nope]}").unwrap_err();
     assert_eq!(e.path, ["targets", "1"]);
-    assert!(e.message.contains("base, ws"), "{}", e.message);
+    assert!(e.message.contains("base, mm, ws"), "{}", e.message);
     let e = options("{uses: profile, clock_control: fast}").unwrap_err();
     assert_eq!(e.path, ["clock_control"]);
     let e = options("{uses: profile, cache_control: warm}").unwrap_err();

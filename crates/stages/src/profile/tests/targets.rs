@@ -121,28 +121,35 @@ fn baselines_and_the_best_variant_off_the_primary_become_targets() {
         .unwrap()
         .contains("run the bench stage"));
 
-    // `ws` is the faster correct variant on the primary: it is profiled on `small` too.
+    // `ws` is the faster correct variant on the primary: it is profiled on `small` too; and
+    // `mm`, the fastest there, beside it.
     let bench = dir.path().join("artifacts/bench");
     std::fs::create_dir_all(&bench).unwrap();
-    for (name, p50) in [("base", 20.0), ("ws", 10.0)] {
-        let mut r = repro_schema::BenchResult::blank(
-            "mission",
-            Default::default(),
-            0,
-            (1, 1),
-            RunStatus::Ok,
-        );
-        r.p50_us = Some(p50);
-        r.correctness_pass = Some(true);
+    for (name, mission, small) in [("base", 20.0, 9.0), ("ws", 10.0, 5.0), ("mm", 15.0, 3.0)] {
+        let result = |shape: &str, p50: f64| {
+            let mut r = repro_schema::BenchResult::blank(
+                shape,
+                Default::default(),
+                0,
+                (1, 1),
+                RunStatus::Ok,
+            );
+            r.p50_us = Some(p50);
+            r.correctness_pass = Some(true);
+            r
+        };
         let file = serde_json::json!({
             "name": name, "kind": "variant", "status": "ok", "defines": {},
-            "results": [r], "gates": []
+            "results": [result("mission", mission), result("small", small)], "gates": []
         });
         std::fs::write(bench.join(format!("{name}.json")), file.to_string()).unwrap();
     }
     let (run, skipped) = resolve(&opts, &p.stages["prof"], &p, dir.path());
     assert!(skipped.is_empty());
-    let best = run.last().unwrap();
+    let fastest = run.last().unwrap();
+    assert_eq!(fastest.label, "mm@small");
+    assert_eq!(fastest.program, Program::Variant("mm".into()));
+    let best = &run[run.len() - 2];
     assert_eq!(best.label, "ws@small");
     assert_eq!(best.program, Program::Variant("ws".into()));
     assert_eq!(
