@@ -89,20 +89,8 @@ pub fn compare(file: &Path, args: &CompareRequest) -> anyhow::Result<Comparison>
         (Some(p), Some(v)) => super::exec::variant_entry(p, file, v).ok(),
         _ => None,
     };
-    let a = target(
-        project.loaded(),
-        file,
-        &args.a,
-        args,
-        partner_entry.as_deref(),
-    )?;
-    let b = target(
-        project.loaded(),
-        file,
-        &args.b,
-        args,
-        partner_entry.as_deref(),
-    )?;
+    let side = |what: &str| target(project.loaded(), file, what, args, partner_entry.as_deref());
+    let (a, b) = (side(&args.a)?, side(&args.b)?);
     let settings = super::exec::ExecSettings {
         device: args.device,
         max_cv: 0.0,

@@ -352,14 +352,8 @@ impl StageKind for Profile {
             (ctx.progress)(&format!(
                 "ncu {to}: the same kernel as {from}, profiled once"
             ));
-            let twin = records[j].as_ref().expect("an earlier target");
-            let (record, csv) = twins::copy(&(twin.record.clone(), twin.csv.clone()), &targets[i]);
-            let time_csv = twin.time_csv.clone();
-            records[i] = Some(Profiled {
-                record,
-                csv,
-                time_csv,
-            });
+            let copied = twins::copy(records[j].as_ref().expect("an earlier target"), &targets[i]);
+            records[i] = Some(copied);
             if opts.keep_report {
                 twins::copy_report(ctx.root, from, to)
                     .with_context(|| format!("cannot copy the ncu report of {from} for {to}"))?;

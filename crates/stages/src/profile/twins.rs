@@ -6,6 +6,7 @@
 //! ([`profiled_once_as`]).
 
 use super::targets::{Program, Target};
+use super::Profiled;
 use crate::reuse::Key;
 use repro_schema::NcuTarget;
 use std::path::Path;
@@ -22,19 +23,25 @@ pub(super) fn of(targets: &[Target], keys: &[Option<Key>]) -> Vec<Option<usize>>
         .collect()
 }
 
-/// `twin`'s record (and CSV) under `target`'s name, saying whose it is.
-pub(super) fn copy(twin: &(NcuTarget, String), target: &Target) -> (NcuTarget, String) {
-    let (record, csv) = twin;
+/// `twin`'s record (and CSVs) under `target`'s name, saying whose it is.
+pub(super) fn copy(twin: &Profiled, target: &Target) -> Profiled {
+    let (record, csv) = (&twin.record, &twin.csv);
     let why = "the same cubin, launch and shape";
-    if record.status.is_ok() {
-        return profiled_once_as(record, csv, target, why);
+    let (record, csv) = if record.status.is_ok() {
+        profiled_once_as(record, csv, target, why)
+    } else {
+        let mut copy = relabelled(record, target);
+        copy.reason = Some(match &record.reason {
+            Some(failed) => format!("as {} ({why}): {failed}", record.target),
+            None => format!("as {} ({why})", record.target),
+        });
+        (copy, csv.clone())
+    };
+    Profiled {
+        record,
+        csv,
+        time_csv: twin.time_csv.clone(),
     }
-    let mut copy = relabelled(record, target);
-    copy.reason = Some(match &record.reason {
-        Some(failed) => format!("as {} ({why}): {failed}", record.target),
-        None => format!("as {} ({why})", record.target),
-    });
-    (copy, csv.clone())
 }
 
 /// The profiled `record` (and its CSV) of the same kernel on the same inputs, under
@@ -131,20 +138,35 @@ mod tests {
             ..status_target("ws", "ws", "f", RunStatus::Ok, String::new())
         };
         let top = target("top2", Program::Variant("tune-top2".into()));
-        let (copy, csv) = copy(&(profiled, "csv".into()), &top);
+        let twin = Profiled {
+            record: profiled,
+            csv: "csv".into(),
+            time_csv: "time".into(),
+        };
+        let Profiled {
+            record: copy,
+            csv,
+            time_csv,
+        } = copy(&twin, &top);
         assert_eq!(
             (copy.target.as_str(), copy.variant.as_str()),
             ("top2", "top2")
         );
         assert_eq!(copy.kernel_time_us, Some(7.7));
         assert_eq!(csv, "csv");
+        assert_eq!(time_csv, "time");
         assert!(copy
             .reason
             .unwrap()
             .starts_with("profiled once as ws, the same kernel on the same inputs:"));
 
         let failed = status_target("ws", "ws", "f", RunStatus::Failed, "ncu timed out".into());
-        let (copy, _) = super::copy(&(failed, String::new()), &top);
+        let failed = Profiled {
+            record: failed,
+            csv: String::new(),
+            time_csv: String::new(),
+        };
+        let copy = super::copy(&failed, &top).record;
         assert_eq!(copy.status, RunStatus::Failed);
         assert_eq!(
             copy.reason.as_deref(),
