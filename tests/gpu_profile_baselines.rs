@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use repro::schema::{NcuSummary, RunStatus};
+use repro::schema::{MetricSet, NcuSummary, RunStatus};
 use std::path::Path;
 
 /// The shipped control on two shapes, both SDPA baselines timed and profiled on both.
@@ -120,6 +120,12 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
             "{label}: {time} outside {lo}..{hi}"
         );
         assert!(t.achieved_occupancy_pct.is_some(), "{label}");
+        // A baseline's call gets the one-pass list: no SM throughput, no stalls.
+        assert_eq!(t.metric_set, Some(MetricSet::OnePass), "{label}");
+        assert!(
+            t.sm_util_pct.is_none() && t.top_stalls.is_empty(),
+            "{label}"
+        );
         // Its CSV parses alone; ncu's NVTX column names the call's own range.
         let csv = std::fs::read_to_string(root.join(format!("artifacts/ncu/{label}.csv"))).unwrap();
         let launches = repro::ncu::parse::parse(&csv).unwrap().launches;
@@ -165,6 +171,10 @@ fn gpu_profile_stage_profiles_the_baselines_calls() {
     assert_eq!(processes.len(), 1, "{processes:?}");
     assert_eq!(time_processes.len(), 1, "{time_processes:?}");
     assert!(processes.is_disjoint(&time_processes));
+    // The control is the fastest (only) variant on the primary: the full list.
+    let control = record("control");
+    assert_eq!(control.metric_set, Some(MetricSet::Full));
+    assert!(control.sm_util_pct.is_some() && !control.top_stalls.is_empty());
     // The best (only) variant off the primary, for the ncu ratio on `mission`.
     let ours = record("stage2-baseline@mission");
     assert_eq!(ours.status, RunStatus::Ok, "{:?}", ours.reason);

@@ -405,8 +405,32 @@ fn profile_stage_skips_and_fails_honestly() {
         project.commit(&staging);
         staging
     };
+    // `bad` is the fastest variant on mission by the bench: it gets the full metric list,
+    // the control the one-pass list.
+    let bench = project.root().join("artifacts/bench");
+    std::fs::create_dir_all(&bench).unwrap();
+    for (variant, p50) in [("good", 20.0), ("bad", 10.0)] {
+        let mut result = repro::schema::BenchResult::blank(
+            "mission",
+            Default::default(),
+            0,
+            (1, 1),
+            RunStatus::Ok,
+        );
+        result.p50_us = Some(p50);
+        result.correctness_pass = Some(true);
+        let file = serde_json::json!({
+            "name": variant, "kind": "variant", "status": "ok", "defines": {},
+            "results": [result], "gates": []
+        });
+        std::fs::write(bench.join(format!("{variant}.json")), file.to_string()).unwrap();
+    }
     let (n, ran, staging) = profiled(&run);
-    assert_eq!(n, 2, "control and bad are profiled in one process per pass");
+    assert_eq!(
+        n, 3,
+        "one process per pass: both timed, then the control's counters in one pass, then \
+         bad's full profile"
+    );
     assert_eq!(ran.lines().count(), 4, "{ran}");
     let argv = std::fs::read_to_string(&calls_file).unwrap();
     let passes: Vec<&str> = argv.lines().collect();
@@ -416,10 +440,25 @@ fn profile_stage_skips_and_fails_honestly() {
             .all(|a| a.contains("--profile-from-start off") && a.ends_with("exec --worker")),
         "a worker under ncu, which profiles only the windows:\n{argv}"
     );
+    let one_pass = "--metrics gpu__time_duration.sum,sm__pipe_tensor";
     assert!(
         passes[0].contains("--metrics gpu__time_duration.sum --log-file")
-            && passes[1].contains("sm__throughput"),
-        "the kernel time's pass first, then the full profile:\n{argv}"
+            && passes[1].contains(one_pass)
+            && passes[1].contains("launch__registers_per_thread")
+            && !passes[1].contains("sm__throughput")
+            && passes[2].contains("sm__throughput"),
+        "the kernel time's pass first, then one pass of counters, then the full profile:\n{argv}"
+    );
+    let sets: Vec<_> = summary(&staging).targets[..2]
+        .iter()
+        .map(|t| t.metric_set)
+        .collect();
+    assert_eq!(
+        sets,
+        [
+            Some(repro::schema::MetricSet::OnePass),
+            Some(repro::schema::MetricSet::Full)
+        ]
     );
     assert_eq!(
         std::fs::read(staging.join("artifacts/ncu/control.time.csv")).unwrap(),
@@ -546,8 +585,10 @@ fn profile_stage_skips_and_fails_honestly() {
     );
     assert!(
         b_calls[0].contains("--metrics gpu__time_duration.sum --nvtx")
-            && b_calls[1].contains("sm__throughput"),
-        "the kernel time's pass first, then the full profile:\n{call}"
+            && b_calls[1].contains("launch__registers_per_thread")
+            && !b_calls[1].contains("sm__throughput"),
+        "the kernel time's pass first, then one pass of counters (a baseline's call gets no \
+         full profile):\n{call}"
     );
     assert!(
         b_calls[1].contains(

@@ -63,6 +63,22 @@ impl Field {
     pub fn from_key(key: &str) -> Option<Field> {
         Field::ALL.into_iter().find(|f| f.key() == key)
     }
+
+    /// Whether ncu reads the field in the one replay pass it needs for the kernel time
+    /// anyway ([`one_pass_list`]). The others take more: the SM throughput 8, the warp-stall
+    /// reasons 7, the L2 hit rate and the bank conflicts 2, and every replay pass after the
+    /// first costs ncu about 10 ms, the first about 60 ms
+    /// (`benches/results/ncu_replay_cost_h200.md`).
+    pub fn one_pass(self) -> bool {
+        matches!(
+            self,
+            Field::KernelTimeUs
+                | Field::TensorCoreUtil
+                | Field::AchievedOccupancy
+                | Field::RegistersPerThread
+                | Field::DramBwPctPeak
+        )
+    }
 }
 
 /// GPU generations with their own metric names.
@@ -112,20 +128,13 @@ impl Arch {
 /// The `--metrics` list for `arch` (all architectures' names when unknown): every alias
 /// of every field, the warp-stall metrics, then `extra`, without duplicates.
 pub fn request_list(arch: Option<Arch>, extra: &[String]) -> Vec<String> {
-    let mut list: Vec<String> = Vec::new();
+    let archs = archs(arch);
+    let mut list = field_aliases(&archs, |_| true);
     let mut push = |m: String| {
         if !list.contains(&m) {
             list.push(m);
         }
     };
-    let archs: Vec<Arch> = arch.map(|a| vec![a]).unwrap_or_else(|| Arch::ALL.to_vec());
-    for field in Field::ALL {
-        for a in &archs {
-            raw_aliases(field, *a)
-                .iter()
-                .for_each(|m| push(m.to_string()));
-        }
-    }
     SMEM_BANK_CONFLICT_PARTS
         .iter()
         .for_each(|m| push(m.to_string()));
@@ -135,6 +144,31 @@ pub fn request_list(arch: Option<Arch>, extra: &[String]) -> Vec<String> {
         }
     }
     extra.iter().for_each(|m| push(m.clone()));
+    list
+}
+
+/// The `--metrics` list of a one-pass profile on `arch` (all architectures' names when
+/// unknown): every alias of the fields ncu reads in one replay pass ([`Field::one_pass`]).
+pub fn one_pass_list(arch: Option<Arch>) -> Vec<String> {
+    field_aliases(&archs(arch), Field::one_pass)
+}
+
+fn archs(arch: Option<Arch>) -> Vec<Arch> {
+    arch.map(|a| vec![a]).unwrap_or_else(|| Arch::ALL.to_vec())
+}
+
+/// Every alias on `archs` of the fields `keep` keeps, in field order, without duplicates.
+fn field_aliases(archs: &[Arch], keep: fn(Field) -> bool) -> Vec<String> {
+    let mut list: Vec<String> = Vec::new();
+    for field in Field::ALL.into_iter().filter(|f| keep(*f)) {
+        for a in archs {
+            for m in raw_aliases(field, *a) {
+                if !list.iter().any(|x| x == m) {
+                    list.push(m.to_string());
+                }
+            }
+        }
+    }
     list
 }
 

@@ -39,6 +39,9 @@ pub struct ProfileOptions {
     /// Baseline scripts whose one profiled call per shape ncu measures, one process per
     /// distinct `run` (docs/guide/ncu.md, "Baselines").
     pub baselines: BTreeMap<String, BaselineSpec>,
+    /// Which targets get the full metric list; the others get the one-pass profile
+    /// (docs/guide/ncu.md, "One pass or the full profile").
+    pub full_profile: FullProfile,
     /// The limit of each ncu run: the common `timeout:` key (filled in by
     /// [`ProfileOptions::from_spec`]).
     #[serde(skip)]
@@ -58,7 +61,29 @@ impl Default for ProfileOptions {
             clock_control: "base".into(),
             cache_control: "all".into(),
             baselines: BTreeMap::new(),
+            full_profile: FullProfile::Chosen,
             timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// `full_profile:`, the targets ncu profiles with the full metric list (SM throughput, L2
+/// hit rate, bank conflicts and warp-stall reasons besides the one-pass fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FullProfile {
+    /// The tune elites and the fastest variant on each profiled shape; each other target
+    /// gets the fields one replay pass gives (`repro_ncu::metrics::Field::one_pass`).
+    Chosen,
+    /// Every target.
+    All,
+}
+
+impl FullProfile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FullProfile::Chosen => "chosen",
+            FullProfile::All => "all",
         }
     }
 }

@@ -18,7 +18,7 @@ pub use dispatch::{
     CandidateKind, DispatchFile, DispatchTable, Excluded, Figure, KernelCall, LaunchRule, Ranking,
     ShapeDispatch, TuneOrigin,
 };
-pub use ncu::{NcuKernel, NcuSummary, NcuTarget, StallReason};
+pub use ncu::{MetricSet, NcuKernel, NcuSummary, NcuTarget, StallReason};
 pub use tune::{EliteEntry, LineageStep, TuneTrial};
 
 use serde::{Deserialize, Serialize};

@@ -75,6 +75,31 @@ pub struct NcuTarget {
     /// Empty for a variant (one kernel).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernels: Vec<NcuKernel>,
+    /// The metric list ncu profiled it with; absent in summaries from before the stage had
+    /// a choice (every target had the full list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric_set: Option<MetricSet>,
+}
+
+/// The metric list a target was profiled with (the profile stage's `full_profile:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MetricSet {
+    /// Every field, the warp-stall reasons and the stage's extra metrics.
+    Full,
+    /// What one replay pass gives: the kernel time, the tensor pipe, occupancy, registers
+    /// and DRAM throughput; no SM throughput, L2 hit rate, bank conflicts or warp stalls.
+    OnePass,
+}
+
+impl MetricSet {
+    /// As `summary.json` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricSet::Full => "full",
+            MetricSet::OnePass => "one-pass",
+        }
+    }
 }
 
 /// One kernel of a profiled baseline call.

@@ -66,5 +66,6 @@ pub fn summarize(launch: &Launch, arch: Option<Arch>, extra: &[String], id: Targ
         measured: None,
         shape: None,
         kernels: Vec::new(),
+        metric_set: None,
     }
 }

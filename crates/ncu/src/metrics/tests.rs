@@ -203,3 +203,23 @@ fn request_list_has_no_duplicates_and_keeps_extra() {
     assert!(!hopper.iter().any(|m| m.contains("_v2")));
     assert!(hopper.iter().any(|m| m.contains("stalled_gmma")));
 }
+
+#[test]
+fn the_one_pass_list_has_the_one_pass_fields_and_nothing_else() {
+    let hopper = one_pass_list(Some(Arch::Hopper));
+    assert_eq!(hopper[0], "gpu__time_duration.sum");
+    for field in Field::ALL {
+        let named = raw_aliases(field, Arch::Hopper)
+            .iter()
+            .any(|m| hopper.iter().any(|x| x == m));
+        assert_eq!(named, field.one_pass(), "{field:?}");
+    }
+    assert!(!hopper.iter().any(|m| m.contains("stalled")));
+    let every = one_pass_list(None);
+    assert!(every.iter().any(|m| m.contains("_v2")), "Ada's names too");
+    let full = request_list(None, &[]);
+    assert!(
+        every.iter().all(|m| full.contains(m)),
+        "a part of the full list"
+    );
+}

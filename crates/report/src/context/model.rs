@@ -293,6 +293,8 @@ pub struct ProfileSection {
     pub metric_names: Vec<MetricName>,
     /// Why an L2 hit rate above 100 % is shown, when one is.
     pub l2_note: Option<String>,
+    /// The targets profiled with one replay pass (no SM %, L2 hit % or stalls), named once.
+    pub one_pass_note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

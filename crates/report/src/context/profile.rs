@@ -2,6 +2,7 @@
 
 use super::agreement::gap;
 use super::*;
+use repro_schema::MetricSet;
 
 impl Builder<'_> {
     pub(super) fn profile_section(&self) -> Section<ProfileSection> {
@@ -77,6 +78,7 @@ impl Builder<'_> {
                 .map(|(field, metric)| MetricName { field, metric })
                 .collect(),
             l2_note: l2_note(&ncu.targets),
+            one_pass_note: one_pass_note(&ncu.targets),
         })
     }
 
@@ -153,10 +155,65 @@ fn l2_note(targets: &[NcuTarget]) -> Option<String> {
     })
 }
 
+/// The targets ncu profiled with the one-pass list, whose SM %, L2 hit % and stalls read
+/// n/a for that reason: said once, naming them.
+fn one_pass_note(targets: &[NcuTarget]) -> Option<String> {
+    let light: Vec<&str> = targets
+        .iter()
+        .filter(|t| t.metric_set == Some(MetricSet::OnePass))
+        .map(|t| t.target.as_str())
+        .collect();
+    (!light.is_empty()).then(|| {
+        format!(
+            "One replay pass ({}): the kernel time, tensor pipe, occupancy, registers and DRAM throughput only; SM %, L2 hit % and stalls need the full metric list (15 replay passes per launch on an H200, against one), which the stage spends on the tune elites and the fastest variant on each shape (`full_profile: chosen`; `all` profiles every target in full; docs/guide/ncu.md, \"One pass or the full profile\").",
+            light.join(", ")
+        )
+    })
+}
+
 /// What a profiled record says of itself beyond `ok`, up to its first `:` (a baseline call
 /// the script did not run again: `profiled once as <baseline>@<shape>, the same kernel on
 /// the same inputs`).
 pub(super) fn ok_note(t: &NcuTarget) -> Option<&str> {
     let note = t.reason.as_deref()?;
     Some(note.split(':').next().unwrap_or(note))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(name: &str, set: Option<MetricSet>) -> NcuTarget {
+        let mut t: NcuTarget = serde_json::from_value(serde_json::json!({
+            "target": name, "variant": name, "kernel": "k", "status": "ok",
+            "sm_util_pct": null, "tensor_core_util_pct": null, "achieved_occupancy_pct": null,
+            "registers_per_thread": null, "l2_hit_rate_pct": null, "dram_bw_pct_peak": null,
+            "kernel_time_us": 1.0, "metric_names": {}, "raw": {}, "top_stalls": []
+        }))
+        .unwrap();
+        t.metric_set = set;
+        t
+    }
+
+    #[test]
+    fn the_targets_profiled_in_one_pass_are_named_once() {
+        let targets = [
+            target("top1", Some(MetricSet::Full)),
+            target("mma-m64", Some(MetricSet::OnePass)),
+            target("old", None),
+            target("torch@small", Some(MetricSet::OnePass)),
+        ];
+        let note = one_pass_note(&targets).unwrap();
+        assert!(
+            note.starts_with("One replay pass (mma-m64, torch@small): "),
+            "{note}"
+        );
+        assert!(note.contains("`full_profile: chosen`"), "{note}");
+        assert_eq!(one_pass_note(&targets[..1]), None);
+        assert_eq!(
+            one_pass_note(&targets[2..3]),
+            None,
+            "a summary from before the choice"
+        );
+    }
 }

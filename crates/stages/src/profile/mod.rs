@@ -1,17 +1,19 @@
 //! The `profile` stage kind: Nsight Compute on `launches` warm launches of each target's
 //! kernel (the control, named variants, the tune elite), every kernel target in one ncu
-//! process ([`kernels`]); a baseline's calls as many times, after the same warm-up, one
-//! process per script ([`run`]); `--csv --page raw` with an explicit metric list, after a
-//! pass that times the same launches alone ([`own_time`]). Writes each target's part of
-//! ncu's output to `artifacts/ncu/<target>.csv` (the time pass's to `<target>.time.csv`), and
-//! the medians of the named metrics and the `gates.profile` verdicts to
-//! `artifacts/ncu/summary.json`.
+//! process per pass ([`kernels`]); a baseline's calls as many times, after the same warm-up,
+//! one process per script ([`run`]); `--csv --page raw` with an explicit metric list. Three
+//! passes: one that times the launches alone ([`own_time`]), then the counters one replay
+//! pass gives for most targets, and the full metric list for the tune elites and each
+//! shape's fastest variant ([`depth`]). Writes each target's counters' CSV to
+//! `artifacts/ncu/<target>.csv` (the time pass's to `<target>.time.csv`), and the medians of
+//! the named metrics and the `gates.profile` verdicts to `artifacts/ncu/summary.json`.
 //!
 //! Degrades honestly: no ncu → `skipped` with the install hint; `ERR_NVGPUCTRPERM` →
 //! `skipped` with the fix; a target whose program crashes or times out is `failed` with
 //! ncu's last lines, and the others still run.
 
 mod calls;
+mod depth;
 pub mod gates;
 mod kernels;
 mod ncu_call;
@@ -54,6 +56,7 @@ use repro_pipeline::kind::StageKind;
 use repro_pipeline::kind::StageOutcome;
 use repro_pipeline::Pipeline;
 use repro_pipeline::StageSpec;
+use repro_schema::MetricSet;
 use repro_schema::NcuSummary;
 use repro_schema::NcuTarget;
 use repro_schema::RunStatus;
@@ -128,6 +131,8 @@ impl StageKind for Profile {
         p.insert("clock_control".into(), opts.clock_control.clone());
         p.insert("cache_control".into(), opts.cache_control.clone());
         p.insert("kernel_time_pass".into(), own_time::METRIC.into());
+        p.insert("full_profile".into(), opts.full_profile.as_str().into());
+        p.insert("one_pass_metrics".into(), one_pass_metrics(root).join(","));
         // Which variants run on the baseline shapes off the primary (targets::baseline_targets).
         p.insert("off_primary".into(), "best and fastest".into());
         if !pipeline.gates.profile.is_empty() {
@@ -210,7 +215,8 @@ impl StageKind for Profile {
         let timeout = opts.timeout;
         let arch = detected_arch(ctx.root);
         // A target whose key is unchanged keeps its committed profile (stages::reuse).
-        let common = reuse::Common::new(ctx, &call, summary.ncu_version.as_deref());
+        let one_pass_list = one_pass_metrics(ctx.root);
+        let common = reuse::Common::new(ctx, &call, &one_pass_list, summary.ncu_version.as_deref());
         let committed = Committed::of(ctx);
         let this_run = ThisRun::now(ctx.root);
         let reading = Reading {
@@ -223,16 +229,32 @@ impl StageKind for Profile {
             metrics: &time_metric,
             ..call
         };
-        let time_reading = Reading {
+        let one_pass_call = NcuCall {
+            metrics: &one_pass_list,
+            ..call
+        };
+        // The time pass and the one-pass list leave the stage's extra metrics out.
+        let without_extra = Reading {
             extra: &[],
             ..reading
         };
         let mut records: Vec<Option<Profiled>> = vec![None; targets.len()];
-        let keys: Vec<_> = targets
+        let mut keys: Vec<_> = targets
             .iter()
             .map(|t| common.as_ref().and_then(|c| c.key(ctx, t)))
             .collect();
         let twins = twins::of(&targets, &keys);
+        let mut full = depth::full(&targets, opts, ctx.pipeline, ctx.root);
+        depth::share_with_twins(&mut full, &twins);
+        let metric_set = |i: usize| match full[i] {
+            true => MetricSet::Full,
+            false => MetricSet::OnePass,
+        };
+        for (i, key) in keys.iter_mut().enumerate() {
+            if let Some(key) = key {
+                key.insert("metric_set".into(), metric_set(i).as_str().into());
+            }
+        }
         // One process profiles a unit (every kernel target; the calls of one baseline
         // script): it runs again unless each of its targets keeps its profile.
         let is_script = |t: &Target| matches!(t.program, Program::Script(_));
@@ -291,48 +313,82 @@ impl StageKind for Profile {
                 pending.push(schedule::Unit { members, script });
             }
         }
-        // The time pass first ([`own_time`]), then the full profile, each unit the same way.
-        let timed = schedule::profile_units(ctx, &time_call, &targets, &pending, &time_reading);
-        let ran = schedule::profile_units(ctx, &call, &targets, &pending, &reading);
-        for ((unit, ran), timed) in pending.iter().zip(ran).zip(timed) {
-            let members: Vec<&Target> = unit.members.iter().map(|&i| &targets[i]).collect();
-            let what = match unit.script {
-                true => "baseline calls",
-                false => "kernel targets",
-            };
-            for (pass, ran) in [("timed alone", &timed), ("profiled", &ran)] {
-                let waited = match ran.waited.as_secs_f64() {
-                    w if w >= 0.05 => {
-                        format!(" ({w:.1} s of it started beside the kernel targets)")
+        // The time pass first ([`own_time`]), then one pass of counters for the targets
+        // without the full profile, then the full profile of the others ([`depth`]).
+        let chosen = |full_wanted: bool| -> Vec<schedule::Unit> {
+            pending
+                .iter()
+                .map(|u| schedule::Unit {
+                    members: u
+                        .members
+                        .iter()
+                        .copied()
+                        .filter(|&i| full[i] == full_wanted)
+                        .collect(),
+                    script: u.script,
+                })
+                .filter(|u| !u.members.is_empty())
+                .collect()
+        };
+        let (one_pass_units, full_units) = (chosen(false), chosen(true));
+        let passes = [
+            ("timed alone", &time_call, &pending, &without_extra),
+            (
+                "profiled in one pass",
+                &one_pass_call,
+                &one_pass_units,
+                &without_extra,
+            ),
+            ("profiled in full", &call, &full_units, &reading),
+        ];
+        let mut outputs: Vec<Vec<Option<(NcuTarget, String)>>> = Vec::new();
+        for (pass, call, units, reading) in passes {
+            let ran = schedule::profile_units(ctx, call, &targets, units, reading);
+            let mut out = vec![None; targets.len()];
+            for (unit, ran) in units.iter().zip(ran) {
+                log_unit(ctx, unit, pass, &ran);
+                match ran.profiled? {
+                    Ok(records) => {
+                        for (&i, record) in unit.members.iter().zip(records) {
+                            out[i] = Some(record);
+                        }
                     }
-                    _ => String::new(),
-                };
-                let line = format!(
-                    "ncu: {} {what} {pass} in {:.1} s{waited}",
-                    members.len(),
-                    ran.took.as_secs_f64()
-                );
-                repro_base::fsio::append_line(ctx.log, &line);
-            }
-            let (profiled, times) = match (ran.profiled?, timed.profiled?) {
-                (Ok(records), Ok(times)) => (records, times),
-                (Err(line), _) | (_, Err(line)) => {
-                    let reason = format!("ncu may not read the GPU performance counters: {line}");
-                    let outcome = skip_all(&mut summary, &reason, ncu_mod::PERMISSION_FIX);
-                    return finish(&out_dir, summary, skipped, outcome);
+                    Err(line) => {
+                        let reason =
+                            format!("ncu may not read the GPU performance counters: {line}");
+                        let outcome = skip_all(&mut summary, &reason, ncu_mod::PERMISSION_FIX);
+                        return finish(&out_dir, summary, skipped, outcome);
+                    }
                 }
+            }
+            outputs.push(out);
+        }
+        let [mut times, mut one_pass_out, mut full_out] =
+            <[_; 3]>::try_from(outputs).expect("three passes");
+        for unit in &pending {
+            let members: Vec<&Target> = unit.members.iter().map(|&i| &targets[i]).collect();
+            let profiled = |i: &usize| {
+                let out = if full[*i] { &full_out } else { &one_pass_out };
+                out[*i].as_ref().is_some_and(|(r, _)| r.status.is_ok())
             };
             let report =
-                (opts.keep_report && profiled.iter().any(|(r, _)| r.status.is_ok())).then(|| {
+                (opts.keep_report && unit.members.iter().any(profiled)).then(|| {
                     match unit.script {
                         true => keep_report(ctx, &call, &members, timeout),
                         false => kernels::keep_report(ctx, &call, &members),
                     }
                 });
-            for ((&i, (record, csv)), (timed, time_csv)) in
-                unit.members.iter().zip(profiled).zip(times)
-            {
+            for &i in &unit.members {
+                let counters = match full[i] {
+                    true => full_out[i].take(),
+                    false => one_pass_out[i].take(),
+                };
+                let ((record, csv), (timed, time_csv)) = (
+                    counters.expect("every member has a record"),
+                    times[i].take().expect("every member was timed"),
+                );
                 let mut record = own_time::merge(record, &timed);
+                record.metric_set = Some(metric_set(i));
                 if record.status.is_ok() {
                     record.measured = keys[i].clone().map(|k| this_run.measured(k));
                     if let Some(Err(why)) = &report {
@@ -387,8 +443,31 @@ impl StageKind for Profile {
     }
 }
 
-/// A target's record and what ncu printed for it: the full profile's CSV and the time
-/// pass's.
+/// The stage log's line on how one pass of a unit went.
+fn log_unit(ctx: &RunCtx, unit: &schedule::Unit, pass: &str, ran: &schedule::Ran) {
+    let what = match unit.script {
+        true => "baseline calls",
+        false => "kernel targets",
+    };
+    let waited = match ran.waited.as_secs_f64() {
+        w if w >= 0.05 => format!(" ({w:.1} s of it started beside the kernel targets)"),
+        _ => String::new(),
+    };
+    let line = format!(
+        "ncu: {} {what} {pass} in {:.1} s{waited}",
+        unit.members.len(),
+        ran.took.as_secs_f64()
+    );
+    repro_base::fsio::append_line(ctx.log, &line);
+}
+
+/// The one-pass list ([`depth`]) for the GPU this machine has.
+fn one_pass_metrics(root: &Path) -> Vec<String> {
+    repro_ncu::metrics::one_pass_list(detected_arch(root))
+}
+
+/// A target's record and what ncu printed for it: the CSV of its counters' pass (the full
+/// profile or the one pass) and the time pass's.
 #[derive(Debug, Clone)]
 pub(super) struct Profiled {
     pub record: NcuTarget,

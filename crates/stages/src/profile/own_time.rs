@@ -1,17 +1,18 @@
-//! Each target's kernel time from a pass of its own. ncu profiles the targets twice, with
-//! the same warm-up and launches: once with `gpu__time_duration` alone (one replay pass per
-//! launch), then with the full metric list. Before each replay pass of the full profile ncu
-//! restores the memory the kernel may write, and the launch it times runs slower than alone,
-//! by more for some kernels than others (`benches/results/ncu_time_pass_h200.md`). So the
-//! kernel time and its spread come from the time pass, every other figure from the full
-//! profile.
+//! Each target's kernel time from a pass of its own. ncu profiles the targets at least
+//! twice, with the same warm-up and launches: once with `gpu__time_duration` alone (one
+//! replay pass per launch), then with the counters' list ([`super::depth`]). Before each
+//! replay pass after the first ncu restores the memory the kernel may write, and the launch
+//! it times runs slower than alone, by more for some kernels than others
+//! (`benches/results/ncu_time_pass_h200.md`); collecting even the one-pass counters slows it
+//! by 1–7 % (`benches/results/ncu_replay_cost_h200.md`). So the kernel time and its spread
+//! come from the time pass, every other figure from the counters' pass.
 
 use repro_schema::{NcuTarget, RunStatus};
 
 /// The raw metric the time pass asks for.
 pub(super) const METRIC: &str = "gpu__time_duration.sum";
 
-/// `full` with its kernel time (median, spread, launch count, a baseline call's kernels)
+/// `full` (the counters' record) with its kernel time (median, spread, launch count, a baseline call's kernels)
 /// from `timed`, the same target's record from the time pass. A target the time pass could
 /// not measure has no kernel time to show: it fails, saying why.
 pub(super) fn merge(mut full: NcuTarget, timed: &NcuTarget) -> NcuTarget {

@@ -23,8 +23,14 @@ pub(super) struct Common {
 }
 
 impl Common {
-    /// `None` (nothing reused) when the GPU or ncu's version cannot be known.
-    pub(super) fn new(ctx: &RunCtx, call: &NcuCall, ncu_version: Option<&str>) -> Option<Common> {
+    /// `None` (nothing reused) when the GPU or ncu's version cannot be known. `one_pass`:
+    /// the metric list of the targets without the full profile.
+    pub(super) fn new(
+        ctx: &RunCtx,
+        call: &NcuCall,
+        one_pass: &[String],
+        ncu_version: Option<&str>,
+    ) -> Option<Common> {
         // ncu runs on the first GPU the stage's jobs see.
         let gpus = crate::gpu_nodes::stage_gpus(ctx).ok()?;
         let gpu = reuse::gpu_key(gpus.get(..1)?)?;
@@ -33,6 +39,7 @@ impl Common {
         let harness = digest_json(&json!({
             "revision": repro_gpu::exec::HARNESS_REVISION,
             "metrics": call.metrics,
+            "one_pass_metrics": one_pass,
             "warmup": o.warmup,
             "iters": o.iters,
             "launch_skip": o.launch_skip(),

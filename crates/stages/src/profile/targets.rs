@@ -264,7 +264,7 @@ fn baseline_targets(
 }
 
 /// The bench records of `workload`'s variants that the bench stage wrote.
-fn bench_files(pipeline: &Pipeline, root: &Path, workload: &str) -> Vec<BenchFile> {
+pub(super) fn bench_files(pipeline: &Pipeline, root: &Path, workload: &str) -> Vec<BenchFile> {
     let workloads = Workloads::of(pipeline);
     pipeline
         .variants
@@ -332,5 +332,6 @@ pub(super) fn status_target(
         measured: None,
         shape: None,
         kernels: Vec::new(),
+        metric_set: None,
     }
 }

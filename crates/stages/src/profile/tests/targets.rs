@@ -156,6 +156,42 @@ fn baselines_and_the_best_variant_off_the_primary_become_targets() {
         (best.entry.as_str(), best.shape.as_str()),
         ("k_fwd", "small")
     );
+
+    // The full profile goes to the fastest variant on each shape; the control (slower than
+    // `ws` on mission), `ws` on small and the baselines' calls get one pass.
+    let full = crate::profile::depth::full(&run, &opts, &p, dir.path());
+    let chosen: Vec<&str> = run
+        .iter()
+        .zip(&full)
+        .filter(|(_, f)| **f)
+        .map(|(t, _)| t.label.as_str())
+        .collect();
+    assert_eq!(chosen, ["mm@small"]);
+    let all = ProfileOptions {
+        full_profile: repro_ncu::options::FullProfile::All,
+        ..opts.clone()
+    };
+    assert!(crate::profile::depth::full(&run, &all, &p, dir.path())
+        .iter()
+        .all(|f| *f));
+    // A profile gate on the SM throughput needs it of every target it judges.
+    let mut gated = p.clone();
+    gated.gates.profile.insert(
+        "busy".into(),
+        repro_pipeline::profile_rules::ProfileRule {
+            metric: Some("sm_util_pct".into()),
+            min: Some(10.0),
+            ..Default::default()
+        },
+    );
+    assert!(crate::profile::depth::full(&run, &opts, &gated, dir.path())
+        .iter()
+        .all(|f| *f));
+    gated.gates.profile.get_mut("busy").unwrap().metric = Some("tensor_core_util_pct".into());
+    assert_eq!(
+        crate::profile::depth::full(&run, &opts, &gated, dir.path()),
+        full
+    );
 }
 
 #[test]
