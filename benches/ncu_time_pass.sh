@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # What the profile stage's kernel-time pass changes: for each profiled target of a run, the
-# kernel time as the full profile measured it (`artifacts/ncu/<target>.csv`) against the pass
+# kernel time as the full profile measured it (`artifacts/ncu/<target>.full.csv`, or
+# `<target>.csv` in runs from before the one-pass profile, when that was the full one;
+# targets profiled in one pass only are left out) against the pass
 # that times the same launches alone (`<target>.time.csv`, the figure summary.json and the
 # report use), both the median of the target's launches (a baseline call's kernels apart).
 #
@@ -40,15 +42,20 @@ def cell(t):
     return f"{statistics.median(t):.2f} ({min(t):.2f}–{max(t):.2f}, n={len(t)})"
 print("Kernel time, µs, of each profiled target"
       + (f" (measured on {gpu.group(1).strip().strip(chr(34))}, artifacts/manifest.yaml)" if gpu else "")
-      + ": the median of its launches in the full profile (`<target>.csv`) and in the pass"
-      " that times them alone (`<target>.time.csv`), min–max and count; the difference is"
-      " the full profile's over the time pass's. Targets profiled once as another are left out.\n")
+      + ": the median of its launches in the full profile (`<target>.full.csv`, or"
+      " `<target>.csv` before the one-pass profile) and in the pass that times them alone"
+      " (`<target>.time.csv`), min–max and count; the difference is the full profile's over"
+      " the time pass's. Targets profiled once as another, or in one pass only, are left"
+      " out.\n")
 print("| target | kernel | full profile | time pass | difference |\n|---|---|---:|---:|---:|")
 for t in summary["targets"]:
     if t["status"] != "ok" or (t.get("reason") or "").startswith("profiled once as"):
         continue
+    if t.get("metric_set") == "one-pass":
+        continue
     base = f"{proj}/artifacts/ncu/{t['target']}"
-    full, alone = times(base + ".csv"), times(base + ".time.csv")
+    full_csv = base + (".full.csv" if t.get("metric_set") == "full" else ".csv")
+    full, alone = times(full_csv), times(base + ".time.csv")
     for kernel, ft in full.items():
         at = alone.get(kernel)
         if not at:

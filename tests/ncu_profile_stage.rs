@@ -428,10 +428,12 @@ fn profile_stage_skips_and_fails_honestly() {
     let (n, ran, staging) = profiled(&run);
     assert_eq!(
         n, 3,
-        "one process per pass: both timed, then the control's counters in one pass, then \
-         bad's full profile"
+        "one process per pass: both timed, both in one pass of counters, then bad's full \
+         profile"
     );
-    assert_eq!(ran.lines().count(), 4, "{ran}");
+    assert_eq!(ran.lines().count(), 5, "{ran}");
+    assert!(staging.join("artifacts/ncu/bad.full.csv").exists());
+    assert!(!staging.join("artifacts/ncu/control.full.csv").exists());
     let argv = std::fs::read_to_string(&calls_file).unwrap();
     let passes: Vec<&str> = argv.lines().collect();
     assert!(
@@ -510,9 +512,9 @@ fn profile_stage_skips_and_fails_honestly() {
     )
     .unwrap();
     let (n, ran, staging) = profiled(&run);
-    assert_eq!(n, 2);
+    assert_eq!(n, 3);
     assert!(
-        ran.lines().count() == 2 && ran.lines().all(|l| l.contains("\"variant\":\"bad\"")),
+        ran.lines().count() == 3 && ran.lines().all(|l| l.contains("\"variant\":\"bad\"")),
         "only the rebuilt target, in each pass:\n{ran}"
     );
     let s = summary(&staging);

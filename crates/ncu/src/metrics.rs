@@ -18,6 +18,7 @@ pub use stalls::{stall_reasons, top_stalls};
 pub use summary::{summarize, TargetId};
 
 use super::parse::Launch;
+use repro_schema::NcuTarget;
 use stalls::{STALL_PCT_PREFIX, STALL_PCT_SUFFIX};
 
 /// A named field of [`NcuTarget`](repro_schema::NcuTarget).
@@ -64,10 +65,9 @@ impl Field {
         Field::ALL.into_iter().find(|f| f.key() == key)
     }
 
-    /// Whether ncu reads the field in the one replay pass it needs for the kernel time
-    /// anyway ([`one_pass_list`]). The others take more: the SM throughput 8, the warp-stall
-    /// reasons 7, the L2 hit rate and the bank conflicts 2, and every replay pass after the
-    /// first costs ncu about 10 ms, the first about 60 ms
+    /// Whether ncu reads the field in the one pass it needs for the kernel time anyway
+    /// ([`one_pass_list`]). Beside them on an H200, the SM throughput adds 9 replay passes,
+    /// the warp-stall reasons 7, the L2 hit rate and the bank conflicts 2 each
     /// (`benches/results/ncu_replay_cost_h200.md`).
     pub fn one_pass(self) -> bool {
         matches!(
@@ -170,6 +170,34 @@ fn field_aliases(archs: &[Arch], keep: fn(Field) -> bool) -> Vec<String> {
         }
     }
     list
+}
+
+/// The value of field `f` in record `t`.
+pub fn value(t: &NcuTarget, f: Field) -> Option<f64> {
+    match f {
+        Field::SmUtil => t.sm_util_pct,
+        Field::TensorCoreUtil => t.tensor_core_util_pct,
+        Field::AchievedOccupancy => t.achieved_occupancy_pct,
+        Field::RegistersPerThread => t.registers_per_thread,
+        Field::L2HitRate => t.l2_hit_rate_pct,
+        Field::DramBwPctPeak => t.dram_bw_pct_peak,
+        Field::KernelTimeUs => t.kernel_time_us,
+        Field::SmemBankConflicts => t.smem_bank_conflicts,
+    }
+}
+
+/// Field `f` of record `t`, to set.
+pub fn value_mut(t: &mut NcuTarget, f: Field) -> &mut Option<f64> {
+    match f {
+        Field::SmUtil => &mut t.sm_util_pct,
+        Field::TensorCoreUtil => &mut t.tensor_core_util_pct,
+        Field::AchievedOccupancy => &mut t.achieved_occupancy_pct,
+        Field::RegistersPerThread => &mut t.registers_per_thread,
+        Field::L2HitRate => &mut t.l2_hit_rate_pct,
+        Field::DramBwPctPeak => &mut t.dram_bw_pct_peak,
+        Field::KernelTimeUs => &mut t.kernel_time_us,
+        Field::SmemBankConflicts => &mut t.smem_bank_conflicts,
+    }
 }
 
 /// A time in µs from a value in ncu's unit; `None` for units that are not times.

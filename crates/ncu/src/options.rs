@@ -39,7 +39,7 @@ pub struct ProfileOptions {
     /// Baseline scripts whose one profiled call per shape ncu measures, one process per
     /// distinct `run` (docs/guide/ncu.md, "Baselines").
     pub baselines: BTreeMap<String, BaselineSpec>,
-    /// Which targets get the full metric list; the others get the one-pass profile
+    /// Which targets get the full metric list besides the one-pass profile every target gets
     /// (docs/guide/ncu.md, "One pass or the full profile").
     pub full_profile: FullProfile,
     /// The limit of each ncu run: the common `timeout:` key (filled in by
@@ -67,13 +67,13 @@ impl Default for ProfileOptions {
     }
 }
 
-/// `full_profile:`, the targets ncu profiles with the full metric list (SM throughput, L2
-/// hit rate, bank conflicts and warp-stall reasons besides the one-pass fields).
+/// `full_profile:`, the targets ncu profiles with the full metric list too (SM throughput,
+/// L2 hit rate, bank conflicts and warp-stall reasons), after the one pass every target gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FullProfile {
-    /// The tune elites and the fastest variant on each profiled shape; each other target
-    /// gets the fields one replay pass gives (`repro_ncu::metrics::Field::one_pass`).
+    /// The tune elites and the fastest variant on each profiled shape; the other targets
+    /// have only the fields one replay pass gives (`repro_ncu::metrics::Field::one_pass`).
     Chosen,
     /// Every target.
     All,

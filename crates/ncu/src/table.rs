@@ -1,23 +1,9 @@
 //! The plain-text view of an [`NcuSummary`] for `repro ncu parse`: per target, each named
 //! field with the metric it came from, then the top warp stalls.
 
-use super::metrics::Field;
-use repro_schema::{NcuSummary, NcuTarget};
+use super::metrics::{value, Field};
+use repro_schema::NcuSummary;
 use std::fmt::Write;
-
-/// The value of field `f` in record `t`.
-pub fn value(t: &NcuTarget, f: Field) -> Option<f64> {
-    match f {
-        Field::SmUtil => t.sm_util_pct,
-        Field::TensorCoreUtil => t.tensor_core_util_pct,
-        Field::AchievedOccupancy => t.achieved_occupancy_pct,
-        Field::RegistersPerThread => t.registers_per_thread,
-        Field::L2HitRate => t.l2_hit_rate_pct,
-        Field::DramBwPctPeak => t.dram_bw_pct_peak,
-        Field::KernelTimeUs => t.kernel_time_us,
-        Field::SmemBankConflicts => t.smem_bank_conflicts,
-    }
-}
 
 /// Render every target of `summary`.
 pub fn render(summary: &NcuSummary) -> String {

@@ -165,7 +165,7 @@ fn one_pass_note(targets: &[NcuTarget]) -> Option<String> {
         .collect();
     (!light.is_empty()).then(|| {
         format!(
-            "One replay pass ({}): the kernel time, tensor pipe, occupancy, registers and DRAM throughput only; SM %, L2 hit % and stalls need the full metric list (15 replay passes per launch on an H200, against one), which the stage spends on the tune elites and the fastest variant on each shape (`full_profile: chosen`; `all` profiles every target in full; docs/guide/ncu.md, \"One pass or the full profile\").",
+            "Profiled in one pass only ({}): the kernel time, tensor pipe, occupancy, registers and DRAM throughput; SM %, L2 hit % and stalls need the full metric list (16 replay passes per launch on an H200, against one), which the stage spends on the tune elites and the fastest variant on each shape (`full_profile: chosen`; `all` profiles every target in full; docs/guide/ncu.md, \"One pass or the full profile\").",
             light.join(", ")
         )
     })
@@ -205,7 +205,7 @@ mod tests {
         ];
         let note = one_pass_note(&targets).unwrap();
         assert!(
-            note.starts_with("One replay pass (mma-m64, torch@small): "),
+            note.starts_with("Profiled in one pass only (mma-m64, torch@small): "),
             "{note}"
         );
         assert!(note.contains("`full_profile: chosen`"), "{note}");

@@ -333,7 +333,7 @@ fn combine(gate: &str, subject: &str, judged: Vec<Judged>) -> Option<GateResult>
 /// A metric of a profile record: a field by its key, else a raw metric as printed.
 pub fn metric_value(t: &NcuTarget, metric: &str) -> Option<f64> {
     match Field::from_key(metric) {
-        Some(field) => repro_ncu::table::value(t, field),
+        Some(field) => repro_ncu::metrics::value(t, field),
         None => {
             let printed = t.raw.get(metric)?;
             let number = printed.split(' ').next().unwrap_or_default();

@@ -2,11 +2,12 @@
 //! kernel (the control, named variants, the tune elite), every kernel target in one ncu
 //! process per pass ([`kernels`]); a baseline's calls as many times, after the same warm-up,
 //! one process per script ([`run`]); `--csv --page raw` with an explicit metric list. Three
-//! passes: one that times the launches alone ([`own_time`]), then the counters one replay
-//! pass gives for most targets, and the full metric list for the tune elites and each
-//! shape's fastest variant ([`depth`]). Writes each target's counters' CSV to
-//! `artifacts/ncu/<target>.csv` (the time pass's to `<target>.time.csv`), and the medians of
-//! the named metrics and the `gates.profile` verdicts to `artifacts/ncu/summary.json`.
+//! passes: one that times the launches alone ([`own_time`]), one with the counters a single
+//! replay pass gives, for every target, and the full metric list for the tune elites and
+//! each shape's fastest variant ([`depth`]). Writes each target's CSVs to
+//! `artifacts/ncu/<target>.csv` (one pass), `<target>.time.csv` and `<target>.full.csv`, and
+//! the medians of the named metrics and the `gates.profile` verdicts to
+//! `artifacts/ncu/summary.json`.
 //!
 //! Degrades honestly: no ncu → `skipped` with the install hint; `ERR_NVGPUCTRPERM` →
 //! `skipped` with the fix; a target whose program crashes or times out is `failed` with
@@ -313,8 +314,8 @@ impl StageKind for Profile {
                 pending.push(schedule::Unit { members, script });
             }
         }
-        // The time pass first ([`own_time`]), then one pass of counters for the targets
-        // without the full profile, then the full profile of the others ([`depth`]).
+        // The time pass first ([`own_time`]), then one pass of counters for every target,
+        // then the full profile of those that get it ([`depth`]).
         let chosen = |full_wanted: bool| -> Vec<schedule::Unit> {
             pending
                 .iter()
@@ -330,13 +331,13 @@ impl StageKind for Profile {
                 .filter(|u| !u.members.is_empty())
                 .collect()
         };
-        let (one_pass_units, full_units) = (chosen(false), chosen(true));
+        let full_units = chosen(true);
         let passes = [
             ("timed alone", &time_call, &pending, &without_extra),
             (
                 "profiled in one pass",
                 &one_pass_call,
-                &one_pass_units,
+                &pending,
                 &without_extra,
             ),
             ("profiled in full", &call, &full_units, &reading),
@@ -368,8 +369,9 @@ impl StageKind for Profile {
         for unit in &pending {
             let members: Vec<&Target> = unit.members.iter().map(|&i| &targets[i]).collect();
             let profiled = |i: &usize| {
-                let out = if full[*i] { &full_out } else { &one_pass_out };
-                out[*i].as_ref().is_some_and(|(r, _)| r.status.is_ok())
+                one_pass_out[*i]
+                    .as_ref()
+                    .is_some_and(|(r, _)| r.status.is_ok())
             };
             let report =
                 (opts.keep_report && unit.members.iter().any(profiled)).then(|| {
@@ -379,14 +381,16 @@ impl StageKind for Profile {
                     }
                 });
             for &i in &unit.members {
-                let counters = match full[i] {
-                    true => full_out[i].take(),
-                    false => one_pass_out[i].take(),
-                };
-                let ((record, csv), (timed, time_csv)) = (
-                    counters.expect("every member has a record"),
+                let ((one, csv), (timed, time_csv)) = (
+                    one_pass_out[i].take().expect("every member had one pass"),
                     times[i].take().expect("every member was timed"),
                 );
+                let (record, full_csv) = match full_out[i].take() {
+                    Some((full, full_csv)) => {
+                        (depth::with_one_pass_fields(full, &one), Some(full_csv))
+                    }
+                    None => (one, None),
+                };
                 let mut record = own_time::merge(record, &timed);
                 record.metric_set = Some(metric_set(i));
                 if record.status.is_ok() {
@@ -399,6 +403,7 @@ impl StageKind for Profile {
                     record,
                     csv,
                     time_csv,
+                    full_csv,
                 });
             }
         }
@@ -420,7 +425,11 @@ impl StageKind for Profile {
             .map(|r| r.expect("every target has its record"));
         for (target, mut p) in targets.iter().zip(records) {
             p.record.shape = Some(target.shape.clone());
-            for (name, text) in [("csv", &p.csv), ("time.csv", &p.time_csv)] {
+            let full_csv = p.full_csv.as_ref().map(|text| ("full.csv", text));
+            for (name, text) in [("csv", &p.csv), ("time.csv", &p.time_csv)]
+                .into_iter()
+                .chain(full_csv)
+            {
                 let path = out_dir.join(format!("{}.{name}", target.label));
                 std::fs::write(&path, text)
                     .with_context(|| format!("cannot write {}", path.display()))?;
@@ -466,13 +475,14 @@ fn one_pass_metrics(root: &Path) -> Vec<String> {
     repro_ncu::metrics::one_pass_list(detected_arch(root))
 }
 
-/// A target's record and what ncu printed for it: the CSV of its counters' pass (the full
-/// profile or the one pass) and the time pass's.
+/// A target's record and what ncu printed for it: the CSVs of its one-pass profile, of the
+/// time pass and, when it had one, of its full profile.
 #[derive(Debug, Clone)]
 pub(super) struct Profiled {
     pub record: NcuTarget,
     pub csv: String,
     pub time_csv: String,
+    pub full_csv: Option<String>,
 }
 
 /// `gates.profile` on the variants and tune elites profiled on their primary shape: a

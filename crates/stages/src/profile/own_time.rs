@@ -5,7 +5,7 @@
 //! it times runs slower than alone, by more for some kernels than others
 //! (`benches/results/ncu_time_pass_h200.md`); collecting even the one-pass counters slows it
 //! by 1–7 % (`benches/results/ncu_replay_cost_h200.md`). So the kernel time and its spread
-//! come from the time pass, every other figure from the counters' pass.
+//! come from the time pass, every other figure from the counters' passes.
 
 use repro_schema::{NcuTarget, RunStatus};
 

@@ -8,7 +8,7 @@ use super::OUT_DIR;
 use crate::{reuse, reuse::digest_json, reuse::file_digest, reuse::Committed, reuse::Key};
 use repro_pipeline::kind::RunCtx;
 use repro_pipeline::workload::Workloads;
-use repro_schema::NcuSummary;
+use repro_schema::{MetricSet, NcuSummary};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -135,7 +135,8 @@ impl Common {
     }
 }
 
-/// The committed record of `target` and its ncu CSVs when they may stand for a new profile
+/// The committed record of `target` and its ncu CSVs (the full profile's too when it had
+/// one) when they may stand for a new profile
 /// under `key`: the lock vouches for them, it was profiled, and its key is `key`. With
 /// `keep_report` the full report must be there too.
 pub(super) fn committed_target(
@@ -157,6 +158,10 @@ pub(super) fn committed_target(
         Some(String::from_utf8_lossy(&bytes).into_owned())
     };
     let (csv, time_csv) = (text("csv")?, text("time.csv")?);
+    let full_csv = match record.metric_set {
+        Some(MetricSet::Full) => Some(text("full.csv")?),
+        _ => None,
+    };
     let report = root.join(format!(".repro/ncu/{}.ncu-rep", target.label));
     if keep_report && !report.is_file() {
         return None;
@@ -165,6 +170,7 @@ pub(super) fn committed_target(
         record,
         csv,
         time_csv,
+        full_csv,
     })
 }
 

@@ -41,6 +41,7 @@ pub(super) fn copy(twin: &Profiled, target: &Target) -> Profiled {
         record,
         csv,
         time_csv: twin.time_csv.clone(),
+        full_csv: twin.full_csv.clone(),
     }
 }
 
@@ -142,11 +143,13 @@ mod tests {
             record: profiled,
             csv: "csv".into(),
             time_csv: "time".into(),
+            full_csv: Some("full".into()),
         };
         let Profiled {
             record: copy,
             csv,
             time_csv,
+            full_csv,
         } = copy(&twin, &top);
         assert_eq!(
             (copy.target.as_str(), copy.variant.as_str()),
@@ -155,6 +158,7 @@ mod tests {
         assert_eq!(copy.kernel_time_us, Some(7.7));
         assert_eq!(csv, "csv");
         assert_eq!(time_csv, "time");
+        assert_eq!(full_csv.as_deref(), Some("full"));
         assert!(copy
             .reason
             .unwrap()
@@ -165,6 +169,7 @@ mod tests {
             record: failed,
             csv: String::new(),
             time_csv: String::new(),
+            full_csv: None,
         };
         let copy = super::copy(&failed, &top).record;
         assert_eq!(copy.status, RunStatus::Failed);
