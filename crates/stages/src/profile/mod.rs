@@ -80,7 +80,7 @@ impl StageKind for Profile {
 
     /// The metric names follow the architecture of the GPU present.
     fn machine_params(&self) -> &'static [&'static str] {
-        &["metrics"]
+        &["metrics", "one_pass_metrics"]
     }
 
     /// `gates.profile:`: each rule's shape, and the metrics, variants and targets it names.
