@@ -11,7 +11,8 @@ use repro_ncu::metrics::{value, value_mut, Field};
 use repro_ncu::options::{FullProfile, ProfileOptions};
 use repro_pipeline::Pipeline;
 use repro_report::best::fastest_on;
-use repro_schema::{NcuTarget, RunStatus};
+use repro_schema::{BenchFile, NcuTarget, RunStatus};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Whether each of `targets` gets the full profile. With `full_profile: chosen`: the tune
@@ -28,14 +29,18 @@ pub(super) fn full(
     if opts.full_profile == FullProfile::All || gates_read_more(pipeline) {
         return vec![true; targets.len()];
     }
+    // Each workload's bench records, read once.
+    let mut benches: BTreeMap<&str, Vec<BenchFile>> = BTreeMap::new();
     targets
         .iter()
         .map(|t| match &t.program {
             Program::Cubin { .. } => true,
             Program::Script(_) => false,
             Program::Variant(v) => {
-                let files = bench_files(pipeline, root, &t.workload);
-                fastest_on(&files, &t.shape) == Some(v.as_str())
+                let files = benches
+                    .entry(&t.workload)
+                    .or_insert_with(|| bench_files(pipeline, root, &t.workload));
+                fastest_on(files, &t.shape) == Some(v.as_str())
             }
         })
         .collect()

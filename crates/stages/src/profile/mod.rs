@@ -316,22 +316,14 @@ impl StageKind for Profile {
         }
         // The time pass first ([`own_time`]), then one pass of counters for every target,
         // then the full profile of those that get it ([`depth`]).
-        let chosen = |full_wanted: bool| -> Vec<schedule::Unit> {
-            pending
-                .iter()
-                .map(|u| schedule::Unit {
-                    members: u
-                        .members
-                        .iter()
-                        .copied()
-                        .filter(|&i| full[i] == full_wanted)
-                        .collect(),
-                    script: u.script,
-                })
-                .filter(|u| !u.members.is_empty())
-                .collect()
-        };
-        let full_units = chosen(true);
+        let full_units: Vec<schedule::Unit> = pending
+            .iter()
+            .map(|u| schedule::Unit {
+                members: u.members.iter().copied().filter(|&i| full[i]).collect(),
+                script: u.script,
+            })
+            .filter(|u| !u.members.is_empty())
+            .collect();
         let passes = [
             ("timed alone", &time_call, &pending, &without_extra),
             (
@@ -342,10 +334,11 @@ impl StageKind for Profile {
             ),
             ("profiled in full", &call, &full_units, &reading),
         ];
-        let mut outputs: Vec<Vec<Option<(NcuTarget, String)>>> = Vec::new();
-        for (pass, call, units, reading) in passes {
+        // Each pass's record and CSV of each target it profiled, by target.
+        let mut outputs: [Vec<Option<(NcuTarget, String)>>; 3] = Default::default();
+        for ((pass, call, units, reading), out) in passes.into_iter().zip(&mut outputs) {
+            *out = vec![None; targets.len()];
             let ran = schedule::profile_units(ctx, call, &targets, units, reading);
-            let mut out = vec![None; targets.len()];
             for (unit, ran) in units.iter().zip(ran) {
                 log_unit(ctx, unit, pass, &ran);
                 match ran.profiled? {
@@ -362,10 +355,8 @@ impl StageKind for Profile {
                     }
                 }
             }
-            outputs.push(out);
         }
-        let [mut times, mut one_pass_out, mut full_out] =
-            <[_; 3]>::try_from(outputs).expect("three passes");
+        let [times, one_pass_out, full_out] = &mut outputs;
         for unit in &pending {
             let members: Vec<&Target> = unit.members.iter().map(|&i| &targets[i]).collect();
             let profiled = |i: &usize| {
