@@ -46,11 +46,16 @@ def profiler(t, args):
     """prepare(baseline, shape) for the profiling mode: the call."""
     torch, F = t.torch, t.F
 
-    def load(folder, entry):
+    def read(folder, entry):
         _, x, w, eps = case_inputs(t.np, os.path.join(folder, entry["dir"]))
+        return x, w, eps
+
+    def to_device(host):
+        x, w, eps = host
         return torch.from_numpy(x.copy()).cuda(), torch.from_numpy(w.copy()).cuda(), eps
 
-    inputs = ShapeInputs(args.pipeline, WORKLOAD, load)
+    shapes = [shape for baseline, shape, _ in args.profile if baseline in BASELINES]
+    inputs = ShapeInputs(args.pipeline, WORKLOAD, shapes, read, to_device)
 
     def prepare(baseline, shape):
         x, w, eps = inputs(shape)
