@@ -121,7 +121,7 @@ print()
 pests = sum(1 for _ in open(f"{out}/pests.txt"))
 print(f"Part 2: kernel time (`gpu__time_duration`), µs: the median of each target's 15 profiled "
       f"launches (3 requests of 5), min–max in brackets, with each list run alone and beside "
-      f"prestarting processes ({pests} of them over the four `beside` runs, two at a time: "
+      f"prestarting processes ({pests} of them over the `beside` runs of both lists, two at a time: "
       f"ncu, CUDA, a context, an empty profiler range, 0.2 s idle).")
 print()
 worst = 0.0

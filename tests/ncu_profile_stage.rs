@@ -225,9 +225,8 @@ fn kernel_ncu(calls: &Path, requests: &Path, crash: bool) -> String {
          n=0\n\
          emit() {{ awk -v n=$n '/^\"[0-9]/ {{ rows[++r] = $0; next }} {{ print }} END {{ for (k = 0; k < n; k++) for (i = 1; i <= r; i++) {{ l = rows[i]; sub(/^\"[0-9]+\"/, \"\\\"\" (k * r + i - 1) \"\\\"\", l); print l }} }}' '{fixture}' > \"$log\"; }}\n\
          while read -r line; do\n\
-           id=$(printf '%s' \"$line\" | sed 's/.*\"id\":\\([0-9]*\\).*/\\1/')\n\
-           case \"$line\" in *'\"run\"'*) ;; *) echo \"$n\" >> '{requests}.opens'; printf '{{\"id\":%s}}\\n' \"$id\"; continue;; esac\n\
            echo \"$line\" >> '{requests}'\n\
+           id=$(printf '%s' \"$line\" | sed 's/.*\"id\":\\([0-9]*\\).*/\\1/')\n\
            case \"$line\" in {crash} esac\n\
            n=$((n + 1))\n\
            printf '{{\"id\":%s,\"result\":{{\"shape\":\"mission\",\"dims\":{{}},\"seed\":0,\"warmup\":5,\"iters\":1,\"status\":\"ok\",\"correctness_pass\":true}}}}\\n' \"$id\"\n\
@@ -426,8 +425,6 @@ fn profile_stage_skips_and_fails_honestly() {
         });
         std::fs::write(bench.join(format!("{variant}.json")), file.to_string()).unwrap();
     }
-    let opens = PathBuf::from(format!("{}.opens", requests.display()));
-    let _ = std::fs::remove_file(&opens);
     let (n, ran, staging) = profiled(&run);
     assert_eq!(
         n, 3,
@@ -435,11 +432,6 @@ fn profile_stage_skips_and_fails_honestly() {
          profile"
     );
     assert_eq!(ran.lines().count(), 5, "{ran}");
-    assert_eq!(
-        std::fs::read_to_string(&opens).unwrap(),
-        "0\n0\n0\n",
-        "each worker opens its CUDA session before its first run"
-    );
     assert!(staging.join("artifacts/ncu/bad.full.csv").exists());
     assert!(!staging.join("artifacts/ncu/control.full.csv").exists());
     let argv = std::fs::read_to_string(&calls_file).unwrap();

@@ -28,23 +28,22 @@ class Torch:
 
 def import_torch():
     """(Torch, None), or (None, why the baselines cannot run here): no numpy or torch, or no
-    CUDA GPU that torch sees. CUDA starts (under ncu, the profiler loads into the process);
-    nothing runs on the GPU."""
+    CUDA GPU that torch sees."""
     try:
         import numpy as np
         import torch
         import torch.nn.functional as F
     except ImportError as err:
         return None, NOT_INSTALLED.format(err)
+    wait_for_gate()
     if not torch.cuda.is_available():
         return None, NO_GPU
     return Torch(np, torch, F), None
 
 
 def honour_gate():
-    """Under the profile stage, promise at once to wait at its gate (REPRO_PROFILE_GATE)
-    before running anything on the GPU: the stage then lets this process import torch,
-    start CUDA and read its inputs while other processes have the GPU."""
+    """Under the profile stage, promise at once to wait at its gate (REPRO_PROFILE_GATE):
+    the stage then profiles its kernel targets while this process imports torch."""
     gate = os.environ.get("REPRO_PROFILE_GATE")
     if gate:
         with open(gate + ".honoured", "w"):
@@ -52,8 +51,8 @@ def honour_gate():
 
 
 def wait_for_gate():
-    """Wait, before anything runs on the GPU, until the file REPRO_PROFILE_GATE names
-    exists: the stage writes it at this process's turn (see honour_gate)."""
+    """Wait, before CUDA starts, until the file REPRO_PROFILE_GATE names exists: the stage
+    writes it once its kernel targets are profiled (see honour_gate)."""
     gate = os.environ.get("REPRO_PROFILE_GATE")
     while gate and not os.path.exists(gate):
         time.sleep(0.02)
@@ -130,27 +129,23 @@ def profile_calls(torch, calls, prepare, warmup):
 
 
 class ShapeInputs:
-    """Each of `shapes`' timed case (first recipe, seed 0), dumped by `repro exec` and read
-    into host memory by `read(folder, entry)` when made, before the profile stage's gate (no
-    GPU work), then put on the GPU by `to_device(host)` at its first call."""
+    """Each shape's timed case (first recipe, seed 0), dumped by `repro exec` once and read by
+    `load(folder, entry)`."""
 
-    def __init__(self, pipeline, workload, shapes, read, to_device):
-        self.to_device = to_device
-        self.host = {}
+    def __init__(self, pipeline, workload, load):
+        self.pipeline, self.workload, self.load = pipeline, workload, load
         self.cases = {}
-        for shape in dict.fromkeys(shapes):
-            folder = tempfile.mkdtemp(prefix="repro-profile-inputs-")
-            try:
-                index = dump_cases(pipeline, workload, folder, shape)
-                if index is None:
-                    raise SystemExit(2)
-                self.host[shape] = read(folder, timed_entry(index))
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
 
     def __call__(self, shape):
         if shape not in self.cases:
-            self.cases[shape] = self.to_device(self.host.pop(shape))
+            folder = tempfile.mkdtemp(prefix="repro-profile-inputs-")
+            try:
+                index = dump_cases(self.pipeline, self.workload, folder, shape)
+                if index is None:
+                    raise SystemExit(2)
+                self.cases[shape] = self.load(folder, timed_entry(index))
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
         return self.cases[shape]
 
 

@@ -48,7 +48,7 @@ sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 import torch_rmsnorm  # noqa: E402
 import torch_sdpa  # noqa: E402
 from baselines_common import (CallSkipped, honour_gate, import_torch, profile_calls,  # noqa: E402
-                              profile_skip, wait_for_gate, write_file)
+                              profile_skip, write_file)
 
 WORKLOADS = {m.WORKLOAD: m for m in (torch_sdpa, torch_rmsnorm)}
 OWNERS = {name: m for m in WORKLOADS.values() for name in m.BASELINES}
@@ -88,22 +88,19 @@ def measure(args):
 
 
 def profile(args):
-    """Profiling mode: the calls `args.profile` lists, each by its baseline's workload. Torch,
-    CUDA and every call's inputs (in host memory) are ready before the profile stage's gate;
-    nothing runs on the GPU until it opens."""
+    """Profiling mode: the calls `args.profile` lists, each by its baseline's workload."""
     honour_gate()
     t, why = import_torch()
     if why:
         return profile_skip(why)
-    # workload -> prepare(baseline, shape), or why it cannot run
-    owners = dict.fromkeys(OWNERS[b] for b, _, _ in args.profile if b in OWNERS)
-    preparers = {w.WORKLOAD: w.unavailable(t) or w.profiler(t, args) for w in owners}
-    wait_for_gate()
+    preparers = {}  # workload -> prepare(baseline, shape), or why it cannot run
 
     def prepare(baseline, shape):
         w = OWNERS.get(baseline)
         if w is None:
             raise CallSkipped(f"`{baseline}` is not a baseline of this script ({', '.join(OWNERS)})")
+        if w.WORKLOAD not in preparers:
+            preparers[w.WORKLOAD] = w.unavailable(t) or w.profiler(t, args)
         p = preparers[w.WORKLOAD]
         if isinstance(p, str):
             raise CallSkipped(p)

@@ -46,16 +46,11 @@ def profiler(t, args):
     """prepare(baseline, shape) for the profiling mode: the call."""
     torch, F = t.torch, t.F
 
-    def read(folder, entry):
+    def load(folder, entry):
         _, x, w, eps = case_inputs(t.np, os.path.join(folder, entry["dir"]))
-        return x, w, eps
-
-    def to_device(host):
-        x, w, eps = host
         return torch.from_numpy(x.copy()).cuda(), torch.from_numpy(w.copy()).cuda(), eps
 
-    shapes = [shape for baseline, shape, _ in args.profile if baseline in BASELINES]
-    inputs = ShapeInputs(args.pipeline, WORKLOAD, shapes, read, to_device)
+    inputs = ShapeInputs(args.pipeline, WORKLOAD, load)
 
     def prepare(baseline, shape):
         x, w, eps = inputs(shape)

@@ -116,16 +116,11 @@ def profiler(t, args):
     """prepare(baseline, shape) for the profiling mode: the call, or CallSkipped."""
     backends = native_backends()
 
-    def read(folder, entry):
-        _, arrays, scale = load_case(t.np, folder, entry)
-        return arrays, scale
+    def load(folder, entry):
+        _, (q, k, v), scale = load_case(t.np, folder, entry)
+        return tuple(t.torch.from_numpy(a.copy()).cuda().half() for a in (q, k, v)), scale
 
-    def to_device(host):
-        arrays, scale = host
-        return tuple(t.torch.from_numpy(a.copy()).cuda().half() for a in arrays), scale
-
-    shapes = [shape for baseline, shape, _ in args.profile if baseline in BASELINES]
-    inputs = ShapeInputs(args.pipeline, WORKLOAD, shapes, read, to_device)
+    inputs = ShapeInputs(args.pipeline, WORKLOAD, load)
     asked = {(baseline, shape) for baseline, shape, _ in args.profile}
 
     def prepare(baseline, shape):

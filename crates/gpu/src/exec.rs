@@ -98,24 +98,17 @@ impl Runner {
             );
         }
         let resolved = self.project.resolve(req, &self.settings)?;
-        self.open()?;
-        let warm = self.warm.as_mut().expect("an open session");
-        measure::measure(warm, &self.project, &resolved, req, &self.settings)
-    }
-
-    /// Open the CUDA session the runs share (driver, context), running nothing: a worker
-    /// started ahead of its turn pays its start-up while another process has the GPU.
-    pub fn open(&mut self) -> anyhow::Result<()> {
-        if self.warm.is_none() {
-            match Warm::open(self.settings.device) {
-                Ok(w) => self.warm = Some(w),
+        let warm = match &mut self.warm {
+            Some(w) => w,
+            None => match Warm::open(self.settings.device) {
+                Ok(w) => self.warm.insert(w),
                 Err(e) => {
                     self.no_session = true;
                     return Err(e);
                 }
-            }
-        }
-        Ok(())
+            },
+        };
+        measure::measure(warm, &self.project, &resolved, req, &self.settings)
     }
 
     /// May this process take another run after one failed? Not when no session could be

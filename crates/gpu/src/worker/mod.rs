@@ -4,8 +4,7 @@
 //!
 //! The protocol is JSON lines: the stage writes one [`Request`] per line on the worker's
 //! stdin; the worker answers each with one [`Answer`] line on stdout, in order, and exits
-//! when its stdin ends. A request without a run opens the CUDA session and nothing more, so
-//! a worker can start ahead of its turn on the GPU (the profile stage's passes). A failed run is an answer with an `error`; when the failure left the
+//! when its stdin ends. A failed run is an answer with an `error`; when the failure left the
 //! CUDA context unusable the answer says `context_lost` and the worker exits after it.
 //!
 //! Fault isolation is the one-shot `repro exec`'s: the stage's side ([`pool`]) times every
@@ -25,10 +24,7 @@ use serde::{Deserialize, Serialize};
 pub struct Request {
     /// Echoed in the answer.
     pub id: u64,
-    /// The run; none: open the CUDA session (the driver, the context), run nothing on the
-    /// GPU, and answer with neither result nor error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<ExecRequest>,
+    pub run: ExecRequest,
 }
 
 /// One line on the worker's stdout: the run's record, or why there is none.
@@ -85,7 +81,7 @@ pub(crate) mod tests {
     fn requests_and_answers_round_trip_as_lines() {
         let req = Request {
             id: 7,
-            run: Some(ExecRequest {
+            run: ExecRequest {
                 target: ExecTarget::Cubin {
                     path: ".repro/cache/build/k/rms.cubin".into(),
                     entry: "rmsnorm_fwd".into(),
@@ -102,17 +98,11 @@ pub(crate) mod tests {
                 method: Method::Graph,
                 timing: false,
                 profile: None,
-            }),
+            },
         };
         let line = serde_json::to_string(&req).unwrap();
         assert!(!line.contains('\n'));
         assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), req);
-        let open = Request { id: 8, run: None };
-        assert_eq!(serde_json::to_string(&open).unwrap(), r#"{"id":8}"#);
-        assert_eq!(
-            serde_json::from_str::<Request>(r#"{"id":8}"#).unwrap(),
-            open
-        );
 
         let dims = [("rows".to_string(), 4), ("hidden".to_string(), 1024)].into();
         let mut record = repro_schema::BenchResult::blank("small", dims, 2, (3, 4), RunStatus::Ok);

@@ -54,8 +54,6 @@ pub struct Workers<'a> {
 
 /// How one exchange with a worker ended.
 enum Exchange {
-    /// The worker opened its CUDA session (a request without a run).
-    Opened,
     /// The run's record, and the worker's node.
     Record(Box<BenchResult>, Option<String>),
     /// The worker answered with an error. It lives on, unless it lost its context: then it
@@ -94,43 +92,6 @@ impl<'a> Workers<'a> {
             .collect()
     }
 
-    /// Start slot `slot`'s worker if it is not running, and have it open its CUDA session,
-    /// running nothing on the GPU; waits at most `timeout`. A worker that could not is
-    /// ended, and the slot's next run starts a fresh one, so the caller may go on either way.
-    pub fn open(&self, slot: u32, timeout: Duration) -> anyhow::Result<()> {
-        let mut worker = self.live(slot)?;
-        match exchange(&mut worker, None, timeout) {
-            Exchange::Opened => Ok(()),
-            Exchange::Refused { error, ended, .. } => {
-                if let Some(ended) = ended {
-                    self.replaced(slot, "it could not open a CUDA session", ended);
-                }
-                anyhow::bail!("repro exec --worker could not open a CUDA session: {error}")
-            }
-            Exchange::Ended(outcome) => {
-                anyhow::bail!("{}", why_it_ended("repro exec --worker", &outcome))
-            }
-            Exchange::Record(..) => unreachable!("an open request has no record"),
-        }
-    }
-
-    /// Slot `slot`'s worker, started if it is not running.
-    fn live(&self, slot: u32) -> anyhow::Result<std::sync::MutexGuard<'_, Option<Live<'a>>>> {
-        let mut worker = self.slots[slot as usize % self.slots.len()]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if worker.is_none() {
-            let job = worker_job(&self.jobs, slot, &self.wrapper);
-            let talk = self
-                .jobs
-                .executor
-                .converse(&job, self.jobs.cancel)
-                .map_err(|e| anyhow::anyhow!("could not start repro exec --worker: {e:#}"))?;
-            *worker = Some(Live { talk, next_id: 0 });
-        }
-        Ok(worker)
-    }
-
     /// Run `req` (of dimensions `shape`) on slot `slot`'s worker, waiting at most `timeout`
     /// for its answer. Never an error: a run without a record is a `failed` record saying why.
     pub fn run(
@@ -140,12 +101,21 @@ impl<'a> Workers<'a> {
         shape: &Bindings,
         timeout: Duration,
     ) -> BenchResult {
-        let mut worker = match self.live(slot) {
-            Ok(worker) => worker,
-            Err(e) => return failed_result(req, shape, format!("{e:#}")),
-        };
+        let mut worker = self.slots[slot as usize % self.slots.len()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if worker.is_none() {
+            let job = worker_job(&self.jobs, slot, &self.wrapper);
+            match self.jobs.executor.converse(&job, self.jobs.cancel) {
+                Ok(talk) => *worker = Some(Live { talk, next_id: 0 }),
+                Err(e) => {
+                    let why = format!("could not start repro exec --worker: {e:#}");
+                    return failed_result(req, shape, why);
+                }
+            }
+        }
         let began = Instant::now();
-        let exchanged = exchange(&mut worker, Some(req), timeout);
+        let exchanged = exchange(&mut worker, req, timeout);
         // What each run took, for finding where a stage's time goes.
         self.note(&format!(
             "{} answered in {} ms",
@@ -164,9 +134,6 @@ impl<'a> Workers<'a> {
                 let mut r = failed_result(req, shape, format!("repro exec: {error}"));
                 r.node = node;
                 r
-            }
-            Exchange::Opened => {
-                failed_result(req, shape, "repro exec: an answer with no result".into())
             }
             Exchange::Ended(outcome) => {
                 let why = why_it_ended("repro exec --worker", &outcome);
@@ -202,15 +169,15 @@ fn end(slot: &mut Option<Live>, how: Ending) -> anyhow::Result<JobOutcome> {
     slot.take().expect("a live worker").talk.end(how)
 }
 
-/// Send `req` (none: open the session) to the worker in `slot` and wait for its answer; a
-/// worker that cannot give one is ended and taken out of the slot.
-fn exchange(slot: &mut Option<Live>, req: Option<&ExecRequest>, timeout: Duration) -> Exchange {
+/// Send `req` to the worker in `slot` and wait for its answer; a worker that cannot give
+/// one is ended and taken out of the slot.
+fn exchange(slot: &mut Option<Live>, req: &ExecRequest, timeout: Duration) -> Exchange {
     let live = slot.as_mut().expect("a live worker");
     live.next_id += 1;
     let id = live.next_id;
     let line = serde_json::to_string(&Request {
         id,
-        run: req.cloned(),
+        run: req.clone(),
     })
     .expect("requests serialize");
     let sent = Instant::now();
@@ -237,11 +204,10 @@ fn exchange(slot: &mut Option<Live>, req: Option<&ExecRequest>, timeout: Duratio
             Received::Line(text) => match Answer::find_in(&text) {
                 Some(a) if a.id == id => {
                     let node = live.talk.node();
-                    return match (a.result, a.error) {
-                        (Some(r), _) => Exchange::Record(Box::new(r), node),
-                        (None, None) if req.is_none() => Exchange::Opened,
-                        (None, error) => Exchange::Refused {
-                            error: error.unwrap_or_else(|| "an answer with no result".into()),
+                    return match a.result {
+                        Some(r) => Exchange::Record(Box::new(r), node),
+                        None => Exchange::Refused {
+                            error: a.error.unwrap_or_else(|| "an answer with no result".into()),
                             node,
                             ended: a.context_lost.then(|| end(slot, Ending::Finish)),
                         },

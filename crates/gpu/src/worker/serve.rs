@@ -38,10 +38,10 @@ fn serve_with(
             continue;
         }
         let answer = match serde_json::from_str::<Request>(&line) {
-            Ok(req) => match answer_to(runner, &req) {
+            Ok(req) => match runner.run(&req.run) {
                 Ok(result) => Answer {
                     id: req.id,
-                    result,
+                    result: Some(result),
                     error: None,
                     context_lost: false,
                 },
@@ -73,24 +73,12 @@ fn serve_with(
     Ok(Served::AllAnswered)
 }
 
-/// The request's result: its run's record, or none for an open request.
-fn answer_to(
-    runner: &mut impl Run,
-    req: &Request,
-) -> anyhow::Result<Option<repro_schema::BenchResult>> {
-    match &req.run {
-        Some(run) => runner.run(run).map(Some),
-        None => runner.open().map(|()| None),
-    }
-}
-
 /// What the loop needs of a [`Runner`] (a fake in tests).
 trait Run {
     fn run(
         &mut self,
         req: &crate::client::ExecRequest,
     ) -> anyhow::Result<repro_schema::BenchResult>;
-    fn open(&mut self) -> anyhow::Result<()>;
     fn usable(&self) -> bool;
 }
 
@@ -100,10 +88,6 @@ impl Run for Runner {
         req: &crate::client::ExecRequest,
     ) -> anyhow::Result<repro_schema::BenchResult> {
         Runner::run(self, req)
-    }
-
-    fn open(&mut self) -> anyhow::Result<()> {
-        Runner::open(self)
     }
 
     fn usable(&self) -> bool {
@@ -122,7 +106,6 @@ mod tests {
     struct Fake {
         poisoned: bool,
         ran: Vec<u64>,
-        opened: u32,
     }
 
     impl Run for Fake {
@@ -144,18 +127,13 @@ mod tests {
             }
         }
 
-        fn open(&mut self) -> anyhow::Result<()> {
-            self.opened += 1;
-            Ok(())
-        }
-
         fn usable(&self) -> bool {
             !self.poisoned
         }
     }
 
     fn line(id: u64, seed: u64) -> String {
-        let run = Some(crate::worker::tests::request(seed));
+        let run = crate::worker::tests::request(seed);
         serde_json::to_string(&Request { id, run }).unwrap()
     }
 
@@ -172,7 +150,6 @@ mod tests {
         let mut fake = Fake {
             poisoned: false,
             ran: vec![],
-            opened: 0,
         };
         let mut out = Vec::new();
         let served = serve_with(&mut fake, input.as_bytes(), &mut out).unwrap();
@@ -191,7 +168,6 @@ mod tests {
         let mut fake = Fake {
             poisoned: false,
             ran: vec![],
-            opened: 0,
         };
         let mut out = Vec::new();
         let served = serve_with(&mut fake, input.as_bytes(), &mut out).unwrap();
@@ -212,7 +188,6 @@ mod tests {
         let mut fake = Fake {
             poisoned: false,
             ran: vec![],
-            opened: 0,
         };
         let mut out = Vec::new();
         serve_with(&mut fake, &b"{\"id\": 9, \"run\": 1}\n"[..], &mut out).unwrap();
@@ -224,23 +199,5 @@ mod tests {
             .unwrap()
             .starts_with("not a worker request"));
         assert!(fake.ran.is_empty());
-    }
-
-    #[test]
-    fn a_request_without_a_run_opens_the_session_and_runs_nothing() {
-        let input = ["{\"id\":1}".to_string(), line(2, 0)].join("\n");
-        let mut fake = Fake {
-            poisoned: false,
-            ran: vec![],
-            opened: 0,
-        };
-        let mut out = Vec::new();
-        serve_with(&mut fake, input.as_bytes(), &mut out).unwrap();
-        let got = answers(&out);
-        assert_eq!(fake.opened, 1);
-        assert_eq!(fake.ran, [0], "only the second request runs");
-        assert_eq!((got[0].id, got[0].result.is_none()), (1, true));
-        assert_eq!(got[0].error, None, "opened: neither result nor error");
-        assert_eq!(got[1].result.as_ref().unwrap().seed, 0);
     }
 }

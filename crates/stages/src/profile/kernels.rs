@@ -13,7 +13,6 @@ use super::ncu_call::{NcuCall, Page};
 use super::run::{failure_context, Reading};
 use super::targets::{status_target, Target};
 use crate::gpu_nodes::stage_jobs;
-use repro_gpu::discover::StageJobs;
 use repro_gpu::worker::pool::Workers;
 use repro_ncu::launches::summarize_launches;
 use repro_ncu::metrics;
@@ -23,7 +22,7 @@ use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Workloads;
 use repro_schema::{NcuTarget, RunStatus};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::Path;
 
 /// Each target's record and CSV, in the order given, or the line saying ncu may not read
 /// the GPU's counters.
@@ -41,57 +40,19 @@ struct Round {
     ending: String,
 }
 
-/// An ncu process with its GPU worker, writing its CSV to `csv`.
-pub(super) struct Process<'a> {
-    workers: Workers<'a>,
-    csv: PathBuf,
-}
-
-impl<'a> Process<'a> {
-    /// Start ncu and its worker as `call` says, the CSV going to `csv` (emptied first).
-    fn new(jobs: StageJobs<'a>, call: &NcuCall, csv: PathBuf) -> Process<'a> {
-        if let Some(dir) = csv.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let _ = std::fs::remove_file(&csv);
-        let workers = Workers::wrapped(jobs, 1, call.wrapper(&Page::Csv(&csv)));
-        Process { workers, csv }
-    }
-
-    /// Start ncu and its worker ahead of their turn: the worker opens its CUDA session
-    /// (ncu's start-up, the driver, the context) and runs nothing on the GPU. One that
-    /// could not is said in the log; the first target then starts a fresh one.
-    pub(super) fn started(jobs: StageJobs<'a>, call: &NcuCall, csv: PathBuf) -> Process<'a> {
-        let log = jobs.log;
-        let process = Process::new(jobs, call, csv);
-        if let Err(e) = process.workers.open(0, call.opts.timeout) {
-            if let Some(log) = log {
-                repro_base::fsio::append_line(log, &format!("ncu: started ahead, {e:#}"));
-            }
-        }
-        process
-    }
-}
-
-/// Profile `targets` (kernel targets only) in as few ncu processes as they allow, the
-/// first being `first`; each writes its CSV to `first`'s file.
-pub(super) fn profile_kernels<'a>(
-    ctx: &'a RunCtx,
+/// Profile `targets` (kernel targets only) in as few ncu processes as they allow.
+pub(super) fn profile_kernels(
+    ctx: &RunCtx,
     call: &NcuCall,
     targets: &[&Target],
     reading: &Reading,
-    first: Process<'a>,
 ) -> Profiled {
-    let csv = first.csv.clone();
-    let mut process = Some(first);
+    let csv = ctx.root.join(".repro/ncu/kernels.csv");
     let mut records: Vec<Option<(NcuTarget, String)>> = vec![None; targets.len()];
     let mut queue: Vec<usize> = (0..targets.len()).collect();
     let mut second_try: BTreeSet<usize> = BTreeSet::new();
     while !queue.is_empty() {
-        let process = process
-            .take()
-            .unwrap_or_else(|| Process::new(stage_jobs(ctx), call, csv.clone()));
-        let round = run_round(ctx, call, targets, &queue, process, &mut records);
+        let round = run_round(ctx, call, targets, &queue, &csv, &mut records);
         // ncu says so in its log; its stderr, where the failed run's reason quotes it.
         let said = format!("{}\n{}", round.text, round.failure);
         if repro_ncu::is_permission_error(&said) {
@@ -127,16 +88,21 @@ pub(super) fn profile_kernels<'a>(
         .collect())
 }
 
-/// Run the targets `queue` names in `process` until one fails (recorded in `records`).
+/// Run the targets `queue` names in one ncu process until one fails (recorded in
+/// `records`); the process's CSV goes to `csv`.
 fn run_round(
     ctx: &RunCtx,
     call: &NcuCall,
     targets: &[&Target],
     queue: &[usize],
-    process: Process,
+    csv: &Path,
     records: &mut [Option<(NcuTarget, String)>],
 ) -> Round {
-    let Process { workers, csv } = process;
+    if let Some(dir) = csv.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::remove_file(csv);
+    let workers = Workers::wrapped(stage_jobs(ctx), 1, call.wrapper(&Page::Csv(csv)));
     let workloads = Workloads::of(ctx.pipeline);
     let mut answered = Vec::new();
     let mut failure = String::new();
@@ -162,7 +128,7 @@ fn run_round(
         answered,
         stopped_early: !failure.is_empty(),
         failure,
-        text: std::fs::read_to_string(&csv).unwrap_or_default(),
+        text: std::fs::read_to_string(csv).unwrap_or_default(),
         ending,
     }
 }

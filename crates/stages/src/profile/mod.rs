@@ -325,30 +325,20 @@ impl StageKind for Profile {
             .filter(|u| !u.members.is_empty())
             .collect();
         let passes = [
-            ("timed alone", "time", &time_call, &pending, &without_extra),
+            ("timed alone", &time_call, &pending, &without_extra),
             (
                 "profiled in one pass",
-                "one-pass",
                 &one_pass_call,
                 &pending,
                 &without_extra,
             ),
-            ("profiled in full", "full", &call, &full_units, &reading),
+            ("profiled in full", &call, &full_units, &reading),
         ];
-        let scheduled: Vec<schedule::Pass> = passes
-            .iter()
-            .map(|&(_, tag, call, units, reading)| schedule::Pass {
-                tag,
-                call,
-                units,
-                reading,
-            })
-            .collect();
-        let ran = schedule::profile_passes(ctx, &targets, &scheduled);
         // Each pass's record and CSV of each target it profiled, by target.
         let mut outputs: [Vec<Option<(NcuTarget, String)>>; 3] = Default::default();
-        for (((pass, _, _, units, _), ran), out) in passes.into_iter().zip(ran).zip(&mut outputs) {
+        for ((pass, call, units, reading), out) in passes.into_iter().zip(&mut outputs) {
             *out = vec![None; targets.len()];
+            let ran = schedule::profile_units(ctx, call, &targets, units, reading);
             for (unit, ran) in units.iter().zip(ran) {
                 log_unit(ctx, unit, pass, &ran);
                 match ran.profiled? {
@@ -459,8 +449,8 @@ fn log_unit(ctx: &RunCtx, unit: &schedule::Unit, pass: &str, ran: &schedule::Ran
         true => "baseline calls",
         false => "kernel targets",
     };
-    let waited = match ran.ahead.as_secs_f64() {
-        w if w >= 0.05 => format!(" (started {w:.1} s ahead of its turn)"),
+    let waited = match ran.waited.as_secs_f64() {
+        w if w >= 0.05 => format!(" ({w:.1} s of it started beside the kernel targets)"),
         _ => String::new(),
     };
     let line = format!(

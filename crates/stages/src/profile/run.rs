@@ -94,9 +94,21 @@ pub(super) struct Reading<'a> {
     pub launches: u32,
 }
 
-/// The ncu job of a script unit; with `gate`, the script may wait for that file to exist
-/// before it runs anything on the GPU (`REPRO_PROFILE_GATE`, [`super::schedule`]), and its
-/// time limit covers the wait.
+/// Profile the calls of baseline scripts that share one command in one ncu process.
+pub(super) fn profile_scripts(
+    ctx: &RunCtx,
+    call: &NcuCall,
+    unit: &[&Target],
+    reading: &Reading,
+) -> anyhow::Result<Profiled> {
+    let job = script_job(ctx, call, unit, None);
+    let outcome = ctx.executor.run(&job, ctx.cancel)?;
+    read_script_outcome(unit, &outcome, reading)
+}
+
+/// The ncu job of a script unit; with `gate`, the script waits for that file to exist
+/// before CUDA starts (`REPRO_PROFILE_GATE`, [`super::schedule`]), and its time limit
+/// covers the wait.
 pub(super) fn script_job(
     ctx: &RunCtx,
     call: &NcuCall,
@@ -117,7 +129,7 @@ pub(super) fn script_job(
     job
 }
 
-/// The variable naming the file a baseline script waits for before it uses the GPU.
+/// The variable naming the file a baseline script waits for before it starts CUDA.
 pub(super) const GATE_VAR: &str = "REPRO_PROFILE_GATE";
 
 /// A script unit's records from how its ncu job ended.

@@ -12,17 +12,10 @@ use std::path::PathBuf;
 
 /// Seed 13: a fault that loses the context (answered, then exit 1). 5: a harmless error.
 /// 99: hangs. 77: crashes (SIGSEGV). 66: a kernel's printf before the answer. Otherwise a
-/// record. A request without a run opens the session (its process id to `opened-by`), or
-/// with `REFUSE_OPEN` set, loses the context.
+/// record.
 const FAKE_WORKER: &str = r#"#!/bin/sh
 while read -r line; do
   id=$(printf '%s' "$line" | sed 's/.*"id":\([0-9]*\).*/\1/')
-  case "$line" in *'"run"'*) ;; *)
-    if [ -n "$REFUSE_OPEN" ]; then
-      printf '{"id":%s,"error":"the CUDA driver is present but cuInit failed: CUDA_ERROR_NO_DEVICE","context_lost":true}\n' "$id"; exit 1
-    fi
-    echo "$$" > opened-by; printf '{"id":%s}\n' "$id"; continue ;;
-  esac
   seed=$(printf '%s' "$line" | sed 's/.*"seed":\([0-9]*\).*/\1/')
   case "$seed" in
     13) printf '{"id":%s,"error":"running the kernel: cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS","context_lost":true}\n' "$id"; exit 1 ;;
@@ -249,46 +242,4 @@ fn wrapped_workers_run_under_the_wrapper_and_close_waits_for_its_report() {
     assert_eq!(ended.len(), 1);
     assert_eq!(ended[0].as_ref().unwrap().exit, ExitKind::Code(0));
     assert_eq!(std::fs::read_to_string(&report).unwrap(), "profiled\n");
-}
-
-#[test]
-fn a_worker_opened_ahead_takes_the_runs_that_follow() {
-    let f = Fixture::new(FAKE_WORKER);
-    let workers = f.workers();
-    workers.open(0, Duration::from_secs(20)).unwrap();
-    let opened = std::fs::read_to_string(f.dir.path().join("opened-by")).unwrap();
-    let got = batch(&workers, &[0, 1], Duration::from_secs(20));
-    for r in &got {
-        assert_eq!(
-            worker_of(r),
-            format!("worker-{}", opened.trim()),
-            "the worker opened ahead"
-        );
-    }
-}
-
-#[test]
-fn a_worker_that_cannot_open_says_why_and_the_next_run_starts_a_fresh_one() {
-    let f = Fixture::new(&FAKE_WORKER.replace(
-        "while read",
-        "[ -e refused ] || { touch refused; REFUSE_OPEN=1; }\nwhile read",
-    ));
-    let workers = f.workers();
-    let err = workers
-        .open(0, Duration::from_secs(20))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("could not open a CUDA session") && err.contains("CUDA_ERROR_NO_DEVICE"),
-        "{err}"
-    );
-    let got = batch(&workers, &[0], Duration::from_secs(20));
-    assert_eq!(
-        got[0].status,
-        RunStatus::Ok,
-        "a fresh worker: {:?}",
-        got[0].error
-    );
-    let log = std::fs::read_to_string(&f.log).unwrap();
-    assert!(log.contains("it could not open a CUDA session"), "{log}");
 }
