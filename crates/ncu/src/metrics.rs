@@ -12,7 +12,8 @@ mod stalls;
 mod summary;
 
 pub use aliases::{
-    aliases, details_alias, fallback_aliases, raw_aliases, SMEM_BANK_CONFLICT_PARTS,
+    aliases, details_alias, fallback_aliases, raw_aliases, L2_HIT_FROM_LOOKUPS, L2_LOOKUP_PARTS,
+    SMEM_BANK_CONFLICT_PARTS,
 };
 pub use stalls::{stall_reasons, top_stalls};
 pub use summary::{summarize, TargetId};
@@ -135,8 +136,9 @@ pub fn request_list(arch: Option<Arch>, extra: &[String]) -> Vec<String> {
             list.push(m);
         }
     };
-    SMEM_BANK_CONFLICT_PARTS
+    L2_LOOKUP_PARTS
         .iter()
+        .chain(&SMEM_BANK_CONFLICT_PARTS)
         .for_each(|m| push(m.to_string()));
     for a in &archs {
         for r in stall_reasons(*a) {
@@ -212,8 +214,14 @@ fn to_microseconds(value: f64, unit: &str) -> Option<f64> {
     Some(value * factor)
 }
 
-/// Read `field` from `launch`: the value (normalised to the field's unit) and the metric.
+/// Read `field` from `launch`: the value (normalised to the field's unit) and the metric
+/// (for an L2 hit rate computed from [`L2_LOOKUP_PARTS`], [`L2_HIT_FROM_LOOKUPS`]).
 pub fn read(launch: &Launch, field: Field, arch: Option<Arch>) -> Option<(f64, &'static str)> {
+    if field == Field::L2HitRate {
+        if let Some(rate) = l2_hit_from_lookups(launch) {
+            return Some((rate, L2_HIT_FROM_LOOKUPS));
+        }
+    }
     aliases(field, arch).into_iter().find_map(|name| {
         let metric = launch.get(name)?;
         let v = metric.number()?;
@@ -223,6 +231,14 @@ pub fn read(launch: &Launch, field: Field, arch: Option<Arch>) -> Option<(f64, &
         };
         Some((v, name))
     })
+}
+
+/// hits ÷ (hits + misses) of the L2's sector lookups, in %; none without both counts or
+/// without a lookup.
+fn l2_hit_from_lookups(launch: &Launch) -> Option<f64> {
+    let [hit, miss] = L2_LOOKUP_PARTS.map(|name| launch.get(name).and_then(|m| m.number()));
+    let (hit, miss) = (hit?, miss?);
+    (hit + miss > 0.0).then(|| 100.0 * hit / (hit + miss))
 }
 
 #[cfg(test)]

@@ -23,7 +23,8 @@ pub fn raw_aliases(field: Field, arch: Arch) -> &'static [&'static str] {
         }
         (Field::AchievedOccupancy, _) => &["sm__warps_active.avg.pct_of_peak_sustained_active"],
         (Field::RegistersPerThread, _) => &["launch__registers_per_thread"],
-        (Field::L2HitRate, _) => &["lts__t_sector_hit_rate.pct"],
+        // Computed from `L2_LOOKUP_PARTS` (`super::read`); ncu's own rate is a fallback.
+        (Field::L2HitRate, _) => &[],
         // What the Speed Of Light section shows as "DRAM Throughput".
         (Field::DramBwPctPeak, _) => &[
             "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
@@ -35,6 +36,21 @@ pub fn raw_aliases(field: Field, arch: Arch) -> &'static [&'static str] {
     }
 }
 
+/// What `l2_hit_rate_pct` is computed from: L2 sector lookups that hit and that missed,
+/// requested and kept in `raw`; the rate is hits ÷ (hits + misses). ncu's own
+/// `lts__t_sector_hit_rate.pct` divides the hits by `lts__t_sectors`, counted in another
+/// replay pass that does not see the same traffic: on an H200 it read 116–120 % for
+/// ws-c1-x2 on mission and 573–657 % for mma-m64 on small, where hits ÷ (hits + misses)
+/// reads 99.7–100 % (`benches/results/l2_hit_rate_h200.md`).
+pub const L2_LOOKUP_PARTS: [&str; 2] = [
+    "lts__t_sectors_lookup_hit.sum",
+    "lts__t_sectors_lookup_miss.sum",
+];
+
+/// The name `metric_names` records for an L2 hit rate computed from [`L2_LOOKUP_PARTS`].
+pub const L2_HIT_FROM_LOOKUPS: &str =
+    "lts__t_sectors_lookup_hit.sum / (lts__t_sectors_lookup_hit.sum + lts__t_sectors_lookup_miss.sum)";
+
 /// Requested beside the fields and kept in `raw`: the shared-memory bank conflicts of loads
 /// and of stores.
 pub const SMEM_BANK_CONFLICT_PARTS: [&str; 2] = [
@@ -44,8 +60,8 @@ pub const SMEM_BANK_CONFLICT_PARTS: [&str; 2] = [
 
 /// Other raw names ncu has for the same quantity on `arch`, read (never requested) when
 /// none of [`raw_aliases`] is in an export: the per-instruction-type tensor-pipe metrics
-/// that older profiling scripts ask for. Each is checked against `ncu --query-metrics
-/// --chip` of that architecture (`tests/fixtures/ncu/query_metrics_*.txt`).
+/// that older profiling scripts ask for, and ncu's own L2 hit rate. Each is checked against
+/// `ncu --query-metrics --chip` of that architecture (`tests/fixtures/ncu/query_metrics_*.txt`).
 pub fn fallback_aliases(field: Field, arch: Arch) -> &'static [&'static str] {
     match (field, arch) {
         // gh100: "HMMA/HGMMA/QGMMA ops", then "HMMA/HFMA2.MMA/HGMMA/QGMMA".
@@ -62,6 +78,8 @@ pub fn fallback_aliases(field: Field, arch: Arch) -> &'static [&'static str] {
         (Field::TensorCoreUtil, Arch::Ampere) => {
             &["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"]
         }
+        // An export without the lookup counts (`L2_LOOKUP_PARTS`): ncu's rate, as it is.
+        (Field::L2HitRate, _) => &["lts__t_sector_hit_rate.pct"],
         _ => &[],
     }
 }

@@ -1,6 +1,7 @@
 //! The [`NcuTarget`] of one launch: every named field, its metric, the raw metrics, the stalls.
 
 use super::{read, top_stalls, Arch, Field, SMEM_BANK_CONFLICT_PARTS};
+use super::{L2_HIT_FROM_LOOKUPS, L2_LOOKUP_PARTS};
 use crate::{parse::Launch, parse::Metric};
 use repro_schema::{NcuTarget, RunStatus};
 use std::collections::BTreeMap;
@@ -32,7 +33,13 @@ pub fn summarize(launch: &Launch, arch: Option<Arch>, extra: &[String], id: Targ
         if let Some((v, name)) = read(launch, field, arch) {
             values.insert(field, v);
             metric_names.insert(field.key().to_string(), name.to_string());
-            record(name, launch.get(name).expect("read found it"));
+            let parts = match name {
+                L2_HIT_FROM_LOOKUPS => &L2_LOOKUP_PARTS[..],
+                _ => std::slice::from_ref(&name),
+            };
+            for part in parts {
+                record(part, launch.get(part).expect("read found it"));
+            }
         }
     }
     let (top_stalls, stall_metrics) = top_stalls(launch, 5);

@@ -223,3 +223,50 @@ fn the_one_pass_list_has_the_one_pass_fields_and_nothing_else() {
         "a part of the full list"
     );
 }
+
+#[test]
+fn the_l2_hit_rate_is_hits_over_lookups_of_one_count_and_ncus_own_only_without_them() {
+    // ws-c1-x2 on mission, one launch on an H200: ncu's rate divides the hits by
+    // `lts__t_sectors` of another replay pass (benches/results/l2_hit_rate_h200.md).
+    let both = launch(&[
+        ("lts__t_sector_hit_rate.pct", "118.24", "%"),
+        ("lts__t_sectors_lookup_hit.sum", "266,155", "sector"),
+        ("lts__t_sectors_lookup_miss.sum", "20", "sector"),
+    ]);
+    let (rate, name) = read(&both, Field::L2HitRate, Some(Arch::Hopper)).unwrap();
+    assert!((rate - 100.0 * 266155.0 / 266175.0).abs() < 1e-9, "{rate}");
+    assert_eq!(name, L2_HIT_FROM_LOOKUPS);
+    let t = summarize(
+        &both,
+        None,
+        &[],
+        TargetId {
+            target: "t",
+            variant: "v",
+            kernel: "k",
+        },
+    );
+    assert_eq!(t.metric_names["l2_hit_rate_pct"], L2_HIT_FROM_LOOKUPS);
+    assert!(
+        L2_LOOKUP_PARTS.iter().all(|p| t.raw.contains_key(*p)),
+        "both counts kept: {:?}",
+        t.raw
+    );
+    // An export with ncu's rate only (a user's own): read as it is.
+    let own = launch(&[("lts__t_sector_hit_rate.pct", "102.39", "%")]);
+    assert_eq!(
+        read(&own, Field::L2HitRate, None),
+        Some((102.39, "lts__t_sector_hit_rate.pct"))
+    );
+    // No lookup at all: no rate.
+    let idle = launch(&[
+        ("lts__t_sectors_lookup_hit.sum", "0", "sector"),
+        ("lts__t_sectors_lookup_miss.sum", "0", "sector"),
+    ]);
+    assert_eq!(read(&idle, Field::L2HitRate, None), None);
+    let requested = request_list(Some(Arch::Hopper), &[]);
+    assert!(L2_LOOKUP_PARTS
+        .iter()
+        .all(|p| requested.iter().any(|m| m == p)));
+    assert!(!requested.iter().any(|m| m == "lts__t_sector_hit_rate.pct"));
+}
