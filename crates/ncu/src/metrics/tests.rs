@@ -110,7 +110,7 @@ fn an_older_scripts_tensor_metric_is_read_and_named_when_the_preferred_is_absent
 }
 
 #[test]
-fn fallback_names_exist_on_their_chip() {
+fn fallback_names_and_the_l2_lookup_counts_exist_on_their_chip() {
     for arch in Arch::ALL {
         let path = format!(
             "{}/tests/fixtures/ncu/query_metrics_{}.txt",
@@ -118,8 +118,13 @@ fn fallback_names_exist_on_their_chip() {
             arch.chip()
         );
         let listed = std::fs::read_to_string(path).unwrap();
+        let lookups = L2_LOOKUP_PARTS.iter().copied();
         for field in Field::ALL {
-            for name in fallback_aliases(field, arch) {
+            for name in fallback_aliases(field, arch)
+                .iter()
+                .copied()
+                .chain(lookups.clone())
+            {
                 let base = name.split('.').next().unwrap();
                 assert!(
                     listed
