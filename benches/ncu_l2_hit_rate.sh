@@ -13,26 +13,19 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/results_header.sh"
-repro=$(realpath "$1"); proj=$(realpath "$2"); out=$(realpath -m "$3")
-mkdir -p "$out"
-header=$(cd "$here/.." && results_header "bash benches/ncu_l2_hit_rate.sh REPRO_BINARY PROJECT OUT_DIR")
-cd "$proj"
+worker_bench_args "$@"
 for chip in gh100 ad104 ga100; do
   ncu --query-metrics --chip $chip | grep -E '^lts__t_sectors_lookup_(hit|miss) ' > "$out/query_$chip.txt"
   [ "$(wc -l < "$out/query_$chip.txt")" = 2 ] || { echo "$chip: ncu lists no L2 lookup counts" >&2; exit 1; }
 done
 targets=("mma-m64 sdpa_fp8 small" "ws-c1-x2 sdpa_fp8 mission" "ws-c1-x2 sdpa_fp8 ragged"
          "ws-c2-pp sdpa_fp8 long" "rms-warp-row rmsnorm mission")
-requests=""
-for i in "${!targets[@]}"; do
-  read -r v w s <<< "${targets[$i]}"
-  requests+="{\"id\":$((i + 1)),\"run\":{\"target\":{\"variant\":\"$v\"},\"workload\":\"$w\",\"shape\":\"$s\",\"inputs\":null,\"precision\":null,\"seed\":0,\"warmup\":20,\"iters\":100,\"l2\":\"warm\",\"method\":\"graph\",\"timing\":false,\"profile\":5}}"$'\n'
-done
+requests=$(worker_requests 1 "${targets[@]}")
 counts=lts__t_sectors_lookup_hit.sum,lts__t_sectors_lookup_miss.sum
 for run in ncu counts; do
   metrics="$counts,profiler__replayer_passes"
   [ $run = ncu ] && metrics="lts__t_sector_hit_rate.pct,lts__t_sectors.sum,$metrics"
-  printf '%s' "$requests" | ncu --csv --page raw --metrics "$metrics" --log-file "$out/$run.csv" \
+  printf '%s\n' "$requests" | ncu --csv --page raw --metrics "$metrics" --log-file "$out/$run.csv" \
     --profile-from-start off --target-processes application-only --clock-control none \
     --cache-control none "$repro" exec --worker > "$out/$run.out"
   answered=$(grep -c '"result"' "$out/$run.out" || true)

@@ -17,10 +17,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/results_header.sh"
-repro=$(realpath "$1"); proj=$(realpath "$2"); out=$(realpath -m "$3")
-mkdir -p "$out"
-header=$(cd "$here/.." && results_header "bash benches/ncu_prestart.sh REPRO_BINARY PROJECT OUT_DIR")
-cd "$proj"
+worker_bench_args "$@"
 ncu_flags=(--csv --page raw --profile-from-start off --target-processes application-only
            --clock-control none --cache-control none)
 time_list=gpu__time_duration.sum
@@ -64,13 +61,7 @@ done
 targets=("ws-c1-x2 sdpa_fp8 mission" "stage2-baseline sdpa_fp8 mission" "mma-m64 sdpa_fp8 mission"
          "rms-warp-row rmsnorm mission" "rms-scalar rmsnorm mission" "ws-c1-x2 sdpa_fp8 small"
          "mma-m64 sdpa_fp8 small" "ws-c2-pp sdpa_fp8 long")
-requests=""
-for i in "${!targets[@]}"; do
-  read -r v w s <<< "${targets[$i]}"
-  for rep in 1 2 3; do
-    requests+="{\"id\":$((3 * i + rep)),\"run\":{\"target\":{\"variant\":\"$v\"},\"workload\":\"$w\",\"shape\":\"$s\",\"inputs\":null,\"precision\":null,\"seed\":0,\"warmup\":20,\"iters\":100,\"l2\":\"warm\",\"method\":\"graph\",\"timing\":false,\"profile\":5}}"$'\n'
-  done
-done
+requests=$(worker_requests 3 "${targets[@]}")
 pests() {
   while [ ! -e "$out/stop" ]; do
     ncu "${ncu_flags[@]}" --metrics "$one_list" --log-file /dev/null python3 "$out/start.py" pest \
@@ -83,7 +74,7 @@ for list in time one; do
   for run in alone1 beside1 alone2 beside2; do
     rm -f "$out/stop"; pids=()
     case $run in beside*) pests & pids+=($!); pests & pids+=($!); sleep 2;; esac
-    printf '%s' "$requests" | ncu "${ncu_flags[@]}" --metrics "$metrics" --log-file "$out/${list}_$run.csv" \
+    printf '%s\n' "$requests" | ncu "${ncu_flags[@]}" --metrics "$metrics" --log-file "$out/${list}_$run.csv" \
       "$repro" exec --worker > "$out/${list}_$run.out"
     touch "$out/stop"; [ ${#pids[@]} = 0 ] || wait "${pids[@]}"
     answered=$(grep -c '"result"' "$out/${list}_$run.out" || true)

@@ -16,10 +16,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/results_header.sh"
-repro=$(realpath "$1"); proj=$(realpath "$2"); out=$(realpath -m "$3")
-mkdir -p "$out"
-header=$(cd "$here/.." && results_header "bash benches/ncu_replay_cost.sh REPRO_BINARY PROJECT OUT_DIR")
-cd "$proj"
+worker_bench_args "$@"
 join() { local IFS=,; echo "$*"; }
 time=gpu__time_duration.sum
 one="$time,sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_active"
@@ -35,16 +32,12 @@ passes=profiler__replayer_passes
 targets=("ws-c1-x2 sdpa_fp8 mission" "stage2-baseline sdpa_fp8 mission" "mma-m64 sdpa_fp8 mission"
          "rms-warp-row rmsnorm mission" "rms-scalar rmsnorm mission" "ws-c1-x2 sdpa_fp8 small"
          "mma-m64 sdpa_fp8 small" "ws-c2-pp sdpa_fp8 long")
-requests=""
-for i in "${!targets[@]}"; do
-  read -r v w s <<< "${targets[$i]}"
-  requests+="{\"id\":$((i + 1)),\"run\":{\"target\":{\"variant\":\"$v\"},\"workload\":\"$w\",\"shape\":\"$s\",\"inputs\":null,\"precision\":null,\"seed\":0,\"warmup\":20,\"iters\":100,\"l2\":\"warm\",\"method\":\"graph\",\"timing\":false,\"profile\":5}}"$'\n'
-done
+requests=$(worker_requests 1 "${targets[@]}")
 rows=()
 # run NAME METRICS: one worker under ncu with every target; its wall time into the table.
 run() {
   local t0; t0=$(date +%s%N)
-  printf '%s' "$requests" | ncu --csv --page raw --metrics "$2" --log-file "$out/$1.csv" \
+  printf '%s\n' "$requests" | ncu --csv --page raw --metrics "$2" --log-file "$out/$1.csv" \
     --profile-from-start off --target-processes application-only --clock-control none \
     --cache-control none "$repro" exec --worker > "$out/$1.out" 2> "$out/$1.err"
   local answered; answered=$(grep -c '"result"' "$out/$1.out" || true)

@@ -34,3 +34,27 @@ results_header() {
   echo "- commit: $(results_commit)"
   echo
 }
+# For the scripts run as `bash benches/SCRIPT REPRO_BINARY PROJECT OUT_DIR`: sets `repro`,
+# `proj` and `out` (created) to absolute paths and `header` to the results header naming the
+# script, then enters PROJECT.
+worker_bench_args() {
+  repro=$(realpath "$1"); proj=$(realpath "$2"); out=$(realpath -m "$3")
+  mkdir -p "$out"
+  header=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." \
+    && results_header "bash benches/$(basename "$0") REPRO_BINARY PROJECT OUT_DIR")
+  cd "$proj"
+}
+# The GPU worker's request lines (`repro exec --worker`) for each target ("VARIANT WORKLOAD
+# SHAPE"), REPEAT times in a row, numbered from 1: the check, 20 warm-up launches, then 5
+# launches in ncu's profiler window, on seed 0 with a warm L2.
+worker_requests() {
+  local repeat=$1 id=0 target v w s k
+  shift
+  for target in "$@"; do
+    read -r v w s <<< "$target"
+    for ((k = 0; k < repeat; k++)); do
+      id=$((id + 1))
+      printf '{"id":%d,"run":{"target":{"variant":"%s"},"workload":"%s","shape":"%s","inputs":null,"precision":null,"seed":0,"warmup":20,"iters":100,"l2":"warm","method":"graph","timing":false,"profile":5}}\n' "$id" "$v" "$w" "$s"
+    done
+  done
+}
