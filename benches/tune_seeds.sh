@@ -20,13 +20,19 @@
 # its status (failed gates too). Writes OUT_DIR/exhaustive.csv, seed-N.csv, *.log and
 # benches/results/tune_seeds_STAGE.md (the header naming the command, device, date and
 # commit, then the table). Exits non-zero if any step fails.
+#
+# TUNE_PRIMARY=WORKLOAD=SHAPE (optional) makes SHAPE that workload's primary shape in the
+# copy, so every trial is timed there, and also runs the baselines stage there: the table then
+# ends with the fastest baseline's p50 on SHAPE from the same run, and the file is
+# tune_seeds_STAGE_SHAPE.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/results_header.sh"
 repro=$(realpath "$1"); tree=$(realpath "$2"); out=$(realpath -m "$3")
 seeds=${4:-0 1 2 3 4 5}; budget=${5:-}; stage=${6:-evo-tune}
 mkdir -p "$out"
-header=$(cd "$here/.." && results_header "bash benches/tune_seeds.sh REPRO_BINARY TREE OUT_DIR \"$seeds\" \"${budget}\" $stage")
+primary=${TUNE_PRIMARY:-}
+header=$(cd "$here/.." && results_header "${primary:+TUNE_PRIMARY=$primary }bash benches/tune_seeds.sh REPRO_BINARY TREE OUT_DIR \"$seeds\" \"${budget}\" $stage")
 proj=$(mktemp -d /tmp/tune-seeds.XXXXXX)
 cp -a "$tree/." "$proj/"
 cd "$proj"
@@ -53,6 +59,18 @@ PY
 }
 dir=$(edit_stage)
 rm -rf .repro "$dir"
+if [ -n "$primary" ]; then
+  python3 - "${primary%%=*}" "${primary#*=}" <<'PY'
+import re, sys
+workload, shape = sys.argv[1], sys.argv[2]
+text = open("pipeline.yaml").read()
+m = re.search(rf"^  {re.escape(workload)}:[^\n]*\n(?:    [^\n]*\n|      [^\n]*\n|[ \t]*\n)*", text, re.M)
+assert m, f"no workload `{workload}` in pipeline.yaml"
+block, n = re.subn(r"^    primary: \S+", f"    primary: {shape}", m.group(0), count=1, flags=re.M)
+assert n == 1 and re.search(rf"^      {re.escape(shape)}:", block, re.M), f"`{workload}` has no primary line or no shape `{shape}`"
+open("pipeline.yaml", "w").write(text[:m.start()] + block + text[m.end():])
+PY
+fi
 
 "$repro" --quiet stage build > "$out/build.log" 2>&1
 t0=$SECONDS
@@ -100,6 +118,25 @@ for s, n, hit, found in per_seed:
 print()
 print(f"Median trials to within 3 %: {median:g} = {median / valid * 100:.1f} % of the space (target ≤ 10 %).")
 PY
-result="$here/results/tune_seeds_$stage.md"
+if [ -n "$primary" ]; then
+  "$repro" --quiet stage baselines > "$out/baselines.log" 2>&1
+  python3 - "${primary#*=}" >> "$out/table.md" <<'PY'
+import glob, json, sys
+shape = sys.argv[1]
+best = None
+for path in sorted(glob.glob("artifacts/bench/baselines/*.json")):
+    rec = json.load(open(path))
+    for r in rec.get("results", []):
+        if r.get("shape") == shape and r.get("p50_us") is not None and (best is None or r["p50_us"] < best[1]):
+            best = (rec["name"], r["p50_us"])
+if best is None:
+    sys.exit(f"no baseline measured {shape}")
+print()
+print(f"The fastest baseline on `{shape}` in the same run: {best[0]}, p50 {best[1]:.2f} µs (the baselines stage).")
+PY
+  result="$here/results/tune_seeds_${stage}_${primary#*=}.md"
+else
+  result="$here/results/tune_seeds_$stage.md"
+fi
 { echo "$header"; cat "$out/wall.txt" | sed 's/^/- wall: /'; echo; cat "$out/table.md"; } > "$result"
 cat "$result"
