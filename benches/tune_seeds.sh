@@ -119,7 +119,7 @@ print()
 print(f"Median trials to within 3 %: {median:g} = {median / valid * 100:.1f} % of the space (target ≤ 10 %).")
 PY
 if [ -n "$primary" ]; then
-  "$repro" --quiet stage baselines > "$out/baselines.log" 2>&1
+  "$repro" --quiet stage baselines --force > "$out/baselines.log" 2>&1
   python3 - "${primary#*=}" >> "$out/table.md" <<'PY'
 import glob, json, sys
 shape = sys.argv[1]
