@@ -39,9 +39,9 @@ pub fn raw_aliases(field: Field, arch: Arch) -> &'static [&'static str] {
 /// What `l2_hit_rate_pct` is computed from: L2 sector lookups that hit and that missed,
 /// requested and kept in `raw`; the rate is hits ÷ (hits + misses). ncu's own
 /// `lts__t_sector_hit_rate.pct` divides the hits by `lts__t_sectors`, counted in another
-/// replay pass that does not see the same traffic: on an H200 it read 116–120 % for
-/// ws-c1-x2 on mission and 573–657 % for mma-m64 on small, where hits ÷ (hits + misses)
-/// reads 99.7–100 % (`benches/results/l2_hit_rate_h200.md`).
+/// replay pass that does not see the same traffic: on an H200 it read 115–122 % for
+/// ws-c1-x2 on mission and 411–623 % for mma-m64 on small, where hits ÷ (hits + misses)
+/// reads 99.6–100 % (`benches/results/l2_hit_rate_h200.md`).
 pub const L2_LOOKUP_PARTS: [&str; 2] = [
     "lts__t_sectors_lookup_hit.sum",
     "lts__t_sectors_lookup_miss.sum",
