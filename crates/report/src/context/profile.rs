@@ -138,19 +138,14 @@ impl Builder<'_> {
 }
 
 /// An L2 hit rate above 100 % is ncu's arithmetic, not a cache that hits more than it is
-/// asked: it divides hits by lookups counted in different replay passes, and for a kernel
-/// shorter than about 20 µs the passes do not see the same traffic (the L2 also serves
-/// other clients while it profiles). Said once, naming the targets.
+/// asked: ncu's own `lts__t_sector_hit_rate.pct` divides hits by lookups counted in different
+/// replay passes, which a short kernel does not give the same traffic. The profile stage's
+/// rate never exceeds 100 (hits over hits and misses); a summary read from an export with
+/// only ncu's rate can. Said once, naming the targets.
 fn l2_note(targets: &[NcuTarget]) -> Option<String> {
-    let over: Vec<&str> = targets
-        .iter()
-        .filter(|t| t.l2_hit_rate_pct.is_some_and(|p| p > 100.0))
-        .map(|t| t.target.as_str())
-        .collect();
-    (!over.is_empty()).then(|| {
+    targets_where(targets, |t| t.l2_hit_rate_pct.is_some_and(|p| p > 100.0)).map(|over| {
         format!(
-            "L2 hit % above 100 ({}): ncu divides L2 hits by L2 lookups collected in different replay passes, and a kernel this short (well under 20 µs) does not give both passes the same traffic; read it as \"nearly every lookup hits\", not as a precise rate (docs/guide/report.md, \"Profile\").",
-            over.join(", ")
+            "L2 hit % above 100 ({over}): ncu divides L2 hits by L2 lookups collected in different replay passes, and a kernel this short (well under 20 µs) does not give both passes the same traffic; read it as \"nearly every lookup hits\", not as a precise rate (docs/guide/report.md, \"Profile\")."
         )
     })
 }
@@ -158,17 +153,21 @@ fn l2_note(targets: &[NcuTarget]) -> Option<String> {
 /// The targets ncu profiled with the one-pass list, whose SM %, L2 hit % and stalls read
 /// n/a for that reason: said once, naming them.
 fn one_pass_note(targets: &[NcuTarget]) -> Option<String> {
-    let light: Vec<&str> = targets
-        .iter()
-        .filter(|t| t.metric_set == Some(MetricSet::OnePass))
-        .map(|t| t.target.as_str())
-        .collect();
-    (!light.is_empty()).then(|| {
+    targets_where(targets, |t| t.metric_set == Some(MetricSet::OnePass)).map(|light| {
         format!(
-            "Profiled in one pass only ({}): the kernel time, tensor pipe, occupancy, registers and DRAM throughput; SM %, L2 hit % and stalls need the full metric list (16 replay passes per launch on an H200, against one), which the stage spends on the tune elites and the fastest variant on each shape (`full_profile: chosen`; `all` profiles every target in full; docs/guide/ncu.md, \"One pass or the full profile\").",
-            light.join(", ")
+            "Profiled in one pass only ({light}): the kernel time, tensor pipe, occupancy, registers and DRAM throughput; SM %, L2 hit % and stalls need the full metric list (16 replay passes per launch on an H200, against one), which the stage spends on the tune elites and the fastest variant on each shape (`full_profile: chosen`; `all` profiles every target in full; docs/guide/ncu.md, \"One pass or the full profile\")."
         )
     })
+}
+
+/// The labels of the targets `keep` keeps, comma-separated; `None` when it keeps none.
+fn targets_where(targets: &[NcuTarget], keep: impl Fn(&NcuTarget) -> bool) -> Option<String> {
+    let named: Vec<&str> = targets
+        .iter()
+        .filter(|t| keep(t))
+        .map(|t| t.target.as_str())
+        .collect();
+    (!named.is_empty()).then(|| named.join(", "))
 }
 
 /// What a profiled record says of itself beyond `ok`, up to its first `:` (a baseline call
