@@ -16,7 +16,8 @@
 # kernel changes, its behaviour does not; then repro run). Each
 # step's wall time, exit status, the bench variants measured and reused and the profile
 # targets reused go to OUTDIR/LABEL.tsv; repro's output (its stage table) to
-# OUTDIR/LABEL-STEP.txt. A run may end 1 (a failed gate), never 2 or more.
+# OUTDIR/LABEL-STEP.txt, the profile stage's lines on its ncu processes to
+# OUTDIR/LABEL-STEP.ncu. A run may end 1 (a failed gate), never 2 or more.
 #
 # `table` prints the results file: the header (command, device, date, commit; with
 # RUN_TIMES_HEADER=FILE, that file's, for a table made away from the machine that measured),
@@ -75,6 +76,8 @@ run() {
     rc=0
     "$repro" run -q "${flags[@]}" > "$out/$label-$step.txt" 2>&1 || rc=$?
     secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN {printf "%.1f", (b - a) / 1e9}')
+    # The profile stage's own account of its ncu processes, for the table.
+    grep -h '^ncu: ' .repro/logs/ncu-profile.log > "$out/$label-$step.ncu" 2>/dev/null || true
     counts=$(count_reuse)
     printf '%s\t%s\t%s\t%s\n' "$step" "$secs" "$rc" "$counts" >> "$out/$label.tsv"
     echo "== $label $step: exit $rc in $(tail -1 "$out/$label.tsv" | cut -f2) s (bench measured/reused, profile reused: $counts)"
@@ -130,6 +133,10 @@ table() {
       echo
       echo '```text'
       grep -E '^[a-z0-9_-]+ +([0-9.]+s|-) ' "$out/$label-$step.txt" || tail -12 "$out/$label-$step.txt"
+      if [ -s "$out/$label-$step.ncu" ]; then
+        echo "# the ncu-profile stage's log:"
+        cat "$out/$label-$step.ncu"
+      fi
       echo '```'
     done
   done

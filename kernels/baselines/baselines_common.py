@@ -4,6 +4,7 @@ calls, the timing methods and statistics of repro exec, and the accuracy metrics
 correctness check. Nothing here imports torch: the entry does, once, and passes it in.
 """
 
+import itertools
 import json
 import math
 import os
@@ -27,23 +28,26 @@ class Torch:
 
 
 def import_torch():
-    """(Torch, None), or (None, why the baselines cannot run here): no numpy or torch, or no
-    CUDA GPU that torch sees."""
+    """(Torch, None), or (None, why the baselines cannot run here): no numpy or torch. Starts
+    no CUDA (see `no_gpu`)."""
     try:
         import numpy as np
         import torch
         import torch.nn.functional as F
     except ImportError as err:
         return None, NOT_INSTALLED.format(err)
-    wait_for_gate()
-    if not torch.cuda.is_available():
-        return None, NO_GPU
     return Torch(np, torch, F), None
+
+
+def no_gpu(t):
+    """Why torch cannot run on this machine's GPU, or None; this starts CUDA."""
+    return None if t.torch.cuda.is_available() else NO_GPU
 
 
 def honour_gate():
     """Under the profile stage, promise at once to wait at its gate (REPRO_PROFILE_GATE):
-    the stage then profiles its kernel targets while this process imports torch."""
+    the stage then profiles its kernel targets while this process imports torch and reads its
+    inputs."""
     gate = os.environ.get("REPRO_PROFILE_GATE")
     if gate:
         with open(gate + ".honoured", "w"):
@@ -101,11 +105,13 @@ def first_line(err):
 
 def profile_calls(torch, calls, prepare, warmup):
     """The profile stage's calls (BASELINE, SHAPE, RANGE), in order: `prepare(baseline,
-    shape)` gives the call (or raises CallSkipped); one trial call, warm-up calls, then exactly
+    shape)` gives the call (or raises CallSkipped); one trial call and the warm-up calls, then
     one call inside its own NVTX range RANGE, which ncu profiles (every kernel it launches,
-    nothing else). A call that cannot run says why and the others still run; a call that
-    repeats another baseline's (SameCall) says which, and does not run."""
-    for baseline, shape, nvtx_range in calls:
+    nothing else), for each time the call is listed in a row: the profiled calls of one
+    baseline follow one another, as a kernel's profiled launches do. A call that cannot run
+    says why and the others still run; a call that repeats another baseline's (SameCall) says
+    which, and does not run."""
+    for (baseline, shape, nvtx_range), listed in itertools.groupby(map(tuple, calls)):
         try:
             call = prepare(baseline, shape)
             try:
@@ -121,31 +127,38 @@ def profile_calls(torch, calls, prepare, warmup):
         for _ in range(warmup):
             call()
         torch.cuda.synchronize()
-        torch.cuda.nvtx.range_push(nvtx_range)
-        call()
-        torch.cuda.nvtx.range_pop()
-        torch.cuda.synchronize()
+        for _ in listed:
+            torch.cuda.nvtx.range_push(nvtx_range)
+            call()
+            torch.cuda.nvtx.range_pop()
+            torch.cuda.synchronize()
     return 0
 
 
 class ShapeInputs:
-    """Each shape's timed case (first recipe, seed 0), dumped by `repro exec` once and read by
-    `load(folder, entry)`."""
+    """Each shape's timed case (first recipe, seed 0), dumped by `repro exec` once: `read(folder,
+    entry)` gives it on the host, `upload(host)` on the GPU. `prefetch(shape)` dumps and reads
+    a shape without CUDA, so it can run before the profile stage's gate opens."""
 
-    def __init__(self, pipeline, workload, load):
-        self.pipeline, self.workload, self.load = pipeline, workload, load
-        self.cases = {}
+    def __init__(self, pipeline, workload, read, upload):
+        self.pipeline, self.workload, self.read, self.upload = pipeline, workload, read, upload
+        self.host, self.cases = {}, {}
 
-    def __call__(self, shape):
-        if shape not in self.cases:
+    def prefetch(self, shape):
+        if shape not in self.host:
             folder = tempfile.mkdtemp(prefix="repro-profile-inputs-")
             try:
                 index = dump_cases(self.pipeline, self.workload, folder, shape)
                 if index is None:
                     raise SystemExit(2)
-                self.cases[shape] = self.load(folder, timed_entry(index))
+                self.host[shape] = self.read(folder, timed_entry(index))
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
+
+    def __call__(self, shape):
+        if shape not in self.cases:
+            self.prefetch(shape)
+            self.cases[shape] = self.upload(self.host.pop(shape))
         return self.cases[shape]
 
 

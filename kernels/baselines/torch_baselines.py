@@ -30,7 +30,10 @@ same for its baselines, and the others still run.
 Profiling mode (the profile stage's `baselines:`, under `ncu --nvtx --nvtx-include RANGE/ ...`):
 `--profile BASELINE SHAPE RANGE`, repeated, runs each call in the order given, each by the
 workload that owns BASELINE: that baseline on the shape's timed case (first recipe, seed 0),
-warm-up calls, then exactly one call inside the NVTX push/pop range RANGE; it writes no file.
+warm-up calls, then exactly one call inside the NVTX push/pop range RANGE; the same call
+listed several times in a row is warmed up once, and its profiled calls follow one another.
+It writes no file. Under the profile stage's gate (REPRO_PROFILE_GATE) it imports torch and
+reads every call's inputs first, and starts CUDA only once the gate opens.
 One process thus serves every baseline the profile stage lists on this command. When it can
 run no call it prints `repro-profile: skipped: <reason>` and exits 0; a call it cannot run
 (an unknown baseline, no kernel of the backend for the shape, a workload this torch cannot
@@ -47,8 +50,8 @@ sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 
 import torch_rmsnorm  # noqa: E402
 import torch_sdpa  # noqa: E402
-from baselines_common import (CallSkipped, honour_gate, import_torch, profile_calls,  # noqa: E402
-                              profile_skip, write_file)
+from baselines_common import (CallSkipped, honour_gate, import_torch, no_gpu,  # noqa: E402
+                              profile_calls, profile_skip, wait_for_gate, write_file)
 
 WORKLOADS = {m.WORKLOAD: m for m in (torch_sdpa, torch_rmsnorm)}
 OWNERS = {name: m for m in WORKLOADS.values() for name in m.BASELINES}
@@ -65,6 +68,7 @@ def measure(args):
     1 when a workload failed (the others still ran), else 0."""
     workloads = [WORKLOADS[w] for w in dict.fromkeys(args.workload or WORKLOADS)]
     t, why = import_torch()
+    why = why or no_gpu(t)
     if why:
         for w in workloads:
             skip(args.out, w, why)
@@ -88,23 +92,36 @@ def measure(args):
 
 
 def profile(args):
-    """Profiling mode: the calls `args.profile` lists, each by its baseline's workload."""
+    """Profiling mode: the calls `args.profile` lists, each by its baseline's workload. Torch
+    is imported and every call's inputs are read on the host before the profile stage's gate
+    opens; CUDA starts after."""
     honour_gate()
     t, why = import_torch()
     if why:
         return profile_skip(why)
-    preparers = {}  # workload -> prepare(baseline, shape), or why it cannot run
+    # workload -> (prefetch(shape), prepare(baseline, shape)), or why it cannot run
+    preparers = {}
+    for baseline, shape in dict.fromkeys((b, s) for b, s, _ in args.profile):
+        w = OWNERS.get(baseline)
+        if w is None:
+            continue
+        if w.WORKLOAD not in preparers:
+            preparers[w.WORKLOAD] = w.unavailable(t) or w.profiler(t, args)
+        if not isinstance(preparers[w.WORKLOAD], str):
+            preparers[w.WORKLOAD][0](shape)
+    wait_for_gate()
+    why = no_gpu(t)
+    if why:
+        return profile_skip(why)
 
     def prepare(baseline, shape):
         w = OWNERS.get(baseline)
         if w is None:
             raise CallSkipped(f"`{baseline}` is not a baseline of this script ({', '.join(OWNERS)})")
-        if w.WORKLOAD not in preparers:
-            preparers[w.WORKLOAD] = w.unavailable(t) or w.profiler(t, args)
         p = preparers[w.WORKLOAD]
         if isinstance(p, str):
             raise CallSkipped(p)
-        return p(baseline, shape)
+        return p[1](baseline, shape)
 
     return profile_calls(t.torch, args.profile, prepare, args.warmup)
 

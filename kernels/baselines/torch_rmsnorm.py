@@ -43,20 +43,25 @@ def case_inputs(np, case_dir):
 
 
 def profiler(t, args):
-    """prepare(baseline, shape) for the profiling mode: the call."""
+    """(prefetch(shape), prepare(baseline, shape)) for the profiling mode: a shape's inputs
+    read on the host, and the call."""
     torch, F = t.torch, t.F
 
-    def load(folder, entry):
+    def read(folder, entry):
         _, x, w, eps = case_inputs(t.np, os.path.join(folder, entry["dir"]))
+        return x, w, eps
+
+    def upload(host):
+        x, w, eps = host
         return torch.from_numpy(x.copy()).cuda(), torch.from_numpy(w.copy()).cuda(), eps
 
-    inputs = ShapeInputs(args.pipeline, WORKLOAD, load)
+    inputs = ShapeInputs(args.pipeline, WORKLOAD, read, upload)
 
     def prepare(baseline, shape):
         x, w, eps = inputs(shape)
         return lambda: F.rms_norm(x, (x.shape[-1],), w, eps)
 
-    return prepare
+    return inputs.prefetch, prepare
 
 
 def run(t, args):

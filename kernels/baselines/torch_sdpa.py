@@ -113,14 +113,19 @@ def chosen_backend(out_dir):
 
 
 def profiler(t, args):
-    """prepare(baseline, shape) for the profiling mode: the call, or CallSkipped."""
+    """(prefetch(shape), prepare(baseline, shape)) for the profiling mode: a shape's inputs
+    read on the host, and the call, or CallSkipped."""
     backends = native_backends()
 
-    def load(folder, entry):
-        _, (q, k, v), scale = load_case(t.np, folder, entry)
-        return tuple(t.torch.from_numpy(a.copy()).cuda().half() for a in (q, k, v)), scale
+    def read(folder, entry):
+        _, qkv, scale = load_case(t.np, folder, entry)
+        return qkv, scale
 
-    inputs = ShapeInputs(args.pipeline, WORKLOAD, load)
+    def upload(host):
+        qkv, scale = host
+        return tuple(t.torch.from_numpy(a.copy()).cuda().half() for a in qkv), scale
+
+    inputs = ShapeInputs(args.pipeline, WORKLOAD, read, upload)
     asked = {(baseline, shape) for baseline, shape, _ in args.profile}
 
     def prepare(baseline, shape):
@@ -138,7 +143,7 @@ def profiler(t, args):
                                f"backend torch-sdpa-best runs ({label})")
         return sdpa_call(t, q, k, v, scale, backend)
 
-    return prepare
+    return inputs.prefetch, prepare
 
 
 def run(t, args):

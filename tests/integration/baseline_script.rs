@@ -150,7 +150,8 @@ fn without_torch_the_profiling_mode_skips_every_call_and_writes_nothing() {
 }
 
 /// Stand-ins: `import_torch` counts its calls and gives a torch whose CUDA calls and NVTX
-/// ranges are logged; each workload module's `profiler`/`run`/`unavailable` log what they
+/// ranges are logged, and the wait at the profile stage's gate is logged; each workload
+/// module's `profiler` (its prefetch and its calls), `run` and `unavailable` log what they
 /// were asked. Then `torch_baselines.main()` with the arguments after the code.
 const STAND_INS: &str = r#"
 import json, sys, types
@@ -169,6 +170,8 @@ def import_torch():
     imports.append(1)
     return Torch("np", fake, "F"), None
 torch_baselines.import_torch = import_torch
+torch_baselines.no_gpu = lambda t: None
+torch_baselines.wait_for_gate = lambda: log.append(["gate"])
 
 def stand_in(module, unavailable=None, fails=False):
     name = module.WORKLOAD
@@ -182,7 +185,7 @@ def stand_in(module, unavailable=None, fails=False):
                 if (b, s) == (baseline, shape):
                     raise SameCall(other, f"{b} runs {other}'s kernel")
             return lambda: log.append(["call", name, baseline, shape])
-        return prepare
+        return (lambda shape: log.append(["prefetch", name, shape])), prepare
     def run(t, args):
         assert t.torch is fake
         log.append(["run", name, args.out])
@@ -246,10 +249,18 @@ fn one_process_serves_every_baseline_call_each_by_its_workload() {
     assert_eq!(seen["code"], 0, "{seen}");
     assert_eq!(seen["imports"], 1, "torch imported once: {seen}");
     let log: Vec<Vec<String>> = seen["log"].as_array().unwrap().iter().map(words).collect();
-    // Each workload's profiler is made once, when its first call comes; each call is a
-    // trial, two warm-up calls, then one call inside its own range.
+    // Before the gate, each workload's profiler is made once and reads each shape asked of
+    // it; after, each call is a trial, two warm-up calls, then one call inside its own range.
+    let step = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<String>>();
     let call = |w: &str, b: &str, s: &str| vec!["call".to_string(), w.into(), b.into(), s.into()];
-    let mut want: Vec<Vec<String>> = vec![vec!["profiler".into(), "sdpa_fp8".into()]];
+    let mut want: Vec<Vec<String>> = vec![
+        step(&["profiler", "sdpa_fp8"]),
+        step(&["prefetch", "sdpa_fp8", "mission"]),
+        step(&["profiler", "rmsnorm"]),
+        step(&["prefetch", "rmsnorm", "mission"]),
+        step(&["prefetch", "sdpa_fp8", "long"]),
+        step(&["gate"]),
+    ];
     let profiled = |want: &mut Vec<Vec<String>>, c: Vec<String>, range: &str| {
         want.extend(std::iter::repeat_n(c.clone(), 3));
         want.push(vec!["push".into(), range.into()]);
@@ -261,7 +272,6 @@ fn one_process_serves_every_baseline_call_each_by_its_workload() {
         call("sdpa_fp8", "torch-sdpa-best", "mission"),
         "r.best.mission",
     );
-    want.push(vec!["profiler".into(), "rmsnorm".into()]);
     profiled(
         &mut want,
         call("rmsnorm", "torch-rmsnorm", "mission"),
@@ -280,6 +290,58 @@ fn one_process_serves_every_baseline_call_each_by_its_workload() {
         stdout[0].starts_with("repro-profile: call r.naive.mission skipped: `torch-naive` is not a baseline of this script (torch-sdpa-default, torch-sdpa-best, torch-rmsnorm)"),
         "{stdout:?}"
     );
+}
+
+#[test]
+fn a_call_listed_in_a_row_is_warmed_up_once_and_profiled_each_time() {
+    if !has_python() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["--warmup", "2"];
+    for range in ["r.best", "r.best", "r.best", "r.rms", "r.best"] {
+        let (baseline, shape) = match range {
+            "r.rms" => ("torch-rmsnorm", "mission"),
+            _ => ("torch-sdpa-best", "mission"),
+        };
+        args.extend(["--profile", baseline, shape, range]);
+    }
+    let seen = with_stand_ins(dir.path(), "{}", &args);
+    assert_eq!(seen["code"], 0, "{seen}");
+    let log: Vec<Vec<String>> = seen["log"].as_array().unwrap().iter().map(words).collect();
+    let gate = log
+        .iter()
+        .position(|l| l == &["gate"])
+        .expect("waited at the gate");
+    assert_eq!(
+        log[..gate]
+            .iter()
+            .filter(|l| l[0] == "prefetch")
+            .collect::<Vec<_>>(),
+        [
+            &["prefetch", "sdpa_fp8", "mission"],
+            &["prefetch", "rmsnorm", "mission"]
+        ],
+        "each shape read once, all before the gate: {log:?}"
+    );
+    let after: Vec<String> = log[gate + 1..]
+        .iter()
+        .map(|l| match l[0].as_str() {
+            "call" => format!("call {}", l[2]),
+            _ => l.join(" "),
+        })
+        .collect();
+    let profiled = |b: &str, r: &str| [format!("push {r}"), format!("call {b}"), "pop null".into()];
+    let mut want: Vec<String> = vec!["call torch-sdpa-best".into(); 3];
+    for _ in 0..3 {
+        want.extend(profiled("torch-sdpa-best", "r.best"));
+    }
+    want.extend(vec!["call torch-rmsnorm".to_string(); 3]);
+    want.extend(profiled("torch-rmsnorm", "r.rms"));
+    // Not in a row with the first three: warmed up again.
+    want.extend(vec!["call torch-sdpa-best".to_string(); 3]);
+    want.extend(profiled("torch-sdpa-best", "r.best"));
+    assert_eq!(after, want);
 }
 
 #[test]

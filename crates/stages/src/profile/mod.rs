@@ -206,12 +206,14 @@ impl StageKind for Profile {
         summary.ncu_version = ncu_mod::version(ctx.root, &ncu);
         let metric_list = request_metrics(ctx.root, &opts.metrics);
         let pipeline_file = ctx.pipeline_file.to_path_buf();
+        let no_sections = ncu_call::empty_section_folder(ctx.root);
         let call = NcuCall {
             ncu: &ncu,
             repro_exe: ctx.repro_exe,
             pipeline_file: &pipeline_file,
             metrics: &metric_list,
             opts,
+            no_sections: no_sections.as_deref(),
         };
         let timeout = opts.timeout;
         let arch = detected_arch(ctx.root);

@@ -14,6 +14,8 @@ pub struct NcuCall<'a> {
     pub pipeline_file: &'a Path,
     pub metrics: &'a [String],
     pub opts: &'a ProfileOptions,
+    /// An empty folder for `--section-folder` ([`empty_section_folder`]), if one was made.
+    pub no_sections: Option<&'a Path>,
 }
 
 impl NcuCall<'_> {
@@ -47,8 +49,8 @@ impl NcuCall<'_> {
         argv.extend(self.control_flags());
         argv.extend(run.iter().cloned());
         argv.extend([s("--warmup"), self.opts.baseline_warmup().to_string()]);
-        // Each `--profile` is a trial call, the warm-up calls and one profiled call: as
-        // many of each call as the kernels have profiled launches, one after another.
+        // Each call as many times in a row as the kernels have profiled launches: the script
+        // warms it up once (a trial call and the warm-up calls), then profiles each.
         for call in unit {
             for _ in 0..self.opts.launches {
                 argv.extend([
@@ -62,21 +64,30 @@ impl NcuCall<'_> {
         argv
     }
 
+    /// ncu's flags for the raw page as CSV.
+    pub(super) fn csv_page(&self) -> Vec<String> {
+        let mut flags: Vec<String> = ["--csv", "--page", "raw"].map(str::to_string).into();
+        if let Some(dir) = self.no_sections {
+            flags.extend(["--section-folder".into(), dir.display().to_string()]);
+        }
+        flags
+    }
+
     /// The command a GPU worker runs under to have ncu profile the kernel targets' windows
     /// ([`Self::request`]) and nothing else, writing `page`.
     pub fn wrapper(&self, page: &Page) -> Vec<String> {
         let s = |x: &str| x.to_string();
         let mut argv = vec![self.ncu.to_string_lossy().into_owned()];
         match page {
-            Page::Csv(log) => argv.extend([
-                s("--csv"),
-                s("--page"),
-                s("raw"),
-                s("--metrics"),
-                self.metrics.join(","),
-                s("--log-file"),
-                log.display().to_string(),
-            ]),
+            Page::Csv(log) => {
+                argv.extend(self.csv_page());
+                argv.extend([
+                    s("--metrics"),
+                    self.metrics.join(","),
+                    s("--log-file"),
+                    log.display().to_string(),
+                ]);
+            }
             Page::Report(path) => argv.extend([
                 s("--set"),
                 s("full"),
@@ -125,6 +136,16 @@ impl NcuCall<'_> {
 pub enum Page<'a> {
     Csv(&'a Path),
     Report(&'a Path),
+}
+
+/// The folder `--section-folder` names for the CSV page, made empty under `root`: the stage
+/// asks for its metrics by name and uses no section, so ncu need not read and check its
+/// stock section and rule files when it starts, about a third of a second of each process
+/// (`benches/results/ncu_startup_h200.md`). None when it cannot be made: ncu's own then.
+pub(super) fn empty_section_folder(root: &Path) -> Option<std::path::PathBuf> {
+    let dir = root.join(".repro/ncu/no-sections");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).ok().map(|()| dir)
 }
 
 /// The metric list for the GPU this machine has (every architecture's names when unknown).

@@ -28,13 +28,12 @@ pub(super) fn profile_job(
     call: &NcuCall,
     unit: &[&Target],
     timeout: Duration,
-    page: &[&str],
+    page: &[String],
 ) -> Job {
-    let extra: Vec<String> = page.iter().map(|s| s.to_string()).collect();
     let labels: Vec<&str> = unit.iter().map(|t| t.label.as_str()).collect();
     let mut job = Job::new(
         format!("profile:{}", labels.join("+")),
-        call.script_argv(unit, &extra),
+        call.script_argv(unit, page),
         ctx.root,
     );
     job.timeout = Some(timeout);
@@ -64,7 +63,6 @@ pub(super) fn keep_report(
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let report = dir.join(&unit[0].label);
     let flags = ["--set", "full", "-f", "-o", &report.to_string_lossy()].map(str::to_string);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let job = profile_job(ctx, call, unit, timeout, &flags);
     let outcome = ctx
         .executor
@@ -115,13 +113,8 @@ pub(super) fn script_job(
     unit: &[&Target],
     gate: Option<(&Path, Duration)>,
 ) -> Job {
-    let mut job = profile_job(
-        ctx,
-        call,
-        unit,
-        call.opts.timeout,
-        &["--csv", "--page", "raw"],
-    );
+    let page = call.csv_page();
+    let mut job = profile_job(ctx, call, unit, call.opts.timeout, &page);
     if let Some((gate, wait)) = gate {
         job.env.insert(GATE_VAR.into(), gate.display().to_string());
         job.timeout = job.timeout.map(|t| t + wait);

@@ -17,10 +17,13 @@ fn kernel_targets_run_on_a_worker_under_ncu_with_profiling_off_until_their_windo
         pipeline_file: Path::new("/p/pipeline.yaml"),
         metrics: &metrics,
         opts: &opts,
+        no_sections: Some(Path::new("/p/.repro/ncu/no-sections")),
     };
+    // The metrics by name, and no section: ncu reads none of its stock ones.
     assert_eq!(
         call.wrapper(&Page::Csv(Path::new("/p/.repro/ncu/kernels.csv"))).join(" "),
-        "/usr/local/cuda/bin/ncu --csv --page raw --metrics gpu__time_duration.sum,launch__registers_per_thread \
+        "/usr/local/cuda/bin/ncu --csv --page raw --section-folder /p/.repro/ncu/no-sections \
+         --metrics gpu__time_duration.sum,launch__registers_per_thread \
          --log-file /p/.repro/ncu/kernels.csv --profile-from-start off --target-processes application-only \
          --clock-control none --cache-control all"
     );
@@ -30,6 +33,10 @@ fn kernel_targets_run_on_a_worker_under_ncu_with_profiling_off_until_their_windo
     assert!(
         report.contains("--set full -f -o /p/.repro/ncu/kernels --profile-from-start off"),
         "{report}"
+    );
+    assert!(
+        !report.contains("--section-folder"),
+        "the full set's sections are ncu's own: {report}"
     );
     let variant = Target {
         label: "control".into(),
@@ -100,6 +107,7 @@ fn a_baseline_process_profiles_each_call_in_its_own_nvtx_range_after_the_kernels
         pipeline_file: Path::new("/p/pipeline.yaml"),
         metrics: &metrics,
         opts: &opts,
+        no_sections: None,
     };
     let (best, default) = (
         script_call("t-best", "mission"),
@@ -303,4 +311,15 @@ fn a_call_that_repeats_another_gets_that_calls_profile_under_its_own_name() {
         ),
         "{orphan:?}"
     );
+}
+
+#[test]
+fn the_section_folder_is_made_empty_under_the_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = crate::profile::ncu_call::empty_section_folder(dir.path()).unwrap();
+    assert_eq!(made, dir.path().join(".repro/ncu/no-sections"));
+    // A file left there would be read as a section: the next run starts from nothing.
+    std::fs::write(made.join("Stray.section"), "Identifier: \"x\"").unwrap();
+    let again = crate::profile::ncu_call::empty_section_folder(dir.path()).unwrap();
+    assert_eq!(std::fs::read_dir(&again).unwrap().count(), 0);
 }
