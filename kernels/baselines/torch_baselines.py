@@ -46,7 +46,7 @@ import argparse
 import sys
 import traceback
 
-sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
+sys.dont_write_bytecode = True  # no __pycache__ beside these scripts (import_torch turns it back)
 
 import torch_rmsnorm  # noqa: E402
 import torch_sdpa  # noqa: E402

@@ -105,6 +105,8 @@ fn without_torch_every_baseline_of_every_workload_is_skipped_with_the_reason() {
             "torch-sdpa-default.json"
         ]
     );
+    // numpy's and torch's bytecode may be cached; the scripts' own is not written beside them.
+    assert!(!scripts().join("__pycache__").exists());
 }
 
 #[test]
