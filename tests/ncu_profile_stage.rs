@@ -534,22 +534,24 @@ fn profile_stage_skips_and_fails_honestly() {
     ));
     project.script("b.sh", "#!/bin/sh\n");
     let calls_file = project.root().join("ncu-calls.txt");
-    // b.sh's process starts beside the kernel targets' (whose stand-in waits for it, up to
-    // 5 s), says it waits at the gate, and waits there until theirs has ended.
-    let (started, done) = (project.root().join("started"), project.root().join("done"));
+    // Each pass's b.sh process starts with the stage, beside the kernel targets' (whose
+    // stand-in waits for the first, up to 5 s), says it waits at its gate, and waits there
+    // until every pass of the kernel targets has ended and the script before it too.
+    let started = project.root().join("started");
     let ncu = project.fake_ncu(&format!(
         "case \"$*\" in *--version*) echo 'Version 2025.3.1.0'; exit 0;; \
          *gone.sh*) echo \"$*\" >> '{calls}'; echo 'repro-profile: skipped: PyTorch is not installed'; exit 0;; \
-         *b.sh*) touch '{started}' \"$REPRO_PROFILE_GATE.honoured\"; while [ -n \"$REPRO_PROFILE_GATE\" ] && [ ! -f \"$REPRO_PROFILE_GATE\" ]; do sleep 0.01; done; \
-         [ -f '{done}' ] && echo 'gate opened after the kernel targets' >> '{calls}'; \
-         echo \"$*\" >> '{calls}'; cat '{}'; exit 0;; esac\n\
+         *b.sh*) echo 'a script waits at its gate' >> '{calls}'; touch '{started}' \"$REPRO_PROFILE_GATE.honoured\"; \
+         while [ -n \"$REPRO_PROFILE_GATE\" ] && [ ! -f \"$REPRO_PROFILE_GATE\" ]; do sleep 0.01; done; \
+         echo \"gate opened after $(grep -c 'kernel pass ended' '{calls}') kernel passes\" >> '{calls}'; \
+         echo \"$*\" >> '{calls}'; cat '{}'; sleep 0.2; echo 'script ended' >> '{calls}'; exit 0;; esac\n\
          for i in $(seq 500); do [ -f '{started}' ] && break; sleep 0.01; done\n\
-         [ -f '{started}' ] && echo 'kernel targets beside a waiting script' >> '{calls}'\n{}\ntouch '{done}'",
+         [ -f '{started}' ] && echo 'kernel targets beside a waiting script' >> '{calls}'\n{}\n\
+         echo 'kernel pass ended' >> '{calls}'",
         fixture("baseline_calls_launches.csv").display(),
         kernel_ncu(&calls_file, &project.root().join("ncu-requests.txt"), false),
         calls = calls_file.display(),
         started = started.display(),
-        done = done.display(),
     ));
     std::env::set_var("NCU", &ncu);
     let repro = project.script("fake-repro", FAKE_REPRO);
@@ -574,10 +576,38 @@ fn profile_stage_skips_and_fails_honestly() {
     };
     let s = run();
     let call = calls();
+    let lines: Vec<&str> = call.lines().collect();
+    let kernel_passes = lines.iter().filter(|l| **l == "kernel pass ended").count();
+    let first_pass = lines
+        .iter()
+        .position(|l| *l == "kernel pass ended")
+        .unwrap();
     assert!(
-        call.contains("kernel targets beside a waiting script")
-            && call.contains("gate opened after the kernel targets"),
-        "{call}"
+        lines[..first_pass]
+            .iter()
+            .filter(|l| **l == "a script waits at its gate")
+            .count()
+            == 2
+            && call.contains("kernel targets beside a waiting script"),
+        "both passes' scripts wait at their gates before the kernel targets end:\n{call}"
+    );
+    let opened: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("gate opened after"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(opened.len(), 2, "{call}");
+    for &i in &opened {
+        assert_eq!(
+            lines[i],
+            format!("gate opened after {kernel_passes} kernel passes"),
+            "every kernel pass first:\n{call}"
+        );
+    }
+    assert!(
+        lines[opened[0]..opened[1]].contains(&"script ended"),
+        "the second script's gate opens once the first has ended:\n{call}"
     );
     let b_calls: Vec<&str> = call.lines().filter(|l| l.contains("b.sh")).collect();
     assert_eq!(

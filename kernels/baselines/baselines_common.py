@@ -33,7 +33,8 @@ def import_torch():
     # The entry imported this project's modules without writing bytecode beside them; numpy's
     # and torch's caches are written as any import of them writes them: where a wheel was
     # installed without them, every process would otherwise compile torch's sources again
-    # (about 2 s of its import on an H200 machine, benches/results/torch_import_h200.md).
+    # (a third of a second of a 4.5 s import on an H200 machine,
+    # benches/results/torch_import_h200.md).
     sys.dont_write_bytecode = False
     try:
         import numpy as np

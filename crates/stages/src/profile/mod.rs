@@ -326,23 +326,32 @@ impl StageKind for Profile {
             })
             .filter(|u| !u.members.is_empty())
             .collect();
+        let names = ["timed alone", "profiled in one pass", "profiled in full"];
         let passes = [
-            ("timed alone", &time_call, &pending, &without_extra),
-            (
-                "profiled in one pass",
-                &one_pass_call,
-                &pending,
-                &without_extra,
-            ),
-            ("profiled in full", &call, &full_units, &reading),
+            schedule::Pass {
+                call: &time_call,
+                units: &pending,
+                reading: &without_extra,
+            },
+            schedule::Pass {
+                call: &one_pass_call,
+                units: &pending,
+                reading: &without_extra,
+            },
+            schedule::Pass {
+                call: &call,
+                units: &full_units,
+                reading: &reading,
+            },
         ];
         // Each pass's record and CSV of each target it profiled, by target.
         let mut outputs: [Vec<Option<(NcuTarget, String)>>; 3] = Default::default();
-        for ((pass, call, units, reading), out) in passes.into_iter().zip(&mut outputs) {
+        let ran = schedule::profile_passes(ctx, &targets, &passes);
+        for (((name, pass), ran), out) in names.iter().zip(&passes).zip(ran).zip(&mut outputs) {
             *out = vec![None; targets.len()];
-            let ran = schedule::profile_units(ctx, call, &targets, units, reading);
-            for (unit, ran) in units.iter().zip(ran) {
-                log_unit(ctx, unit, pass, &ran);
+            for (unit, ran) in pass.units.iter().zip(ran) {
+                let ran = ran.expect("a unit runs unless an earlier one was denied the counters");
+                log_unit(ctx, unit, name, &ran);
                 match ran.profiled? {
                     Ok(records) => {
                         for (&i, record) in unit.members.iter().zip(records) {
@@ -452,7 +461,9 @@ fn log_unit(ctx: &RunCtx, unit: &schedule::Unit, pass: &str, ran: &schedule::Ran
         false => "kernel targets",
     };
     let waited = match ran.waited.as_secs_f64() {
-        w if w >= 0.05 => format!(" ({w:.1} s of it started beside the kernel targets)"),
+        w if w >= 0.05 => {
+            format!(" once its turn came (it started {w:.1} s before, beside the kernel targets)")
+        }
         _ => String::new(),
     };
     let line = format!(

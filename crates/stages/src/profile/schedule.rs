@@ -1,18 +1,23 @@
 //! When the stage's ncu processes run. ncu profiles one kernel at a time, whichever process
-//! launched it, but a baseline script spends its first seconds starting Python and
-//! importing torch, before it touches the GPU. So one baseline script (the one with the
-//! most calls) starts first, with `REPRO_PROFILE_GATE` naming a file. A script that writes
+//! launched it, but a baseline script spends its first seconds starting Python, importing
+//! torch and reading its inputs before it touches the GPU: on an H200 longer than the pass
+//! that times the kernel targets alone. So each pass's script with the most calls starts
+//! with the stage, with `REPRO_PROFILE_GATE` naming a file of its own. A script that writes
 //! `<file>.honoured` at once promises to wait for `<file>` before CUDA starts: the kernel
-//! targets are then profiled while it imports, and the stage writes `<file>` when they are
-//! done. One that does not runs alone, to its end, before them: nothing of a script runs on
-//! the GPU while the kernels are profiled. Other scripts run after, one at a time.
+//! targets are profiled, pass after pass, while the scripts import, then the stage writes
+//! each script's `<file>` in turn, once the one before has ended. One that does not say so
+//! runs alone, to its end, before anything else starts: nothing of a script runs on the GPU
+//! while another process profiles. Other scripts run after, one at a time.
 
 use super::kernels::{self, Profiled};
 use super::ncu_call::NcuCall;
 use super::run::{self, Reading};
 use super::targets::Target;
+use repro_executor::CancelFlag;
 use repro_pipeline::kind::RunCtx;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The targets one ncu process profiles, by index: every kernel target to profile, or the
@@ -22,88 +27,183 @@ pub(super) struct Unit {
     pub script: bool,
 }
 
-/// How a unit's process went: its records (or why none), how long it took, and how much
-/// of that it waited at the gate.
+/// One pass: its ncu call (the metric list), its units, how its output is read.
+pub(super) struct Pass<'a> {
+    pub call: &'a NcuCall<'a>,
+    pub units: &'a [Unit],
+    pub reading: &'a Reading<'a>,
+}
+
+/// How a unit's process went: its records (or why none), how long it took once its turn
+/// came, and how long it waited for that turn after it started.
 pub(super) struct Ran {
     pub profiled: anyhow::Result<Profiled>,
     pub took: Duration,
     pub waited: Duration,
 }
 
-/// Profile `units`, answering in their order.
-pub(super) fn profile_units(
+/// A script started ahead of its turn, waiting at its gate.
+struct Waiting<'scope> {
+    unit: usize,
+    gate: Gate,
+    began: Instant,
+    /// Ends its job when set: the user's interrupt, or the stage stopping early.
+    stop: CancelFlag,
+    thread: std::thread::ScopedJoinHandle<'scope, anyhow::Result<repro_executor::JobOutcome>>,
+}
+
+/// Profile every pass's units; for each pass, its units' runs in their order. A unit is
+/// `None` when it did not run: once ncu says it may not read the counters, no further
+/// kernel targets are profiled and the waiting scripts are ended, not let through.
+pub(super) fn profile_passes(
     ctx: &RunCtx,
-    call: &NcuCall,
     targets: &[Target],
-    units: &[Unit],
-    reading: &Reading,
-) -> Vec<Ran> {
+    passes: &[Pass],
+) -> Vec<Vec<Option<Ran>>> {
     let members = |u: &Unit| -> Vec<&Target> { u.members.iter().map(|&i| &targets[i]).collect() };
-    // The script with the most calls: a script that cannot run skips them at once.
-    let held = (0..units.len())
-        .filter(|&i| units[i].script)
-        .max_by_key(|&i| (units[i].members.len(), std::cmp::Reverse(i)));
-    let kernel_targets = units
+    let mut ran: Vec<Vec<Option<Ran>>> = passes
         .iter()
-        .filter(|u| !u.script)
+        .map(|p| p.units.iter().map(|_| None).collect())
+        .collect();
+    // Each waiting script may wait for every kernel target, each of which may take the
+    // stage's time limit, and for the scripts before it.
+    let kernel_targets: usize = passes
+        .iter()
+        .flat_map(|p| p.units.iter().filter(|u| !u.script))
         .map(|u| u.members.len())
-        .sum::<usize>();
-    let gate = Gate::new(ctx.root, std::process::id());
-    let mut ran: Vec<Option<Ran>> = units.iter().map(|_| None).collect();
+        .sum();
+    let finished = AtomicBool::new(false);
     std::thread::scope(|s| {
-        // Built here: the thread holds only the job, the executor and the cancel flag.
-        let beside = held.map(|h| {
-            // Each kernel target may take the stage's time limit; the wait is bounded so.
-            let wait = call.opts.timeout * (kernel_targets as u32 + 1);
-            let job = run::script_job(ctx, call, &members(&units[h]), Some((gate.path(), wait)));
-            let (executor, cancel) = (ctx.executor, ctx.cancel);
-            let thread = s.spawn(move || executor.run(&job, cancel));
+        let mut waiting: Vec<Option<Waiting>> = Vec::new();
+        for (p, pass) in passes.iter().enumerate() {
+            let Some(h) = held_script(pass.units) else {
+                waiting.push(None);
+                continue;
+            };
+            let gate = Gate::new(ctx.root, &format!("{}-{p}", std::process::id()));
+            let wait = pass.call.opts.timeout * (kernel_targets + passes.len() + 1) as u32;
+            let job = run::script_job(
+                ctx,
+                pass.call,
+                &members(&pass.units[h]),
+                Some((gate.path(), wait)),
+            );
+            let stop: CancelFlag = Arc::new(AtomicBool::new(false));
+            let (executor, own_stop) = (ctx.executor, stop.clone());
+            let thread = s.spawn(move || executor.run(&job, &own_stop));
             // A script that does not say it waits at the gate runs alone, to its end.
             while !gate.honoured() && !thread.is_finished() {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            (h, Instant::now(), thread)
+            let began = Instant::now();
+            waiting.push(Some(Waiting {
+                unit: h,
+                gate,
+                began,
+                stop,
+                thread,
+            }));
+        }
+        let stops: Vec<CancelFlag> = waiting.iter().flatten().map(|w| w.stop.clone()).collect();
+        let _release = Release {
+            stops: stops.clone(),
+            finished: &finished,
+        };
+        // The user's interrupt ends the waiting scripts too.
+        let (finished, cancel) = (&finished, ctx.cancel);
+        s.spawn(move || {
+            while !finished.load(Ordering::Relaxed) {
+                if cancel.load(Ordering::Relaxed) {
+                    stops.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
         });
-        {
-            // Opened however the kernel targets end, so the script never waits for good.
-            let _open = gate.opener();
-            for (i, u) in units.iter().enumerate().filter(|(_, u)| !u.script) {
+        let mut denied = false;
+        'kernels: for (p, pass) in passes.iter().enumerate() {
+            for (i, u) in pass.units.iter().enumerate().filter(|(_, u)| !u.script) {
                 let began = Instant::now();
-                let profiled = Ok(kernels::profile_kernels(ctx, call, &members(u), reading));
-                ran[i] = Some(Ran {
+                let profiled = kernels::profile_kernels(ctx, pass.call, &members(u), pass.reading);
+                denied = profiled.is_err();
+                ran[p][i] = Some(Ran {
+                    profiled: Ok(profiled),
+                    took: began.elapsed(),
+                    waited: Duration::ZERO,
+                });
+                if denied {
+                    break 'kernels;
+                }
+            }
+        }
+        for (p, w) in waiting.into_iter().enumerate() {
+            let Some(w) = w else { continue };
+            if denied {
+                w.stop.store(true, Ordering::Relaxed);
+            }
+            let opened = Instant::now();
+            w.gate.open();
+            let outcome = w
+                .thread
+                .join()
+                .expect("the baseline script's thread panicked");
+            if !denied {
+                let unit = &passes[p].units[w.unit];
+                ran[p][w.unit] = Some(Ran {
+                    profiled: outcome.and_then(|o| {
+                        run::read_script_outcome(&members(unit), &o, passes[p].reading)
+                    }),
+                    took: opened.elapsed(),
+                    waited: opened.duration_since(w.began),
+                });
+            }
+        }
+    });
+    if ran
+        .iter()
+        .flatten()
+        .flatten()
+        .any(|r| matches!(r.profiled, Ok(Err(_))))
+    {
+        return ran;
+    }
+    for (p, pass) in passes.iter().enumerate() {
+        for (i, u) in pass.units.iter().enumerate() {
+            if ran[p][i].is_none() {
+                let began = Instant::now();
+                let profiled = run::profile_scripts(ctx, pass.call, &members(u), pass.reading);
+                ran[p][i] = Some(Ran {
                     profiled,
                     took: began.elapsed(),
                     waited: Duration::ZERO,
                 });
             }
         }
-        let opened = Instant::now();
-        if let Some((h, began, thread)) = beside {
-            let outcome = thread
-                .join()
-                .expect("the baseline script's thread panicked");
-            ran[h] = Some(Ran {
-                profiled: outcome
-                    .and_then(|o| run::read_script_outcome(&members(&units[h]), &o, reading)),
-                took: began.elapsed(),
-                waited: opened.duration_since(began),
-            });
-        }
-    });
-    for (i, u) in units.iter().enumerate() {
-        if ran[i].is_none() {
-            let began = Instant::now();
-            let profiled = run::profile_scripts(ctx, call, &members(u), reading);
-            ran[i] = Some(Ran {
-                profiled,
-                took: began.elapsed(),
-                waited: Duration::ZERO,
-            });
-        }
     }
-    ran.into_iter()
-        .map(|r| r.expect("every unit ran"))
-        .collect()
+    ran
+}
+
+/// Ends what still waits when dropped, however the scope is left (a panic included): the
+/// scripts' jobs, which else would wait at gates that never open, and the watch on the
+/// user's interrupt. After a normal end every script has been joined already.
+struct Release<'a> {
+    stops: Vec<CancelFlag>,
+    finished: &'a AtomicBool,
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        for stop in &self.stops {
+            stop.store(true, Ordering::Relaxed);
+        }
+        self.finished.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The script unit with the most calls: a script that cannot run skips them at once.
+fn held_script(units: &[Unit]) -> Option<usize> {
+    (0..units.len())
+        .filter(|&i| units[i].script)
+        .max_by_key(|&i| (units[i].members.len(), std::cmp::Reverse(i)))
 }
 
 /// A file whose existence lets a waiting baseline script go on; removed when dropped.
@@ -112,7 +212,7 @@ struct Gate {
 }
 
 impl Gate {
-    fn new(root: &Path, id: u32) -> Gate {
+    fn new(root: &Path, id: &str) -> Gate {
         let path = root.join(format!(".repro/ncu/gate-{id}"));
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
@@ -139,11 +239,6 @@ impl Gate {
         PathBuf::from(name)
     }
 
-    /// Opens the gate when dropped.
-    fn opener(&self) -> Opener<'_> {
-        Opener(self)
-    }
-
     fn open(&self) {
         // Should this fail, the script waits until its time limit and its job says so.
         let _ = std::fs::write(&self.path, b"");
@@ -157,47 +252,38 @@ impl Drop for Gate {
     }
 }
 
-struct Opener<'a>(&'a Gate);
-
-impl Drop for Opener<'_> {
-    fn drop(&mut self) {
-        self.0.open();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_gate_opens_when_its_opener_goes_and_is_gone_with_it() {
+    fn a_gate_opens_when_told_and_is_gone_with_its_promise_when_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let gate = Gate::new(dir.path(), 7);
+        let gate = Gate::new(dir.path(), "7-1");
         let path = gate.path().to_path_buf();
         assert!(path.starts_with(dir.path().join(".repro/ncu")));
-        {
-            let _open = gate.opener();
-            assert!(!path.exists(), "closed while the kernels are profiled");
-        }
-        assert!(path.exists(), "open once they are done");
+        assert!(!path.exists(), "closed until the script's turn");
         assert!(!gate.honoured());
-        std::fs::write(dir.path().join(".repro/ncu/gate-7.honoured"), "").unwrap();
+        std::fs::write(dir.path().join(".repro/ncu/gate-7-1.honoured"), "").unwrap();
         assert!(gate.honoured(), "the script's promise, by the gate's name");
+        gate.open();
+        assert!(path.exists(), "open once its turn comes");
         drop(gate);
         assert!(!path.exists(), "removed with the gate");
-        assert!(!dir.path().join(".repro/ncu/gate-7.honoured").exists());
+        assert!(!dir.path().join(".repro/ncu/gate-7-1.honoured").exists());
     }
 
     #[test]
-    fn a_panic_still_opens_the_gate() {
-        let dir = tempfile::tempdir().unwrap();
-        let gate = Gate::new(dir.path(), 8);
-        let path = gate.path().to_path_buf();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _open = gate.opener();
-            panic!("a kernel target's profiling broke");
-        }));
-        assert!(result.is_err());
-        assert!(path.exists(), "a waiting script goes on");
+    fn the_script_with_the_most_calls_waits_at_the_gate() {
+        let unit = |n: usize, script: bool| Unit {
+            members: (0..n).collect(),
+            script,
+        };
+        assert_eq!(
+            held_script(&[unit(9, false), unit(2, true), unit(3, true)]),
+            Some(2)
+        );
+        assert_eq!(held_script(&[unit(3, true), unit(3, true)]), Some(0));
+        assert_eq!(held_script(&[unit(9, false)]), None);
     }
 }
