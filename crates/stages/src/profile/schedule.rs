@@ -42,11 +42,14 @@ pub(super) struct Ran {
     pub waited: Duration,
 }
 
-/// A script started ahead of its turn, waiting at its gate.
+/// A script started ahead of its turn, waiting at its gate (or, if it did not say it would,
+/// already run to its end).
 struct Waiting<'scope> {
     unit: usize,
     gate: Gate,
     began: Instant,
+    /// How long it ran alone, when it did not wait at the gate.
+    alone: Option<Duration>,
     /// Ends its job when set: the user's interrupt, or the stage stopping early.
     stop: CancelFlag,
     thread: std::thread::ScopedJoinHandle<'scope, anyhow::Result<repro_executor::JobOutcome>>,
@@ -90,16 +93,21 @@ pub(super) fn profile_passes(
             );
             let stop: CancelFlag = Arc::new(AtomicBool::new(false));
             let (executor, own_stop) = (ctx.executor, stop.clone());
+            let began = Instant::now();
             let thread = s.spawn(move || executor.run(&job, &own_stop));
             // A script that does not say it waits at the gate runs alone, to its end.
             while !gate.honoured() && !thread.is_finished() {
+                if ctx.cancel.load(Ordering::Relaxed) {
+                    stop.store(true, Ordering::Relaxed);
+                }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let began = Instant::now();
+            let alone = (!gate.honoured()).then(|| began.elapsed());
             waiting.push(Some(Waiting {
                 unit: h,
                 gate,
                 began,
+                alone,
                 stop,
                 thread,
             }));
@@ -148,12 +156,16 @@ pub(super) fn profile_passes(
                 .expect("the baseline script's thread panicked");
             if !denied {
                 let unit = &passes[p].units[w.unit];
+                let (took, waited) = match w.alone {
+                    Some(alone) => (alone, Duration::ZERO),
+                    None => (opened.elapsed(), opened.duration_since(w.began)),
+                };
                 ran[p][w.unit] = Some(Ran {
                     profiled: outcome.and_then(|o| {
                         run::read_script_outcome(&members(unit), &o, passes[p].reading)
                     }),
-                    took: opened.elapsed(),
-                    waited: opened.duration_since(w.began),
+                    took,
+                    waited,
                 });
             }
         }
