@@ -462,7 +462,7 @@ fn log_unit(ctx: &RunCtx, unit: &schedule::Unit, pass: &str, ran: &schedule::Ran
     };
     let waited = match ran.waited.as_secs_f64() {
         w if w >= 0.05 => {
-            format!(" once its turn came (it started {w:.1} s before, beside the kernel targets)")
+            format!(" once their turn came (their process started {w:.1} s before, beside the kernel targets)")
         }
         _ => String::new(),
     };
