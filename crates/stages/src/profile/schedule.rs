@@ -13,11 +13,8 @@ use super::kernels::{self, Profiled};
 use super::ncu_call::NcuCall;
 use super::run::{self, Reading};
 use super::targets::Target;
-use repro_executor::CancelFlag;
 use repro_pipeline::kind::RunCtx;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The targets one ncu process profiles, by index: every kernel target to profile, or the
@@ -46,18 +43,17 @@ pub(super) struct Ran {
 /// already run to its end).
 struct Waiting<'scope> {
     unit: usize,
-    gate: Gate,
+    gate: &'scope Gate,
     began: Instant,
     /// How long it ran alone, when it did not wait at the gate.
     alone: Option<Duration>,
-    /// Ends its job when set: the user's interrupt, or the stage stopping early.
-    stop: CancelFlag,
     thread: std::thread::ScopedJoinHandle<'scope, anyhow::Result<repro_executor::JobOutcome>>,
 }
 
 /// Profile every pass's units; for each pass, its units' runs in their order. A unit is
 /// `None` when it did not run: once ncu says it may not read the counters, no further
-/// kernel targets are profiled and the waiting scripts are ended, not let through.
+/// kernel targets are profiled, and the waiting scripts, let through in turn so that none
+/// waits for good, have their runs ignored.
 pub(super) fn profile_passes(
     ctx: &RunCtx,
     targets: &[Target],
@@ -75,15 +71,24 @@ pub(super) fn profile_passes(
         .flat_map(|p| p.units.iter().filter(|u| !u.script))
         .map(|u| u.members.len())
         .sum();
-    let finished = AtomicBool::new(false);
+    // Each pass's held script and its gate, made here: a gate outlives the scope, so its
+    // file stays until every script has ended.
+    let gates: Vec<Option<(usize, Gate)>> = passes
+        .iter()
+        .enumerate()
+        .map(|(p, pass)| {
+            let gate = || Gate::new(ctx.root, &format!("{}-{p}", std::process::id()));
+            held_script(pass.units).map(|h| (h, gate()))
+        })
+        .collect();
     std::thread::scope(|s| {
         let mut waiting: Vec<Option<Waiting>> = Vec::new();
-        for (p, pass) in passes.iter().enumerate() {
-            let Some(h) = held_script(pass.units) else {
+        for (pass, held) in passes.iter().zip(&gates) {
+            let Some((h, gate)) = held else {
                 waiting.push(None);
                 continue;
             };
-            let gate = Gate::new(ctx.root, &format!("{}-{p}", std::process::id()));
+            let h = *h;
             let wait = pass.call.opts.timeout * (kernel_targets + passes.len() + 1) as u32;
             let job = run::script_job(
                 ctx,
@@ -91,15 +96,11 @@ pub(super) fn profile_passes(
                 &members(&pass.units[h]),
                 Some((gate.path(), wait)),
             );
-            let stop: CancelFlag = Arc::new(AtomicBool::new(false));
-            let (executor, own_stop) = (ctx.executor, stop.clone());
+            let (executor, cancel) = (ctx.executor, ctx.cancel);
             let began = Instant::now();
-            let thread = s.spawn(move || executor.run(&job, &own_stop));
+            let thread = s.spawn(move || executor.run(&job, cancel));
             // A script that does not say it waits at the gate runs alone, to its end.
             while !gate.honoured() && !thread.is_finished() {
-                if ctx.cancel.load(Ordering::Relaxed) {
-                    stop.store(true, Ordering::Relaxed);
-                }
                 std::thread::sleep(Duration::from_millis(20));
             }
             let alone = (!gate.honoured()).then(|| began.elapsed());
@@ -108,25 +109,11 @@ pub(super) fn profile_passes(
                 gate,
                 began,
                 alone,
-                stop,
                 thread,
             }));
         }
-        let stops: Vec<CancelFlag> = waiting.iter().flatten().map(|w| w.stop.clone()).collect();
-        let _release = Release {
-            stops: stops.clone(),
-            finished: &finished,
-        };
-        // The user's interrupt ends the waiting scripts too.
-        let (finished, cancel) = (&finished, ctx.cancel);
-        s.spawn(move || {
-            while !finished.load(Ordering::Relaxed) {
-                if cancel.load(Ordering::Relaxed) {
-                    stops.iter().for_each(|f| f.store(true, Ordering::Relaxed));
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
+        // However the kernel targets end (a panic included), no script waits for good.
+        let _open = Opener(gates.iter().flatten().map(|(_, g)| g).collect());
         let mut denied = false;
         'kernels: for (p, pass) in passes.iter().enumerate() {
             for (i, u) in pass.units.iter().enumerate().filter(|(_, u)| !u.script) {
@@ -145,9 +132,6 @@ pub(super) fn profile_passes(
         }
         for (p, w) in waiting.into_iter().enumerate() {
             let Some(w) = w else { continue };
-            if denied {
-                w.stop.store(true, Ordering::Relaxed);
-            }
             let opened = Instant::now();
             w.gate.open();
             let outcome = w
@@ -194,20 +178,12 @@ pub(super) fn profile_passes(
     ran
 }
 
-/// Ends what still waits when dropped, however the scope is left (a panic included): the
-/// scripts' jobs, which else would wait at gates that never open, and the watch on the
-/// user's interrupt. After a normal end every script has been joined already.
-struct Release<'a> {
-    stops: Vec<CancelFlag>,
-    finished: &'a AtomicBool,
-}
+/// Opens its gates when dropped.
+struct Opener<'a>(Vec<&'a Gate>);
 
-impl Drop for Release<'_> {
+impl Drop for Opener<'_> {
     fn drop(&mut self) {
-        for stop in &self.stops {
-            stop.store(true, Ordering::Relaxed);
-        }
-        self.finished.store(true, Ordering::Relaxed);
+        self.0.iter().for_each(|gate| gate.open());
     }
 }
 
@@ -283,6 +259,21 @@ mod tests {
         drop(gate);
         assert!(!path.exists(), "removed with the gate");
         assert!(!dir.path().join(".repro/ncu/gate-7-1.honoured").exists());
+    }
+
+    #[test]
+    fn a_panic_still_opens_every_gate() {
+        let dir = tempfile::tempdir().unwrap();
+        let gates = [Gate::new(dir.path(), "8-0"), Gate::new(dir.path(), "8-1")];
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _open = Opener(gates.iter().collect());
+            panic!("a kernel target's profiling broke");
+        }));
+        assert!(result.is_err());
+        assert!(
+            gates.iter().all(|g| g.path().exists()),
+            "every waiting script goes on"
+        );
     }
 
     #[test]
