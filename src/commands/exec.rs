@@ -86,6 +86,7 @@ pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
         return match serve(
             &global.file,
             &settings(args),
+            args.start_profiler,
             stdin,
             std::io::stdout().lock(),
         )? {

@@ -17,6 +17,7 @@ pub mod exec;
 pub mod harness;
 pub mod launch;
 pub mod limits;
+pub mod profiler_start;
 pub mod timing;
 pub mod warm;
 pub mod worker;
