@@ -456,12 +456,6 @@ pub struct ExecArgs {
     /// runs, exit when stdin ends or a run leaves the context unusable.
     #[arg(long, conflicts_with_all = ["variant", "cubin", "dump_inputs", "attributes", "query_devices", "shape", "dims"])]
     pub worker: bool,
-    /// With --worker under a profiler (the profile stage's ncu passes): before the first
-    /// request, open the CUDA context and profile one launch of an empty kernel,
-    /// `repro_profiler_start`. ncu sets itself up at a process's first profiled launch, so
-    /// a worker started while another pass profiles is ready when its requests come.
-    #[arg(long, requires = "worker")]
-    pub start_profiler: bool,
 }
 
 /// `--dims`: checked against the workload once it is known.

@@ -86,7 +86,6 @@ pub fn exec(global: &GlobalArgs, args: &ExecArgs) -> anyhow::Result<i32> {
         return match serve(
             &global.file,
             &settings(args),
-            args.start_profiler,
             stdin,
             std::io::stdout().lock(),
         )? {

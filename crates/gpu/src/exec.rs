@@ -98,33 +98,17 @@ impl Runner {
             );
         }
         let resolved = self.project.resolve(req, &self.settings)?;
-        let warm = Runner::warm(&mut self.warm, &mut self.no_session, self.settings.device)?;
-        measure::measure(warm, &self.project, &resolved, req, &self.settings)
-    }
-
-    /// `repro exec --worker --start-profiler`: open the CUDA session now and profile one
-    /// launch of an empty kernel ([`super::profiler_start`]).
-    pub fn start_profiler(&mut self) -> anyhow::Result<()> {
-        let warm = Runner::warm(&mut self.warm, &mut self.no_session, self.settings.device)?;
-        warm.session().start_profiler()
-    }
-
-    /// The session in `warm`, opened on first use; `no_session` says when it cannot be.
-    fn warm<'w>(
-        warm: &'w mut Option<Warm>,
-        no_session: &mut bool,
-        device: u32,
-    ) -> anyhow::Result<&'w mut Warm> {
-        match warm {
-            Some(w) => Ok(w),
-            None => match Warm::open(device) {
-                Ok(w) => Ok(warm.insert(w)),
+        let warm = match &mut self.warm {
+            Some(w) => w,
+            None => match Warm::open(self.settings.device) {
+                Ok(w) => self.warm.insert(w),
                 Err(e) => {
-                    *no_session = true;
-                    Err(e)
+                    self.no_session = true;
+                    return Err(e);
                 }
             },
-        }
+        };
+        measure::measure(warm, &self.project, &resolved, req, &self.settings)
     }
 
     /// May this process take another run after one failed? Not when no session could be

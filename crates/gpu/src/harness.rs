@@ -143,11 +143,6 @@ impl Session {
         })
     }
 
-    /// Profile one launch of an empty kernel ([`super::profiler_start`]).
-    pub fn start_profiler(&self) -> anyhow::Result<()> {
-        super::profiler_start::profile_empty_launch(&self.stream)
-    }
-
     /// Whether the context still works after a failed run. A sticky error (an illegal
     /// address, a trap, a launch failure) poisons it for good: every call fails after it.
     pub fn usable(&self) -> bool {

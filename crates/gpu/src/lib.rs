@@ -17,7 +17,6 @@ pub mod exec;
 pub mod harness;
 pub mod launch;
 pub mod limits;
-pub mod profiler_start;
 pub mod timing;
 pub mod warm;
 pub mod worker;

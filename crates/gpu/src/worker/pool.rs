@@ -50,8 +50,6 @@ pub struct Workers<'a> {
     slots: Vec<Mutex<Option<Live<'a>>>>,
     /// The command each worker runs under (empty: none).
     wrapper: Vec<String>,
-    /// Flags after `repro exec --worker`.
-    worker_flags: Vec<String>,
 }
 
 /// How one exchange with a worker ended.
@@ -81,38 +79,7 @@ impl<'a> Workers<'a> {
             jobs,
             slots: (0..slots.max(1)).map(|_| Mutex::new(None)).collect(),
             wrapper,
-            worker_flags: Vec::new(),
         }
-    }
-
-    /// Workers that each profile one launch of an empty kernel before their first run
-    /// (`--start-profiler`): under ncu, they are set up and wait for their turn to profile.
-    pub fn starting_profiler(mut self) -> Workers<'a> {
-        self.worker_flags.push("--start-profiler".into());
-        self
-    }
-
-    /// Start slot `slot`'s worker now rather than at its first run.
-    pub fn start(&self, slot: u32) -> anyhow::Result<()> {
-        let mut worker = self.slot(slot);
-        self.ensure_started(&mut worker, slot)
-    }
-
-    fn slot(&self, slot: u32) -> std::sync::MutexGuard<'_, Option<Live<'a>>> {
-        self.slots[slot as usize % self.slots.len()]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Start `slot`'s worker into `worker` unless one is live.
-    fn ensure_started(&self, worker: &mut Option<Live<'a>>, slot: u32) -> anyhow::Result<()> {
-        if worker.is_none() {
-            let mut job = worker_job(&self.jobs, slot, &self.wrapper);
-            job.argv.extend(self.worker_flags.iter().cloned());
-            let talk = self.jobs.executor.converse(&job, self.jobs.cancel)?;
-            *worker = Some(Live { talk, next_id: 0 });
-        }
-        Ok(())
     }
 
     /// End every live worker, each given `grace` to exit by itself once its stdin closes
@@ -134,10 +101,18 @@ impl<'a> Workers<'a> {
         shape: &Bindings,
         timeout: Duration,
     ) -> BenchResult {
-        let mut worker = self.slot(slot);
-        if let Err(e) = self.ensure_started(&mut worker, slot) {
-            let why = format!("could not start repro exec --worker: {e:#}");
-            return failed_result(req, shape, why);
+        let mut worker = self.slots[slot as usize % self.slots.len()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if worker.is_none() {
+            let job = worker_job(&self.jobs, slot, &self.wrapper);
+            match self.jobs.executor.converse(&job, self.jobs.cancel) {
+                Ok(talk) => *worker = Some(Live { talk, next_id: 0 }),
+                Err(e) => {
+                    let why = format!("could not start repro exec --worker: {e:#}");
+                    return failed_result(req, shape, why);
+                }
+            }
         }
         let began = Instant::now();
         let exchanged = exchange(&mut worker, req, timeout);

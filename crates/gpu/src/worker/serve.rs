@@ -16,24 +16,14 @@ pub enum Served {
     ContextLost,
 }
 
-/// Serve the project at `file`: answer every request on `input` on `output`. With
-/// `start_profiler`, first open the CUDA session and profile one launch of an empty kernel
-/// ([`crate::profiler_start`]); should that fail, stderr says why and the requests meet the
-/// same failure in their answers.
+/// Serve the project at `file`: answer every request on `input` on `output`.
 pub fn serve(
     file: &Path,
     settings: &ExecSettings,
-    start_profiler: bool,
     input: impl BufRead,
     output: impl Write,
 ) -> anyhow::Result<Served> {
-    let mut runner = Runner::new(file, settings)?;
-    if start_profiler {
-        if let Err(e) = runner.start_profiler() {
-            eprintln!("repro exec --worker: cannot start the profiler: {e:#}");
-        }
-    }
-    serve_with(&mut runner, input, output)
+    serve_with(&mut Runner::new(file, settings)?, input, output)
 }
 
 /// [`serve`] with the runner given; the loop itself.

@@ -2,24 +2,17 @@
 //! (`repro exec --worker`) runs under `ncu --profile-from-start off`, and each target's
 //! request launches its kernel `launches` times inside a profiler window, after the
 //! correctness check and the warm-up ([`NcuCall::request`]). ncu profiles those launches and
-//! nothing else, so its CSV holds `launches` launches per answered request, in request order,
-//! after the worker's own empty launch ([`repro_gpu::profiler_start`]), which is left out.
+//! nothing else, so its CSV holds `launches` launches per answered request, in request order.
 //!
 //! A request that fails ends the process there: its launches, if any, come last in the CSV,
 //! and the targets after it run in a fresh process. When a process ends before ncu wrote
 //! its CSV (a crash or a hang kills it), the targets it had answered run once more.
-//!
-//! Each pass's process can start while the pass before profiles ([`Process::start`]): its
-//! worker starts CUDA and has ncu set up with its empty launch, which ncu profiles only
-//! between the other process's profiler windows (it lets one window run at a time), then
-//! waits, with nothing on the GPU, for its requests.
 
 use super::calls::csv_of;
 use super::ncu_call::{NcuCall, Page};
 use super::run::{failure_context, Reading};
 use super::targets::{status_target, Target};
 use crate::gpu_nodes::stage_jobs;
-use repro_gpu::profiler_start;
 use repro_gpu::worker::pool::Workers;
 use repro_ncu::launches::summarize_launches;
 use repro_ncu::metrics;
@@ -29,8 +22,7 @@ use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Workloads;
 use repro_schema::{NcuTarget, RunStatus};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 /// Each target's record and CSV, in the order given, or the line saying ncu may not read
 /// the GPU's counters.
@@ -48,84 +40,19 @@ struct Round {
     ending: String,
 }
 
-/// An ncu process whose GPU worker profiles kernel targets, writing its CSV to `csv`. It
-/// starts when made; dropped before [`Process::end`], it is killed.
-pub(super) struct Process<'a> {
-    workers: Option<Workers<'a>>,
-    csv: PathBuf,
-    began: Instant,
-}
-
-impl<'a> Process<'a> {
-    /// Start one now, its worker starting the profiler ([`profiler_start`]): beside another
-    /// pass's process, it is ready when its turn comes. A worker that cannot start fails its
-    /// first run, which says why.
-    pub(super) fn start(ctx: &RunCtx<'a>, call: &NcuCall, csv: PathBuf) -> Process<'a> {
-        if let Some(dir) = csv.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let _ = std::fs::remove_file(&csv);
-        let workers = Workers::wrapped(stage_jobs(ctx), 1, call.wrapper(&Page::Csv(&csv)))
-            .starting_profiler();
-        let _ = workers.start(0);
-        Process {
-            workers: Some(workers),
-            csv,
-            began: Instant::now(),
-        }
-    }
-
-    /// When it started.
-    pub(super) fn began(&self) -> Instant {
-        self.began
-    }
-
-    fn workers(&self) -> &Workers<'a> {
-        self.workers.as_ref().expect("a live process")
-    }
-
-    /// End it, giving ncu `grace` to write: its CSV, and how it ended.
-    fn end(mut self, grace: Duration) -> (String, String) {
-        let workers = self.workers.take().expect("a live process");
-        let ending = match workers.close(grace).pop() {
-            Some(Ok(outcome)) => format!("ncu ended with {:?}", outcome.exit),
-            Some(Err(e)) => format!("ncu could not be ended cleanly: {e:#}"),
-            None => "ncu had ended already".into(),
-        };
-        (
-            std::fs::read_to_string(&self.csv).unwrap_or_default(),
-            ending,
-        )
-    }
-}
-
-impl Drop for Process<'_> {
-    fn drop(&mut self) {
-        if let Some(workers) = self.workers.take() {
-            let _ = workers.close(Duration::ZERO);
-        }
-    }
-}
-
-/// Profile `targets` (kernel targets only) in as few ncu processes as they allow, the first
-/// being `first`; the others write their CSV where it does.
-pub(super) fn profile_kernels<'a>(
-    ctx: &RunCtx<'a>,
+/// Profile `targets` (kernel targets only) in as few ncu processes as they allow.
+pub(super) fn profile_kernels(
+    ctx: &RunCtx,
     call: &NcuCall,
     targets: &[&Target],
     reading: &Reading,
-    first: Process<'a>,
 ) -> Profiled {
-    let csv = first.csv.clone();
-    let mut process = Some(first);
+    let csv = ctx.root.join(".repro/ncu/kernels.csv");
     let mut records: Vec<Option<(NcuTarget, String)>> = vec![None; targets.len()];
     let mut queue: Vec<usize> = (0..targets.len()).collect();
     let mut second_try: BTreeSet<usize> = BTreeSet::new();
     while !queue.is_empty() {
-        let process = process
-            .take()
-            .unwrap_or_else(|| Process::start(ctx, call, csv.clone()));
-        let round = run_round(ctx, process, call, targets, &queue, &mut records);
+        let round = run_round(ctx, call, targets, &queue, &csv, &mut records);
         // ncu says so in its log; its stderr, where the failed run's reason quotes it.
         let said = format!("{}\n{}", round.text, round.failure);
         if repro_ncu::is_permission_error(&said) {
@@ -137,12 +64,12 @@ pub(super) fn profile_kernels<'a>(
         }
         let unread = assign(targets, &round.answered, &round.text, reading, &mut records);
         let attempted = round.answered.len() + usize::from(round.stopped_early);
-        let mut next_queue: Vec<usize> = queue[attempted.min(queue.len())..].to_vec();
+        let mut next: Vec<usize> = queue[attempted.min(queue.len())..].to_vec();
         for i in unread {
             // Killed before ncu wrote: worth a fresh process once. Otherwise ncu's output
             // lacks them for a reason another run would not change.
             if round.stopped_early && second_try.insert(i) {
-                next_queue.push(i);
+                next.push(i);
             } else {
                 let reason = format!(
                     "ncu's output has no profiled launches of `{}` for this target ({}):\n{}",
@@ -153,7 +80,7 @@ pub(super) fn profile_kernels<'a>(
                 records[i] = Some(failed(targets[i], reason));
             }
         }
-        queue = next_queue;
+        queue = next;
     }
     Ok(records
         .into_iter()
@@ -161,15 +88,21 @@ pub(super) fn profile_kernels<'a>(
         .collect())
 }
 
-/// Run the targets `queue` names in `process` until one fails (recorded in `records`).
+/// Run the targets `queue` names in one ncu process until one fails (recorded in
+/// `records`); the process's CSV goes to `csv`.
 fn run_round(
     ctx: &RunCtx,
-    process: Process,
     call: &NcuCall,
     targets: &[&Target],
     queue: &[usize],
+    csv: &Path,
     records: &mut [Option<(NcuTarget, String)>],
 ) -> Round {
+    if let Some(dir) = csv.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::remove_file(csv);
+    let workers = Workers::wrapped(stage_jobs(ctx), 1, call.wrapper(&Page::Csv(csv)));
     let workloads = Workloads::of(ctx.pipeline);
     let mut answered = Vec::new();
     let mut failure = String::new();
@@ -177,10 +110,7 @@ fn run_round(
         let t = targets[i];
         let done = records.iter().filter(|r| r.is_some()).count() + answered.len();
         (ctx.progress)(&format!("ncu {} ({}/{})", t.label, done + 1, targets.len()));
-        let record =
-            process
-                .workers()
-                .run(0, &call.request(t), &dims(&workloads, t), call.opts.timeout);
+        let record = workers.run(0, &call.request(t), &dims(&workloads, t), call.opts.timeout);
         if record.status == RunStatus::Ok {
             answered.push(i);
             continue;
@@ -189,12 +119,16 @@ fn run_round(
         records[i] = Some(failed(t, format!("the run under ncu failed: {failure}")));
         break;
     }
-    let (text, ending) = process.end(call.opts.timeout);
+    let ending = match workers.close(call.opts.timeout).pop() {
+        Some(Ok(outcome)) => format!("ncu ended with {:?}", outcome.exit),
+        Some(Err(e)) => format!("ncu could not be ended cleanly: {e:#}"),
+        None => "ncu had ended already".into(),
+    };
     Round {
         answered,
         stopped_early: !failure.is_empty(),
         failure,
-        text,
+        text: std::fs::read_to_string(csv).unwrap_or_default(),
         ending,
     }
 }
@@ -209,21 +143,17 @@ pub(super) fn assign(
     reading: &Reading,
     records: &mut [Option<(NcuTarget, String)>],
 ) -> Vec<usize> {
-    let launches: Vec<Launch> = match parse::parse(text) {
+    let launches = match parse::parse(text) {
         Ok(export) => export.launches,
         Err(_) => return answered.to_vec(),
     };
-    let launches: Vec<&Launch> = launches
-        .iter()
-        .filter(|l| l.function_name() != profiler_start::ENTRY)
-        .collect();
     let n = reading.launches as usize;
     let mut unread = Vec::new();
     for (k, &i) in answered.iter().enumerate() {
         let t = targets[i];
         let chunk: Option<Vec<&Launch>> = launches
             .get(k * n..(k + 1) * n)
-            .map(|c| c.to_vec())
+            .map(|c| c.iter().collect())
             .filter(|c: &Vec<&Launch>| c.iter().all(|l| l.function_name() == t.entry));
         let Some(chunk) = chunk else {
             unread.push(i);

@@ -460,15 +460,9 @@ fn log_unit(ctx: &RunCtx, unit: &schedule::Unit, pass: &str, ran: &schedule::Ran
         true => "baseline calls",
         false => "kernel targets",
     };
-    let beside = match unit.script {
-        true => "the kernel targets",
-        false => "the pass before",
-    };
     let waited = match ran.waited.as_secs_f64() {
         w if w >= 0.05 => {
-            format!(
-                " once their turn came (their process started {w:.1} s before, beside {beside})"
-            )
+            format!(" once their turn came (their process started {w:.1} s before, beside the kernel targets)")
         }
         _ => String::new(),
     };

@@ -1,6 +1,5 @@
-//! When the stage's ncu processes run. The kernel passes run in turn, each pass's process
-//! started when the pass before starts, ready for its turn ([`kernels::Process`]). A baseline
-//! script spends its first seconds starting Python, importing
+//! When the stage's ncu processes run. ncu profiles one kernel at a time, whichever process
+//! launched it, but a baseline script spends its first seconds starting Python, importing
 //! torch and reading its inputs before it touches the GPU: on an H200 longer than the pass
 //! that times the kernel targets alone. So each pass's script with the most calls starts
 //! with the stage, with `REPRO_PROFILE_GATE` naming a file of its own. A script that writes
@@ -115,41 +114,22 @@ pub(super) fn profile_passes(
         }
         // However the kernel targets end (a panic included), no script waits for good.
         let _open = Opener(gates.iter().flatten().map(|(_, g)| g).collect());
-        // The kernel passes in turn, each pass's process started as the one before starts.
-        let kernel_units: Vec<(usize, usize)> = passes
-            .iter()
-            .enumerate()
-            .flat_map(|(p, pass)| {
-                let kernels = pass.units.iter().enumerate().filter(|(_, u)| !u.script);
-                kernels.map(move |(i, _)| (p, i))
-            })
-            .collect();
-        let csv = |p: usize| ctx.root.join(format!(".repro/ncu/kernels-{p}.csv"));
-        let mut ahead: Option<kernels::Process> = None;
         let mut denied = false;
-        for (k, &(p, i)) in kernel_units.iter().enumerate() {
-            let pass = &passes[p];
-            let turn = Instant::now();
-            let first = ahead
-                .take()
-                .unwrap_or_else(|| kernels::Process::start(ctx, pass.call, csv(p)));
-            let waited = turn.saturating_duration_since(first.began());
-            ahead = kernel_units
-                .get(k + 1)
-                .map(|&(q, _)| kernels::Process::start(ctx, passes[q].call, csv(q)));
-            let members = members(&pass.units[i]);
-            let profiled = kernels::profile_kernels(ctx, pass.call, &members, pass.reading, first);
-            denied = profiled.is_err();
-            ran[p][i] = Some(Ran {
-                profiled: Ok(profiled),
-                took: turn.elapsed(),
-                waited,
-            });
-            if denied {
-                break;
+        'kernels: for (p, pass) in passes.iter().enumerate() {
+            for (i, u) in pass.units.iter().enumerate().filter(|(_, u)| !u.script) {
+                let began = Instant::now();
+                let profiled = kernels::profile_kernels(ctx, pass.call, &members(u), pass.reading);
+                denied = profiled.is_err();
+                ran[p][i] = Some(Ran {
+                    profiled: Ok(profiled),
+                    took: began.elapsed(),
+                    waited: Duration::ZERO,
+                });
+                if denied {
+                    break 'kernels;
+                }
             }
         }
-        drop(ahead);
         for (p, w) in waiting.into_iter().enumerate() {
             let Some(w) = w else { continue };
             let opened = Instant::now();

@@ -243,34 +243,3 @@ fn wrapped_workers_run_under_the_wrapper_and_close_waits_for_its_report() {
     assert_eq!(ended[0].as_ref().unwrap().exit, ExitKind::Code(0));
     assert_eq!(std::fs::read_to_string(&report).unwrap(), "profiled\n");
 }
-
-/// Writes its arguments, then serves as the stand-in worker does.
-const ARGV_WORKER: &str = r#"#!/bin/sh
-echo "$*" > "$(dirname "$0")/argv.txt"
-while read -r line; do
-  id=$(printf '%s' "$line" | sed 's/.*"id":\([0-9]*\).*/\1/')
-  printf '{"id":%s,"result":{"shape":"small","seed":0,"warmup":1,"iters":2,"status":"ok","device_name":"worker-%s","correctness_pass":true}}\n' "$id" "$$"
-done
-"#;
-
-#[test]
-fn a_worker_started_ahead_is_the_one_that_answers_and_starts_the_profiler_when_told() {
-    let f = Fixture::new(ARGV_WORKER);
-    let workers = f.workers().starting_profiler();
-    workers.start(0).unwrap();
-    let argv = f.dir.path().join("argv.txt");
-    let started = std::time::Instant::now();
-    while !argv.exists() && started.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_eq!(
-        std::fs::read_to_string(&argv).unwrap(),
-        "-f pipeline.yaml exec --worker --start-profiler\n",
-        "started before any run, with the flag"
-    );
-    workers.start(0).unwrap();
-    let got = batch(&workers, &[0, 1], Duration::from_secs(20));
-    let names: Vec<_> = got.iter().map(|r| r.device_name.clone()).collect();
-    assert_eq!(names[0], names[1], "one worker, started once: {got:?}");
-    assert!(got.iter().all(|r| r.status == RunStatus::Ok), "{got:?}");
-}

@@ -60,42 +60,6 @@ fn kernel_targets_take_their_launches_in_request_order() {
 }
 
 #[test]
-fn the_workers_empty_launch_is_not_a_targets() {
-    let text = fixture("stage_mode_launches.csv");
-    let first = text.lines().find(|l| l.starts_with("\"0\"")).unwrap();
-    let empty = first.replacen("\"0\"", "\"99\"", 1).replacen(
-        "scale_add(",
-        &format!("{}(", repro_gpu::profiler_start::ENTRY),
-        1,
-    );
-    let with_empty = text.replacen(first, &format!("{empty}\n{first}"), 1);
-    let control = Target {
-        label: "control".into(),
-        variant: "base".into(),
-        entry: "scale_add".into(),
-        program: Program::Variant("base".into()),
-        workload: "tiny".into(),
-        shape: "mission".into(),
-    };
-    let mut records = vec![None];
-    let unread = kernels::assign(&[&control], &[0], &with_empty, &reading(5), &mut records);
-    assert!(
-        unread.is_empty(),
-        "the five launches after the empty one are the target's"
-    );
-    let (record, csv) = records[0].as_ref().unwrap();
-    assert_eq!(record.status, RunStatus::Ok, "{:?}", record.reason);
-    assert_eq!(
-        (record.kernel_time_us, record.launches),
-        (Some(16.576), Some(5))
-    );
-    assert_eq!(
-        csv, &text,
-        "the empty launch's row is not in the target's CSV"
-    );
-}
-
-#[test]
 fn a_baseline_call_is_the_median_of_its_profiled_calls() {
     let text = fixture("baseline_calls_launches.csv");
     let calls = sdpa_calls();
