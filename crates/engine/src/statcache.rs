@@ -8,11 +8,15 @@
 //! Within one evaluation each path is looked at once ([`StatCache::digest_tree`] remembers
 //! its answer until [`StatCache::forget_seen`], which a run calls whenever a stage has
 //! written): a file that is a dep of ten stages costs one `stat`, not ten.
+//!
+//! Its maps are looked up tens of thousands of times in a large pipeline and hash paths
+//! nobody chooses to collide, so they use foldhash rather than the standard SipHash.
 
+use foldhash::{HashMap, HashSet};
 use repro_base::fsio::open_regular;
 use repro_base::tools::hex;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -70,7 +74,7 @@ impl StatCache {
     /// Read the cache of the project at `root` (empty if absent or unreadable).
     pub fn load(root: &Path) -> StatCache {
         let file = root.join(CACHE_FILE);
-        let mut entries = HashMap::new();
+        let mut entries = HashMap::default();
         let text = std::fs::read_to_string(&file).unwrap_or_default();
         let mut lines = text.lines();
         if lines.next() == Some(HEADER) {
@@ -101,9 +105,7 @@ impl StatCache {
         StatCache {
             file,
             entries,
-            used: HashSet::new(),
-            dirty: false,
-            seen: HashMap::new(),
+            ..StatCache::default()
         }
     }
 
@@ -118,8 +120,14 @@ impl StatCache {
     }
 
     /// Take back what `fork` ([`StatCache::fork`]) looked up: its entries for those paths
-    /// (rehashed ones included) and the paths it digested.
-    pub fn merge(&mut self, fork: StatCache) {
+    /// (rehashed ones included) and the paths it digested. The two are put together in
+    /// whichever looked up more (a fork reading ahead looks up nearly everything), so the
+    /// other's lookups are the ones copied; a path both looked up keeps either's entry, each
+    /// made from the file's metadata then.
+    pub fn merge(&mut self, mut fork: StatCache) {
+        if fork.used.len() > self.used.len() {
+            std::mem::swap(self, &mut fork);
+        }
         let StatCache {
             mut entries,
             used,

@@ -5,7 +5,8 @@
 //! need `j`, directly or not" is one bit test, so validation and scheduling never walk the
 //! graph per stage (docs/PERFORMANCE.md).
 
-use std::collections::{BTreeSet, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
 /// Stages as indices in declaration order; `needs[i]` are the stages `i` needs.
@@ -134,8 +135,9 @@ impl Dag {
                 }
             }
         }
-        // Upstream first: each stage's ancestors are its needs and theirs, already known.
-        let mut ancestors = vec![BitSet::new(n); n];
+        // Upstream first: each stage's ancestors are its needs and theirs, already known
+        // (an empty placeholder, which allocates nothing, until then).
+        let mut ancestors = vec![BitSet::new(0); n];
         for &i in &order {
             let mut set = BitSet::new(n);
             for &j in &needs[i] {

@@ -4,7 +4,7 @@
 //! pipeline (docs/PERFORMANCE.md).
 
 use super::dag::BitSet;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::ffi::OsString;
 use std::path::Path;
 
@@ -35,7 +35,7 @@ impl OutputIndex {
         OutputIndex {
             nodes: vec![Node::default()],
             stages,
-            writers: HashMap::new(),
+            writers: HashMap::default(),
         }
     }
 

@@ -8,7 +8,7 @@
 //! two spellings of one file (`real/x` and `link/x` with `link -> real`) are one path for
 //! the overlap, ordering and cycle checks.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
@@ -171,7 +171,7 @@ impl Resolver {
         Resolver {
             root: root.to_path_buf(),
             real_root: root.canonicalize().ok(),
-            folders: HashMap::new(),
+            folders: HashMap::default(),
         }
     }
 

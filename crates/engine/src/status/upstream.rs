@@ -1,9 +1,10 @@
 //! What a stage sees of the stages it needs: their recorded outputs, or their fingerprints.
 
 use crate::{lockfile::LockEntry, lockfile::LockFile};
+use foldhash::HashMap;
 use repro_pipeline::Project;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Needed stage name → what stage `i` depends on of it. When the lock holds the outputs
 /// that are in place for that stage (a run with its current fingerprint, or earlier results
@@ -58,7 +59,7 @@ impl<'l> RecordedUpstream<'l> {
     pub fn new(lock: &'l LockFile, stages: usize) -> RecordedUpstream<'l> {
         RecordedUpstream {
             lock,
-            runs: HashMap::with_capacity(stages),
+            runs: HashMap::with_capacity_and_hasher(stages, Default::default()),
         }
     }
 

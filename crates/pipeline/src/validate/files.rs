@@ -10,7 +10,8 @@ use crate::dag::Dag;
 use crate::load::Stage;
 use crate::output_index::{OutputIndex, OutputRef};
 use crate::{paths, paths::PathProblem, paths::Resolver};
-use std::collections::hash_map::{Entry, HashMap};
+use foldhash::HashMap;
+use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
 
 /// No two stages may write the same output, or one inside another's output folder. Returns
@@ -89,7 +90,7 @@ pub(super) fn check_deps(
 ) {
     // Most deps are outputs read by several stages: each text is resolved once. A dep that
     // may not be one is not remembered, so each stage listing it is told.
-    let mut resolved: HashMap<&str, Resolved> = HashMap::new();
+    let mut resolved: HashMap<&str, Resolved> = HashMap::default();
     for (i, stage) in stages.iter().enumerate() {
         for (d, dep) in stage.spec.deps.iter().enumerate() {
             let at = DepAt { i, stage, d, dep };
