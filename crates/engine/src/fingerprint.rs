@@ -14,11 +14,12 @@ use super::StageKind;
 use anyhow::Context;
 use repro_base::tools::hex;
 pub use repro_pipeline::param_value::{canonical, canonical_json};
+use repro_pipeline::spec::Command;
 use repro_pipeline::{Project, Stage};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Digest recorded for a dep that does not exist (yet).
 pub const MISSING: &str = "missing";
@@ -52,10 +53,81 @@ pub struct Inputs {
 impl Inputs {
     /// The fingerprint: sha256 of the canonical JSON of all parts.
     pub fn fingerprint(&self) -> String {
+        hex(&Sha256::digest(self.json()))
+    }
+
+    /// The JSON serde_json writes for these inputs (fields in declaration order, empty parts
+    /// left out, maps sorted), written here: serde_json looks at each byte of each string
+    /// for one to escape, and at thousands of stages that was most of the fingerprints'
+    /// time. [`json_string`] checks a whole string at once.
+    fn json(&self) -> Vec<u8> {
+        let Inputs {
+            kind,
+            command,
+            options,
+            deps,
+            params,
+            env,
+            tools,
+            hardware,
+            overrides,
+            upstream,
+        } = self;
         // Sized for a stage with a few dozen deps, so the text is rarely copied as it grows.
-        let mut bytes = Vec::with_capacity(4096);
-        serde_json::to_writer(&mut bytes, self).expect("maps of strings serialize");
-        hex(&Sha256::digest(&bytes))
+        let mut out = Vec::with_capacity(4096);
+        out.extend_from_slice(b"{\"kind\":");
+        json_string(&mut out, kind);
+        out.extend_from_slice(b",\"command\":");
+        json_string(&mut out, command);
+        json_map(&mut out, "options", options);
+        json_map(&mut out, "deps", deps);
+        json_map(&mut out, "params", params);
+        json_map(&mut out, "env", env);
+        json_map(&mut out, "tools", tools);
+        if let Some(hardware) = hardware {
+            out.extend_from_slice(b",\"hardware\":");
+            json_string(&mut out, hardware);
+        }
+        json_map(&mut out, "overrides", overrides);
+        json_map(&mut out, "upstream", upstream);
+        out.push(b'}');
+        out
+    }
+}
+
+/// `,"name":{…}` for a map that is not empty, as serde_json writes it.
+fn json_map(out: &mut Vec<u8>, name: &str, map: &BTreeMap<String, String>) {
+    if map.is_empty() {
+        return;
+    }
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\":{");
+    for (n, (key, value)) in map.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        json_string(out, key);
+        out.push(b':');
+        json_string(out, value);
+    }
+    out.push(b'}');
+}
+
+/// `s` as a JSON string, as serde_json writes it. One pass without an early exit (which
+/// the compiler turns into a check of many bytes at once) tells whether it holds anything
+/// JSON escapes (a control character, `"` or `\`); only a string that does is left to
+/// serde_json.
+fn json_string(out: &mut Vec<u8>, s: &str) {
+    let escaped = s.bytes().fold(false, |any, b| {
+        any | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
+    if escaped {
+        serde_json::to_writer(out, s).expect("a string serializes");
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
     }
 }
 
@@ -84,19 +156,13 @@ pub struct Declared {
 
 impl Declared {
     pub fn read(project: &Project, stage: &Stage, cache: &mut StatCache) -> Declared {
-        let spec = &stage.spec;
-        let command = serde_json::json!({
-            "run": spec.run,
-            "shell": spec.shell,
-            "outs": stage.outputs,
-        });
         let mut deps = BTreeMap::new();
-        let read = spec.deps.iter().map(Path::new).try_for_each(|file| {
+        let read = stage.spec.deps.iter().map(Path::new).try_for_each(|file| {
             digest_dep(&project.root, file, cache, &mut deps)
                 .with_context(|| cannot_read_dep(file, stage))
         });
         Declared {
-            command: hex(&Sha256::digest(canonical_json(&command).as_bytes()))[..16].to_string(),
+            command: command_digest(&stage.spec.run, stage.spec.shell, &stage.outputs),
             deps: read.map(|()| deps),
         }
     }
@@ -167,6 +233,21 @@ impl Declared {
     }
 }
 
+/// The digest of a stage's command: `run`, `shell` and its outputs, as the canonical JSON
+/// `{"outs":…,"run":…,"shell":…}` (keys sorted; no value holds a mapping, so each is
+/// written as serde_json writes it, without building a `Value` to sort).
+fn command_digest(run: &Option<Command>, shell: bool, outputs: &[PathBuf]) -> String {
+    let mut json = Vec::with_capacity(256);
+    json.extend_from_slice(b"{\"outs\":");
+    serde_json::to_writer(&mut json, outputs).expect("the outputs are UTF-8 paths");
+    json.extend_from_slice(b",\"run\":");
+    serde_json::to_writer(&mut json, run).expect("a command serializes");
+    json.extend_from_slice(b",\"shell\":");
+    serde_json::to_writer(&mut json, &shell).expect("a bool serializes");
+    json.push(b'}');
+    hex(&Sha256::digest(&json))[..16].to_string()
+}
+
 fn cannot_read_dep(file: &Path, stage: &Stage) -> String {
     format!(
         "cannot read dep `{}` of stage `{}`",
@@ -201,6 +282,64 @@ mod tests {
         let b: serde_yaml::Value = serde_yaml::from_str("{a: [x, {c: 3, d: 2}], b: 1}").unwrap();
         assert_eq!(canonical(&a), canonical(&b));
         assert_eq!(canonical(&a), r#"{"a":["x",{"c":3,"d":2}],"b":1}"#);
+    }
+
+    #[test]
+    fn the_fingerprinted_json_is_what_serde_json_writes() {
+        let odd = [
+            "",
+            "plain",
+            "quote \" and \\",
+            "tab\tnew\nline\u{1}",
+            "\u{7f} é 名",
+        ];
+        let map = |tag: &str| -> BTreeMap<String, String> {
+            odd.iter()
+                .map(|s| (format!("{tag}{s}"), format!("{s}{tag}")))
+                .collect()
+        };
+        let full = Inputs {
+            kind: odd[2].into(),
+            command: odd[3].into(),
+            options: map("o"),
+            deps: map("d"),
+            params: map("p"),
+            env: map("e"),
+            tools: map("t"),
+            hardware: Some(odd[4].into()),
+            overrides: map("v"),
+            upstream: map("u"),
+        };
+        let sparse = Inputs {
+            deps: map(""),
+            upstream: map("u"),
+            ..Default::default()
+        };
+        for inputs in [Inputs::default(), sparse, full] {
+            assert_eq!(inputs.json(), serde_json::to_vec(&inputs).unwrap());
+        }
+    }
+
+    #[test]
+    fn the_command_digest_is_that_of_its_canonical_json() {
+        let outputs = [PathBuf::from("out/a b.txt"), PathBuf::from("o/\"q\"\\é")];
+        let commands = [
+            None,
+            Some(Command::Argv(vec![
+                "sh".into(),
+                "-c".into(),
+                "echo \"$X\"\n".into(),
+            ])),
+            Some(Command::Line("make all && echo done\t".into())),
+        ];
+        for run in &commands {
+            for shell in [false, true] {
+                let json = serde_json::json!({"run": run, "shell": shell, "outs": outputs});
+                let canonical =
+                    hex(&Sha256::digest(canonical_json(&json).as_bytes()))[..16].to_string();
+                assert_eq!(command_digest(run, shell, &outputs), canonical);
+            }
+        }
     }
 
     #[test]

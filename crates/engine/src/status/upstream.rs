@@ -96,7 +96,9 @@ pub fn recorded_upstream(run: &LockEntry, early_cutoff: bool) -> String {
         h.update(run.fingerprint.as_bytes());
     }
     for (path, digest) in &run.outputs {
-        h.update(format!("\n{path}\t{digest}").as_bytes());
+        for part in ["\n", path, "\t", digest] {
+            h.update(part.as_bytes());
+        }
     }
     repro_base::tools::hex(&h.finalize())
 }
