@@ -47,6 +47,10 @@ pub fn safe(text: &str) -> Cow<'_, str> {
 /// `line` with each control character shown (a tab as a space, see [`shown`]), cut to at
 /// most `max` characters with `…` at the end.
 pub fn visible_line(line: &str, max: usize) -> String {
+    // Most lines have nothing to show and fit (`status` prints one per stage).
+    if !line.chars().any(char::is_control) && line.chars().count() <= max {
+        return line.to_string();
+    }
     let mut out = String::with_capacity(line.len().min(max * 4));
     let mut shown_width = 0;
     let mut rest = line.chars().peekable();

@@ -126,8 +126,11 @@ fn read_legacy<'a>(
     let present: std::collections::HashSet<std::ffi::OsString> =
         entries.flatten().map(|e| e.file_name()).collect();
     for stage in stages {
+        if out.contains_key(stage) {
+            continue;
+        }
         let file = legacy_file(root, stage);
-        if out.contains_key(stage) || !file.file_name().is_some_and(|f| present.contains(f)) {
+        if !file.file_name().is_some_and(|f| present.contains(f)) {
             continue;
         }
         if let Some(rec) = std::fs::read_to_string(&file)
