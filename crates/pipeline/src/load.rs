@@ -29,7 +29,7 @@ pub struct Project {
 /// One stage resolved to its kind.
 pub struct Stage {
     pub name: String,
-    pub spec: StageSpec,
+    pub spec: Arc<StageSpec>,
     pub kind: Arc<dyn StageKind>,
     /// Declared outputs (from the kind), clean relative paths.
     pub outputs: Vec<PathBuf>,
@@ -90,10 +90,15 @@ fn read(file: &Path) -> Result<(String, PathBuf), LoadError> {
         file: file.to_path_buf(),
         source,
     };
-    let bytes = read_regular(file).map_err(read_error)?;
-    let text = decode(&bytes, file).map_err(|d| PipelineError(vec![d]))?;
+    let mut bytes = read_regular(file).map_err(read_error)?;
+    let bom = bytes.len()
+        - decode(&bytes, file)
+            .map_err(|d| PipelineError(vec![d]))?
+            .len();
     let root = project_root(file).map_err(read_error)?;
-    Ok((text.to_string(), root))
+    // The decoded bytes become the text without a copy.
+    bytes.drain(..bom);
+    Ok((String::from_utf8(bytes).expect("decoded as UTF-8"), root))
 }
 
 /// The root of the project whose pipeline file is `file`: the file's folder, absolute.

@@ -6,6 +6,7 @@ use indexmap::IndexMap;
 pub use repro_executor::ExecutorSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A whole `pipeline.yaml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,8 +43,9 @@ pub struct Pipeline {
     /// The pinned CUDA toolchain; absent: the first nvcc found (see `crate::toolchain`).
     #[serde(default)]
     pub toolchain: Option<ToolchainSpec>,
-    /// Stages in declaration order.
-    pub stages: IndexMap<String, StageSpec>,
+    /// Stages in declaration order; each loaded stage shares its spec
+    /// ([`crate::load::Stage::spec`]).
+    pub stages: IndexMap<String, Arc<StageSpec>>,
 }
 
 /// `arch: sm_89` or `arch: [sm_89, sm_90a]`, as a list.

@@ -228,7 +228,7 @@ pub fn validate(
         if let (Some(kind), Some(config)) = (kind, config) {
             stages.push(Stage {
                 name: name.to_string(),
-                spec: spec.clone(),
+                spec: Arc::clone(spec),
                 kind,
                 outputs,
                 optional_outputs,

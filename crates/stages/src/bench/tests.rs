@@ -59,7 +59,7 @@ fn options_parse_and_reject_unknown_keys() {
     assert_eq!((o.warmup, o.iters, o.l2), (5, 50, L2Mode::Flush));
     assert_eq!(o.shapes_of(&tiny()), ["mission"]);
     assert_eq!(o.timeout, Duration::from_secs(30));
-    let mut spec = p.stages["bench"].clone();
+    let mut spec = (*p.stages["bench"]).clone();
     spec.options.insert("itres".into(), 3.into());
     let err = options(&spec, &p).unwrap_err();
     assert_eq!(err.path, vec!["itres"]);
@@ -68,23 +68,23 @@ fn options_parse_and_reject_unknown_keys() {
         "{}",
         err.message
     );
-    let mut spec = p.stages["bench"].clone();
+    let mut spec = (*p.stages["bench"]).clone();
     spec.options.insert("iters".into(), 0.into());
     assert_eq!(options(&spec, &p).unwrap_err().path, vec!["iters"]);
-    let mut spec = p.stages["bench"].clone();
+    let mut spec = (*p.stages["bench"]).clone();
     spec.options.insert("warmup".into(), (-1).into());
     assert_eq!(options(&spec, &p).unwrap_err().path, vec!["warmup"]);
-    let mut spec = p.stages["bench"].clone();
+    let mut spec = (*p.stages["bench"]).clone();
     spec.timeout = Some(serde_yaml::Value::from("2 weeks").into());
     assert_eq!(options(&spec, &p).unwrap_err().path, vec!["timeout"]);
-    let mut spec = p.stages["bench"].clone();
+    let mut spec = (*p.stages["bench"]).clone();
     spec.options
         .insert("shapes".into(), serde_yaml::from_str("[huge]").unwrap());
     assert!(options(&spec, &p)
         .unwrap_err()
         .message
         .contains("no workload has a shape `huge`"));
-    let mut spec = p.stages["bench"].clone();
+    let mut spec = (*p.stages["bench"]).clone();
     spec.options.insert("l2".into(), "cold".into());
     assert_eq!(options(&spec, &p).unwrap_err().path, vec!["l2"]);
     assert_eq!(
@@ -92,13 +92,13 @@ fn options_parse_and_reject_unknown_keys() {
         Method::Isolated,
         "the ncu-comparable method by default"
     );
-    let mut spec = p.stages["bench"].clone();
+    let mut spec = (*p.stages["bench"]).clone();
     spec.options.insert("method".into(), "graph".into());
     assert_eq!(options(&spec, &p).unwrap().method, Method::Graph);
     spec.options.insert("method".into(), "cuda_graph".into());
     assert_eq!(options(&spec, &p).unwrap_err().path, vec!["method"]);
     assert!(!o.allow_mixed_gpus, "one GPU model per result by default");
-    let mut spec = p.stages["bench"].clone();
+    let mut spec = (*p.stages["bench"]).clone();
     spec.options.insert("allow_mixed_gpus".into(), true.into());
     assert!(options(&spec, &p).unwrap().allow_mixed_gpus);
     spec.options
