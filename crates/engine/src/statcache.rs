@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 const CACHE_FILE: &str = ".repro/cache/stat";
 /// The first line of the cache file; a file without it (an older layout) is not read.
@@ -61,20 +62,24 @@ impl Entry {
 #[derive(Debug, Default)]
 pub struct StatCache {
     file: PathBuf,
-    entries: HashMap<String, Entry>,
+    /// The entries read from the cache file, shared by a cache and its forks.
+    loaded: Arc<HashMap<String, Entry>>,
+    /// Entries made since (files digested anew), in place of loaded ones: the cache is
+    /// written back when there are any.
+    made: HashMap<String, Entry>,
     /// Paths looked up by this process: only these are written back, so files that are
     /// no longer deps or outputs drop out of the cache.
     used: HashSet<String>,
-    dirty: bool,
-    /// Paths digested since the last [`StatCache::forget_seen`], with their digests.
-    seen: HashMap<PathBuf, BTreeMap<String, String>>,
+    /// Paths digested since the last [`StatCache::forget_seen`], with their digests in
+    /// path order.
+    seen: HashMap<PathBuf, Vec<(String, String)>>,
 }
 
 impl StatCache {
     /// Read the cache of the project at `root` (empty if absent or unreadable).
     pub fn load(root: &Path) -> StatCache {
         let file = root.join(CACHE_FILE);
-        let mut entries = HashMap::default();
+        let mut loaded = HashMap::default();
         let text = std::fs::read_to_string(&file).unwrap_or_default();
         let mut lines = text.lines();
         if lines.next() == Some(HEADER) {
@@ -90,7 +95,7 @@ impl StatCache {
                 else {
                     continue;
                 };
-                entries.insert(
+                loaded.insert(
                     path.to_string(),
                     Entry {
                         size,
@@ -104,63 +109,56 @@ impl StatCache {
         }
         StatCache {
             file,
-            entries,
+            loaded: Arc::new(loaded),
             ..StatCache::default()
         }
     }
 
-    /// A copy to digest with on another thread: the same entries, nothing looked up yet.
-    /// [`StatCache::merge`] takes back what it looked up.
+    /// A copy to digest with on another thread: the same entries (the loaded ones shared,
+    /// not copied), nothing looked up yet. [`StatCache::merge`] takes back what it looked up.
     pub fn fork(&self) -> StatCache {
         StatCache {
             file: self.file.clone(),
-            entries: self.entries.clone(),
+            loaded: Arc::clone(&self.loaded),
+            made: self.made.clone(),
             ..StatCache::default()
         }
     }
 
-    /// Take back what `fork` ([`StatCache::fork`]) looked up: its entries for those paths
-    /// (rehashed ones included) and the paths it digested. The two are put together in
-    /// whichever looked up more (a fork reading ahead looks up nearly everything), so the
-    /// other's lookups are the ones copied; a path both looked up keeps either's entry, each
-    /// made from the file's metadata then.
+    /// The entry for `key`: one made since loading, else the loaded one.
+    fn entry(&self, key: &str) -> Option<&Entry> {
+        self.made.get(key).or_else(|| self.loaded.get(key))
+    }
+
+    /// Take back what `fork` ([`StatCache::fork`]) looked up: the paths, the entries it
+    /// made for files it digested anew, and the digests it remembers. The two are put
+    /// together in whichever looked up more (a fork reading ahead looks up nearly
+    /// everything), so only the other's lookups are copied; a file both digested anew keeps
+    /// either's entry, each made from the file's metadata then.
     pub fn merge(&mut self, mut fork: StatCache) {
         if fork.used.len() > self.used.len() {
             std::mem::swap(self, &mut fork);
         }
-        let StatCache {
-            mut entries,
-            used,
-            dirty,
-            seen,
-            ..
-        } = fork;
-        for key in used {
-            if let Some(entry) = entries.remove(&key) {
-                self.entries.insert(key.clone(), entry);
-            }
-            self.used.insert(key);
-        }
-        self.dirty |= dirty;
-        self.seen.extend(seen);
+        self.made.extend(fork.made);
+        self.used.extend(fork.used);
+        self.seen.extend(fork.seen);
     }
 
     /// Write the cache back if anything was hashed or some entry was not used.
     pub fn save(&self) -> std::io::Result<()> {
-        if !self.dirty && self.used.len() == self.entries.len() {
+        if self.made.is_empty() && self.used.len() == self.loaded.len() {
             return Ok(());
         }
-        let mut keys: Vec<&String> = self
-            .entries
-            .keys()
-            .filter(|k| self.used.contains(*k))
+        let mut entries: Vec<(&String, &Entry)> = self
+            .used
+            .iter()
+            .filter_map(|k| Some((k, self.entry(k)?)))
             .collect();
-        keys.sort();
-        let mut text = String::with_capacity(keys.len() * 140);
+        entries.sort_unstable_by_key(|&(k, _)| k);
+        let mut text = String::with_capacity(entries.len() * 140);
         text.push_str(HEADER);
         text.push('\n');
-        for k in keys {
-            let e = &self.entries[k];
+        for (k, e) in entries {
             text.push_str(&format!(
                 "{} {} {} {} {} {}\n",
                 e.digest, e.size, e.mtime_ns, e.ctime_ns, e.ino, k
@@ -184,15 +182,14 @@ impl StatCache {
     ) -> std::io::Result<String> {
         let key = path_key(rel);
         self.used.insert(key.clone());
-        if let Some(e) = self.entries.get(&key) {
+        if let Some(e) = self.entry(&key) {
             if e.matches(meta) {
                 return Ok(e.digest.clone());
             }
         }
         let digest = hash_file(full)?;
         if !key.contains('\n') {
-            self.entries.insert(key, Entry::of(meta, digest.clone()));
-            self.dirty = true;
+            self.made.insert(key, Entry::of(meta, digest.clone()));
         }
         Ok(digest)
     }
@@ -221,7 +218,7 @@ impl StatCache {
         rel: &Path,
         out: &mut BTreeMap<String, String>,
     ) -> std::io::Result<()> {
-        let copy = |(k, v): (&String, &String)| (k.clone(), v.clone());
+        let copy = |(k, v): &(String, String)| (k.clone(), v.clone());
         if let Some(known) = self.seen.get(rel) {
             out.extend(known.iter().map(copy));
             return Ok(());
@@ -230,6 +227,8 @@ impl StatCache {
         // The path named by the user is followed if it is a link; missing is an error.
         let meta = std::fs::metadata(root.join(rel))?;
         self.walk(root, rel, meta, &mut Vec::new(), &mut tree)?;
+        // Remembered as a list (most are one file) rather than as the map's nodes.
+        let tree: Vec<(String, String)> = tree.into_iter().collect();
         out.extend(tree.iter().map(copy));
         self.seen.insert(rel.to_path_buf(), tree);
         Ok(())
