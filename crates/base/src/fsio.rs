@@ -134,6 +134,20 @@ pub fn identity(meta: &std::fs::Metadata) -> String {
     )
 }
 
+/// This binary's identity (size, modification time, inode; `None` where it cannot be read):
+/// caches that only the `repro` that wrote them may read back (their data in its own types'
+/// layout) name it. A rebuild is another binary.
+pub fn binary_identity() -> Option<String> {
+    let meta = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
+    Some(format!(
+        "{} {}.{} {}",
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ino()
+    ))
+}
+
 /// `path` opened for reading, if it is a regular file. It is opened non-blocking and checked
 /// before any read: a FIFO would block forever, `/dev/zero` never ends.
 pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {

@@ -9,8 +9,11 @@
 //! that leaves the journal: every reader of the lock ([`LockFile::load`]) applies it, and
 //! the next run writes it into the lock.
 
+mod recorded;
+
+pub use recorded::RecordedInputs;
+
 use super::early::Snapshot;
-use super::fingerprint::Inputs;
 use anyhow::Context;
 use repro_pipeline::paths::LOCK_FILE;
 use serde::{Deserialize, Serialize};
@@ -48,7 +51,7 @@ pub struct LockEntry {
     /// installing it makes the stage stale.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
-    pub inputs: Inputs,
+    pub inputs: RecordedInputs,
     /// Output file (relative path) → sha256.
     #[serde(default)]
     pub outputs: BTreeMap<String, String>,
@@ -94,7 +97,7 @@ impl LockFile {
                     let text = std::fs::read_to_string(&path)
                         .with_context(|| format!("cannot read {}", path.display()))?;
                     let lock = parse(&path, &text)?;
-                    mirror = Some(mirror::text(&meta, &lock));
+                    mirror = mirror::text(&meta, &lock);
                     lock
                 }
             },
@@ -143,8 +146,11 @@ impl LockFile {
         let path = root.join(LOCK_FILE);
         repro_base::fsio::write_atomic(&path, self.render().as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
-        if let Ok(meta) = std::fs::metadata(&path) {
-            mirror::write(root, &mirror::text(&meta, self));
+        if let Some(text) = std::fs::metadata(&path)
+            .ok()
+            .and_then(|meta| mirror::text(&meta, self))
+        {
+            mirror::write(root, &text);
         }
         match std::fs::remove_file(root.join(JOURNAL)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -249,24 +255,84 @@ fn parse(path: &Path, text: &str) -> anyhow::Result<LockFile> {
 /// A copy of the parsed lock in JSON (`.repro/cache/lock.json`), which reads several times
 /// faster than the YAML; it names the lock file it was made from by size, times and
 /// inode, and is used only while the lock is that file, unchanged (any edit, checkout or
-/// copy moves its ctime).
+/// copy moves its ctime), and only by the binary that wrote it. Each entry's inputs are
+/// left as their JSON text until read ([`RecordedInputs`]).
 mod mirror {
-    use super::LockFile;
-    use repro_base::fsio::identity;
+    use super::{LockEntry, LockFile, RecordedInputs};
+    use repro_base::fsio::{binary_identity, identity};
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+    use std::collections::BTreeMap;
     use std::path::Path;
+    use std::sync::Arc;
 
     const FILE: &str = ".repro/cache/lock.json";
 
-    pub(super) fn read(root: &Path, lock: &std::fs::Metadata) -> Option<LockFile> {
-        let text = std::fs::read_to_string(root.join(FILE)).ok()?;
-        let (first, json) = text.split_once('\n')?;
-        (first == identity(lock)).then(|| serde_json::from_str(json).ok())?
+    /// The mirror's first line: what it was made from, and by which binary.
+    fn header(lock: &std::fs::Metadata) -> Option<String> {
+        Some(format!("{} {}", identity(lock), binary_identity()?))
     }
 
-    /// The mirror of `lock`, read from the lock file whose metadata is `lock_meta`.
-    pub(super) fn text(lock_meta: &std::fs::Metadata, lock: &LockFile) -> String {
+    /// The mirror's lock, its entries' inputs still JSON (in the mirror's text).
+    #[derive(Deserialize)]
+    struct Mirror<'a> {
+        version: u32,
+        #[serde(borrow)]
+        stages: BTreeMap<String, Entry<'a>>,
+    }
+
+    /// A [`LockEntry`] with its inputs as JSON.
+    #[derive(Deserialize)]
+    struct Entry<'a> {
+        fingerprint: String,
+        #[serde(default)]
+        gate_failed: Option<String>,
+        #[serde(default)]
+        skipped: Option<String>,
+        #[serde(borrow)]
+        inputs: &'a RawValue,
+        #[serde(default)]
+        outputs: BTreeMap<String, String>,
+    }
+
+    pub(super) fn read(root: &Path, lock: &std::fs::Metadata) -> Option<LockFile> {
+        let text = std::fs::read_to_string(root.join(FILE)).ok()?;
+        let json = text.find('\n')? + 1;
+        if text[..json - 1] != header(lock)? {
+            return None;
+        }
+        let text = Arc::new(text);
+        let mirror: Mirror = serde_json::from_str(&text[json..]).ok()?;
+        // Each entry keeps where its inputs are in the text, which it shares.
+        let start = text.as_ptr() as usize;
+        let stages = mirror
+            .stages
+            .into_iter()
+            .map(|(name, e)| {
+                let inputs = e.inputs.get();
+                let at = inputs.as_ptr() as usize - start;
+                let inputs = RecordedInputs::lazy(Arc::clone(&text), at..at + inputs.len());
+                let entry = LockEntry {
+                    fingerprint: e.fingerprint,
+                    gate_failed: e.gate_failed,
+                    skipped: e.skipped,
+                    inputs,
+                    outputs: e.outputs,
+                };
+                (name, entry)
+            })
+            .collect();
+        Some(LockFile {
+            version: mirror.version,
+            stages,
+        })
+    }
+
+    /// The mirror of `lock`, read from the lock file whose metadata is `lock_meta`; `None`
+    /// where this binary's identity cannot be read (then there is no mirror).
+    pub(super) fn text(lock_meta: &std::fs::Metadata, lock: &LockFile) -> Option<String> {
         let json = serde_json::to_string(lock).expect("the lock serializes");
-        format!("{}\n{json}", identity(lock_meta))
+        Some(format!("{}\n{json}", header(lock_meta)?))
     }
 
     /// Best effort: without a mirror the lock is read from its YAML.
@@ -278,6 +344,7 @@ mod mirror {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fingerprint::Inputs;
 
     #[test]
     fn round_trips_and_renders_the_same_bytes() {
@@ -294,7 +361,8 @@ mod tests {
                         kind: "cmd".into(),
                         command: "c".into(),
                         ..Default::default()
-                    },
+                    }
+                    .into(),
                     outputs: [
                         ("out/b".to_string(), "2".to_string()),
                         ("out/a".to_string(), "1".to_string()),
@@ -351,7 +419,7 @@ mod tests {
                 fingerprint: "f1".into(),
                 gate_failed: None,
                 skipped: None,
-                inputs: Inputs::default(),
+                inputs: RecordedInputs::default(),
                 outputs: BTreeMap::new(),
             },
         );
@@ -378,7 +446,7 @@ mod tests {
             fingerprint: fp.into(),
             gate_failed: None,
             skipped: None,
-            inputs: Inputs::default(),
+            inputs: RecordedInputs::default(),
             outputs: BTreeMap::new(),
         }
     }

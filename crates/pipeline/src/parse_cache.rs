@@ -21,21 +21,9 @@ struct Remembered<P> {
     pipeline: P,
 }
 
-/// This binary's identity; `None` where it cannot be read (then nothing is remembered).
-fn binary() -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
-    Some(format!(
-        "{} {}.{} {}",
-        meta.len(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ino()
-    ))
-}
-
+/// `None` where the binary's identity cannot be read: then nothing is remembered.
 fn key(sha256: &str) -> Option<String> {
-    Some(format!("{sha256} {}", binary()?))
+    Some(format!("{sha256} {}", repro_base::fsio::binary_identity()?))
 }
 
 /// The pipeline remembered for the text whose SHA-256 is `sha256`, if this binary parsed it.

@@ -37,7 +37,7 @@ fn machine_lacks(
                 cache,
             )?,
         };
-        lacks.push(lack(entry.map(|e| &e.inputs), &now));
+        lacks.push(lack(entry.map(|e| &*e.inputs), &now));
     }
     Ok(lacks)
 }

@@ -192,7 +192,7 @@ impl Run<'_> {
                     StageOutcome::Skipped { reason, .. } => Some(reason.clone()),
                     _ => None,
                 },
-                inputs: status.inputs.clone(),
+                inputs: status.inputs.clone().into(),
                 outputs,
             },
         )
