@@ -12,6 +12,7 @@
 //! Its maps are looked up tens of thousands of times in a large pipeline and hash paths
 //! nobody chooses to collide, so they use foldhash rather than the standard SipHash.
 
+use crate::early::Snapshot;
 use foldhash::{HashMap, HashSet};
 use repro_base::fsio::open_regular;
 use repro_base::tools::hex;
@@ -79,8 +80,9 @@ impl StatCache {
     /// Read the cache of the project at `root` (empty if absent or unreadable).
     pub fn load(root: &Path) -> StatCache {
         let file = root.join(CACHE_FILE);
-        let mut loaded = HashMap::default();
         let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let lines = text.bytes().filter(|&b| b == b'\n').count();
+        let mut loaded = HashMap::with_capacity_and_hasher(lines, Default::default());
         let mut lines = text.lines();
         if lines.next() == Some(HEADER) {
             for line in lines {
@@ -114,14 +116,29 @@ impl StatCache {
         }
     }
 
+    /// [`StatCache::load`] before the project lock is held ([`crate::early`]).
+    pub fn load_early(root: &Path) -> Option<Snapshot<StatCache>> {
+        Snapshot::take(&[root.join(CACHE_FILE)], || Some(StatCache::load(root)))
+    }
+
+    /// The `early` load while the file is unchanged, else [`StatCache::load`].
+    pub fn load_or_early(root: &Path, early: Option<Snapshot<StatCache>>) -> StatCache {
+        early
+            .and_then(|early| early.still(&[root.join(CACHE_FILE)]))
+            .unwrap_or_else(|| StatCache::load(root))
+    }
+
     /// A copy to digest with on another thread: the same entries (the loaded ones shared,
     /// not copied), nothing looked up yet. [`StatCache::merge`] takes back what it looked up.
+    /// It is sized to look up about as many paths as were loaded, as reading ahead does.
     pub fn fork(&self) -> StatCache {
+        let paths = self.loaded.len();
         StatCache {
             file: self.file.clone(),
             loaded: Arc::clone(&self.loaded),
             made: self.made.clone(),
-            ..StatCache::default()
+            used: HashSet::with_capacity_and_hasher(paths, Default::default()),
+            seen: HashMap::with_capacity_and_hasher(paths, Default::default()),
         }
     }
 
@@ -171,25 +188,26 @@ impl StatCache {
     pub fn digest_file(&mut self, root: &Path, rel: &Path) -> std::io::Result<String> {
         let full = root.join(rel);
         let meta = std::fs::metadata(&full)?;
-        self.digest_with_meta(&full, rel, &meta)
+        self.digest_with_meta(&full, &path_key(rel), &meta)
     }
 
+    /// The digest of the file at `full`, recorded under `key`, whose metadata is `meta`.
     fn digest_with_meta(
         &mut self,
         full: &Path,
-        rel: &Path,
+        key: &str,
         meta: &std::fs::Metadata,
     ) -> std::io::Result<String> {
-        let key = path_key(rel);
-        self.used.insert(key.clone());
-        if let Some(e) = self.entry(&key) {
+        self.used.insert(key.to_string());
+        if let Some(e) = self.entry(key) {
             if e.matches(meta) {
                 return Ok(e.digest.clone());
             }
         }
         let digest = hash_file(full)?;
         if !key.contains('\n') {
-            self.made.insert(key, Entry::of(meta, digest.clone()));
+            self.made
+                .insert(key.to_string(), Entry::of(meta, digest.clone()));
         }
         Ok(digest)
     }
@@ -223,12 +241,12 @@ impl StatCache {
             out.extend(known.iter().map(copy));
             return Ok(());
         }
-        let mut tree = BTreeMap::new();
+        let full = root.join(rel);
         // The path named by the user is followed if it is a link; missing is an error.
-        let meta = std::fs::metadata(root.join(rel))?;
-        self.walk(root, rel, meta, &mut Vec::new(), &mut tree)?;
-        // Remembered as a list (most are one file) rather than as the map's nodes.
-        let tree: Vec<(String, String)> = tree.into_iter().collect();
+        let meta = std::fs::metadata(&full)?;
+        let mut tree = Vec::new();
+        self.walk(root, rel, &full, meta, &mut Vec::new(), &mut tree)?;
+        tree.sort_unstable();
         out.extend(tree.iter().map(copy));
         self.seen.insert(rel.to_path_buf(), tree);
         Ok(())
@@ -240,21 +258,21 @@ impl StatCache {
         self.seen.clear();
     }
 
+    /// Add the digests of `rel` (at `full`, whose metadata is `meta`) to `out`, unsorted.
     fn walk(
         &mut self,
         root: &Path,
         rel: &Path,
+        full: &Path,
         meta: std::fs::Metadata,
         walking: &mut Vec<PathBuf>,
-        out: &mut BTreeMap<String, String>,
+        out: &mut Vec<(String, String)>,
     ) -> std::io::Result<()> {
-        let full = root.join(rel);
-        let key = path_key(rel);
         if meta.is_dir() {
-            let real = std::fs::canonicalize(&full)?;
+            let real = std::fs::canonicalize(full)?;
             walking.push(real);
             let mut empty = true;
-            for entry in std::fs::read_dir(&full)? {
+            for entry in std::fs::read_dir(full)? {
                 let entry = entry?;
                 if is_nested_repository(&entry.file_name()) {
                     continue;
@@ -278,24 +296,25 @@ impl StatCache {
                         Some(t) if !is_loop => t,
                         _ => {
                             let text = std::fs::read_link(&child_full)?;
-                            out.insert(path_key(&child), link_digest(&text));
+                            out.push((path_key(&child), link_digest(&text)));
                             continue;
                         }
                     }
                 } else {
                     link
                 };
-                self.walk(root, &child, meta, walking, out)?;
+                self.walk(root, &child, &child_full, meta, walking, out)?;
             }
             if empty {
-                out.insert(key, EMPTY_FOLDER.to_string());
+                out.push((path_key(rel), EMPTY_FOLDER.to_string()));
             }
             walking.pop();
         } else if meta.is_file() {
-            let digest = self.digest_with_meta(&full, rel, &meta)?;
-            out.insert(key, digest);
+            let key = path_key(rel);
+            let digest = self.digest_with_meta(full, &key, &meta)?;
+            out.push((key, digest));
         } else {
-            out.insert(key, special_digest(&meta));
+            out.push((path_key(rel), special_digest(&meta)));
         }
         Ok(())
     }
