@@ -38,6 +38,10 @@ impl BitSet {
         self.words[i / 64] |= 1 << (i % 64);
     }
 
+    pub fn remove(&mut self, i: usize) {
+        self.words[i / 64] &= !(1 << (i % 64));
+    }
+
     pub fn contains(&self, i: usize) -> bool {
         self.words
             .get(i / 64)
@@ -83,12 +87,18 @@ impl Dag {
     /// list of stage names along it, first name repeated at the end.
     pub fn new(names: Vec<String>, needs: Vec<Vec<usize>>) -> Result<Dag, Vec<String>> {
         let n = names.len();
-        // A stage listed twice in `needs` is one edge.
+        // A stage listed twice in `needs` is one edge (one set of the stages seen, cleared
+        // after each stage).
+        let mut seen = BitSet::new(n);
         let needs: Vec<Vec<usize>> = needs
             .into_iter()
             .map(|mut ns| {
-                let mut seen = BTreeSet::new();
-                ns.retain(|j| seen.insert(*j));
+                ns.retain(|&j| {
+                    let first = !seen.contains(j);
+                    seen.insert(j);
+                    first
+                });
+                ns.iter().for_each(|&j| seen.remove(j));
                 ns
             })
             .collect();

@@ -33,7 +33,12 @@ impl OutputIndex {
     /// An empty index for a pipeline of `stages` stages.
     pub fn new(stages: usize) -> OutputIndex {
         OutputIndex {
-            nodes: vec![Node::default()],
+            nodes: {
+                // Room for the root and an output per stage without growing.
+                let mut nodes = Vec::with_capacity(stages + 1);
+                nodes.push(Node::default());
+                nodes
+            },
             stages,
             writers: HashMap::default(),
         }

@@ -32,8 +32,9 @@ pub fn read(root: &Path, sha256: &str) -> Option<Pipeline> {
         return None;
     }
     let key = key(sha256)?;
-    let bytes = std::fs::read(root.join(FILE)).ok()?;
-    let remembered: Remembered<Pipeline> = serde_json::from_slice(&bytes).ok()?;
+    // Read as text: checked as UTF-8 once, not string by string as from bytes.
+    let text = std::fs::read_to_string(root.join(FILE)).ok()?;
+    let remembered: Remembered<Pipeline> = serde_json::from_str(&text).ok()?;
     (remembered.key == key).then_some(remembered.pipeline)
 }
 

@@ -90,7 +90,8 @@ pub(super) fn check_deps(
 ) {
     // Most deps are outputs read by several stages: each text is resolved once. A dep that
     // may not be one is not remembered, so each stage listing it is told.
-    let mut resolved: HashMap<&str, Resolved> = HashMap::default();
+    let mut resolved: HashMap<&str, Resolved> =
+        HashMap::with_capacity_and_hasher(stages.len(), Default::default());
     for (i, stage) in stages.iter().enumerate() {
         for (d, dep) in stage.spec.deps.iter().enumerate() {
             let at = DepAt { i, stage, d, dep };
