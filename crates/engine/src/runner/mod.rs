@@ -105,9 +105,9 @@ fn install_signal_handlers(
 
 /// Load the pipeline at `file` with the stage `kinds` and carry out `req`.
 pub fn run(file: &Path, kinds: &Kinds, req: &Request) -> anyhow::Result<RunOutcome> {
-    // In a large project the lock and the run records are read while the pipeline loads,
-    // and used if they are unchanged once the project lock is held: at thousands of stages
-    // each read takes milliseconds.
+    // In a large project the lock, the run records and the digest cache are read while the
+    // pipeline loads, and used if they are unchanged once the project lock is held: at
+    // thousands of stages each read takes milliseconds.
     let (project, early) = std::thread::scope(|s| {
         let early = repro_pipeline::load::project_root(file)
             .ok()
@@ -116,6 +116,7 @@ pub fn run(file: &Path, kinds: &Kinds, req: &Request) -> anyhow::Result<RunOutco
                 s.spawn(move || Early {
                     lock: LockFile::read_early(&root),
                     records: run_record::read_early(&root),
+                    cache: StatCache::load_early(&root),
                 })
             });
         let project = repro_pipeline::load(file, kinds);
@@ -134,10 +135,11 @@ pub fn run_project(project: &Project, req: &Request) -> anyhow::Result<RunOutcom
     run_loaded(project, req, None)
 }
 
-/// The lock and the run records as read before the project lock was held.
+/// The lock, the run records and the digest cache as read before the project lock was held.
 struct Early {
     lock: Option<Snapshot<ReadLock>>,
     records: Option<Snapshot<RecordsFile>>,
+    cache: Option<Snapshot<StatCache>>,
 }
 
 /// [`run_project`] with what was read `early`, if anything was.
@@ -188,9 +190,10 @@ fn run_loaded(
         prepare(project, &selected, &progress);
     }
     // The lock and the run records are read (or the early reads checked) while the digest
-    // cache is, on a second thread in a large project.
+    // cache is (or its early read is checked), on a second thread in a large project.
     let threaded = early.is_some() || early::worth_a_thread(&project.root);
-    let (early_lock, early_records) = early.map_or((None, None), |e| (e.lock, e.records));
+    let (early_lock, early_records, early_cache) =
+        early.map_or((None, None, None), |e| (e.lock, e.records, e.cache));
     let read = || {
         let lock = LockFile::load_or_early(&project.root, early_lock);
         let records = run_record::read_or_early(&project.root, early_records).of(
@@ -202,7 +205,7 @@ fn run_loaded(
     let ((lock, (records, records_file)), cache) = if threaded {
         std::thread::scope(|s| {
             let read = s.spawn(read);
-            let cache = StatCache::load(&project.root);
+            let cache = StatCache::load_or_early(&project.root, early_cache);
             let read = read.join();
             (
                 read.unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
