@@ -81,8 +81,8 @@ impl StatCache {
     pub fn load(root: &Path) -> StatCache {
         let file = root.join(CACHE_FILE);
         let text = std::fs::read_to_string(&file).unwrap_or_default();
-        let lines = text.bytes().filter(|&b| b == b'\n').count();
-        let mut loaded = HashMap::with_capacity_and_hasher(lines, Default::default());
+        let entries = text.bytes().filter(|&b| b == b'\n').count();
+        let mut loaded = HashMap::with_capacity_and_hasher(entries, Default::default());
         let mut lines = text.lines();
         if lines.next() == Some(HEADER) {
             for line in lines {
