@@ -18,7 +18,8 @@ pub struct RecordedInputs {
 
 impl RecordedInputs {
     /// Inputs held as `text[range]`, JSON this binary wrote for them (the mirror is read
-    /// only by the binary that wrote it), so parsing it later cannot fail.
+    /// only by the binary that wrote it, and only while its checksum holds), so parsing it
+    /// later cannot fail.
     pub(super) fn lazy(text: Arc<String>, range: Range<usize>) -> RecordedInputs {
         RecordedInputs {
             parsed: OnceLock::new(),
