@@ -225,7 +225,7 @@ fn kernel_ncu(calls: &Path, requests: &Path, crash: bool) -> String {
          n=0\n\
          emit() {{ awk -v n=$n '/^\"[0-9]/ {{ rows[++r] = $0; next }} {{ print }} END {{ for (k = 0; k < n; k++) for (i = 1; i <= r; i++) {{ l = rows[i]; sub(/^\"[0-9]+\"/, \"\\\"\" (k * r + i - 1) \"\\\"\", l); print l }} }}' '{fixture}' > \"$log\"; }}\n\
          while read -r line; do\n\
-           echo \"$line\" >> '{requests}'\n\
+           echo \"$(basename \"$log\") $line\" >> '{requests}'\n\
            id=$(printf '%s' \"$line\" | sed 's/.*\"id\":\\([0-9]*\\).*/\\1/')\n\
            case \"$line\" in {crash} esac\n\
            n=$((n + 1))\n\
@@ -435,7 +435,17 @@ fn profile_stage_skips_and_fails_honestly() {
     assert!(staging.join("artifacts/ncu/bad.full.csv").exists());
     assert!(!staging.join("artifacts/ncu/control.full.csv").exists());
     let argv = std::fs::read_to_string(&calls_file).unwrap();
-    let passes: Vec<&str> = argv.lines().collect();
+    // Every pass's process starts with the stage: by its CSV, one per pass.
+    let mut passes: Vec<&str> = argv.lines().collect();
+    passes.sort_by_key(|a| a.split("--log-file ").nth(1).unwrap_or(""));
+    let turns: Vec<&str> = ran.lines().filter_map(|l| l.split(' ').next()).collect();
+    let mut first_turns = turns.clone();
+    first_turns.dedup();
+    assert_eq!(
+        first_turns,
+        ["kernels-0-0.csv", "kernels-1-0.csv", "kernels-2-0.csv"],
+        "each pass's requests after the pass before ended:\n{ran}"
+    );
     assert!(
         passes
             .iter()

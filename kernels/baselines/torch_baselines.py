@@ -32,8 +32,9 @@ Profiling mode (the profile stage's `baselines:`, under `ncu --nvtx --nvtx-inclu
 workload that owns BASELINE: that baseline on the shape's timed case (first recipe, seed 0),
 warm-up calls, then exactly one call inside the NVTX push/pop range RANGE; the same call
 listed several times in a row is warmed up once, and its profiled calls follow one another.
-It writes no file. Under the profile stage's gate (REPRO_PROFILE_GATE) it imports torch and
-reads every call's inputs first, and starts CUDA only once the gate opens.
+It writes no file. Under the profile stage's gate (REPRO_PROFILE_GATE) it imports torch,
+reads every call's inputs and creates its CUDA context first, and puts nothing on the GPU
+until the gate opens.
 One process thus serves every baseline the profile stage lists on this command. When it can
 run no call it prints `repro-profile: skipped: <reason>` and exits 0; a call it cannot run
 (an unknown baseline, no kernel of the backend for the shape, a workload this torch cannot
@@ -51,7 +52,8 @@ sys.dont_write_bytecode = True  # no __pycache__ beside these scripts (import_to
 import torch_rmsnorm  # noqa: E402
 import torch_sdpa  # noqa: E402
 from baselines_common import (CallSkipped, honour_gate, import_torch, no_gpu,  # noqa: E402
-                              profile_calls, profile_skip, wait_for_gate, write_file)
+                              profile_calls, profile_skip, start_cuda, wait_for_gate,
+                              write_file)
 
 WORKLOADS = {m.WORKLOAD: m for m in (torch_sdpa, torch_rmsnorm)}
 OWNERS = {name: m for m in WORKLOADS.values() for name in m.BASELINES}
@@ -93,8 +95,8 @@ def measure(args):
 
 def profile(args):
     """Profiling mode: the calls `args.profile` lists, each by its baseline's workload. Torch
-    is imported and every call's inputs are read on the host before the profile stage's gate
-    opens; CUDA starts after."""
+    is imported, every call's inputs are read on the host and the CUDA context is created
+    before the profile stage's gate opens; the first copy or launch comes after."""
     honour_gate()
     t, why = import_torch()
     if why:
@@ -109,6 +111,7 @@ def profile(args):
             preparers[w.WORKLOAD] = w.unavailable(t) or w.profiler(t, args)
         if not isinstance(preparers[w.WORKLOAD], str):
             preparers[w.WORKLOAD][0](shape)
+    start_cuda(t)
     wait_for_gate()
     why = no_gpu(t)
     if why:

@@ -98,17 +98,16 @@ impl Runner {
             );
         }
         let resolved = self.project.resolve(req, &self.settings)?;
-        let warm = match &mut self.warm {
-            Some(w) => w,
-            None => match Warm::open(self.settings.device) {
-                Ok(w) => self.warm.insert(w),
-                Err(e) => {
-                    self.no_session = true;
-                    return Err(e);
-                }
-            },
-        };
+        let warm = open(&mut self.warm, &mut self.no_session, self.settings.device)?;
         measure::measure(warm, &self.project, &resolved, req, &self.settings)
+    }
+
+    /// Open the CUDA session now rather than at the first run: a worker does before its
+    /// first request, so a profile pass's worker started ahead of its turn has its context
+    /// by then. It launches nothing. A session that cannot be opened is the first run's
+    /// error.
+    pub fn open_session(&mut self) {
+        let _ = open(&mut self.warm, &mut self.no_session, self.settings.device);
     }
 
     /// May this process take another run after one failed? Not when no session could be
@@ -116,6 +115,24 @@ impl Runner {
     pub fn usable(&self) -> bool {
         !self.no_session && self.warm.as_ref().is_none_or(Warm::usable)
     }
+}
+
+/// `warm`'s session, opened on first use; `no_session` is set when it cannot be.
+fn open<'w>(
+    warm: &'w mut Option<Warm>,
+    no_session: &mut bool,
+    device: u32,
+) -> anyhow::Result<&'w mut Warm> {
+    if warm.is_none() {
+        match Warm::open(device) {
+            Ok(w) => *warm = Some(w),
+            Err(e) => {
+                *no_session = true;
+                return Err(e);
+            }
+        }
+    }
+    Ok(warm.as_mut().expect("opened above"))
 }
 
 /// One `repro exec` run in a process of its own.

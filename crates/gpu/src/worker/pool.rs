@@ -82,6 +82,27 @@ impl<'a> Workers<'a> {
         }
     }
 
+    /// Start slot `slot`'s worker now rather than at its first run.
+    pub fn start(&self, slot: u32) -> anyhow::Result<()> {
+        self.ensure_started(&mut self.slot(slot), slot)
+    }
+
+    fn slot(&self, slot: u32) -> std::sync::MutexGuard<'_, Option<Live<'a>>> {
+        self.slots[slot as usize % self.slots.len()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Start `slot`'s worker into `worker` unless one is live.
+    fn ensure_started(&self, worker: &mut Option<Live<'a>>, slot: u32) -> anyhow::Result<()> {
+        if worker.is_none() {
+            let job = worker_job(&self.jobs, slot, &self.wrapper);
+            let talk = self.jobs.executor.converse(&job, self.jobs.cancel)?;
+            *worker = Some(Live { talk, next_id: 0 });
+        }
+        Ok(())
+    }
+
     /// End every live worker, each given `grace` to exit by itself once its stdin closes
     /// (a profiler writes its report then): how each ended.
     pub fn close(self, grace: Duration) -> Vec<anyhow::Result<JobOutcome>> {
@@ -101,18 +122,10 @@ impl<'a> Workers<'a> {
         shape: &Bindings,
         timeout: Duration,
     ) -> BenchResult {
-        let mut worker = self.slots[slot as usize % self.slots.len()]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if worker.is_none() {
-            let job = worker_job(&self.jobs, slot, &self.wrapper);
-            match self.jobs.executor.converse(&job, self.jobs.cancel) {
-                Ok(talk) => *worker = Some(Live { talk, next_id: 0 }),
-                Err(e) => {
-                    let why = format!("could not start repro exec --worker: {e:#}");
-                    return failed_result(req, shape, why);
-                }
-            }
+        let mut worker = self.slot(slot);
+        if let Err(e) = self.ensure_started(&mut worker, slot) {
+            let why = format!("could not start repro exec --worker: {e:#}");
+            return failed_result(req, shape, why);
         }
         let began = Instant::now();
         let exchanged = exchange(&mut worker, req, timeout);

@@ -16,14 +16,17 @@ pub enum Served {
     ContextLost,
 }
 
-/// Serve the project at `file`: answer every request on `input` on `output`.
+/// Serve the project at `file`: answer every request on `input` on `output`. The CUDA
+/// session is opened before the first request is read ([`Runner::open_session`]).
 pub fn serve(
     file: &Path,
     settings: &ExecSettings,
     input: impl BufRead,
     output: impl Write,
 ) -> anyhow::Result<Served> {
-    serve_with(&mut Runner::new(file, settings)?, input, output)
+    let mut runner = Runner::new(file, settings)?;
+    runner.open_session();
+    serve_with(&mut runner, input, output)
 }
 
 /// [`serve`] with the runner given; the loop itself.

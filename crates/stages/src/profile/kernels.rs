@@ -7,6 +7,13 @@
 //! A request that fails ends the process there: its launches, if any, come last in the CSV,
 //! and the targets after it run in a fresh process. When a process ends before ncu wrote
 //! its CSV (a crash or a hang kills it), the targets it had answered run once more.
+//!
+//! A pass's process can be started ahead of its turn ([`Process::start`]): ncu starts, and
+//! the worker opens its CUDA context, then waits for its first request with nothing on the
+//! GPU. ncu sets itself up at a process's first profiled launch and lets one process's
+//! launches be profiled at a time, so a process started early must make none before its
+//! turn; a context alone neither takes ncu nor disturbs the launches it profiles
+//! (docs/guide/ncu.md, "Processes started ahead of their turn").
 
 use super::calls::csv_of;
 use super::ncu_call::{NcuCall, Page};
@@ -22,7 +29,8 @@ use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Workloads;
 use repro_schema::{NcuTarget, RunStatus};
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// Each target's record and CSV, in the order given, or the line saying ncu may not read
 /// the GPU's counters.
@@ -40,19 +48,79 @@ struct Round {
     ending: String,
 }
 
-/// Profile `targets` (kernel targets only) in as few ncu processes as they allow.
-pub(super) fn profile_kernels(
-    ctx: &RunCtx,
+/// An ncu process whose GPU worker profiles kernel targets, writing its CSV to `csv`. It
+/// starts when made; dropped before it is ended, it is killed.
+pub(super) struct Process<'a> {
+    workers: Option<Workers<'a>>,
+    csv: PathBuf,
+    began: Instant,
+}
+
+impl<'a> Process<'a> {
+    /// Start one now. A worker that cannot start fails its first run, which says why.
+    pub(super) fn start(ctx: &RunCtx<'a>, call: &NcuCall, csv: PathBuf) -> Process<'a> {
+        if let Some(dir) = csv.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::remove_file(&csv);
+        let workers = Workers::wrapped(stage_jobs(ctx), 1, call.wrapper(&Page::Csv(&csv)));
+        let _ = workers.start(0);
+        Process {
+            workers: Some(workers),
+            csv,
+            began: Instant::now(),
+        }
+    }
+
+    /// When it started.
+    pub(super) fn began(&self) -> Instant {
+        self.began
+    }
+
+    fn workers(&self) -> &Workers<'a> {
+        self.workers.as_ref().expect("a live process")
+    }
+
+    /// End it, giving ncu `grace` to write: its CSV, and how it ended.
+    fn end(mut self, grace: Duration) -> (String, String) {
+        let workers = self.workers.take().expect("a live process");
+        let ending = match workers.close(grace).pop() {
+            Some(Ok(outcome)) => format!("ncu ended with {:?}", outcome.exit),
+            Some(Err(e)) => format!("ncu could not be ended cleanly: {e:#}"),
+            None => "ncu had ended already".into(),
+        };
+        let text = std::fs::read_to_string(&self.csv).unwrap_or_default();
+        (text, ending)
+    }
+}
+
+impl Drop for Process<'_> {
+    fn drop(&mut self) {
+        if let Some(workers) = self.workers.take() {
+            let _ = workers.close(Duration::ZERO);
+        }
+    }
+}
+
+/// Profile `targets` (kernel targets only) in as few ncu processes as they allow, the first
+/// being `first`; any after it write their CSV where it does.
+pub(super) fn profile_kernels<'a>(
+    ctx: &RunCtx<'a>,
     call: &NcuCall,
     targets: &[&Target],
     reading: &Reading,
+    first: Process<'a>,
 ) -> Profiled {
-    let csv = ctx.root.join(".repro/ncu/kernels.csv");
+    let csv = first.csv.clone();
+    let mut first = Some(first);
     let mut records: Vec<Option<(NcuTarget, String)>> = vec![None; targets.len()];
     let mut queue: Vec<usize> = (0..targets.len()).collect();
     let mut second_try: BTreeSet<usize> = BTreeSet::new();
     while !queue.is_empty() {
-        let round = run_round(ctx, call, targets, &queue, &csv, &mut records);
+        let process = first
+            .take()
+            .unwrap_or_else(|| Process::start(ctx, call, csv.clone()));
+        let round = run_round(ctx, process, call, targets, &queue, &mut records);
         // ncu says so in its log; its stderr, where the failed run's reason quotes it.
         let said = format!("{}\n{}", round.text, round.failure);
         if repro_ncu::is_permission_error(&said) {
@@ -88,21 +156,17 @@ pub(super) fn profile_kernels(
         .collect())
 }
 
-/// Run the targets `queue` names in one ncu process until one fails (recorded in
-/// `records`); the process's CSV goes to `csv`.
+/// Run the targets `queue` names in `process` until one fails (recorded in `records`),
+/// then end it.
 fn run_round(
     ctx: &RunCtx,
+    process: Process,
     call: &NcuCall,
     targets: &[&Target],
     queue: &[usize],
-    csv: &Path,
     records: &mut [Option<(NcuTarget, String)>],
 ) -> Round {
-    if let Some(dir) = csv.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let _ = std::fs::remove_file(csv);
-    let workers = Workers::wrapped(stage_jobs(ctx), 1, call.wrapper(&Page::Csv(csv)));
+    let workers = process.workers();
     let workloads = Workloads::of(ctx.pipeline);
     let mut answered = Vec::new();
     let mut failure = String::new();
@@ -119,16 +183,12 @@ fn run_round(
         records[i] = Some(failed(t, format!("the run under ncu failed: {failure}")));
         break;
     }
-    let ending = match workers.close(call.opts.timeout).pop() {
-        Some(Ok(outcome)) => format!("ncu ended with {:?}", outcome.exit),
-        Some(Err(e)) => format!("ncu could not be ended cleanly: {e:#}"),
-        None => "ncu had ended already".into(),
-    };
+    let (text, ending) = process.end(call.opts.timeout);
     Round {
         answered,
         stopped_early: !failure.is_empty(),
         failure,
-        text: std::fs::read_to_string(csv).unwrap_or_default(),
+        text,
         ending,
     }
 }

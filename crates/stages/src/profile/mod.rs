@@ -460,9 +460,13 @@ fn log_unit(ctx: &RunCtx, unit: &schedule::Unit, pass: &str, ran: &schedule::Ran
         true => "baseline calls",
         false => "kernel targets",
     };
+    let beside = match unit.script {
+        true => "beside the kernel targets",
+        false => "with the stage",
+    };
     let waited = match ran.waited.as_secs_f64() {
         w if w >= 0.05 => {
-            format!(" once their turn came (their process started {w:.1} s before, beside the kernel targets)")
+            format!(" once their turn came (their process started {w:.1} s before, {beside})")
         }
         _ => String::new(),
     };

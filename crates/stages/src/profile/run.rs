@@ -105,8 +105,8 @@ pub(super) fn profile_scripts(
 }
 
 /// The ncu job of a script unit; with `gate`, the script waits for that file to exist
-/// before CUDA starts (`REPRO_PROFILE_GATE`, [`super::schedule`]), and its time limit
-/// covers the wait.
+/// before it copies to or launches on the GPU (`REPRO_PROFILE_GATE`, [`super::schedule`]),
+/// and its time limit covers the wait.
 pub(super) fn script_job(
     ctx: &RunCtx,
     call: &NcuCall,
@@ -122,7 +122,7 @@ pub(super) fn script_job(
     job
 }
 
-/// The variable naming the file a baseline script waits for before it starts CUDA.
+/// The variable naming the file a baseline script waits for before it puts work on the GPU.
 pub(super) const GATE_VAR: &str = "REPRO_PROFILE_GATE";
 
 /// A script unit's records from how its ncu job ended.

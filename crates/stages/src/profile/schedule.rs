@@ -3,11 +3,15 @@
 //! torch and reading its inputs before it touches the GPU: on an H200 longer than the pass
 //! that times the kernel targets alone. So each pass's script with the most calls starts
 //! with the stage, with `REPRO_PROFILE_GATE` naming a file of its own. A script that writes
-//! `<file>.honoured` at once promises to wait for `<file>` before CUDA starts: the kernel
-//! targets are profiled, pass after pass, while the scripts import, then the stage writes
-//! each script's `<file>` in turn, once the one before has ended. One that does not say so
-//! runs alone, to its end, before anything else starts: nothing of a script runs on the GPU
-//! while another process profiles. Other scripts run after, one at a time.
+//! `<file>.honoured` at once promises to wait for `<file>` before it copies to or launches
+//! on the GPU (it may create its CUDA context before): the kernel targets are profiled, pass
+//! after pass, while the scripts import, then the stage writes each script's `<file>` in
+//! turn, once the one before has ended. One that does not say so runs alone, to its end,
+//! before anything else starts: nothing of a script runs on the GPU while another process
+//! profiles. Other scripts run after, one at a time.
+//!
+//! Every kernel pass's ncu process starts with the stage too ([`kernels::Process`]): its
+//! worker opens its CUDA context and waits, launching nothing, until its pass's turn.
 
 use super::kernels::{self, Profiled};
 use super::ncu_call::NcuCall;
@@ -81,6 +85,20 @@ pub(super) fn profile_passes(
             held_script(pass.units).map(|h| (h, gate()))
         })
         .collect();
+    // Each kernel unit's process, started now; its CSV is its own.
+    let mut ahead: Vec<Vec<Option<kernels::Process>>> = passes
+        .iter()
+        .enumerate()
+        .map(|(p, pass)| {
+            let units = pass.units.iter().enumerate();
+            units
+                .map(|(i, u)| {
+                    let csv = ctx.root.join(format!(".repro/ncu/kernels-{p}-{i}.csv"));
+                    (!u.script).then(|| kernels::Process::start(ctx, pass.call, csv))
+                })
+                .collect()
+        })
+        .collect();
     std::thread::scope(|s| {
         let mut waiting: Vec<Option<Waiting>> = Vec::new();
         for (pass, held) in passes.iter().zip(&gates) {
@@ -118,18 +136,23 @@ pub(super) fn profile_passes(
         'kernels: for (p, pass) in passes.iter().enumerate() {
             for (i, u) in pass.units.iter().enumerate().filter(|(_, u)| !u.script) {
                 let began = Instant::now();
-                let profiled = kernels::profile_kernels(ctx, pass.call, &members(u), pass.reading);
+                let process = ahead[p][i].take().expect("each kernel unit's process");
+                let waited = began.saturating_duration_since(process.began());
+                let profiled =
+                    kernels::profile_kernels(ctx, pass.call, &members(u), pass.reading, process);
                 denied = profiled.is_err();
                 ran[p][i] = Some(Ran {
                     profiled: Ok(profiled),
                     took: began.elapsed(),
-                    waited: Duration::ZERO,
+                    waited,
                 });
                 if denied {
                     break 'kernels;
                 }
             }
         }
+        // Those whose turn never came (ncu was denied the counters) end before the scripts go.
+        drop(std::mem::take(&mut ahead));
         for (p, w) in waiting.into_iter().enumerate() {
             let Some(w) = w else { continue };
             let opened = Instant::now();
