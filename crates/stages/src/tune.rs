@@ -40,7 +40,9 @@ use repro_tune::{proposer::run::CommandProposer, proposer::run::Host};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+mod cases;
 mod driver;
 mod gpu;
 mod outputs;
@@ -301,11 +303,20 @@ impl StageKind for TuneStage {
         });
         // Workers read the project's pipeline.yaml, as the bench stage's do.
         let workers = gpu_nodes::workers(ctx, slots);
+        let gpu_wanted = AtomicUsize::new(0);
+        let preparer = o.base.clone().map(|base| cases::Preparer {
+            workers: &workers,
+            base,
+            workload: o.workload.clone(),
+            decl: decl.clone(),
+            timeout: o.trial_timeout,
+        });
         let mut backend = GpuBackend {
             executor: ctx.executor,
             cancel: ctx.cancel,
             root: ctx.root,
-            workers,
+            workers: &workers,
+            gpu_wanted: &gpu_wanted,
             tc,
             arch,
             kernel,
@@ -374,16 +385,27 @@ impl StageKind for TuneStage {
             proposer: p,
             store: &store,
         });
-        tune_and_write(
-            o,
-            &settings,
-            ctx.overrides.tune.exhaustive,
-            &mut backend,
-            &mut memo,
-            ctx.staging,
-            report,
-            sources,
-        )
+        let over = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let preparing = preparer
+                .as_ref()
+                .map(|p| s.spawn(|| (cases::prepare(p, &gpu_wanted, &over), &p.base)));
+            let outcome = tune_and_write(
+                o,
+                &settings,
+                ctx.overrides.tune.exhaustive,
+                &mut backend,
+                &mut memo,
+                ctx.staging,
+                report,
+                sources,
+            );
+            over.store(true, Ordering::SeqCst);
+            if let Some(Ok((prepared, base))) = preparing.map(|t| t.join()) {
+                repro_base::fsio::append_line(ctx.log, &prepared.line(base));
+            }
+            outcome
+        })
     }
 }
 

@@ -2,6 +2,7 @@
 //! then the GPU workers — correctness first (`--no-timing`), timing only for survivors —
 //! spread over the GPU slots, each candidate measured as soon as its compile is done.
 
+use super::cases::Wanting;
 use super::Backend;
 use crate::build::compile;
 use crate::build::compile::CompileOutput;
@@ -38,19 +39,22 @@ use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::path::Path;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::Duration;
 
 /// Compiles with the build stage's compile API on every CPU core and measures each
 /// candidate as soon as it is compiled, on one `repro exec --worker` per GPU slot.
-pub(super) struct GpuBackend<'a> {
+pub(super) struct GpuBackend<'a, 'w> {
     pub(super) executor: &'a dyn Executor,
     pub(super) cancel: &'a CancelFlag,
     pub(super) root: &'a Path,
     /// One per GPU slot, kept for the whole tune: the reference outputs are computed once.
-    pub(super) workers: Workers<'a>,
+    pub(super) workers: &'w Workers<'a>,
+    /// Held by each trial and confirmation on the GPU ([`Wanting`]), so the cases prepared
+    /// ahead of the confirmations take only time the GPU would wait anyway.
+    pub(super) gpu_wanted: &'w AtomicUsize,
     pub(super) tc: Toolchain,
     pub(super) arch: String,
     pub(super) kernel: KernelSpec,
@@ -85,7 +89,7 @@ pub(super) struct GpuBackend<'a> {
 /// never rewards noise.
 pub(super) type SameProgram = Mutex<HashMap<String, (u32, Evaluation)>>;
 
-impl GpuBackend<'_> {
+impl GpuBackend<'_, '_> {
     /// A trial's compile: its source (the kernel's own, or a proposed one that includes the
     /// kernel's headers through `-I`) with the base defines overridden by its configuration.
     fn request(&self, c: &Candidate) -> CompileRequest {
@@ -244,7 +248,7 @@ impl GpuBackend<'_> {
     }
 }
 
-impl GpuBackend<'_> {
+impl GpuBackend<'_, '_> {
     /// A compiled candidate (trial `trial`, with its launch defines) through the
     /// compile-time gates, then the GPU on slot `slot`, unless an earlier trial ran the same
     /// program.
@@ -272,7 +276,9 @@ impl GpuBackend<'_> {
             );
             return e;
         }
+        let wanting = Wanting::new(self.gpu_wanted);
         let e = self.on_gpu(slot, &compiled, (&cubin, defines));
+        drop(wanting);
         if let (Some(k), TrialStatus::Ok | TrialStatus::Incorrect) = (key, &e.status) {
             self.measured
                 .lock()
@@ -298,7 +304,7 @@ impl GpuBackend<'_> {
 /// A candidate's trial number, compile and launch defines, on its way to a GPU slot.
 type Compiled = (u32, CompileOutput, Bindings);
 
-impl Objective for GpuBackend<'_> {
+impl Objective for GpuBackend<'_, '_> {
     /// nvcc on every CPU core; each candidate goes to a free GPU slot as soon as its compile
     /// finishes, so the GPUs measure while the rest still compile.
     fn evaluate(
@@ -351,7 +357,7 @@ impl Objective for GpuBackend<'_> {
     }
 }
 
-impl Backend for GpuBackend<'_> {
+impl Backend for GpuBackend<'_, '_> {
     fn nvcc_version(&self) -> Option<String> {
         Some(self.tc.version.clone())
     }
@@ -359,6 +365,7 @@ impl Backend for GpuBackend<'_> {
     /// Every declared shape × its recipes × every seed of the workload, untimed, on the
     /// first GPU slot; stops at the first run that does not pass.
     fn confirm(&mut self, trial: &Candidate) -> anyhow::Result<Vec<BenchResult>> {
+        let _wanting = Wanting::new(self.gpu_wanted);
         let out = self.compile_one(trial);
         self.check_cancel()?;
         let cubin = out

@@ -13,6 +13,7 @@ use repro_schema::EntryResources;
 use repro_schema::RunStatus;
 use repro_schema::TrialStatus;
 use repro_tune::search::Trial;
+use std::sync::atomic::AtomicUsize;
 
 fn output(ok: bool, registers: u32, spill: u64) -> CompileOutput {
     CompileOutput {
@@ -204,14 +205,32 @@ impl Rig {
         self.dir.path()
     }
 
-    /// The real backend over the rig, two GPU slots.
-    fn backend(&self, one_model: OneGpuModel) -> GpuBackend<'_> {
-        let (executor, cancel, root, exe, log, tc) = (
+    /// Two GPU slots' workers over the rig.
+    fn workers(&self) -> repro_gpu::worker::pool::Workers<'_> {
+        repro_gpu::worker::pool::Workers::new(
+            repro_gpu::discover::StageJobs {
+                executor: &self.executor,
+                cancel: &self.cancel,
+                repro_exe: self.exe.as_path(),
+                pipeline_file: Path::new("pipeline.yaml"),
+                root: self.root(),
+                log: Some(self.log.as_path()),
+            },
+            2,
+        )
+    }
+
+    /// The real backend over the rig and its `workers`.
+    fn backend<'a, 'w>(
+        &'a self,
+        workers: &'w repro_gpu::worker::pool::Workers<'a>,
+        wanted: &'w AtomicUsize,
+        one_model: OneGpuModel,
+    ) -> GpuBackend<'a, 'w> {
+        let (executor, cancel, root, tc) = (
             &self.executor as &dyn repro_executor::Executor,
             &self.cancel,
             self.root(),
-            self.exe.as_path(),
-            self.log.as_path(),
             self.tc.clone(),
         );
         let decl = repro_pipeline::workload::testing::tiny_pipeline("stages: {}\n", &["k"])
@@ -221,17 +240,8 @@ impl Rig {
             executor,
             cancel,
             root,
-            workers: repro_gpu::worker::pool::Workers::new(
-                repro_gpu::discover::StageJobs {
-                    executor,
-                    cancel,
-                    repro_exe: exe,
-                    pipeline_file: Path::new("pipeline.yaml"),
-                    root,
-                    log: Some(log),
-                },
-                2,
-            ),
+            workers,
+            gpu_wanted: wanted,
             tc,
             arch: "sm_90".into(),
             kernel: KernelSpec {
@@ -284,7 +294,8 @@ fn trials_on_two_gpu_models_stop_the_tune_unless_allowed() {
     };
     let (space, settings) = sweep("{TILE: [1, 2, 4], SCALE: [1, 2]}", 6, 1);
     for allow in [false, true] {
-        let mut backend = rig.backend(OneGpuModel::new(allow));
+        let (workers, wanted) = (rig.workers(), AtomicUsize::new(0));
+        let mut backend = rig.backend(&workers, &wanted, OneGpuModel::new(allow));
         let mut memo = Memo::in_memory();
         let run = repro_tune::search::run(&space, &settings, &mut backend, &mut memo, &mut |_| {});
         if allow {
@@ -314,7 +325,8 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
         return;
     };
     let root = rig.root();
-    let mut backend = rig.backend(OneGpuModel::new(false));
+    let (workers, wanted) = (rig.workers(), AtomicUsize::new(0));
+    let mut backend = rig.backend(&workers, &wanted, OneGpuModel::new(false));
     let (space, settings) = sweep("{TILE: [1, 2, 3, 4, 8, 16], SCALE: [1, 2]}", 100, 3);
     let outcome = repro_tune::search::run(
         &space,
@@ -420,7 +432,8 @@ fn a_program_identical_to_an_earlier_trials_takes_its_measurement() {
         return;
     };
     let root = rig.root();
-    let mut backend = rig.backend(OneGpuModel::new(false));
+    let (workers, wanted) = (rig.workers(), AtomicUsize::new(0));
+    let mut backend = rig.backend(&workers, &wanted, OneGpuModel::new(false));
     // One slot: the second of two identical programs runs after the first is recorded.
     backend.slots = 1;
     // The kernel never reads IGNORED: two programs, four trials.

@@ -1,0 +1,241 @@
+//! The cases the elite's confirmations check, made in the tune's GPU worker while the GPU
+//! would otherwise wait for nvcc. A worker draws each (shape, recipe, seed) case and
+//! computes the reference's outputs on it the first time a run asks for it, then keeps them
+//! (`repro_gpu::warm`): the trials ask for a few, the confirmations after the search for
+//! every one the workload declares, and drawing those took most of the first member's
+//! confirmation. So from the tune's start the base variant (built by the build stage) is
+//! checked untimed on each case in turn, but only while no trial or confirmation wants the
+//! GPU ([`Wanting`]); it stops at the first run that does not pass, and when the search and
+//! its confirmations are over. Its runs are not results: nothing is recorded but the log's
+//! line.
+
+use super::gpu::every_case;
+use repro_gpu::client::{ExecRequest, ExecTarget};
+use repro_gpu::timing::{L2Mode, Method};
+use repro_gpu::worker::pool::Workers;
+use repro_pipeline::workload::exprs::Bindings;
+use repro_pipeline::workload::Declaration;
+use repro_schema::RunStatus;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Holds a claim on the GPU slots while alive: trials and confirmations make one, and
+/// [`prepare`] runs nothing while any is held.
+pub(super) struct Wanting<'a>(&'a AtomicUsize);
+
+impl<'a> Wanting<'a> {
+    pub(super) fn new(wanted: &'a AtomicUsize) -> Wanting<'a> {
+        wanted.fetch_add(1, Ordering::SeqCst);
+        Wanting(wanted)
+    }
+}
+
+impl Drop for Wanting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The base variant, checked on every case of its workload to prepare them.
+pub(super) struct Preparer<'w, 'a> {
+    pub workers: &'w Workers<'a>,
+    pub base: String,
+    pub workload: String,
+    pub decl: Declaration,
+    pub timeout: Duration,
+}
+
+/// How far [`prepare`] got.
+pub(super) struct Prepared {
+    pub cases: usize,
+    pub of: usize,
+    pub took: Duration,
+    /// Why it stopped before the last case, when a run did not pass.
+    pub stopped: Option<String>,
+}
+
+impl Prepared {
+    /// The stage log's line.
+    pub(super) fn line(&self, base: &str) -> String {
+        let stopped = match &self.stopped {
+            Some(why) => format!("; stopped: {why}"),
+            None => String::new(),
+        };
+        format!(
+            "tune: {} of {} cases prepared for the confirmations while the GPU waited for nvcc (`{base}` checked untimed on each) in {:.1} s{stopped}",
+            self.cases,
+            self.of,
+            self.took.as_secs_f64()
+        )
+    }
+}
+
+/// Check `p.base` untimed on each case of its workload, on slot 0, whenever nothing holds
+/// `wanted`, until every case is done, one fails, or `over` is set.
+pub(super) fn prepare(p: &Preparer, wanted: &AtomicUsize, over: &AtomicBool) -> Prepared {
+    let began = Instant::now();
+    let cases = every_case(&p.decl);
+    let mut done = Prepared {
+        cases: 0,
+        of: cases.len(),
+        took: Duration::ZERO,
+        stopped: None,
+    };
+    for (shape, recipe, seed) in cases {
+        while wanted.load(Ordering::SeqCst) > 0 && !over.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if over.load(Ordering::SeqCst) {
+            break;
+        }
+        let r = p.workers.run(
+            0,
+            &request(p, shape, recipe, seed),
+            &dims(p, shape),
+            p.timeout,
+        );
+        if r.status != RunStatus::Ok || r.correctness_pass != Some(true) {
+            let why = r.error.unwrap_or_else(|| format!("status {}", r.status));
+            done.stopped = Some(format!("{shape} ({recipe} inputs, seed {seed}): {why}"));
+            break;
+        }
+        done.cases += 1;
+    }
+    done.took = began.elapsed();
+    done
+}
+
+fn request(p: &Preparer, shape: &str, recipe: &str, seed: u64) -> ExecRequest {
+    ExecRequest {
+        target: ExecTarget::Variant(p.base.clone()),
+        workload: Some(p.workload.clone()),
+        shape: shape.to_string(),
+        inputs: Some(recipe.to_string()),
+        precision: None,
+        seed,
+        warmup: 0,
+        iters: 1,
+        l2: L2Mode::Warm,
+        method: Method::Isolated,
+        timing: false,
+        profile: None,
+    }
+}
+
+fn dims(p: &Preparer, shape: &str) -> Bindings {
+    p.decl.shapes[shape]
+        .iter()
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use repro_gpu::discover::StageJobs;
+    use std::path::Path;
+
+    /// `repro exec --worker` stand-in: notes each request line, answers it as passing,
+    /// except on shape `fails`.
+    const WORKER: &str = r#"#!/bin/sh
+while read -r line; do
+  echo "$line" >> "$(dirname "$0")/calls.txt"
+  id=$(printf '%s' "$line" | sed 's/.*"id":\([0-9]*\).*/\1/')
+  shape=$(printf '%s' "$line" | sed 's/.*"shape":"\([^"]*\)".*/\1/')
+  pass=true
+  [ "$shape" = "$FAILS" ] && pass=false
+  printf '{"id":%s,"result":{"shape":"%s","seed":0,"warmup":0,"iters":1,"status":"ok","max_abs_err":0.5,"correctness_pass":%s}}\n' "$id" "$shape" "$pass"
+done
+"#;
+
+    /// Run [`prepare`] over the tiny workload with the stand-in worker (failing on shape
+    /// `fails`), `wanted` held as given; `over` is set after `after`. The result and the
+    /// request lines the worker saw.
+    fn run(fails: &str, wanted: usize, after: Duration) -> (Prepared, usize, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("fake-repro");
+        std::fs::write(&exe, WORKER.replace("$FAILS", fails)).unwrap();
+        std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let executor = repro_executor::local::LocalExecutor::new();
+        let cancel = Default::default();
+        let workers = Workers::new(
+            StageJobs {
+                executor: &executor,
+                cancel: &cancel,
+                repro_exe: &exe,
+                pipeline_file: Path::new("pipeline.yaml"),
+                root: dir.path(),
+                log: None,
+            },
+            1,
+        );
+        let decl = repro_pipeline::workload::testing::tiny_pipeline("stages: {}\n", &["k"])
+            .workloads["tiny"]
+            .clone();
+        let cases = every_case(&decl).len();
+        let p = Preparer {
+            workers: &workers,
+            base: "base".into(),
+            workload: "tiny".into(),
+            decl,
+            timeout: Duration::from_secs(30),
+        };
+        let (wanted, over) = (AtomicUsize::new(wanted), AtomicBool::new(false));
+        let prepared = std::thread::scope(|s| {
+            let t = s.spawn(|| prepare(&p, &wanted, &over));
+            let began = Instant::now();
+            while !t.is_finished() && began.elapsed() < after {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            over.store(true, Ordering::SeqCst);
+            t.join().unwrap()
+        });
+        workers.close(Duration::from_secs(5));
+        let calls = std::fs::read_to_string(dir.path().join("calls.txt")).unwrap_or_default();
+        (prepared, cases, calls.lines().map(str::to_string).collect())
+    }
+
+    #[test]
+    fn every_case_is_checked_untimed_with_the_base_variant_in_order() {
+        let (prepared, cases, calls) = run("none", 0, Duration::from_secs(10));
+        assert!(cases > 1);
+        assert_eq!((prepared.cases, prepared.of), (cases, cases));
+        assert!(prepared.stopped.is_none());
+        assert_eq!(calls.len(), cases);
+        assert!(
+            calls
+                .iter()
+                .all(|c| c.contains(r#""target":{"variant":"base"}"#)
+                    && c.contains(r#""timing":false"#)
+                    && c.contains(r#""workload":"tiny""#)),
+            "{calls:?}"
+        );
+        assert!(prepared.line("base").starts_with(&format!(
+            "tune: {cases} of {cases} cases prepared for the confirmations"
+        )));
+    }
+
+    #[test]
+    fn nothing_runs_while_a_trial_wants_the_gpu_and_it_stops_when_the_tune_is_over() {
+        let (prepared, _, calls) = run("none", 1, Duration::from_millis(300));
+        assert_eq!(prepared.cases, 0);
+        assert!(calls.is_empty(), "{calls:?}");
+    }
+
+    #[test]
+    fn a_case_the_base_variant_fails_stops_it_and_says_where() {
+        let decl = repro_pipeline::workload::testing::tiny_pipeline("stages: {}\n", &["k"])
+            .workloads["tiny"]
+            .clone();
+        let (shape, _, _) = every_case(&decl)[1];
+        let (prepared, _, calls) = run(shape, 0, Duration::from_secs(10));
+        let why = prepared
+            .stopped
+            .clone()
+            .expect("stopped at the failing case");
+        assert!(why.starts_with(&format!("{shape} (")), "{why}");
+        assert_eq!(calls.len(), prepared.cases + 1);
+        assert!(prepared.line("base").contains("; stopped: "));
+    }
+}
