@@ -40,7 +40,7 @@ use repro_tune::{proposer::run::CommandProposer, proposer::run::Host};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 mod cases;
 mod driver;
@@ -303,7 +303,7 @@ impl StageKind for TuneStage {
         });
         // Workers read the project's pipeline.yaml, as the bench stage's do.
         let workers = gpu_nodes::workers(ctx, slots);
-        let gpu_wanted = AtomicUsize::new(0);
+        let gpu_use = cases::GpuUse::default();
         let preparer = o.base.clone().map(|base| cases::Preparer {
             workers: &workers,
             base,
@@ -316,7 +316,7 @@ impl StageKind for TuneStage {
             cancel: ctx.cancel,
             root: ctx.root,
             workers: &workers,
-            gpu_wanted: &gpu_wanted,
+            gpu_use: &gpu_use,
             tc,
             arch,
             kernel,
@@ -389,7 +389,7 @@ impl StageKind for TuneStage {
         std::thread::scope(|s| {
             let preparing = preparer
                 .as_ref()
-                .map(|p| s.spawn(|| (cases::prepare(p, &gpu_wanted, &over), &p.base)));
+                .map(|p| s.spawn(|| (cases::prepare(p, &gpu_use, &over), &p.base)));
             let outcome = tune_and_write(
                 o,
                 &settings,

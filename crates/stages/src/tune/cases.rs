@@ -3,11 +3,11 @@
 //! computes the reference's outputs on it the first time a run asks for it, then keeps them
 //! (`repro_gpu::warm`): the trials ask for a few, the confirmations after the search for
 //! every one the workload declares, and drawing those took most of the first member's
-//! confirmation. So from the tune's start the base variant (built by the build stage) is
-//! checked untimed on each case in turn, but only while no trial or confirmation wants the
-//! GPU ([`Wanting`]); it stops at the first run that does not pass, and when the search and
-//! its confirmations are over. Its runs are not results: nothing is recorded but the log's
-//! line.
+//! confirmation. So once the search sends its first trials to nvcc (none when the memo
+//! holds every one), the base variant (built by the build stage) is checked untimed on each
+//! case in turn, but only while no trial or confirmation wants the GPU ([`GpuUse`]); it stops
+//! at the first run that does not pass, and when the search and its confirmations are over.
+//! Its runs are not results: nothing is recorded but the log's line.
 
 use super::gpu::every_case;
 use repro_gpu::client::{ExecRequest, ExecTarget};
@@ -19,20 +19,38 @@ use repro_schema::RunStatus;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// Holds a claim on the GPU slots while alive: trials and confirmations make one, and
-/// [`prepare`] runs nothing while any is held.
-pub(super) struct Wanting<'a>(&'a AtomicUsize);
+/// What the search tells [`prepare`]: whether it has trials to measure, and whether a
+/// trial or a confirmation wants the GPU now.
+#[derive(Default)]
+pub(super) struct GpuUse {
+    wanted: AtomicUsize,
+    trials: AtomicBool,
+}
 
-impl<'a> Wanting<'a> {
-    pub(super) fn new(wanted: &'a AtomicUsize) -> Wanting<'a> {
-        wanted.fetch_add(1, Ordering::SeqCst);
-        Wanting(wanted)
+impl GpuUse {
+    /// The search has trials to compile and measure (not all came from the memo).
+    pub(super) fn trials_begin(&self) {
+        self.trials.store(true, Ordering::SeqCst);
+    }
+
+    /// A claim on the GPU slots until the claim is dropped.
+    pub(super) fn want(&self) -> Wanting<'_> {
+        self.wanted.fetch_add(1, Ordering::SeqCst);
+        Wanting(self)
+    }
+
+    /// Whether [`prepare`] may run a case now.
+    fn free(&self) -> bool {
+        self.trials.load(Ordering::SeqCst) && self.wanted.load(Ordering::SeqCst) == 0
     }
 }
 
+/// A trial's or a confirmation's claim on the GPU slots ([`GpuUse::want`]).
+pub(super) struct Wanting<'a>(&'a GpuUse);
+
 impl Drop for Wanting<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.wanted.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -70,9 +88,9 @@ impl Prepared {
     }
 }
 
-/// Check `p.base` untimed on each case of its workload, on slot 0, whenever nothing holds
-/// `wanted`, until every case is done, one fails, or `over` is set.
-pub(super) fn prepare(p: &Preparer, wanted: &AtomicUsize, over: &AtomicBool) -> Prepared {
+/// Check `p.base` untimed on each case of its workload, on slot 0, whenever `gpu` is free,
+/// until every case is done, one fails, or `over` is set.
+pub(super) fn prepare(p: &Preparer, gpu: &GpuUse, over: &AtomicBool) -> Prepared {
     let began = Instant::now();
     let cases = every_case(&p.decl);
     let mut done = Prepared {
@@ -82,7 +100,7 @@ pub(super) fn prepare(p: &Preparer, wanted: &AtomicUsize, over: &AtomicBool) -> 
         stopped: None,
     };
     for (shape, recipe, seed) in cases {
-        while wanted.load(Ordering::SeqCst) > 0 && !over.load(Ordering::SeqCst) {
+        while !gpu.free() && !over.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(1));
         }
         if over.load(Ordering::SeqCst) {
@@ -148,10 +166,20 @@ while read -r line; do
 done
 "#;
 
+    /// What the search says while [`prepare`] runs.
+    enum Want {
+        /// Trials began; nothing holds the GPU.
+        Nothing,
+        /// Trials began; one holds the GPU throughout.
+        Held,
+        /// Every trial came from the memo.
+        NoTrials,
+    }
+
     /// Run [`prepare`] over the tiny workload with the stand-in worker (failing on shape
-    /// `fails`), `wanted` held as given; `over` is set after `after`. The result and the
+    /// `fails`), the search saying `wanted`; `over` is set after `after`. The result and the
     /// request lines the worker saw.
-    fn run(fails: &str, wanted: usize, after: Duration) -> (Prepared, usize, Vec<String>) {
+    fn run(fails: &str, wanted: Want, after: Duration) -> (Prepared, usize, Vec<String>) {
         let dir = tempfile::tempdir().unwrap();
         let exe = dir.path().join("fake-repro");
         std::fs::write(&exe, WORKER.replace("$FAILS", fails)).unwrap();
@@ -181,9 +209,13 @@ done
             decl,
             timeout: Duration::from_secs(30),
         };
-        let (wanted, over) = (AtomicUsize::new(wanted), AtomicBool::new(false));
+        let (gpu, over) = (GpuUse::default(), AtomicBool::new(false));
+        if !matches!(wanted, Want::NoTrials) {
+            gpu.trials_begin();
+        }
+        let held = matches!(wanted, Want::Held).then(|| gpu.want());
         let prepared = std::thread::scope(|s| {
-            let t = s.spawn(|| prepare(&p, &wanted, &over));
+            let t = s.spawn(|| prepare(&p, &gpu, &over));
             let began = Instant::now();
             while !t.is_finished() && began.elapsed() < after {
                 std::thread::sleep(Duration::from_millis(5));
@@ -191,6 +223,7 @@ done
             over.store(true, Ordering::SeqCst);
             t.join().unwrap()
         });
+        drop(held);
         workers.close(Duration::from_secs(5));
         let calls = std::fs::read_to_string(dir.path().join("calls.txt")).unwrap_or_default();
         (prepared, cases, calls.lines().map(str::to_string).collect())
@@ -198,7 +231,7 @@ done
 
     #[test]
     fn every_case_is_checked_untimed_with_the_base_variant_in_order() {
-        let (prepared, cases, calls) = run("none", 0, Duration::from_secs(10));
+        let (prepared, cases, calls) = run("none", Want::Nothing, Duration::from_secs(10));
         assert!(cases > 1);
         assert_eq!((prepared.cases, prepared.of), (cases, cases));
         assert!(prepared.stopped.is_none());
@@ -218,9 +251,16 @@ done
 
     #[test]
     fn nothing_runs_while_a_trial_wants_the_gpu_and_it_stops_when_the_tune_is_over() {
-        let (prepared, _, calls) = run("none", 1, Duration::from_millis(300));
+        let (prepared, _, calls) = run("none", Want::Held, Duration::from_millis(300));
         assert_eq!(prepared.cases, 0);
         assert!(calls.is_empty(), "{calls:?}");
+    }
+
+    #[test]
+    fn nothing_runs_when_the_memo_held_every_trial() {
+        let (prepared, _, calls) = run("none", Want::NoTrials, Duration::from_millis(300));
+        assert_eq!(prepared.cases, 0);
+        assert!(calls.is_empty(), "no worker started: {calls:?}");
     }
 
     #[test]
@@ -229,7 +269,7 @@ done
             .workloads["tiny"]
             .clone();
         let (shape, _, _) = every_case(&decl)[1];
-        let (prepared, _, calls) = run(shape, 0, Duration::from_secs(10));
+        let (prepared, _, calls) = run(shape, Want::Nothing, Duration::from_secs(10));
         let why = prepared
             .stopped
             .clone()

@@ -2,7 +2,7 @@
 //! then the GPU workers — correctness first (`--no-timing`), timing only for survivors —
 //! spread over the GPU slots, each candidate measured as soon as its compile is done.
 
-use super::cases::Wanting;
+use super::cases::GpuUse;
 use super::Backend;
 use crate::build::compile;
 use crate::build::compile::CompileOutput;
@@ -39,7 +39,7 @@ use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::path::Path;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -52,9 +52,9 @@ pub(super) struct GpuBackend<'a, 'w> {
     pub(super) root: &'a Path,
     /// One per GPU slot, kept for the whole tune: the reference outputs are computed once.
     pub(super) workers: &'w Workers<'a>,
-    /// Held by each trial and confirmation on the GPU ([`Wanting`]), so the cases prepared
-    /// ahead of the confirmations take only time the GPU would wait anyway.
-    pub(super) gpu_wanted: &'w AtomicUsize,
+    /// Told when trials begin and held by each trial and confirmation on the GPU, so the
+    /// cases prepared ahead of the confirmations take only time the GPU would wait anyway.
+    pub(super) gpu_use: &'w GpuUse,
     pub(super) tc: Toolchain,
     pub(super) arch: String,
     pub(super) kernel: KernelSpec,
@@ -276,7 +276,7 @@ impl GpuBackend<'_, '_> {
             );
             return e;
         }
-        let wanting = Wanting::new(self.gpu_wanted);
+        let wanting = self.gpu_use.want();
         let e = self.on_gpu(slot, &compiled, (&cubin, defines));
         drop(wanting);
         if let (Some(k), TrialStatus::Ok | TrialStatus::Incorrect) = (key, &e.status) {
@@ -312,6 +312,7 @@ impl Objective for GpuBackend<'_, '_> {
         batch: &[Candidate],
         done: &mut dyn FnMut(usize, Evaluation),
     ) -> anyhow::Result<()> {
+        self.gpu_use.trials_begin();
         let this = &*self;
         let mut mixed = None;
         std::thread::scope(|s| {
@@ -365,7 +366,7 @@ impl Backend for GpuBackend<'_, '_> {
     /// Every declared shape × its recipes × every seed of the workload, untimed, on the
     /// first GPU slot; stops at the first run that does not pass.
     fn confirm(&mut self, trial: &Candidate) -> anyhow::Result<Vec<BenchResult>> {
-        let _wanting = Wanting::new(self.gpu_wanted);
+        let _wanting = self.gpu_use.want();
         let out = self.compile_one(trial);
         self.check_cancel()?;
         let cubin = out

@@ -13,7 +13,6 @@ use repro_schema::EntryResources;
 use repro_schema::RunStatus;
 use repro_schema::TrialStatus;
 use repro_tune::search::Trial;
-use std::sync::atomic::AtomicUsize;
 
 fn output(ok: bool, registers: u32, spill: u64) -> CompileOutput {
     CompileOutput {
@@ -224,7 +223,7 @@ impl Rig {
     fn backend<'a, 'w>(
         &'a self,
         workers: &'w repro_gpu::worker::pool::Workers<'a>,
-        wanted: &'w AtomicUsize,
+        gpu_use: &'w super::cases::GpuUse,
         one_model: OneGpuModel,
     ) -> GpuBackend<'a, 'w> {
         let (executor, cancel, root, tc) = (
@@ -241,7 +240,7 @@ impl Rig {
             cancel,
             root,
             workers,
-            gpu_wanted: wanted,
+            gpu_use,
             tc,
             arch: "sm_90".into(),
             kernel: KernelSpec {
@@ -294,8 +293,8 @@ fn trials_on_two_gpu_models_stop_the_tune_unless_allowed() {
     };
     let (space, settings) = sweep("{TILE: [1, 2, 4], SCALE: [1, 2]}", 6, 1);
     for allow in [false, true] {
-        let (workers, wanted) = (rig.workers(), AtomicUsize::new(0));
-        let mut backend = rig.backend(&workers, &wanted, OneGpuModel::new(allow));
+        let (workers, gpu_use) = (rig.workers(), super::cases::GpuUse::default());
+        let mut backend = rig.backend(&workers, &gpu_use, OneGpuModel::new(allow));
         let mut memo = Memo::in_memory();
         let run = repro_tune::search::run(&space, &settings, &mut backend, &mut memo, &mut |_| {});
         if allow {
@@ -325,8 +324,8 @@ fn gpu_backend_compiles_gates_and_spreads_exec_children_over_gpus() {
         return;
     };
     let root = rig.root();
-    let (workers, wanted) = (rig.workers(), AtomicUsize::new(0));
-    let mut backend = rig.backend(&workers, &wanted, OneGpuModel::new(false));
+    let (workers, gpu_use) = (rig.workers(), super::cases::GpuUse::default());
+    let mut backend = rig.backend(&workers, &gpu_use, OneGpuModel::new(false));
     let (space, settings) = sweep("{TILE: [1, 2, 3, 4, 8, 16], SCALE: [1, 2]}", 100, 3);
     let outcome = repro_tune::search::run(
         &space,
@@ -432,8 +431,8 @@ fn a_program_identical_to_an_earlier_trials_takes_its_measurement() {
         return;
     };
     let root = rig.root();
-    let (workers, wanted) = (rig.workers(), AtomicUsize::new(0));
-    let mut backend = rig.backend(&workers, &wanted, OneGpuModel::new(false));
+    let (workers, gpu_use) = (rig.workers(), super::cases::GpuUse::default());
+    let mut backend = rig.backend(&workers, &gpu_use, OneGpuModel::new(false));
     // One slot: the second of two identical programs runs after the first is recorded.
     backend.slots = 1;
     // The kernel never reads IGNORED: two programs, four trials.
