@@ -458,9 +458,7 @@ mod tests {
     fn an_edited_mirror_is_not_read_even_with_its_first_line_kept() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let mut lock = LockFile::default();
-        lock.stages.insert("a".into(), entry("f1"));
-        lock.save(root).unwrap();
+        let lock = saved(root, "f1");
         let mirror = root.join(".repro/cache/lock.json");
         let text = std::fs::read_to_string(&mirror).unwrap();
         assert!(text.contains(r#""inputs":{"#), "{text}");
@@ -470,6 +468,14 @@ mod tests {
         let loaded = LockFile::load(root).unwrap();
         assert_eq!(loaded, lock);
         assert_eq!(loaded.stages["a"].inputs.kind, lock.stages["a"].inputs.kind);
+    }
+
+    /// A lock of stage `a` with [`entry`] `fp`, saved under `root`.
+    fn saved(root: &Path, fp: &str) -> LockFile {
+        let mut lock = LockFile::default();
+        lock.stages.insert("a".into(), entry(fp));
+        lock.save(root).unwrap();
+        lock
     }
 
     /// A passing run's record with fingerprint `fp` and nothing else.
@@ -487,9 +493,7 @@ mod tests {
     fn a_lock_read_early_is_used_only_while_its_files_are_unchanged() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let mut lock = LockFile::default();
-        lock.stages.insert("a".into(), entry("a0"));
-        lock.save(root).unwrap();
+        let mut lock = saved(root, "a0");
         let early = Some(LockFile::read_early(root).unwrap());
         assert_eq!(LockFile::load_or_early(root, early).unwrap(), lock);
         // A run recorded a stage after the early read: its journal is read.
