@@ -40,7 +40,6 @@ use repro_tune::{proposer::run::CommandProposer, proposer::run::Host};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 mod cases;
 mod driver;
@@ -385,12 +384,8 @@ impl StageKind for TuneStage {
             proposer: p,
             store: &store,
         });
-        let over = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let preparing = preparer
-                .as_ref()
-                .map(|p| s.spawn(|| (cases::prepare(p, &gpu_use, &over), &p.base)));
-            let outcome = tune_and_write(
+        cases::alongside(preparer.as_ref(), &gpu_use, ctx.log, || {
+            tune_and_write(
                 o,
                 &settings,
                 ctx.overrides.tune.exhaustive,
@@ -399,12 +394,7 @@ impl StageKind for TuneStage {
                 ctx.staging,
                 report,
                 sources,
-            );
-            over.store(true, Ordering::SeqCst);
-            if let Some(Ok((prepared, base))) = preparing.map(|t| t.join()) {
-                repro_base::fsio::append_line(ctx.log, &prepared.line(base));
-            }
-            outcome
+            )
         })
     }
 }

@@ -16,6 +16,7 @@ use repro_gpu::worker::pool::Workers;
 use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Declaration;
 use repro_schema::RunStatus;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -88,6 +89,39 @@ impl Prepared {
     }
 }
 
+/// Run `work` (the search and its confirmations) with [`prepare`] beside it when there is a
+/// base variant, and log how far that got once `work` is over, however it ended.
+pub(super) fn alongside<R>(
+    preparer: Option<&Preparer>,
+    gpu: &GpuUse,
+    log: &Path,
+    work: impl FnOnce() -> R,
+) -> R {
+    let over = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let preparing = preparer.map(|p| s.spawn(|| (prepare(p, gpu, &over), &p.base)));
+        let outcome = {
+            let _over = Over(&over);
+            work()
+        };
+        match preparing.map(|t| t.join()) {
+            Some(Ok((prepared, base))) => repro_base::fsio::append_line(log, &prepared.line(base)),
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => {}
+        }
+        outcome
+    })
+}
+
+/// Tells [`prepare`] to stop when dropped, a panic of the work beside it included.
+struct Over<'a>(&'a AtomicBool);
+
+impl Drop for Over<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 /// Check `p.base` untimed on each case of its workload, on slot 0, whenever `gpu` is free,
 /// until every case is done, one fails, or `over` is set.
 pub(super) fn prepare(p: &Preparer, gpu: &GpuUse, over: &AtomicBool) -> Prepared {
@@ -151,7 +185,6 @@ fn dims(p: &Preparer, shape: &str) -> Bindings {
 mod tests {
     use super::*;
     use repro_gpu::discover::StageJobs;
-    use std::path::Path;
 
     /// `repro exec --worker` stand-in: notes each request line, answers it as passing,
     /// except on shape `fails`.
@@ -176,39 +209,74 @@ done
         NoTrials,
     }
 
-    /// Run [`prepare`] over the tiny workload with the stand-in worker (failing on shape
-    /// `fails`), the search saying `wanted`; `over` is set after `after`. The result and the
+    /// A project folder with the stand-in worker (failing on shape `fails`).
+    struct Rig {
+        dir: tempfile::TempDir,
+        exe: std::path::PathBuf,
+        executor: repro_executor::local::LocalExecutor,
+        cancel: repro_executor::CancelFlag,
+        decl: Declaration,
+    }
+
+    impl Rig {
+        fn new(fails: &str) -> Rig {
+            let dir = tempfile::tempdir().unwrap();
+            let exe = dir.path().join("fake-repro");
+            std::fs::write(&exe, WORKER.replace("$FAILS", fails)).unwrap();
+            std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            let decl = repro_pipeline::workload::testing::tiny_pipeline("stages: {}\n", &["k"])
+                .workloads["tiny"]
+                .clone();
+            Rig {
+                dir,
+                exe,
+                executor: repro_executor::local::LocalExecutor::new(),
+                cancel: Default::default(),
+                decl,
+            }
+        }
+
+        fn workers(&self) -> Workers<'_> {
+            let jobs = StageJobs {
+                executor: &self.executor,
+                cancel: &self.cancel,
+                repro_exe: &self.exe,
+                pipeline_file: Path::new("pipeline.yaml"),
+                root: self.dir.path(),
+                log: None,
+            };
+            Workers::new(jobs, 1)
+        }
+
+        fn preparer<'w, 'a>(&self, workers: &'w Workers<'a>) -> Preparer<'w, 'a> {
+            Preparer {
+                workers,
+                base: "base".into(),
+                workload: "tiny".into(),
+                decl: self.decl.clone(),
+                timeout: Duration::from_secs(30),
+            }
+        }
+
+        /// The request lines the worker saw.
+        fn calls(&self) -> Vec<String> {
+            let calls = std::fs::read_to_string(self.dir.path().join("calls.txt"));
+            calls
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_string)
+                .collect()
+        }
+    }
+
+    /// Run [`prepare`] with the stand-in worker (failing on shape `fails`), the search saying
+    /// `wanted`; `over` is set after `after`. The result, the number of cases and the
     /// request lines the worker saw.
     fn run(fails: &str, wanted: Want, after: Duration) -> (Prepared, usize, Vec<String>) {
-        let dir = tempfile::tempdir().unwrap();
-        let exe = dir.path().join("fake-repro");
-        std::fs::write(&exe, WORKER.replace("$FAILS", fails)).unwrap();
-        std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
-        let executor = repro_executor::local::LocalExecutor::new();
-        let cancel = Default::default();
-        let workers = Workers::new(
-            StageJobs {
-                executor: &executor,
-                cancel: &cancel,
-                repro_exe: &exe,
-                pipeline_file: Path::new("pipeline.yaml"),
-                root: dir.path(),
-                log: None,
-            },
-            1,
-        );
-        let decl = repro_pipeline::workload::testing::tiny_pipeline("stages: {}\n", &["k"])
-            .workloads["tiny"]
-            .clone();
-        let cases = every_case(&decl).len();
-        let p = Preparer {
-            workers: &workers,
-            base: "base".into(),
-            workload: "tiny".into(),
-            decl,
-            timeout: Duration::from_secs(30),
-        };
+        let rig = Rig::new(fails);
+        let workers = rig.workers();
+        let p = rig.preparer(&workers);
         let (gpu, over) = (GpuUse::default(), AtomicBool::new(false));
         if !matches!(wanted, Want::NoTrials) {
             gpu.trials_begin();
@@ -225,8 +293,35 @@ done
         });
         drop(held);
         workers.close(Duration::from_secs(5));
-        let calls = std::fs::read_to_string(dir.path().join("calls.txt")).unwrap_or_default();
-        (prepared, cases, calls.lines().map(str::to_string).collect())
+        (prepared, every_case(&rig.decl).len(), rig.calls())
+    }
+
+    #[test]
+    fn beside_the_search_it_logs_how_far_it_got_and_a_panic_of_the_search_stops_it() {
+        let rig = Rig::new("none");
+        let log = rig.dir.path().join("tune.log");
+        let workers = rig.workers();
+        let p = rig.preparer(&workers);
+        let gpu = GpuUse::default();
+        gpu.trials_begin();
+        assert_eq!(alongside(Some(&p), &gpu, &log, || 7), 7);
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert!(logged.starts_with("tune: "), "{logged}");
+        assert!(
+            logged.contains("cases prepared for the confirmations"),
+            "{logged}"
+        );
+
+        let began = Instant::now();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            alongside(Some(&p), &gpu, &log, || -> u32 {
+                panic!("the search broke")
+            })
+        }));
+        let panic = panicked.expect_err("the search's panic reaches the caller");
+        assert_eq!(panic.downcast_ref::<&str>(), Some(&"the search broke"));
+        assert!(began.elapsed() < Duration::from_secs(10), "it stopped");
+        workers.close(Duration::from_secs(5));
     }
 
     #[test]
