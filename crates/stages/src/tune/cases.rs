@@ -90,7 +90,7 @@ impl Prepared {
 }
 
 /// Run `work` (the search and its confirmations) with [`prepare`] beside it when there is a
-/// base variant, and log how far that got once `work` is over, however it ended.
+/// base variant, and log how far that got once `work` is over (when it had trials).
 pub(super) fn alongside<R>(
     preparer: Option<&Preparer>,
     gpu: &GpuUse,
@@ -105,9 +105,12 @@ pub(super) fn alongside<R>(
             work()
         };
         match preparing.map(|t| t.join()) {
-            Some(Ok((prepared, base))) => repro_base::fsio::append_line(log, &prepared.line(base)),
+            // A tune whose memo held every trial prepared nothing, and says nothing of it.
+            Some(Ok((prepared, base))) if gpu.trials.load(Ordering::SeqCst) => {
+                repro_base::fsio::append_line(log, &prepared.line(base))
+            }
             Some(Err(panic)) => std::panic::resume_unwind(panic),
-            None => {}
+            _ => {}
         }
         outcome
     })
@@ -303,6 +306,8 @@ done
         let workers = rig.workers();
         let p = rig.preparer(&workers);
         let gpu = GpuUse::default();
+        assert_eq!(alongside(Some(&p), &gpu, &log, || 7), 7);
+        assert!(!log.exists(), "no trials, no line");
         gpu.trials_begin();
         assert_eq!(alongside(Some(&p), &gpu, &log, || 7), 7);
         let logged = std::fs::read_to_string(&log).unwrap();
