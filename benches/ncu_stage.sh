@@ -18,12 +18,8 @@ runs=${5:-3}
 mkdir -p "$out"
 rm -f "$out"/*.ncu "$out/walls.tsv"
 header=$(cd "$here/.." && results_header "bash benches/ncu_stage.sh BEFORE_REPRO AFTER_REPRO TREE OUT_DIR $runs, for ${BEFORE_COMMIT:-unnamed} (before) and ${AFTER_COMMIT:-unnamed} (after)")
-work=$(mktemp -d /tmp/ncu-stage.XXXXXX)
-cp -a "$tree/." "$work/"
+work=$(tree_copy "$tree" ncu-stage)
 cd "$work"
-if [ ! -d .git ]; then
-  git init -q && git add -A && git -c user.name=bench -c user.email=bench@localhost commit -qm tree
-fi
 rc=0
 "$after" run -q > "$out/setup.txt" 2>&1 || rc=$?
 [ "$rc" -le 1 ] || { tail -20 "$out/setup.txt"; exit 1; }

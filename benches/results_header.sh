@@ -27,6 +27,19 @@ results_commit() {
     echo "unknown (no .git here; set REPRO_COMMIT)"
   fi
 }
+# A copy of the folder TREE in /tmp/NAME.XXXXXX, made a git repository of one commit (as a
+# clone is) unless it is one already; prints the copy's path.
+tree_copy() { # tree_copy TREE NAME
+  local work
+  work=$(mktemp -d "/tmp/$2.XXXXXX")
+  cp -a "$1/." "$work/"
+  if [ ! -d "$work/.git" ] && command -v git >/dev/null; then
+    (cd "$work" && git init -q && git add -A \
+      && git -c user.name=bench -c user.email=bench@localhost commit -qm "$2")
+  fi
+  echo "$work"
+}
+
 results_header() {
   echo "- command: \`$1\`"
   echo "- device: $(results_device)"

@@ -24,6 +24,8 @@
 # then both labels' steps side by side and each step's stage table. RUN_TIMES_NOTE says how
 # the two sides ran (e.g. side by side on two GPUs).
 set -euo pipefail
+# shellcheck source=benches/results_header.sh
+. "$(dirname "${BASH_SOURCE[0]}")/results_header.sh"
 
 count_reuse() { # bench variants measured, bench variants reused, profile targets reused
   python3 - <<'PY'
@@ -51,12 +53,8 @@ run() {
   [ ${#steps[@]} -gt 0 ] || steps=(force fresh edit-ws edit-mma edit-fp8)
   mkdir -p "$out"
   local work
-  work=$(mktemp -d "/tmp/run-times-$label.XXXXXX")
-  cp -a "$tree/." "$work/"
+  work=$(tree_copy "$tree" "run-times-$label")
   cd "$work"
-  if [ ! -d .git ] && command -v git >/dev/null; then
-    git init -q && git add -A && git -c user.name=bench -c user.email=bench@localhost commit -qm "$label"
-  fi
   local n=0 step file t0 rc secs counts flags
   for step in "${steps[@]}"; do
     n=$((n + 1))
@@ -92,14 +90,10 @@ table() {
     after=$before
     before=""
   fi
-  local root
-  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   if [ -n "${RUN_TIMES_HEADER:-}" ]; then
     # Made elsewhere than where it was measured: the header of the call that measured.
     cat "$RUN_TIMES_HEADER"
   else
-    # shellcheck source=benches/results_header.sh
-    . "$root/benches/results_header.sh"
     if [ -n "$before" ]; then
       results_header "bash benches/run_times.sh run REPRO TREE LABEL OUTDIR, for $before (before) and $after (after); bash benches/run_times.sh table OUTDIR $before $after"
     else
