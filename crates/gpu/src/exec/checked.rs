@@ -80,12 +80,8 @@ pub fn check_run(warm: &mut Warm, run: &Run) -> anyhow::Result<Checked> {
     let project = Project::load(run.file)?;
     let dims = run
         .decl
-        .shapes
-        .get(run.shape)
-        .with_context(|| format!("no shape `{}` in workload `{}`", run.shape, run.workload))?
-        .iter()
-        .map(|(k, v)| (k.clone(), *v))
-        .collect();
+        .shape_dims(run.shape)
+        .with_context(|| format!("no shape `{}` in workload `{}`", run.shape, run.workload))?;
     let resolved = Resolved {
         workload: run.workload.to_string(),
         decl: run.decl.clone(),

@@ -154,19 +154,13 @@ impl Project {
             let dims = parse_dims(&req.shape, &decl.dims).map_err(anyhow::Error::msg)?;
             (req.shape.clone(), dims)
         } else {
-            let dims = decl
-                .shapes
-                .get(&req.shape)
-                .with_context(|| {
-                    format!(
-                        "no shape `{}` in workload `{workload}` (shapes: {})",
-                        req.shape,
-                        decl.shapes.keys().cloned().collect::<Vec<_>>().join(", ")
-                    )
-                })?
-                .iter()
-                .map(|(k, v)| (k.clone(), *v))
-                .collect();
+            let dims = decl.shape_dims(&req.shape).with_context(|| {
+                format!(
+                    "no shape `{}` in workload `{workload}` (shapes: {})",
+                    req.shape,
+                    decl.shapes.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })?;
             (req.shape.clone(), dims)
         };
         let recipe = match &req.inputs {

@@ -337,10 +337,7 @@ impl<'d> Compiled<'d> {
 
     /// The dimensions of shape `shape` as bindings (`None`: no such shape).
     pub fn dims(&self, shape: &str) -> Option<Bindings> {
-        self.decl
-            .shapes
-            .get(shape)
-            .map(|d| d.iter().map(|(k, v)| (k.clone(), *v)).collect())
+        self.decl.shape_dims(shape)
     }
 
     /// The extents of argument `i` (empty for a scalar), each at least 1.

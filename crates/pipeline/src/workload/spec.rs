@@ -62,6 +62,13 @@ pub struct Declaration {
 pub const DEFAULT_RECIPE: &str = "default";
 
 impl Declaration {
+    /// The dimensions of shape `shape`, name → value, as the workload's expressions bind
+    /// them (`None`: no such shape).
+    pub fn shape_dims(&self, shape: &str) -> Option<BTreeMap<String, i64>> {
+        let dims = self.shapes.get(shape)?;
+        Some(dims.iter().map(|(k, v)| (k.clone(), *v)).collect())
+    }
+
     /// The recipe names, in declaration order (`[default]` when none are declared).
     pub fn recipe_names(&self) -> Vec<&str> {
         if self.recipes.is_empty() {

@@ -40,10 +40,7 @@ pub(super) fn plan(
             continue;
         };
         for s in o.shapes_of(decl) {
-            let dims: Bindings = decl.shapes[&s]
-                .iter()
-                .map(|(k, v)| (k.clone(), *v))
-                .collect();
+            let dims = decl.shape_dims(&s).unwrap_or_default();
             for (i, recipe) in decl.recipes_of(&s).into_iter().enumerate() {
                 for &seed in &decl.seeds {
                     jobs.push(BenchJob {

@@ -269,8 +269,7 @@ fn failed(target: &Target, reason: String) -> (NcuTarget, String) {
 fn dims(workloads: &Workloads, target: &Target) -> Bindings {
     workloads
         .get(&target.workload)
-        .and_then(|d| d.shapes.get(&target.shape))
-        .map(|s| s.iter().map(|(k, v)| (k.clone(), *v)).collect())
+        .and_then(|d| d.shape_dims(&target.shape))
         .unwrap_or_default()
 }
 

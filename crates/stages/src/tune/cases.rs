@@ -13,7 +13,6 @@ use super::gpu::every_case;
 use repro_gpu::client::{ExecRequest, ExecTarget};
 use repro_gpu::timing::{L2Mode, Method};
 use repro_gpu::worker::pool::Workers;
-use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Declaration;
 use repro_schema::RunStatus;
 use std::path::Path;
@@ -143,12 +142,10 @@ pub(super) fn prepare(p: &Preparer, gpu: &GpuUse, over: &AtomicBool) -> Prepared
         if over.load(Ordering::SeqCst) {
             break;
         }
-        let r = p.workers.run(
-            0,
-            &request(p, shape, recipe, seed),
-            &dims(p, shape),
-            p.timeout,
-        );
+        let dims = p.decl.shape_dims(shape).unwrap_or_default();
+        let r = p
+            .workers
+            .run(0, &request(p, shape, recipe, seed), &dims, p.timeout);
         if r.status != RunStatus::Ok || r.correctness_pass != Some(true) {
             let why = r.error.unwrap_or_else(|| format!("status {}", r.status));
             done.stopped = Some(format!("{shape} ({recipe} inputs, seed {seed}): {why}"));
@@ -175,13 +172,6 @@ fn request(p: &Preparer, shape: &str, recipe: &str, seed: u64) -> ExecRequest {
         timing: false,
         profile: None,
     }
-}
-
-fn dims(p: &Preparer, shape: &str) -> Bindings {
-    p.decl.shapes[shape]
-        .iter()
-        .map(|(k, v)| (k.clone(), *v))
-        .collect()
 }
 
 #[cfg(test)]

@@ -189,10 +189,7 @@ impl GpuBackend<'_, '_> {
             timing,
             profile: None,
         };
-        let dims: Bindings = self.decl.shapes[shape]
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
+        let dims = self.decl.shape_dims(shape).unwrap_or_default();
         self.workers.run(slot, &req, &dims, self.timeout)
     }
 
