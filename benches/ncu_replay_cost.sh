@@ -4,12 +4,13 @@
 # (`repro exec --worker`) under ncu, as the stage runs them (`--profile-from-start off`,
 # `--clock-control none --cache-control none`, 20 warm-up launches, then 5 profiled ones per
 # target), once per metric list: the time alone (the stage's time pass), the stage's one-pass
-# list, that list plus one more group, and the stage's full list.
+# list, that list plus one more group, all of them ("whole"), and the stage's full list (the
+# groups and the time, without the one-pass fields, which the record takes from the one pass).
 #
 #   bash benches/ncu_replay_cost.sh REPRO_BINARY PROJECT OUT_DIR
 #
 # PROJECT: a checkout whose `repro stage build` has run. The lists are the Hopper ones
-# (repro_ncu::metrics::{one_pass_list, request_list} on an H100/H200), plus ncu's own
+# (repro_ncu::metrics::{one_pass_list, full_list} on an H100/H200), plus ncu's own
 # `profiler__replayer_passes`. Writes OUT_DIR/<list>.csv (ncu's page) and
 # OUT_DIR/<list>.out (the worker's answers) and prints the result file. Exits non-zero if
 # any run fails.
@@ -24,7 +25,7 @@ one+=",sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
 one+=",sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread"
 one+=",gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed"
 sm=sm__throughput.avg.pct_of_peak_sustained_elapsed
-l2=lts__t_sector_hit_rate.pct
+l2=lts__t_sectors_lookup_hit.sum,lts__t_sectors_lookup_miss.sum
 bank=l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
 reasons="barrier branch_resolving dispatch_stall drain gmma imc_miss lg_throttle long_scoreboard math_pipe_throttle membar mio_throttle misc no_instruction not_selected selected short_scoreboard sleeping tex_throttle wait"
 stalls=$(join $(for r in $reasons; do echo "smsp__warp_issue_stalled_${r}_per_warp_active.pct"; done))
@@ -50,7 +51,8 @@ run one-pass+bank "$one,$bank,$passes"
 run one-pass+l2 "$one,$l2,$passes"
 run one-pass+stalls "$one,$stalls,$passes"
 run one-pass+sm "$one,$sm,$passes"
-run full "$one,$sm,$l2,$bank,$stalls,$passes"
+run whole "$one,$sm,$l2,$bank,$stalls,$passes"
+run full "$time,$sm,$l2,$bank,$stalls,$passes"
 run time-again "$time,$passes"
 run one-pass-again "$one,$passes"
 {

@@ -149,6 +149,19 @@ pub fn request_list(arch: Option<Arch>, extra: &[String]) -> Vec<String> {
     list
 }
 
+/// The `--metrics` list of the full profile on `arch`: [`request_list`] without the fields
+/// the one-pass profile gives every target and the record takes from there
+/// ([`Field::one_pass`]), but the kernel time, which ncu measures in any pass and every
+/// record reads. A metric of `extra` stays. On an H200 that is 15 replay passes per launch
+/// where the whole list takes 16 (`benches/results/ncu_replay_cost_h200.md`).
+pub fn full_list(arch: Option<Arch>, extra: &[String]) -> Vec<String> {
+    let given = field_aliases(&archs(arch), |f| f.one_pass() && f != Field::KernelTimeUs);
+    request_list(arch, extra)
+        .into_iter()
+        .filter(|m| !given.contains(m) || extra.contains(m))
+        .collect()
+}
+
 /// The `--metrics` list of a one-pass profile on `arch` (all architectures' names when
 /// unknown): every alias of the fields ncu reads in one replay pass ([`Field::one_pass`]).
 pub fn one_pass_list(arch: Option<Arch>) -> Vec<String> {

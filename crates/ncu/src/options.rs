@@ -72,7 +72,7 @@ impl Default for ProfileOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FullProfile {
-    /// The tune elites and the fastest variant on each profiled shape; the other targets
+    /// Each tune's best elite and the fastest variant on each profiled shape; the other targets
     /// have only the fields one replay pass gives (`repro_ncu::metrics::Field::one_pass`).
     Chosen,
     /// Every target.

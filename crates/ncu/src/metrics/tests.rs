@@ -230,6 +230,28 @@ fn the_one_pass_list_has_the_one_pass_fields_and_nothing_else() {
 }
 
 #[test]
+fn the_full_list_leaves_out_what_the_one_pass_gives_but_the_time_and_extra() {
+    let registers = "launch__registers_per_thread".to_string();
+    for arch in [Some(Arch::Hopper), Some(Arch::Ada), None] {
+        let full = full_list(arch, &[]);
+        let one = one_pass_list(arch);
+        assert_eq!(
+            one.iter().filter(|m| full.contains(m)).collect::<Vec<_>>(),
+            ["gpu__time_duration.sum"],
+            "{arch:?}"
+        );
+        let whole = request_list(arch, &[]);
+        let rest: Vec<&String> = whole.iter().filter(|m| !one.contains(m)).collect();
+        assert_eq!(full.iter().skip(1).collect::<Vec<_>>(), rest, "{arch:?}");
+    }
+    let asked = full_list(Some(Arch::Hopper), std::slice::from_ref(&registers));
+    assert!(
+        asked.contains(&registers),
+        "a metric the stage asks for stays"
+    );
+}
+
+#[test]
 fn the_l2_hit_rate_is_hits_over_lookups_of_one_count_and_ncus_own_only_without_them() {
     // ws-c1-x2 on mission, one launch on an H200: ncu's rate divides the hits by
     // `lts__t_sectors` of another replay pass (benches/results/l2_hit_rate_h200.md).

@@ -155,7 +155,7 @@ fn l2_note(targets: &[NcuTarget]) -> Option<String> {
 fn one_pass_note(targets: &[NcuTarget]) -> Option<String> {
     targets_where(targets, |t| t.metric_set == Some(MetricSet::OnePass)).map(|light| {
         format!(
-            "Profiled in one pass only ({light}): the kernel time, tensor pipe, occupancy, registers and DRAM throughput; SM %, L2 hit % and stalls need the full metric list (16 replay passes per launch on an H200, against one), which the stage spends on the tune elites and the fastest variant on each shape (`full_profile: chosen`; `all` profiles every target in full; docs/guide/ncu.md, \"One pass or the full profile\")."
+            "Profiled in one pass only ({light}): the kernel time, tensor pipe, occupancy, registers and DRAM throughput; SM %, L2 hit % and stalls need the full metric list (15 replay passes per launch on an H200, against one), which the stage spends on each tune's best elite and the fastest variant on each shape (`full_profile: chosen`; `all` profiles every target in full; docs/guide/ncu.md, \"One pass or the full profile\")."
         )
     })
 }

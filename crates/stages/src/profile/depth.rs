@@ -2,9 +2,10 @@
 //! gets, which reads the kernel time's neighbours: tensor pipe, occupancy, registers and
 //! DRAM throughput (`full_profile:`). On an H200 a launch profiled in one pass costs ncu
 //! about 15 ms more than its time alone, in three replay passes about 0.1 s, and with the
-//! full list's 16 about 0.19 s (`benches/results/ncu_replay_cost_h200.md`). So the full
-//! profile goes where the report and the tuner read its SM throughput, L2 hit rate and warp
-//! stalls.
+//! full list's 15 about 0.19 s (`benches/results/ncu_replay_cost_h200.md`): about a second
+//! for a target's 5 launches. So the full profile goes to the kernels whose SM throughput,
+//! L2 hit rate and warp stalls the report explains: what each tune found, and what the
+//! dispatch table calls.
 
 use super::targets::{bench_files, Program, Target};
 use repro_ncu::metrics::{value, value_mut, Field};
@@ -15,11 +16,11 @@ use repro_schema::{BenchFile, NcuTarget, RunStatus};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Whether each of `targets` gets the full profile. With `full_profile: chosen`: the tune
-/// elites (the proposer's brief carries their profiles) and, on each shape, the fastest
-/// variant there (the kernel the dispatch table calls); not the baselines' calls. Every
-/// target when `full_profile: all`, or when a profile gate reads a metric one pass does not
-/// give.
+/// Whether each of `targets` gets the full profile. With `full_profile: chosen`: each tune's
+/// best elite (rank 1, the fastest it found) and, on each shape, the fastest variant there by
+/// the bench (the kernel the dispatch table calls); not the runners-up of an elite, whose
+/// records (and so the proposer's brief) have the one-pass fields, nor the baselines' calls. Every target when `full_profile: all`, or when a profile gate reads
+/// a metric one pass does not give.
 pub(super) fn full(
     targets: &[Target],
     opts: &ProfileOptions,
@@ -34,7 +35,7 @@ pub(super) fn full(
     targets
         .iter()
         .map(|t| match &t.program {
-            Program::Cubin { .. } => true,
+            Program::Cubin { rank, .. } => *rank == 1,
             Program::Script(_) => false,
             Program::Variant(v) => {
                 let files = benches

@@ -3,8 +3,8 @@
 //! process per pass ([`kernels`]); a baseline's calls as many times, after the same warm-up,
 //! one process per script ([`run`]); `--csv --page raw` with an explicit metric list. Three
 //! passes: one that times the launches alone ([`own_time`]), one with the counters a single
-//! replay pass gives, for every target, and the full metric list for the tune elites and
-//! each shape's fastest variant ([`depth`]). Writes each target's CSVs to
+//! replay pass gives, for every target, and the full metric list for each tune's best elite
+//! and each shape's fastest variant ([`depth`]). Writes each target's CSVs to
 //! `artifacts/ncu/<target>.csv` (one pass), `<target>.time.csv` and `<target>.full.csv`, and
 //! the medians of the named metrics and the `gates.profile` verdicts to
 //! `artifacts/ncu/summary.json`.
@@ -41,7 +41,7 @@ use crate::reuse::Committed;
 use crate::reuse::ThisRun;
 use anyhow::Context;
 use ncu_call::detected_arch;
-use ncu_call::request_metrics;
+use ncu_call::full_metrics;
 use repro_ncu as ncu_mod;
 use repro_ncu::NCU_NOT_FOUND;
 use repro_pipeline::kind::Config;
@@ -122,7 +122,7 @@ impl StageKind for Profile {
         p.insert("targets".into(), opts.targets.join(","));
         p.insert(
             "metrics".into(),
-            request_metrics(root, &opts.metrics).join(","),
+            full_metrics(root, &opts.metrics).join(","),
         );
         p.insert("keep_report".into(), opts.keep_report.to_string());
         p.insert("warmup".into(), opts.warmup.to_string());
@@ -204,7 +204,7 @@ impl StageKind for Profile {
             return finish(&out_dir, summary, skipped, outcome);
         };
         summary.ncu_version = ncu_mod::version(ctx.root, &ncu);
-        let metric_list = request_metrics(ctx.root, &opts.metrics);
+        let metric_list = full_metrics(ctx.root, &opts.metrics);
         let pipeline_file = ctx.pipeline_file.to_path_buf();
         let no_sections = ncu_call::empty_section_folder(ctx.root);
         let call = NcuCall {

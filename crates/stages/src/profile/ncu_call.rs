@@ -109,7 +109,7 @@ impl NcuCall<'_> {
         ExecRequest {
             target: match &target.program {
                 Program::Variant(v) => ExecTarget::Variant(v.clone()),
-                Program::Cubin { path, defines } => ExecTarget::Cubin {
+                Program::Cubin { path, defines, .. } => ExecTarget::Cubin {
                     path: path.clone(),
                     entry: target.entry.clone(),
                     defines: defines.clone(),
@@ -148,9 +148,10 @@ pub(super) fn empty_section_folder(root: &Path) -> Option<std::path::PathBuf> {
     std::fs::create_dir_all(&dir).ok().map(|()| dir)
 }
 
-/// The metric list for the GPU this machine has (every architecture's names when unknown).
-pub(super) fn request_metrics(root: &Path, extra: &[String]) -> Vec<String> {
-    metrics::request_list(detected_arch(root), extra)
+/// The full profile's metric list for the GPU this machine has (every architecture's names
+/// when unknown).
+pub(super) fn full_metrics(root: &Path, extra: &[String]) -> Vec<String> {
+    metrics::full_list(detected_arch(root), extra)
 }
 
 pub(super) fn detected_arch(root: &Path) -> Option<Arch> {

@@ -72,7 +72,7 @@ impl Common {
                     .0,
                 repro_gpu::exec::integer_defines(ctx.pipeline, v),
             ),
-            Program::Cubin { path, defines } => (path.clone(), defines.clone()),
+            Program::Cubin { path, defines, .. } => (path.clone(), defines.clone()),
             Program::Script(_) => unreachable!("a baseline's key is script_key's"),
         };
         let decl = self.workloads.get(&target.workload)?;

@@ -19,10 +19,11 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Program {
     Variant(String),
-    /// A tune elite's cubin and the defines it was compiled with.
+    /// A tune elite's cubin, the defines it was compiled with and its rank in the elite.
     Cubin {
         path: PathBuf,
         defines: Bindings,
+        rank: u32,
     },
     /// A baseline script's profiling mode: this command, then `--profile <baseline> <shape>
     /// <range>` for this call and the others that share the command.
@@ -184,6 +185,7 @@ pub(super) fn elite_targets(
                 program: Program::Cubin {
                     path: cubin,
                     defines,
+                    rank: e.rank,
                 },
                 shape: workloads
                     .get(&tune.workload)

@@ -60,6 +60,7 @@ fn kernel_targets_run_on_a_worker_under_ncu_with_profiling_off_until_their_windo
         program: Program::Cubin {
             path: "/p/.repro/cubins/tune-top1.cubin".into(),
             defines: [("X".to_string(), 2)].into(),
+            rank: 1,
         },
         workload: "tiny".into(),
         shape: "mission".into(),

@@ -49,6 +49,7 @@ fn topk_without_tune_results_is_skipped_with_the_reason() {
         Program::Cubin {
             path: dir.path().join(".repro/cubins/tune-top1.cubin"),
             defines: [("X".to_string(), 2)].into(),
+            rank: 1,
         }
     );
     // A profile stage that needs no tune stage has no elite to profile.
@@ -167,6 +168,23 @@ fn baselines_and_the_best_variant_off_the_primary_become_targets() {
         .map(|(t, _)| t.label.as_str())
         .collect();
     assert_eq!(chosen, ["mm@small"]);
+    // Of a tune's elite, only its best (rank 1) gets the full list.
+    let elite = |rank: u32| Target {
+        label: format!("top{rank}"),
+        variant: format!("tune-top{rank}"),
+        entry: "k_fwd".into(),
+        program: Program::Cubin {
+            path: format!("/p/.repro/cubins/tune-top{rank}.cubin").into(),
+            defines: Default::default(),
+            rank,
+        },
+        workload: run[0].workload.clone(),
+        shape: run[0].shape.clone(),
+    };
+    let with_elite: Vec<Target> = run.iter().cloned().chain([elite(1), elite(2)]).collect();
+    let full_elite = crate::profile::depth::full(&with_elite, &opts, &p, dir.path());
+    assert_eq!(full_elite[..run.len()], full[..]);
+    assert_eq!(full_elite[run.len()..], [true, false]);
     let all = ProfileOptions {
         full_profile: repro_ncu::options::FullProfile::All,
         ..opts.clone()
