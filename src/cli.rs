@@ -409,6 +409,12 @@ pub struct ExecArgs {
     /// way; docs/guide/ncu.md).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub profile_launches: Option<u32>,
+    /// With --profile-launches: no correctness check first (and no reference run), for a
+    /// cubin another run checked on the same case, as the profile stage's passes after its
+    /// time pass do. --warmup then counts every launch before the profiled ones. Exits 0
+    /// once the launches ran.
+    #[arg(long, requires = "profile_launches")]
+    pub unchecked: bool,
     /// Keep sampling while the coefficient of variation is above this and the median is not
     /// known to within this fraction (its 95% confidence interval)...
     #[arg(long, default_value_t = 0.01)]

@@ -215,6 +215,7 @@ fn a_fault_in_the_middle_of_a_batch_fails_that_run_and_a_fresh_worker_takes_the_
             method: "isolated".into(),
             timing: true,
             profile: None,
+            check: true,
         };
         workers.run(0, &req, &small, Duration::from_secs(10))
     };

@@ -483,6 +483,18 @@ fn profile_stage_skips_and_fails_honestly() {
             && ran.contains("\"timing\":false"),
         "after the check and 5 warm-up launches, 5 launches in the window, none timed:\n{ran}"
     );
+    // The time pass checks each target; the passes after it launch what it checked, with
+    // one more warm-up launch in the check's place.
+    for line in ran.lines() {
+        let timed = line.starts_with("kernels-0-0.csv");
+        assert_eq!(!line.contains("\"check\":false"), timed, "{line}");
+        let warmup = if timed {
+            "\"warmup\":5,"
+        } else {
+            "\"warmup\":6,"
+        };
+        assert!(line.contains(warmup), "{line}");
+    }
     // The profile gate failed on both: recorded ❌, and the stage still passed.
     let gates = summary(&staging).gates;
     let verdicts: Vec<(&str, &str, bool)> = gates

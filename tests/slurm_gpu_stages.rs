@@ -105,6 +105,7 @@ fn measure(executor: &dyn Executor, root: &Path, exe: &Path, seeds: u64) -> Vec<
                 method: "graph".into(),
                 timing: true,
                 profile: None,
+                check: true,
             };
             workers.run(slot, &req, &small(), Duration::from_secs(60))
         },

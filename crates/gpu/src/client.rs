@@ -53,6 +53,19 @@ pub struct ExecRequest {
     /// (`--profile-launches`): what `ncu --profile-from-start off` profiles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<u32>,
+    /// `false` (`--unchecked`, only with `profile`): launch without the correctness check,
+    /// so without the reference's outputs, for a cubin another run checked on the same case:
+    /// the profile stage's passes after its time pass.
+    #[serde(default = "checked", skip_serializing_if = "is_checked")]
+    pub check: bool,
+}
+
+fn checked() -> bool {
+    true
+}
+
+fn is_checked(check: &bool) -> bool {
+    *check
 }
 
 impl ExecRequest {
@@ -111,6 +124,9 @@ impl ExecRequest {
         }
         if let Some(n) = self.profile {
             argv.extend(["--profile-launches".into(), n.to_string()]);
+        }
+        if !self.check {
+            argv.push("--unchecked".into());
         }
         argv
     }
@@ -239,6 +255,7 @@ mod tests {
             method: Method::Isolated,
             timing: true,
             profile: None,
+            check: true,
         }
     }
 

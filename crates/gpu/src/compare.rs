@@ -137,7 +137,7 @@ pub fn compare(file: &Path, args: &CompareRequest) -> anyhow::Result<Comparison>
     let mut readied = Vec::new();
     let mut checked = Vec::new();
     for (name, r) in sides {
-        let ready = ready(&mut warm, &project, r, args.seed)
+        let ready = ready(&mut warm, &project, r, args.seed, true)
             .with_context(|| format!("loading `{name}` ({})", r.cubin.display()))?;
         checked.push(check(warm.session(), &project, r, &ready)?);
         readied.push(ready);
@@ -217,6 +217,7 @@ fn exec_request(
         method: Method::Isolated,
         timing: true,
         profile: None,
+        check: true,
     }
 }
 

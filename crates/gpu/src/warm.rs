@@ -22,10 +22,11 @@ use std::rc::Rc;
 /// trial's cubin for a handful of runs and never again.
 const KERNELS_KEPT: usize = 16;
 
-/// One case and the reference's outputs on it (ABI order, as f64).
+/// One case and the reference's outputs on it (ABI order, as f64): `None` until a checked
+/// run needs them (an unchecked one, `ExecRequest::check`, runs no reference).
 pub struct Prepared {
     pub case: Case,
-    pub expected: Vec<Vec<f64>>,
+    pub expected: Option<Vec<Vec<f64>>>,
 }
 
 /// What a workload's outputs are compared with.
@@ -112,15 +113,14 @@ impl Warm {
         Ok(kernel)
     }
 
-    /// The case of `c` for (`shape` with `dims`, `recipe`, `seed`) and `reference`'s
-    /// outputs on it: drawn and computed on first use, then kept.
+    /// The case of `c` for (`shape` with `dims`, `recipe`, `seed`) and, when `expected`,
+    /// `reference`'s outputs on it: each drawn or computed on first use, then kept.
     pub fn prepared(
         &mut self,
         c: &Compiled,
         reference: &Reference,
-        (shape, dims): (&str, &Bindings),
-        recipe: &str,
-        seed: u64,
+        (shape, dims, recipe, seed): (&str, &Bindings, &str, u64),
+        expected: bool,
     ) -> anyhow::Result<Rc<Prepared>> {
         let (id, image) = match reference {
             Reference::Kernel { cubin, entry } => {
@@ -137,18 +137,24 @@ impl Warm {
             recipe.to_string(),
             seed,
         );
-        if let Some(p) = self.prepared.get(&key) {
+        let complete = |p: &&Rc<Prepared>| p.expected.is_some() || !expected;
+        if let Some(p) = self.prepared.get(&key).filter(complete) {
             return Ok(p.clone());
         }
-        let case = Case::generate_for(c, shape, dims.clone(), recipe, seed)
-            .map_err(|p| anyhow::anyhow!("{}", p.message))?;
+        // Drawn for an unchecked run, and now wanted with the reference's outputs.
+        let case = match self.prepared.remove(&key) {
+            Some(p) => Rc::try_unwrap(p).map_or_else(|p| p.case.clone(), |p| p.case),
+            None => Case::generate_for(c, shape, dims.clone(), recipe, seed)
+                .map_err(|p| anyhow::anyhow!("{}", p.message))?,
+        };
         let expected = match (reference, image) {
+            _ if !expected => None,
             (Reference::Kernel { cubin, entry }, Some(image)) => {
-                self.run_reference(c, &case, (cubin, entry), image)?
+                Some(self.run_reference(c, &case, (cubin, entry), image)?)
             }
-            (Reference::Command { root, run }, _) => {
-                repro_pipeline::workload::command::expected(root, c.name, c.decl, &case, run)?
-            }
+            (Reference::Command { root, run }, _) => Some(
+                repro_pipeline::workload::command::expected(root, c.name, c.decl, &case, run)?,
+            ),
             (Reference::Kernel { .. }, None) => unreachable!("a kernel reference was read"),
         };
         let prepared = Rc::new(Prepared { case, expected });

@@ -76,6 +76,7 @@ pub fn dump_inputs(file: &Path, req: &DumpRequest) -> anyhow::Result<usize> {
         method: Method::Isolated,
         timing: false,
         profile: None,
+        check: true,
     };
     let (name, decl) = project.workload_of(&exec)?;
     let c = Compiled::new(name, decl, &[]).map_err(|p| {

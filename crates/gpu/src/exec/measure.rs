@@ -13,8 +13,9 @@ use repro_pipeline::workload::compare::OutputCheck;
 use repro_schema::{BenchResult, OutputAccuracy, RunStatus, TimingMode};
 use std::time::Duration;
 
-/// Check `r` on its case, then launch it in a profiler window (`req.profile`) or time it
-/// (unless `!req.timing`): the record `repro exec` prints.
+/// Check `r` on its case (unless `!req.check`), then launch it in a profiler window
+/// (`req.profile`) or time it (unless `!req.timing`): the record `repro exec` prints. An
+/// unchecked run has no accuracy figures and no `correctness_pass`.
 pub(super) fn measure(
     warm: &mut Warm,
     project: &Project,
@@ -22,9 +23,11 @@ pub(super) fn measure(
     req: &ExecRequest,
     settings: &ExecSettings,
 ) -> anyhow::Result<BenchResult> {
-    let ready = ready(warm, project, r, req.seed)?;
+    if !req.check && req.profile.is_none() {
+        anyhow::bail!("an unchecked run only launches in a profiler window: give it `profile`");
+    }
+    let ready = ready(warm, project, r, req.seed, req.check)?;
     let session = warm.session();
-    let checked = check(session, project, r, &ready)?;
     let mut out = BenchResult::blank(
         &r.shape,
         r.dims.clone(),
@@ -35,10 +38,13 @@ pub(super) fn measure(
     out.inputs = r.recipe.clone();
     out.device_index = Some(device_index(|k| std::env::var(k).ok(), settings.device));
     out.device_name = Some(warm.device_name().to_string());
-    record_accuracy(&mut out, &checked.checks);
-    if !checked.never_written.is_empty() {
-        out.correctness_pass = Some(false);
-        out.error = Some(checked.never_written.join("\n"));
+    if req.check {
+        let checked = check(session, project, r, &ready)?;
+        record_accuracy(&mut out, &checked.checks);
+        if !checked.never_written.is_empty() {
+            out.correctness_pass = Some(false);
+            out.error = Some(checked.never_written.join("\n"));
+        }
     }
     if let Some(launches) = req.profile {
         session.profile(&ready.launch(), req.warmup, launches)?;

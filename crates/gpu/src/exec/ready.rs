@@ -28,14 +28,15 @@ impl Ready {
     }
 }
 
-/// Draw (or find) `r`'s case and the reference's outputs, load its kernel, and evaluate
-/// its launch: a launch the declaration refuses (`requires`) or beyond this GPU's limits is
-/// an error at its key in pipeline.yaml.
+/// Draw (or find) `r`'s case and, when `expected`, the reference's outputs; load its
+/// kernel, and evaluate its launch: a launch the declaration refuses (`requires`) or beyond
+/// this GPU's limits is an error at its key in pipeline.yaml.
 pub(crate) fn ready(
     warm: &mut Warm,
     project: &Project,
     r: &Resolved,
     seed: u64,
+    expected: bool,
 ) -> anyhow::Result<Ready> {
     let fail = |p: &Problem| anyhow::anyhow!("{}", project.render(p));
     let names: Vec<&str> = r.defines.keys().map(String::as_str).collect();
@@ -43,7 +44,8 @@ pub(crate) fn ready(
         let text: Vec<String> = problems.iter().map(|p| project.render(p)).collect();
         anyhow::anyhow!("{}", text.join("\n"))
     })?;
-    let prepared = warm.prepared(&c, &r.reference, (&r.shape, &r.dims), &r.recipe, seed)?;
+    let case = (r.shape.as_str(), &r.dims, r.recipe.as_str(), seed);
+    let prepared = warm.prepared(&c, &r.reference, case, expected)?;
     let kernel = warm.kernel(&r.cubin, &r.entry, &r.decl.launch.globals)?;
     let mut values = r.defines.clone();
     values.extend(kernel.globals.clone());

@@ -74,6 +74,7 @@ pub(crate) mod tests {
             method: Method::Isolated,
             timing: true,
             profile: None,
+            check: true,
         }
     }
 
@@ -98,6 +99,7 @@ pub(crate) mod tests {
                 method: Method::Graph,
                 timing: false,
                 profile: None,
+                check: true,
             },
         };
         let line = serde_json::to_string(&req).unwrap();

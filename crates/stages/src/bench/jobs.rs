@@ -90,6 +90,7 @@ pub(super) fn run_jobs(
                 method: o.method,
                 timing: job.timed,
                 profile: None,
+                check: true,
             };
             workers.run(gpu, &req, &job.dims, o.timeout)
         },

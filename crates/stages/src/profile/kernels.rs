@@ -27,7 +27,7 @@ use repro_ncu::parse::{self, Launch};
 use repro_pipeline::kind::RunCtx;
 use repro_pipeline::workload::exprs::Bindings;
 use repro_pipeline::workload::Workloads;
-use repro_schema::{NcuTarget, RunStatus};
+use repro_schema::{BenchResult, NcuTarget, RunStatus};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -175,11 +175,11 @@ fn run_round(
         let done = records.iter().filter(|r| r.is_some()).count() + answered.len();
         (ctx.progress)(&format!("ncu {} ({}/{})", t.label, done + 1, targets.len()));
         let record = workers.run(0, &call.request(t), &dims(&workloads, t), call.opts.timeout);
-        if record.status == RunStatus::Ok {
+        let Some(why) = run_failure(record) else {
             answered.push(i);
             continue;
-        }
-        failure = record.error.unwrap_or_else(|| "repro exec failed".into());
+        };
+        failure = why;
         records[i] = Some(failed(t, format!("the run under ncu failed: {failure}")));
         break;
     }
@@ -191,6 +191,21 @@ fn run_round(
         text,
         ending,
     }
+}
+
+/// Why a run under ncu failed, if it did: it did not run to its end, or its outputs failed
+/// the correctness check (a profile of a kernel that computes the wrong thing is no measure
+/// of it). An unchecked run (`ExecRequest::check`) has no verdict.
+fn run_failure(record: BenchResult) -> Option<String> {
+    if record.status != RunStatus::Ok {
+        return Some(record.error.unwrap_or_else(|| "repro exec failed".into()));
+    }
+    (record.correctness_pass == Some(false)).then(|| match record.error {
+        Some(why) => format!("its outputs failed the correctness check: {why}"),
+        None => "its outputs failed the correctness check (its accuracy figures against the \
+                 workload's gates: `repro exec` on the same target prints them)"
+            .into(),
+    })
 }
 
 /// Give each `answered` target (in request order) its `launches` launches from ncu's
@@ -304,4 +319,42 @@ pub(super) fn keep_report(ctx: &RunCtx, call: &NcuCall, targets: &[&Target]) -> 
             .map_err(|e| format!("cannot copy {} to {}: {e}", saved.display(), copy.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_failure;
+    use repro_schema::{BenchResult, RunStatus};
+
+    fn answer(status: RunStatus, pass: Option<bool>, error: Option<&str>) -> BenchResult {
+        let mut r = BenchResult::blank("mission", Default::default(), 0, (5, 1), status);
+        r.correctness_pass = pass;
+        r.error = error.map(str::to_string);
+        r
+    }
+
+    #[test]
+    fn a_run_fails_when_it_did_not_end_or_its_check_failed_and_not_when_unchecked() {
+        assert_eq!(run_failure(answer(RunStatus::Ok, Some(true), None)), None);
+        assert_eq!(
+            run_failure(answer(RunStatus::Ok, None, None)),
+            None,
+            "unchecked"
+        );
+        let crashed = answer(RunStatus::Failed, None, Some("CUDA_ERROR_LAUNCH_FAILED"));
+        assert_eq!(
+            run_failure(crashed).as_deref(),
+            Some("CUDA_ERROR_LAUNCH_FAILED")
+        );
+        let unwritten = answer(RunStatus::Ok, Some(false), Some("`out` was never written"));
+        assert_eq!(
+            run_failure(unwritten).as_deref(),
+            Some("its outputs failed the correctness check: `out` was never written")
+        );
+        let wrong = run_failure(answer(RunStatus::Ok, Some(false), None)).unwrap();
+        assert!(
+            wrong.starts_with("its outputs failed the correctness check ("),
+            "{wrong}"
+        );
+    }
 }

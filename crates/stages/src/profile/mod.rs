@@ -214,6 +214,7 @@ impl StageKind for Profile {
             metrics: &metric_list,
             opts,
             no_sections: no_sections.as_deref(),
+            check: false,
         };
         let timeout = opts.timeout;
         let arch = detected_arch(ctx.root);
@@ -228,8 +229,11 @@ impl StageKind for Profile {
             launches: opts.launches,
         };
         let time_metric = [own_time::METRIC.to_string()];
+        // The time pass checks each kernel target's outputs; the passes after it launch what
+        // it checked.
         let time_call = NcuCall {
             metrics: &time_metric,
+            check: true,
             ..call
         };
         let one_pass_call = NcuCall {

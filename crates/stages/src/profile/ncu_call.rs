@@ -16,6 +16,9 @@ pub struct NcuCall<'a> {
     pub opts: &'a ProfileOptions,
     /// An empty folder for `--section-folder` ([`empty_section_folder`]), if one was made.
     pub no_sections: Option<&'a Path>,
+    /// Whether a kernel target's run checks its outputs before the launches: the time
+    /// pass's do, the passes after it launch the same cubins on the same cases unchecked.
+    pub check: bool,
 }
 
 impl NcuCall<'_> {
@@ -102,9 +105,9 @@ impl NcuCall<'_> {
         argv
     }
 
-    /// A kernel target's run on the worker: checked, `launch_skip - 1` warm-up launches
-    /// (the check's launch is the first skipped), then `launches` launches in the profiler
-    /// window.
+    /// A kernel target's run on the worker: checked, then `launch_skip - 1` warm-up launches
+    /// (the check's launch is the first skipped), or unchecked and `launch_skip` of them;
+    /// then `launches` launches in the profiler window.
     pub fn request(&self, target: &Target) -> ExecRequest {
         ExecRequest {
             target: match &target.program {
@@ -121,12 +124,16 @@ impl NcuCall<'_> {
             inputs: None,
             precision: None,
             seed: 0,
-            warmup: self.opts.baseline_warmup(),
+            warmup: match self.check {
+                true => self.opts.baseline_warmup(),
+                false => self.opts.launch_skip(),
+            },
             iters: self.opts.iters,
             l2: L2Mode::Warm,
             method: Method::Graph,
             timing: false,
             profile: Some(self.opts.launches),
+            check: self.check,
         }
     }
 }

@@ -171,6 +171,7 @@ fn request(p: &Preparer, shape: &str, recipe: &str, seed: u64) -> ExecRequest {
         method: Method::Isolated,
         timing: false,
         profile: None,
+        check: true,
     }
 }
 

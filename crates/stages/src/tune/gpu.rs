@@ -188,6 +188,7 @@ impl GpuBackend<'_, '_> {
             method: self.method,
             timing,
             profile: None,
+            check: true,
         };
         let dims = self.decl.shape_dims(shape).unwrap_or_default();
         self.workers.run(slot, &req, &dims, self.timeout)

@@ -18,6 +18,7 @@ fn kernel_targets_run_on_a_worker_under_ncu_with_profiling_off_until_their_windo
         metrics: &metrics,
         opts: &opts,
         no_sections: Some(Path::new("/p/.repro/ncu/no-sections")),
+        check: true,
     };
     // The metrics by name, and no section: ncu reads none of its stock ones.
     assert_eq!(
@@ -52,6 +53,16 @@ fn kernel_targets_run_on_a_worker_under_ncu_with_profiling_off_until_their_windo
         call.request(&variant).argv().join(" "),
         "--variant base --workload tiny --shape mission --seed 0 --warmup 3 --iters 2 --l2 warm \
          --method graph --no-timing --profile-launches 7"
+    );
+    // A pass after the time pass: no check, so one more warm-up launch before the window.
+    let unchecked = NcuCall {
+        check: false,
+        ..call
+    };
+    assert_eq!(
+        unchecked.request(&variant).argv().join(" "),
+        "--variant base --workload tiny --shape mission --seed 0 --warmup 4 --iters 2 --l2 warm \
+         --method graph --no-timing --profile-launches 7 --unchecked"
     );
     let elite = Target {
         label: "top1".into(),
@@ -109,6 +120,7 @@ fn a_baseline_process_profiles_each_call_in_its_own_nvtx_range_after_the_kernels
         metrics: &metrics,
         opts: &opts,
         no_sections: None,
+        check: true,
     };
     let (best, default) = (
         script_call("t-best", "mission"),
