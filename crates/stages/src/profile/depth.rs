@@ -1,9 +1,9 @@
 //! Which targets ncu profiles with the full metric list besides the one pass every target
 //! gets, which reads the kernel time's neighbours: tensor pipe, occupancy, registers and
-//! DRAM throughput (`full_profile:`). On an H200 a launch profiled in one pass costs ncu
-//! about 15 ms more than its time alone, in three replay passes about 0.1 s, and with the
-//! full list's 15 about 0.19 s (`benches/results/ncu_replay_cost_h200.md`): about a second
-//! for a target's 5 launches. So the full profile goes to the kernels whose SM throughput,
+//! DRAM throughput (`full_profile:`). On an H200 a launch profiled in one pass costs ncu a
+//! few ms more than its time alone, in three replay passes about 0.1 s, and with the full
+//! list's 15 about 0.18 s (`benches/results/ncu_replay_cost_h200.md`): about a second for a
+//! target's 5 launches. So the full profile goes to the kernels whose SM throughput,
 //! L2 hit rate and warp stalls the report explains: what each tune found, and what the
 //! dispatch table calls.
 
