@@ -41,8 +41,9 @@ use crate::reuse::Committed;
 use crate::reuse::ThisRun;
 use anyhow::Context;
 use ncu_call::detected_arch;
-use ncu_call::full_metrics;
+use ncu_call::{full_metrics, one_pass_metrics};
 use repro_ncu as ncu_mod;
+use repro_ncu::metrics::{full_list, one_pass_list, Arch};
 use repro_ncu::NCU_NOT_FOUND;
 use repro_pipeline::kind::Config;
 use repro_pipeline::kind::Configs;
@@ -76,11 +77,6 @@ pub struct Profile;
 impl StageKind for Profile {
     fn kind(&self) -> &'static str {
         super::BuiltinKind::Profile.as_str()
-    }
-
-    /// The metric names follow the architecture of the GPU present.
-    fn machine_params(&self) -> &'static [&'static str] {
-        &["metrics", "one_pass_metrics"]
     }
 
     /// `gates.profile:`: each rule's shape, and the metrics, variants and targets it names.
@@ -120,10 +116,6 @@ impl StageKind for Profile {
         let mut inputs = StageInputs::default();
         let p = &mut inputs.params;
         p.insert("targets".into(), opts.targets.join(","));
-        p.insert(
-            "metrics".into(),
-            full_metrics(root, &opts.metrics).join(","),
-        );
         p.insert("keep_report".into(), opts.keep_report.to_string());
         p.insert("warmup".into(), opts.warmup.to_string());
         p.insert("iters".into(), opts.iters.to_string());
@@ -133,7 +125,16 @@ impl StageKind for Profile {
         p.insert("cache_control".into(), opts.cache_control.clone());
         p.insert("kernel_time_pass".into(), own_time::METRIC.into());
         p.insert("full_profile".into(), opts.full_profile.as_str().into());
-        p.insert("one_pass_metrics".into(), one_pass_metrics(root).join(","));
+        // Both metric lists of every architecture, whatever GPU this machine has: a change
+        // to a list is a change of the sources on every machine, never this machine's alone.
+        for arch in Arch::ALL {
+            let (full, one) = (
+                full_list(Some(arch), &opts.metrics),
+                one_pass_list(Some(arch)),
+            );
+            p.insert(format!("metrics_{}", arch.chip()), full.join(","));
+            p.insert(format!("one_pass_metrics_{}", arch.chip()), one.join(","));
+        }
         // Which variants run on the baseline shapes off the primary (targets::baseline_targets).
         p.insert("off_primary".into(), "best and fastest".into());
         if !pipeline.gates.profile.is_empty() {
@@ -480,11 +481,6 @@ fn log_unit(ctx: &RunCtx, unit: &schedule::Unit, pass: &str, ran: &schedule::Ran
         ran.took.as_secs_f64()
     );
     repro_base::fsio::append_line(ctx.log, &line);
-}
-
-/// The one-pass list ([`depth`]) for the GPU this machine has.
-fn one_pass_metrics(root: &Path) -> Vec<String> {
-    repro_ncu::metrics::one_pass_list(detected_arch(root))
 }
 
 /// A target's record and what ncu printed for it: the CSVs of its one-pass profile, of the

@@ -161,6 +161,12 @@ pub(super) fn full_metrics(root: &Path, extra: &[String]) -> Vec<String> {
     metrics::full_list(detected_arch(root), extra)
 }
 
+/// The one-pass list ([`super::depth`]) for the GPU this machine has (every architecture's
+/// names when unknown).
+pub(super) fn one_pass_metrics(root: &Path) -> Vec<String> {
+    metrics::one_pass_list(detected_arch(root))
+}
+
 pub(super) fn detected_arch(root: &Path) -> Option<Arch> {
     let gpus = repro_gpu::probe_cached(root).ok()?;
     Arch::from_sm(&gpus.first()?.arch())

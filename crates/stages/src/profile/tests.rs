@@ -91,3 +91,34 @@ fn resolve(
     let named: Vec<(&str, &TuneOptions)> = tunes.iter().map(|(n, o)| (*n, o)).collect();
     resolve_targets(opts, &named, p, root)
 }
+
+#[test]
+fn the_metric_lists_are_params_for_every_architecture_whatever_gpu_is_here() {
+    let p = pipeline("{uses: profile, targets: [control], metrics: [dram__bytes_read.sum]}");
+    let spec = &p.stages["prof"];
+    let config = Profile.configure("prof", spec, &p).unwrap();
+    let peers = Configs::new(vec![("prof".into(), config.clone())]);
+    let stage = Configured {
+        name: "prof",
+        spec,
+        config: &config,
+        peers: &peers,
+    };
+    // No GPU here: the lists are still those of each architecture, as on a GPU machine.
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = Profile
+        .inputs(&stage, &p, dir.path(), &Overrides::default())
+        .unwrap();
+    let extra = ["dram__bytes_read.sum".to_string()];
+    for arch in Arch::ALL {
+        let chip = arch.chip();
+        let full = &inputs.params[&format!("metrics_{chip}")];
+        assert_eq!(*full, full_list(Some(arch), &extra).join(","));
+        let one = &inputs.params[&format!("one_pass_metrics_{chip}")];
+        assert_eq!(*one, one_pass_list(Some(arch)).join(","));
+    }
+    assert!(
+        Profile.machine_params().is_empty(),
+        "a changed list is a change of the sources, not of the machine"
+    );
+}
